@@ -1,0 +1,976 @@
+//! The conformance suite: behaviours every [`Storage`] backend must share, each an `async fn`
+//! that takes a fresh, not yet created table and panics on a difference.
+//!
+//! `tests/conformance.rs` runs every case on [`FakeTable`](crate::FakeTable) and on DynamoDB
+//! Local, so the fake cannot drift from the real service. Cases include the scenarios of the Go
+//! library dynamotree and one test per defect of it that dynatree fixes.
+
+use std::collections::BTreeSet;
+use std::future::Future;
+use std::pin::Pin;
+
+use dynatree::{
+    Condition, ErrorKind, Item, Key, Path, Query, RangeCondition, RetryPolicy, Storage,
+    TransactAction, Tree, Value, WriteRequest, batch,
+};
+use futures::{StreamExt, TryStreamExt};
+use serde::{Deserialize, Serialize};
+
+/// A boxed conformance case.
+pub type CaseFuture = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// One named case, generic over the backend.
+pub type Case<S> = fn(S) -> CaseFuture;
+
+/// Every case, by name.
+///
+/// # Examples
+///
+/// ```
+/// use dynatree_testing::{FakeTable, conformance};
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// for (name, case) in conformance::cases::<FakeTable>() {
+///     if name == "basic_sequence" {
+///         case(FakeTable::new()).await;
+///     }
+/// }
+/// # }
+/// ```
+pub fn cases<S: Storage + 'static>() -> Vec<(&'static str, Case<S>)> {
+    macro_rules! case {
+        ($f:ident) => {
+            (stringify!($f), (|s: S| Box::pin($f(s)) as CaseFuture) as Case<S>)
+        };
+    }
+    vec![
+        case!(create_table_is_idempotent),
+        case!(basic_sequence),
+        case!(worked_example_rows),
+        case!(link_rows),
+        case!(reserved_character_x),
+        case!(invalid_input_writes_nothing),
+        case!(get_validates_paths),
+        case!(root_listing_works),
+        case!(delete_one_component_path),
+        case!(delete_keeps_children_reachable),
+        case!(delete_prunes_empty_ancestors),
+        case!(link_cycle_is_an_error),
+        case!(key_and_child_attributes_refused),
+        case!(serialization_failures),
+        case!(link_failures),
+        case!(early_stop_of_a_listing),
+        case!(fifty_component_path),
+        case!(path_deeper_than_one_transaction),
+        case!(list_items_reads_objects_and_follows_links),
+        case!(listing_is_in_byte_order_across_pages),
+        case!(go_written_rows_are_readable),
+        case!(conditional_writes),
+        case!(transaction_cancellation_reasons),
+        case!(service_limits_are_enforced),
+        case!(query_ranges_and_pages),
+        case!(one_megabyte_pages),
+        case!(batches_of_any_size),
+        case!(concurrent_puts_and_deletes_keep_objects_reachable),
+    ]
+}
+
+/// A small value type for the cases.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct V {
+    /// A number.
+    pub v: u32,
+}
+
+fn p(components: &[&str]) -> Path {
+    Path::new(components.iter().copied()).expect("test paths are non-empty")
+}
+
+async fn tree<S: Storage>(table: S) -> Tree<S> {
+    let tree = Tree::builder(table)
+        .retry_policy(fast_retry())
+        .build()
+        .expect("default tree");
+    tree.create_table().await.expect("create table");
+    tree
+}
+
+fn fast_retry() -> RetryPolicy {
+    RetryPolicy::new(
+        8,
+        std::time::Duration::from_millis(1),
+        std::time::Duration::from_millis(20),
+    )
+}
+
+async fn names<S: Storage>(tree: &Tree<S>, prefix: Path) -> Vec<String> {
+    tree.list(prefix).try_collect().await.expect("list")
+}
+
+/// Every row of the table as `(Key, Child, other attribute names)`, sorted.
+pub async fn rows<S: Storage>(tree: &Tree<S>) -> Vec<(String, String, Vec<String>)> {
+    let mut rows: Vec<_> = tree
+        .scan()
+        .map_ok(|item| {
+            let key = Key::from_item(&item).expect("every row has a key");
+            let attrs = item
+                .names()
+                .filter(|n| *n != dynatree::HASH_KEY && *n != dynatree::RANGE_KEY)
+                .map(str::to_owned)
+                .collect();
+            (key.hash, key.range, attrs)
+        })
+        .try_collect()
+        .await
+        .expect("scan");
+    rows.sort();
+    rows
+}
+
+/// Asserts the tree's invariants on the raw rows: every listing row's ancestors exist (upward
+/// closure) and every object row's listing row exists (reachability).
+pub async fn assert_invariants<S: Storage>(tree: &Tree<S>) {
+    let sc = tree.reserved();
+    let all = rows(tree).await;
+    let keys: BTreeSet<(String, String)> =
+        all.iter().map(|(h, r, _)| (h.clone(), r.clone())).collect();
+    let listing_of = |components: &[&str]| {
+        let (last, parent) = components.split_last().expect("non-empty");
+        let mut h = String::from(sc);
+        for c in parent {
+            h.push_str(c);
+            h.push(sc);
+        }
+        (h, (*last).to_owned())
+    };
+    for (h, r, _) in &all {
+        let path: Vec<&str> = if r == &sc.to_string() {
+            // Object row: Key = SC k0 SC … k(n-1)
+            h.strip_prefix(sc).expect("object key").split(sc).collect()
+        } else {
+            // Listing row: Key = SC k0 SC … SC, Child = k(i)
+            let inner = h.strip_prefix(sc).expect("listing key");
+            let mut p: Vec<&str> = if inner.is_empty() {
+                Vec::new()
+            } else {
+                inner.strip_suffix(sc).expect("listing key").split(sc).collect()
+            };
+            p.push(r);
+            p
+        };
+        for i in 1..=path.len() {
+            let needed = listing_of(&path[..i]);
+            assert!(
+                keys.contains(&needed),
+                "row ({h:?}, {r:?}) needs listing row {needed:?}, which is missing"
+            );
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/// Creating the table twice succeeds; the tree works after.
+pub async fn create_table_is_idempotent<S: Storage>(table: S) {
+    let tree = tree(table).await;
+    tree.create_table().await.expect("second create");
+    let d = tree.storage().describe_table().await.unwrap().unwrap();
+    assert!(d.has_tree_schema());
+    tree.put(["a"], &V { v: 1 }).await.unwrap();
+    tree.create_table().await.expect("third create keeps data");
+    assert_eq!(tree.get::<V>(["a"]).await.unwrap(), Some(V { v: 1 }));
+}
+
+/// dynamotree's basic scenario: put, link, get through the link, list, delete.
+pub async fn basic_sequence<S: Storage>(table: S) {
+    let tree = tree(table).await;
+    #[derive(Debug, PartialEq, Serialize, Deserialize)]
+    struct Link {
+        #[serde(rename = "LinkTarget")]
+        target: String,
+    }
+    let link = Link {
+        target: "http://example.com/".into(),
+    };
+    tree.put(["Accounts", "123456", "Links", "xyzpdq"], &link)
+        .await
+        .unwrap();
+    tree.put(["Accounts", "12345"], &V { v: 5 }).await.unwrap();
+    tree.put_link(["AccountsByEmail", "alice@example.com"], ["Accounts", "12345"])
+        .await
+        .unwrap();
+    assert_eq!(
+        tree.get::<Link>(["Accounts", "123456", "Links", "xyzpdq"])
+            .await
+            .unwrap(),
+        Some(link)
+    );
+    assert_eq!(
+        tree.get::<V>(["AccountsByEmail", "alice@example.com"])
+            .await
+            .unwrap(),
+        Some(V { v: 5 })
+    );
+    assert_eq!(
+        tree.read_link(["AccountsByEmail", "alice@example.com"])
+            .await
+            .unwrap(),
+        p(&["Accounts", "12345"])
+    );
+    assert_eq!(
+        names(&tree, Path::root()).await,
+        ["Accounts", "AccountsByEmail"]
+    );
+    assert_eq!(
+        names(&tree, p(&["Accounts"])).await,
+        ["12345", "123456"]
+    );
+    tree.delete(["Accounts", "12345"]).await.unwrap();
+    assert_eq!(tree.get::<V>(["Accounts", "12345"]).await.unwrap(), None);
+    assert_eq!(
+        tree.get::<V>(["AccountsByEmail", "alice@example.com"])
+            .await
+            .unwrap(),
+        None,
+        "a dangling link reads as nothing"
+    );
+    assert_eq!(names(&tree, p(&["Accounts"])).await, ["123456"]);
+    assert_invariants(&tree).await;
+}
+
+/// The exact rows of REFERENCE §2's worked example.
+pub async fn worked_example_rows<S: Storage>(table: S) {
+    let tree = tree(table).await;
+    #[derive(Serialize)]
+    struct Link {
+        #[serde(rename = "LinkTarget")]
+        target: &'static str,
+    }
+    tree.put(
+        ["Accounts", "123456", "Links", "xyzpdq"],
+        &Link {
+            target: "http://example.com/",
+        },
+    )
+    .await
+    .unwrap();
+    let expected: Vec<(String, String, Vec<String>)> = vec![
+        ("¦".into(), "Accounts".into(), vec![]),
+        ("¦Accounts¦".into(), "123456".into(), vec![]),
+        ("¦Accounts¦123456¦".into(), "Links".into(), vec![]),
+        ("¦Accounts¦123456¦Links¦".into(), "xyzpdq".into(), vec![]),
+        (
+            "¦Accounts¦123456¦Links¦xyzpdq".into(),
+            "¦".into(),
+            vec!["LinkTarget".into()],
+        ),
+    ];
+    let mut expected = expected;
+    expected.sort();
+    assert_eq!(rows(&tree).await, expected);
+    let raw = tree
+        .storage()
+        .get_item(&Key::new("¦Accounts¦123456¦Links¦xyzpdq", "¦"), true)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        raw.get("LinkTarget"),
+        Some(&Value::S("http://example.com/".into()))
+    );
+}
+
+/// A link is stored as in dynamotree: one attribute named SC holding `SC t0 SC t1`.
+pub async fn link_rows<S: Storage>(table: S) {
+    let tree = tree(table).await;
+    tree.put_link(["AccountsByEmail", "alice@example.com"], ["Accounts", "12345"])
+        .await
+        .unwrap();
+    let mut expected: Vec<(String, String, Vec<String>)> = vec![
+        ("¦".into(), "AccountsByEmail".into(), vec![]),
+        (
+            "¦AccountsByEmail¦".into(),
+            "alice@example.com".into(),
+            vec![],
+        ),
+        (
+            "¦AccountsByEmail¦alice@example.com".into(),
+            "¦".into(),
+            vec!["¦".into()],
+        ),
+    ];
+    expected.sort();
+    assert_eq!(rows(&tree).await, expected);
+    let raw = tree
+        .storage()
+        .get_item(&Key::new("¦AccountsByEmail¦alice@example.com", "¦"), true)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(raw.get_s("¦"), Some("¦Accounts¦12345"));
+}
+
+/// dynamotree's test with reserved character `X`.
+pub async fn reserved_character_x<S: Storage>(table: S) {
+    let tree = Tree::builder(table)
+        .reserved('X')
+        .retry_policy(fast_retry())
+        .build()
+        .unwrap();
+    tree.create_table().await.unwrap();
+    tree.put(["a", "b"], &V { v: 1 }).await.unwrap();
+    tree.put_link(["l"], ["a", "b"]).await.unwrap();
+    assert_eq!(tree.get::<V>(["l"]).await.unwrap(), Some(V { v: 1 }));
+    let e = tree.put(["aXb"], &V { v: 2 }).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidPath);
+    // `¦` is an ordinary character in this tree.
+    tree.put(["a¦b"], &V { v: 3 }).await.unwrap();
+    assert_eq!(tree.get::<V>(["a¦b"]).await.unwrap(), Some(V { v: 3 }));
+    let r = rows(&tree).await;
+    assert!(r.contains(&("XaX".into(), "b".into(), vec![])));
+    assert!(r.contains(&("XaXb".into(), "X".into(), vec!["v".into()])));
+    assert!(r.contains(&("Xl".into(), "X".into(), vec!["X".into()])));
+    assert_invariants(&tree).await;
+}
+
+/// Every kind of invalid input is a typed error and writes nothing.
+pub async fn invalid_input_writes_nothing<S: Storage>(table: S) {
+    let tree = tree(table).await;
+    let bad_paths: Vec<Vec<String>> = vec![
+        vec!["a¦b".into()],
+        vec!["ok".into(), "x¦".into()],
+        vec!["a".repeat(1025)],
+        vec!["a".repeat(1000), "b".repeat(1000), "c".repeat(100)],
+    ];
+    for bad in &bad_paths {
+        let path = Path::new(bad.clone()).unwrap();
+        let e = tree.put(&path, &V { v: 1 }).await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidPath, "put {path:?}");
+        let e = tree.put_link(&path, ["t"]).await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidPath);
+        let e = tree.put_link(["l"], &path).await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidPath, "link target {path:?}");
+        let e = tree.get::<V>(&path).await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidPath);
+        let e = tree.delete(&path).await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidPath);
+        let e = tree.read_link(&path).await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidPath);
+        let listed: Vec<_> = tree.list(&path).collect().await;
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0].as_ref().unwrap_err().kind(), ErrorKind::InvalidPath);
+    }
+    // Empty components and empty paths.
+    let e = tree.put(["a", ""], &V { v: 1 }).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidPath);
+    let e = tree.put(Path::root(), &V { v: 1 }).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidPath);
+    let e = tree.delete(Path::root()).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidPath);
+    let e = tree.delete(Vec::<String>::new()).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidPath);
+    // Attribute names.
+    let mut m = std::collections::BTreeMap::new();
+    m.insert("¦secret", 1);
+    let e = tree.put(["a"], &m).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidAttribute);
+    // Items over 400 KB.
+    #[derive(Serialize)]
+    struct Big {
+        body: String,
+    }
+    let e = tree
+        .put(
+            ["big"],
+            &Big {
+                body: "x".repeat(dynatree::MAX_ITEM_BYTES),
+            },
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::ItemTooLarge);
+    // Just under the limit works.
+    let overhead = "body".len() + 2 * "¦big".len() + "Key".len() + "Child".len();
+    tree.put(
+        ["big"],
+        &Big {
+            body: "x".repeat(dynatree::MAX_ITEM_BYTES - overhead - 10),
+        },
+    )
+    .await
+    .expect("an item just under 400 KB");
+    tree.delete(["big"]).await.unwrap();
+    assert_eq!(rows(&tree).await, vec![], "nothing was written");
+}
+
+/// dynamotree defect 1: a component containing SC given to Get addresses another path.
+pub async fn get_validates_paths<S: Storage>(table: S) {
+    let tree = tree(table).await;
+    tree.put(["a", "b"], &V { v: 1 }).await.unwrap();
+    let e = tree.get::<V>(["a¦b"]).await.unwrap_err();
+    assert!(e.is_invalid_path());
+    let e = tree.delete(["a¦b"]).await.unwrap_err();
+    assert!(e.is_invalid_path());
+    assert_eq!(tree.get::<V>(["a", "b"]).await.unwrap(), Some(V { v: 1 }));
+}
+
+/// dynamotree defect 2: listing the root returns the top-level names.
+pub async fn root_listing_works<S: Storage>(table: S) {
+    let tree = tree(table).await;
+    assert!(names(&tree, Path::root()).await.is_empty());
+    tree.put(["b", "x"], &V { v: 1 }).await.unwrap();
+    tree.put(["a"], &V { v: 2 }).await.unwrap();
+    assert_eq!(names(&tree, Path::root()).await, ["a", "b"]);
+}
+
+/// dynamotree defect 3: deleting a one-component path works; an empty path is an error.
+pub async fn delete_one_component_path<S: Storage>(table: S) {
+    let tree = tree(table).await;
+    tree.put(["top"], &V { v: 1 }).await.unwrap();
+    tree.delete(["top"]).await.unwrap();
+    assert_eq!(tree.get::<V>(["top"]).await.unwrap(), None);
+    assert!(names(&tree, Path::root()).await.is_empty());
+    assert_eq!(rows(&tree).await, vec![]);
+    assert!(tree.delete(Path::root()).await.unwrap_err().is_invalid_path());
+    // Deleting what is not there succeeds.
+    tree.delete(["never"]).await.unwrap();
+}
+
+/// dynamotree defect 4: deleting a node with children keeps the subtree reachable.
+pub async fn delete_keeps_children_reachable<S: Storage>(table: S) {
+    let tree = tree(table).await;
+    tree.put(["a"], &V { v: 1 }).await.unwrap();
+    tree.put(["a", "b"], &V { v: 2 }).await.unwrap();
+    tree.delete(["a"]).await.unwrap();
+    assert_eq!(tree.get::<V>(["a"]).await.unwrap(), None);
+    assert_eq!(names(&tree, Path::root()).await, ["a"]);
+    assert_eq!(names(&tree, p(&["a"])).await, ["b"]);
+    assert_eq!(tree.get::<V>(["a", "b"]).await.unwrap(), Some(V { v: 2 }));
+    assert_invariants(&tree).await;
+    // Once the child goes too, everything goes.
+    tree.delete(["a", "b"]).await.unwrap();
+    assert_eq!(rows(&tree).await, vec![]);
+}
+
+/// Deleting the last object below a chain of names removes the names; siblings stay.
+pub async fn delete_prunes_empty_ancestors<S: Storage>(table: S) {
+    let tree = tree(table).await;
+    tree.put(["a", "b", "c", "d"], &V { v: 1 }).await.unwrap();
+    tree.put(["a", "x"], &V { v: 2 }).await.unwrap();
+    tree.delete(["a", "b", "c", "d"]).await.unwrap();
+    assert_eq!(names(&tree, p(&["a"])).await, ["x"]);
+    assert!(names(&tree, p(&["a", "b"])).await.is_empty());
+    assert_invariants(&tree).await;
+    tree.delete(["a", "x"]).await.unwrap();
+    assert_eq!(rows(&tree).await, vec![]);
+}
+
+/// dynamotree defect 5: a link cycle is an error, not a hang; long chains hit the hop limit.
+pub async fn link_cycle_is_an_error<S: Storage>(table: S) {
+    let tree = Tree::builder(table)
+        .max_link_hops(3)
+        .retry_policy(fast_retry())
+        .build()
+        .unwrap();
+    tree.create_table().await.unwrap();
+    tree.put_link(["a"], ["b"]).await.unwrap();
+    tree.put_link(["b"], ["a"]).await.unwrap();
+    let e = tree.get::<V>(["a"]).await.unwrap_err();
+    assert!(e.is_link_loop(), "{e}");
+    tree.put_link(["self"], ["self"]).await.unwrap();
+    assert!(tree.get::<V>(["self"]).await.unwrap_err().is_link_loop());
+    // A chain of 3 hops is fine, 4 is too long.
+    tree.put(["end"], &V { v: 9 }).await.unwrap();
+    for (from, to) in [("h3", "end"), ("h2", "h3"), ("h1", "h2")] {
+        tree.put_link([from], [to]).await.unwrap();
+    }
+    assert_eq!(tree.get::<V>(["h1"]).await.unwrap(), Some(V { v: 9 }));
+    tree.put_link(["h0"], ["h1"]).await.unwrap();
+    assert!(tree.get::<V>(["h0"]).await.unwrap_err().is_link_loop());
+    // list_items reports the loop too.
+    let items: Vec<_> = tree.list_items::<V>(Path::root()).collect().await;
+    assert!(items.iter().any(|r| r.as_ref().is_err_and(|e| e.is_link_loop())));
+}
+
+/// dynamotree defect 6: user attributes named `Key`/`Child` are refused, not overwritten, and
+/// a delimiter that starts `Key` or `Child` is refused when the tree is built.
+pub async fn key_and_child_attributes_refused<S: Storage>(table: S) {
+    let tree = tree(table).await;
+    for name in ["Key", "Child"] {
+        let mut m = std::collections::BTreeMap::new();
+        m.insert(name, "x");
+        let e = tree.put(["a"], &m).await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidAttribute, "{name}");
+    }
+    assert_eq!(rows(&tree).await, vec![]);
+}
+
+/// Serialization fails on write (not a map) and on read (wrong shape), as typed errors.
+pub async fn serialization_failures<S: Storage>(table: S) {
+    let tree = tree(table).await;
+    let e = tree.put(["n"], &5u32).await.unwrap_err();
+    assert!(e.is_serialization());
+    let e = tree.put(["s"], "text").await.unwrap_err();
+    assert!(e.is_serialization());
+    assert_eq!(rows(&tree).await, vec![]);
+    tree.put(["a"], &V { v: 1 }).await.unwrap();
+    #[derive(Debug, Deserialize)]
+    #[allow(dead_code)]
+    struct Other {
+        name: String,
+    }
+    let e = tree.get::<Other>(["a"]).await.unwrap_err();
+    assert!(e.is_serialization());
+    assert!(std::error::Error::source(&e).is_some());
+}
+
+/// read_link: not found and not a link are distinct; a dangling link reads as nothing.
+pub async fn link_failures<S: Storage>(table: S) {
+    let tree = tree(table).await;
+    assert!(tree.read_link(["nothing"]).await.unwrap_err().is_not_found());
+    tree.put(["obj"], &V { v: 1 }).await.unwrap();
+    assert!(tree.read_link(["obj"]).await.unwrap_err().is_not_a_link());
+    tree.put_link(["dangling"], ["missing", "target"])
+        .await
+        .unwrap();
+    assert_eq!(
+        tree.read_link(["dangling"]).await.unwrap(),
+        p(&["missing", "target"])
+    );
+    assert_eq!(tree.get::<V>(["dangling"]).await.unwrap(), None);
+    // A link can be replaced by an object and back.
+    tree.put(["dangling"], &V { v: 2 }).await.unwrap();
+    assert!(tree.read_link(["dangling"]).await.unwrap_err().is_not_a_link());
+}
+
+/// A listing stopped early returns the first names and sends no further pages.
+pub async fn early_stop_of_a_listing<S: Storage>(table: S) {
+    let tree = Tree::builder(table)
+        .page_size(2)
+        .retry_policy(fast_retry())
+        .build()
+        .unwrap();
+    tree.create_table().await.unwrap();
+    for i in 0..9 {
+        tree.put(["dir", &format!("n{i}")], &V { v: i }).await.unwrap();
+    }
+    let first: Vec<String> = tree
+        .list(["dir"])
+        .take(3)
+        .try_collect()
+        .await
+        .unwrap();
+    assert_eq!(first, ["n0", "n1", "n2"]);
+    let all = names(&tree, p(&["dir"])).await;
+    assert_eq!(all.len(), 9);
+}
+
+/// dynamotree's 50-component path.
+pub async fn fifty_component_path<S: Storage>(table: S) {
+    let tree = tree(table).await;
+    let comps: Vec<String> = (0..50).map(|i| format!("c{i}")).collect();
+    tree.put(&comps, &V { v: 50 }).await.unwrap();
+    assert_eq!(tree.get::<V>(&comps).await.unwrap(), Some(V { v: 50 }));
+    assert_eq!(names(&tree, Path::new(&comps[..49]).unwrap()).await, ["c49"]);
+    assert_eq!(rows(&tree).await.len(), 51);
+    assert_invariants(&tree).await;
+    tree.delete(&comps).await.unwrap();
+    assert_eq!(rows(&tree).await, vec![]);
+}
+
+/// A path with more listing rows than one transaction holds is written in chunks.
+pub async fn path_deeper_than_one_transaction<S: Storage>(table: S) {
+    let tree = tree(table).await;
+    let comps: Vec<String> = (0..230).map(|i| format!("{i}")).collect();
+    tree.put(&comps, &V { v: 230 }).await.unwrap();
+    assert_eq!(tree.get::<V>(&comps).await.unwrap(), Some(V { v: 230 }));
+    assert_eq!(rows(&tree).await.len(), 231);
+    assert_invariants(&tree).await;
+    // A sibling at the bottom reuses the existing chain.
+    let mut sib = comps.clone();
+    *sib.last_mut().unwrap() = "sibling".into();
+    tree.put(&sib, &V { v: 1 }).await.unwrap();
+    assert_eq!(rows(&tree).await.len(), 233);
+}
+
+/// list_items returns each child with its object (links followed), across BatchGet chunks.
+pub async fn list_items_reads_objects_and_follows_links<S: Storage>(table: S) {
+    let tree = Tree::builder(table)
+        .page_size(150)
+        .retry_policy(fast_retry())
+        .build()
+        .unwrap();
+    tree.create_table().await.unwrap();
+    for i in 0..130 {
+        tree.put(["d", &format!("{i:03}")], &V { v: i }).await.unwrap();
+    }
+    tree.put(["d", "sub", "x"], &V { v: 1000 }).await.unwrap();
+    tree.put_link(["d", "zlink"], ["d", "005"]).await.unwrap();
+    tree.put_link(["d", "zzdangling"], ["nowhere"]).await.unwrap();
+    let entries: Vec<dynatree::Entry<V>> = tree.list_items(["d"]).try_collect().await.unwrap();
+    assert_eq!(entries.len(), 133);
+    assert_eq!(entries[0].name, "000");
+    assert_eq!(entries[7].value, Some(V { v: 7 }));
+    let by_name = |n: &str| entries.iter().find(|e| e.name == n).unwrap().value.clone();
+    assert_eq!(by_name("sub"), None, "a name with only children has no object");
+    assert_eq!(by_name("zlink"), Some(V { v: 5 }));
+    assert_eq!(by_name("zzdangling"), None);
+}
+
+/// Children come in UTF-8 byte order (`"B" < "Z" < "a" < "é"`), across small pages.
+pub async fn listing_is_in_byte_order_across_pages<S: Storage>(table: S) {
+    let tree = Tree::builder(table)
+        .page_size(2)
+        .retry_policy(fast_retry())
+        .build()
+        .unwrap();
+    tree.create_table().await.unwrap();
+    for n in ["é", "a", "Z", "B", "aa", "0", "~"] {
+        tree.put(["o", n], &V { v: 0 }).await.unwrap();
+    }
+    assert_eq!(
+        names(&tree, p(&["o"])).await,
+        ["0", "B", "Z", "a", "aa", "~", "é"]
+    );
+}
+
+/// Rows as the Go library writes them (every row, by BatchWriteItem) are read, listed and
+/// deleted by dynatree.
+pub async fn go_written_rows_are_readable<S: Storage>(table: S) {
+    let tree = tree(table).await;
+    let go_rows = |path: &[&str], attrs: &[(&str, &str)]| {
+        let mut out = Vec::new();
+        let mut h = String::from("¦");
+        for c in path {
+            out.push(WriteRequest::Put(Key::new(h.clone(), *c).into_item()));
+            h.push_str(c);
+            h.push('¦');
+        }
+        let mut obj = Key::new(h.trim_end_matches('¦'), "¦").into_item();
+        for (k, v) in attrs {
+            obj.insert(*k, Value::S((*v).to_owned()));
+        }
+        out.push(WriteRequest::Put(obj));
+        out
+    };
+    let mut reqs = go_rows(&["Accounts", "1", "Links", "x"], &[("target", "t")]);
+    reqs.extend(go_rows(&["Accounts", "2"], &[("name", "bob")]));
+    reqs.extend(go_rows(&["ByEmail", "bob"], &[("¦", "¦Accounts¦2")]));
+    // Go rewrites shared listing rows; a batch may not repeat a key, so de-duplicate.
+    let mut seen = BTreeSet::new();
+    reqs.retain(|r| match r {
+        WriteRequest::Put(i) => seen.insert(Key::from_item(i).unwrap()),
+        WriteRequest::Delete(_) => true,
+    });
+    batch::write_all(tree.storage(), reqs, &fast_retry())
+        .await
+        .unwrap();
+    #[derive(Debug, PartialEq, Deserialize)]
+    struct Acc {
+        name: String,
+    }
+    assert_eq!(
+        tree.get::<Acc>(["ByEmail", "bob"]).await.unwrap(),
+        Some(Acc { name: "bob".into() })
+    );
+    assert_eq!(names(&tree, p(&["Accounts"])).await, ["1", "2"]);
+    tree.put(["Accounts", "3"], &V { v: 3 }).await.unwrap();
+    tree.delete(["Accounts", "1", "Links", "x"]).await.unwrap();
+    assert_eq!(names(&tree, p(&["Accounts"])).await, ["2", "3"]);
+    assert_invariants(&tree).await;
+}
+
+/// Conditional PutItem / DeleteItem report `ConditionFailed` and change nothing.
+pub async fn conditional_writes<S: Storage>(table: S) {
+    let tree = tree(table).await;
+    let s = tree.storage();
+    let k = Key::new("h", "r");
+    let mut item = k.clone().into_item();
+    item.insert("v", Value::N("1".into()));
+    s.put_item(item.clone(), Condition::NotExists).await.unwrap();
+    let e = s
+        .put_item(item.clone(), Condition::NotExists)
+        .await
+        .unwrap_err();
+    assert!(e.is_condition_failed(), "{e:?}");
+    let e = s
+        .delete_item(&k, Condition::equals("v", Value::N("2".into())))
+        .await
+        .unwrap_err();
+    assert!(e.is_condition_failed());
+    s.delete_item(&k, Condition::equals("v", Value::N("1".into())))
+        .await
+        .unwrap();
+    assert!(s.get_item(&k, true).await.unwrap().is_none());
+    let e = s
+        .delete_item(&k, Condition::Exists)
+        .await
+        .unwrap_err();
+    assert!(e.is_condition_failed());
+    s.put_item(item, Condition::Or(vec![Condition::Exists, Condition::attr_not_exists("v")]))
+        .await
+        .unwrap();
+}
+
+/// A cancelled transaction applies nothing and gives one reason per action, in order.
+pub async fn transaction_cancellation_reasons<S: Storage>(table: S) {
+    let tree = tree(table).await;
+    let s = tree.storage();
+    let a = Key::new("a", "1");
+    s.put_item(a.clone().into_item(), Condition::Always)
+        .await
+        .unwrap();
+    let e = s
+        .transact_write(vec![
+            TransactAction::Put {
+                item: Key::new("b", "1").into_item(),
+                condition: Condition::Always,
+            },
+            TransactAction::ConditionCheck {
+                key: a.clone(),
+                condition: Condition::NotExists,
+            },
+            TransactAction::Delete {
+                key: Key::new("c", "1"),
+                condition: Condition::Always,
+            },
+        ])
+        .await
+        .unwrap_err();
+    assert!(e.is_transaction_canceled(), "{e:?}");
+    let codes: Vec<&str> = e
+        .cancellation_reasons()
+        .iter()
+        .map(dynatree::CancellationReason::code)
+        .collect();
+    assert_eq!(codes, ["None", "ConditionalCheckFailed", "None"]);
+    assert!(s.get_item(&Key::new("b", "1"), true).await.unwrap().is_none());
+    s.transact_write(vec![
+        TransactAction::Put {
+            item: Key::new("b", "1").into_item(),
+            condition: Condition::NotExists,
+        },
+        TransactAction::ConditionCheck {
+            key: a,
+            condition: Condition::Exists,
+        },
+    ])
+    .await
+    .unwrap();
+    assert!(s.get_item(&Key::new("b", "1"), true).await.unwrap().is_some());
+}
+
+/// The service's limits are refused as validation errors, with nothing applied.
+pub async fn service_limits_are_enforced<S: Storage>(table: S) {
+    let tree = tree(table).await;
+    let s = tree.storage();
+    let validation = |r: dynatree::Result<()>| {
+        let e = r.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Validation, "{e:?}");
+    };
+    // Key byte limits: 2048 for the hash key, 1024 for the range key, counted in UTF-8 bytes.
+    validation(
+        s.put_item(Key::new("¦".repeat(1025), "r").into_item(), Condition::Always)
+            .await,
+    );
+    s.put_item(Key::new("¦".repeat(1024), "r").into_item(), Condition::Always)
+        .await
+        .unwrap();
+    validation(
+        s.put_item(Key::new("h", "x".repeat(1025)).into_item(), Condition::Always)
+            .await,
+    );
+    validation(
+        s.put_item(Key::new("h", "").into_item(), Condition::Always)
+            .await,
+    );
+    // Item size.
+    let mut big = Key::new("h", "big").into_item();
+    big.insert("b", Value::S("x".repeat(dynatree::MAX_ITEM_BYTES)));
+    validation(s.put_item(big, Condition::Always).await);
+    // Two actions on one item.
+    validation(
+        s.transact_write(vec![
+            TransactAction::Put {
+                item: Key::new("t", "1").into_item(),
+                condition: Condition::Always,
+            },
+            TransactAction::ConditionCheck {
+                key: Key::new("t", "1"),
+                condition: Condition::Always,
+            },
+        ])
+        .await,
+    );
+    // 101 actions.
+    let actions: Vec<TransactAction> = (0..101)
+        .map(|i| TransactAction::Put {
+            item: Key::new("t", format!("{i}")).into_item(),
+            condition: Condition::Always,
+        })
+        .collect();
+    validation(s.transact_write(actions).await);
+    // 26 batch writes, 101 batch gets.
+    let writes: Vec<WriteRequest> = (0..26)
+        .map(|i| WriteRequest::Put(Key::new("w", format!("{i}")).into_item()))
+        .collect();
+    validation(s.batch_write(writes).await.map(|_| ()));
+    let keys: Vec<Key> = (0..101).map(|i| Key::new("g", format!("{i}"))).collect();
+    validation(s.batch_get(keys, true).await.map(|_| ()));
+    // Nothing of the refused requests was applied.
+    let r = rows(&tree).await;
+    assert_eq!(r.len(), 1, "{r:?}");
+}
+
+/// Key conditions on the range key, descending order, limits and resumption.
+pub async fn query_ranges_and_pages<S: Storage>(table: S) {
+    let tree = tree(table).await;
+    let s = tree.storage();
+    for c in ["a", "ab", "abc", "b", "c", "d"] {
+        s.put_item(Key::new("h", c).into_item(), Condition::Always)
+            .await
+            .unwrap();
+    }
+    let run = |q: Query| async move {
+        let mut out = Vec::new();
+        let mut start = None;
+        loop {
+            let page = s.query_page(&q, start).await.unwrap();
+            out.extend(page.items.iter().map(|i| i.get_s("Child").unwrap().to_owned()));
+            match page.last_key {
+                Some(k) => start = Some(k),
+                None => break,
+            }
+        }
+        out
+    };
+    assert_eq!(
+        run(Query::new("h").with_range(RangeCondition::BeginsWith("ab".into()))).await,
+        ["ab", "abc"]
+    );
+    assert_eq!(
+        run(Query::new("h").with_range(RangeCondition::Between("ab".into(), "c".into()))).await,
+        ["ab", "abc", "b", "c"]
+    );
+    assert_eq!(
+        run(Query::new("h").with_range(RangeCondition::Lt("b".into()))).await,
+        ["a", "ab", "abc"]
+    );
+    assert_eq!(
+        run(Query::new("h").with_range(RangeCondition::Ge("c".into()))).await,
+        ["c", "d"]
+    );
+    assert_eq!(
+        run(Query::new("h").descending().with_limit(2)).await,
+        ["d", "c", "b", "abc", "ab", "a"]
+    );
+    assert_eq!(
+        run(Query::new("h")
+            .with_range(RangeCondition::Gt("a".into()))
+            .with_limit(1))
+        .await,
+        ["ab", "abc", "b", "c", "d"]
+    );
+    let page = s
+        .query_page(&Query::new("h").with_limit(2), None)
+        .await
+        .unwrap();
+    assert_eq!(page.items.len(), 2);
+    assert_eq!(page.last_key, Some(Key::new("h", "ab")));
+}
+
+/// Query pages stop at 1 MB.
+pub async fn one_megabyte_pages<S: Storage>(table: S) {
+    let tree = tree(table).await;
+    let s = tree.storage();
+    for i in 0..12 {
+        let mut item = Key::new("big", format!("{i:02}")).into_item();
+        item.insert("b", Value::S("x".repeat(200 * 1024)));
+        s.put_item(item, Condition::Always).await.unwrap();
+    }
+    let first = s.query_page(&Query::new("big"), None).await.unwrap();
+    assert!(first.last_key.is_some(), "12 × 200 KB cannot fit one page");
+    assert!(
+        (5..=6).contains(&first.items.len()),
+        "a 1 MB page holds 5 or 6 items of 200 KB, got {}",
+        first.items.len()
+    );
+    let mut total = first.items.len();
+    let mut start = first.last_key;
+    while let Some(k) = start {
+        let page = s.query_page(&Query::new("big"), Some(k)).await.unwrap();
+        total += page.items.len();
+        start = page.last_key;
+    }
+    assert_eq!(total, 12);
+}
+
+/// The batch helpers read and write any number of items through 100 / 25 item requests.
+pub async fn batches_of_any_size<S: Storage>(table: S) {
+    let tree = tree(table).await;
+    let s = tree.storage();
+    let puts: Vec<WriteRequest> = (0..260)
+        .map(|i| WriteRequest::Put(Key::new(format!("p{}", i % 7), format!("{i}")).into_item()))
+        .collect();
+    batch::write_all(s, puts, &fast_retry()).await.unwrap();
+    let keys: Vec<Key> = (0..260)
+        .map(|i| Key::new(format!("p{}", i % 7), format!("{i}")))
+        .chain([Key::new("missing", "x")])
+        .collect();
+    let found = batch::get_all(s, keys, true, &fast_retry()).await.unwrap();
+    assert_eq!(found.len(), 260);
+    let deletes: Vec<WriteRequest> = (0..260)
+        .map(|i| WriteRequest::Delete(Key::new(format!("p{}", i % 7), format!("{i}"))))
+        .collect();
+    batch::write_all(s, deletes, &fast_retry()).await.unwrap();
+    assert_eq!(rows(&tree).await, vec![]);
+}
+
+/// Concurrent puts under a node and deletes of its objects never leave an object unreachable.
+pub async fn concurrent_puts_and_deletes_keep_objects_reachable<S: Storage>(table: S) {
+    let tree = tree(table).await;
+    let tree = &tree;
+    let writer = |id: u32| async move {
+        for round in 0..12u32 {
+            let name = format!("w{id}-{}", round % 3);
+            tree.put(["shared", "dir", &name], &V { v: round }).await.unwrap();
+            if round % 2 == 1 {
+                tree.delete(["shared", "dir", &name]).await.unwrap();
+            }
+        }
+    };
+    let deleter = || async move {
+        for _ in 0..12 {
+            for id in 0..3 {
+                for r in 0..3 {
+                    tree.delete(["shared", "dir", &format!("w{id}-{r}")])
+                        .await
+                        .unwrap();
+                }
+            }
+        }
+    };
+    futures::join!(writer(0), writer(1), writer(2), deleter());
+    assert_invariants(tree).await;
+    // Every object that survived is listed.
+    let listed: Vec<String> = tree
+        .list(["shared", "dir"])
+        .try_collect()
+        .await
+        .unwrap();
+    for name in &listed {
+        let _ = tree.get::<V>(["shared", "dir", name]).await.unwrap();
+    }
+    let objects = rows(tree)
+        .await
+        .into_iter()
+        .filter(|(h, r, _)| r == "¦" && h.starts_with("¦shared¦dir¦"))
+        .count();
+    assert!(objects <= listed.len());
+    let item_count = tree
+        .scan()
+        .try_fold(0usize, |n, _: Item| async move { Ok(n + 1) })
+        .await
+        .unwrap();
+    assert!(item_count >= objects);
+}

@@ -1,0 +1,217 @@
+//! Batch reads and writes of any size: chunked at DynamoDB's 100 / 25 item limits, unprocessed
+//! items resent with exponential backoff and full jitter, and a typed error after a bound.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::item::Item;
+use crate::storage::{Key, Storage, WriteRequest};
+
+/// DynamoDB's limit on keys in one BatchGetItem.
+pub const BATCH_GET_MAX: usize = 100;
+/// DynamoDB's limit on requests in one BatchWriteItem.
+pub const BATCH_WRITE_MAX: usize = 25;
+/// DynamoDB's limit on actions in one TransactWriteItems.
+pub const TRANSACT_MAX: usize = 100;
+
+/// How often and how patiently dynatree retries unprocessed batch items, throttled requests
+/// and lost races.
+///
+/// The delay before retry `n` (from 0) is a random duration between zero and
+/// `min(max_delay, base_delay * 2^n)` ("full jitter").
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use dynatree::RetryPolicy;
+///
+/// let fast = RetryPolicy::new(5, Duration::from_millis(1), Duration::from_millis(10));
+/// assert_eq!(fast.max_attempts(), 5);
+/// assert!(fast.delay(10) <= Duration::from_millis(10));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    max_attempts: u32,
+    base_delay: Duration,
+    max_delay: Duration,
+}
+
+impl Default for RetryPolicy {
+    /// 10 attempts, 25 ms base, 2 s cap: at most about 6 s of waiting.
+    fn default() -> Self {
+        Self::new(10, Duration::from_millis(25), Duration::from_secs(2))
+    }
+}
+
+impl RetryPolicy {
+    /// A policy of `max_attempts` tries (at least 1) with the given delays.
+    pub fn new(max_attempts: u32, base_delay: Duration, max_delay: Duration) -> Self {
+        Self {
+            max_attempts: max_attempts.max(1),
+            base_delay,
+            max_delay,
+        }
+    }
+
+    /// How many times one request is tried in all.
+    pub fn max_attempts(&self) -> u32 {
+        self.max_attempts
+    }
+
+    /// The (random) delay before retry number `retry` (0-based).
+    pub fn delay(&self, retry: u32) -> Duration {
+        let cap = self
+            .base_delay
+            .saturating_mul(1u32.checked_shl(retry.min(31)).unwrap_or(u32::MAX))
+            .min(self.max_delay);
+        let nanos = u64::try_from(cap.as_nanos()).unwrap_or(u64::MAX);
+        Duration::from_nanos(fastrand::u64(0..=nanos))
+    }
+
+    pub(crate) async fn sleep(&self, retry: u32) {
+        let d = self.delay(retry);
+        if !d.is_zero() {
+            tokio::time::sleep(d).await;
+        }
+    }
+}
+
+/// Reads every key (duplicates removed), 100 per BatchGetItem, resending unprocessed keys with
+/// backoff. Returns the items found, in no particular order.
+///
+/// # Errors
+///
+/// [`ErrorKind::Unprocessed`] with [`Error::unprocessed_count`] if keys were still unprocessed
+/// after `policy.max_attempts()` tries; any other backend error at once. Throttled requests are
+/// retried like unprocessed keys.
+///
+/// # Cancel safety
+///
+/// Cancel safe (reads only).
+///
+/// # Examples
+///
+/// ```
+/// # use dynatree::{batch, Key, RetryPolicy, Tree};
+/// # use dynatree_testing::FakeTable;
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+/// let table = FakeTable::new();
+/// # Tree::new(table.clone()).create_table().await?;
+/// let keys: Vec<Key> = (0..250).map(|i| Key::new("h", format!("{i:03}"))).collect();
+/// let found = batch::get_all(&table, keys, true, &RetryPolicy::default()).await?;
+/// assert!(found.is_empty());
+/// assert_eq!(table.metrics().requests("BatchGetItem"), 3); // 100 + 100 + 50
+/// # Ok(()) }
+/// ```
+pub async fn get_all<S: Storage>(
+    storage: &S,
+    keys: Vec<Key>,
+    consistent: bool,
+    policy: &RetryPolicy,
+) -> Result<Vec<Item>> {
+    let mut seen = HashSet::new();
+    let keys: Vec<Key> = keys.into_iter().filter(|k| seen.insert(k.clone())).collect();
+    let mut found = Vec::with_capacity(keys.len());
+    for chunk in keys.chunks(BATCH_GET_MAX) {
+        let mut pending = chunk.to_vec();
+        let mut retry = 0;
+        loop {
+            match storage.batch_get(pending.clone(), consistent).await {
+                Ok(out) => {
+                    found.extend(out.items);
+                    pending = out.unprocessed;
+                }
+                Err(e) if e.kind() == ErrorKind::Throttled => {}
+                Err(e) => return Err(e),
+            }
+            if pending.is_empty() {
+                break;
+            }
+            if retry + 1 >= policy.max_attempts() {
+                return Err(Error::unprocessed(pending.len(), "keys"));
+            }
+            policy.sleep(retry).await;
+            retry += 1;
+        }
+    }
+    Ok(found)
+}
+
+/// Writes every request, 25 per BatchWriteItem, resending unprocessed ones with backoff.
+///
+/// Not atomic: use it for rows whose order does not matter (the tree's own writes use
+/// transactions).
+///
+/// # Errors
+///
+/// [`ErrorKind::Unprocessed`] with [`Error::unprocessed_count`] = the requests not written
+/// (this chunk's leftovers plus every chunk not yet sent) after `policy.max_attempts()` tries.
+///
+/// # Cancel safety
+///
+/// A dropped future may have written any prefix of the chunks; writing again is idempotent
+/// for puts and deletes.
+///
+/// # Examples
+///
+/// ```
+/// # use dynatree::{batch, Key, RetryPolicy, Tree, WriteRequest};
+/// # use dynatree_testing::FakeTable;
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+/// let table = FakeTable::new();
+/// # Tree::new(table.clone()).create_table().await?;
+/// let rows = (0..30).map(|i| WriteRequest::Put(Key::new("h", format!("{i:02}")).into_item()));
+/// batch::write_all(&table, rows.collect(), &RetryPolicy::default()).await?;
+/// assert_eq!(table.metrics().requests("BatchWriteItem"), 2); // 25 + 5
+/// # Ok(()) }
+/// ```
+pub async fn write_all<S: Storage>(
+    storage: &S,
+    requests: Vec<WriteRequest>,
+    policy: &RetryPolicy,
+) -> Result<()> {
+    let mut chunks = requests.chunks(BATCH_WRITE_MAX);
+    let mut left: usize = requests.len();
+    for chunk in chunks.by_ref() {
+        let mut pending = chunk.to_vec();
+        let mut retry = 0;
+        loop {
+            match storage.batch_write(pending.clone()).await {
+                Ok(unprocessed) => pending = unprocessed,
+                Err(e) if e.kind() == ErrorKind::Throttled => {}
+                Err(e) => return Err(e),
+            }
+            if pending.is_empty() {
+                break;
+            }
+            if retry + 1 >= policy.max_attempts() {
+                // This chunk's leftovers plus every chunk not yet sent.
+                let not_sent = left - chunk.len();
+                return Err(Error::unprocessed(pending.len() + not_sent, "write requests"));
+            }
+            policy.sleep(retry).await;
+            retry += 1;
+        }
+        left -= chunk.len();
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn delay_is_capped() {
+        let p = RetryPolicy::new(3, Duration::from_millis(10), Duration::from_millis(50));
+        for n in 0..40 {
+            let d = p.delay(n);
+            assert!(d <= Duration::from_millis(50), "{d:?}");
+            if n == 0 {
+                assert!(d <= Duration::from_millis(10));
+            }
+        }
+    }
+}

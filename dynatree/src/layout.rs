@@ -1,0 +1,297 @@
+//! The row layout, byte-compatible with the Go library dynamotree. Every key string dynatree
+//! produces comes from this module.
+//!
+//! With reserved character SC (default `¦`, two bytes in UTF-8) and a path `[k0, …, k(n-1)]`:
+//!
+//! | row | `Key` | `Child` | attributes |
+//! |---|---|---|---|
+//! | listing entry of component i | `SC k0 SC … SC k(i-1) SC` (`SC` for i = 0) | `k(i)` | none (bookkeeping only) |
+//! | object row | `SC k0 SC … SC k(n-1)` | `SC` | the object's |
+//! | link row | as the object row | `SC` | one attribute named `SC`: `SC t0 SC t1 …` |
+//!
+//! dynatree's own bookkeeping lives in attributes whose names start with SC, which user data can
+//! never use, so the Go library reads every row it knows unchanged.
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::item::{Item, MAX_ITEM_BYTES, Value};
+use crate::path::Path;
+use crate::storage::Key;
+
+/// The hash key attribute of a tree table.
+pub const HASH_KEY: &str = "Key";
+/// The range key attribute of a tree table.
+pub const RANGE_KEY: &str = "Child";
+/// The default reserved character, U+00A6 BROKEN BAR (`C2 A6` in UTF-8).
+pub const DEFAULT_RESERVED: char = '¦';
+/// DynamoDB's limit on a partition key value, in UTF-8 bytes.
+pub const MAX_HASH_KEY_BYTES: usize = 2048;
+/// DynamoDB's limit on a sort key value, in UTF-8 bytes.
+pub const MAX_RANGE_KEY_BYTES: usize = 1024;
+
+/// The key strings of one tree, built from its reserved character.
+#[derive(Debug, Clone)]
+pub(crate) struct Layout {
+    sc: char,
+    sc_str: String,
+    deleting_attr: String,
+}
+
+impl Layout {
+    /// A layout for `reserved`, refusing characters that collide with the key attribute names.
+    pub(crate) fn new(reserved: char) -> Result<Self> {
+        let s = reserved.to_string();
+        // Bookkeeping attributes and the link attribute start with SC; a SC that starts `Key` or
+        // `Child` would make them collide with the key attributes (dynamotree defect 6).
+        if HASH_KEY.starts_with(&s) || RANGE_KEY.starts_with(&s) {
+            return Err(Error::new(
+                ErrorKind::InvalidDelimiter,
+                format!(
+                    "{reserved:?} starts the key attribute name `{}`",
+                    if HASH_KEY.starts_with(&s) {
+                        HASH_KEY
+                    } else {
+                        RANGE_KEY
+                    }
+                ),
+            ));
+        }
+        if reserved.is_control() {
+            return Err(Error::new(
+                ErrorKind::InvalidDelimiter,
+                format!("{reserved:?} is a control character"),
+            ));
+        }
+        Ok(Self {
+            sc: reserved,
+            deleting_attr: format!("{reserved}deleting"),
+            sc_str: s,
+        })
+    }
+
+    pub(crate) fn reserved(&self) -> char {
+        self.sc
+    }
+
+    /// `Key` of the rows listing the children of `prefix`: `SC k0 SC … SC` (`SC` for the root).
+    pub(crate) fn listing_hash(&self, prefix: &[String]) -> String {
+        let mut s = String::with_capacity(
+            prefix.iter().map(|c| c.len() + self.sc.len_utf8()).sum::<usize>() + 2,
+        );
+        s.push(self.sc);
+        for c in prefix {
+            s.push_str(c);
+            s.push(self.sc);
+        }
+        s
+    }
+
+    /// `Key` of the object row of `path`: `SC k0 SC … SC k(n-1)`.
+    pub(crate) fn object_hash(&self, path: &[String]) -> String {
+        let mut s = String::new();
+        for c in path {
+            s.push(self.sc);
+            s.push_str(c);
+        }
+        s
+    }
+
+    /// The object (or link) row of a non-root path.
+    pub(crate) fn object_key(&self, path: &Path) -> Key {
+        Key::new(self.object_hash(path.components()), self.sc_str.clone())
+    }
+
+    /// The listing row that names the last component of a non-root path under its parent.
+    pub(crate) fn listing_key(&self, path: &Path) -> Key {
+        let (last, parent) = path
+            .components()
+            .split_last()
+            .expect("listing_key of the root");
+        Key::new(self.listing_hash(parent), last.clone())
+    }
+
+    /// The attribute that marks a row a link; its value is the target.
+    pub(crate) fn link_attr(&self) -> &str {
+        &self.sc_str
+    }
+
+    /// The bookkeeping attribute that marks a listing row as being removed.
+    pub(crate) fn deleting_attr(&self) -> &str {
+        &self.deleting_attr
+    }
+
+    pub(crate) fn encode_target(&self, target: &Path) -> String {
+        self.object_hash(target.components())
+    }
+
+    /// Parses a link target as stored (`SC t0 SC t1 …`).
+    pub(crate) fn decode_target(&self, s: &str) -> Result<Path> {
+        let rest = s.strip_prefix(self.sc).ok_or_else(|| {
+            Error::invalid_path("stored link target does not start with the reserved character")
+        })?;
+        let path = Path::new(rest.split(self.sc))?;
+        self.check_object_path(&path)?;
+        Ok(path)
+    }
+
+    /// Checks a path that names an object: non-empty, no reserved character, every key it
+    /// produces within DynamoDB's limits.
+    pub(crate) fn check_object_path(&self, path: &Path) -> Result<()> {
+        if path.is_root() {
+            return Err(Error::invalid_path("the root holds no object"));
+        }
+        self.check_components(path)?;
+        let hash = self.object_hash(path.components()).len();
+        if hash > MAX_HASH_KEY_BYTES {
+            return Err(Error::invalid_path(format!(
+                "object key is {hash} bytes, over DynamoDB's {MAX_HASH_KEY_BYTES}-byte partition key limit"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Checks a path whose children are listed (the root allowed).
+    pub(crate) fn check_listing_path(&self, path: &Path) -> Result<()> {
+        self.check_components(path)?;
+        let hash = self.listing_hash(path.components()).len();
+        if hash > MAX_HASH_KEY_BYTES {
+            return Err(Error::invalid_path(format!(
+                "listing key is {hash} bytes, over DynamoDB's {MAX_HASH_KEY_BYTES}-byte partition key limit"
+            )));
+        }
+        Ok(())
+    }
+
+    fn check_components(&self, path: &Path) -> Result<()> {
+        path.validate(self.sc)?;
+        for (i, c) in path.components().iter().enumerate() {
+            if c.len() > MAX_RANGE_KEY_BYTES {
+                return Err(Error::invalid_path(format!(
+                    "component {i} is {} bytes, over DynamoDB's {MAX_RANGE_KEY_BYTES}-byte sort key limit",
+                    c.len()
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks user attributes: none named `Key` or `Child`, none starting with SC.
+    pub(crate) fn check_user_item(&self, item: &Item) -> Result<()> {
+        for name in item.names() {
+            if name == HASH_KEY || name == RANGE_KEY {
+                return Err(Error::new(
+                    ErrorKind::InvalidAttribute,
+                    format!("`{name}` is the table's key attribute"),
+                ));
+            }
+            if name.starts_with(self.sc) {
+                return Err(Error::new(
+                    ErrorKind::InvalidAttribute,
+                    format!(
+                        "{name:?} starts with the reserved character {:?}",
+                        self.sc
+                    ),
+                ));
+            }
+            if name.is_empty() {
+                return Err(Error::new(
+                    ErrorKind::InvalidAttribute,
+                    "attribute names cannot be empty",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The object row for `path` holding `attrs`, checked against the item size limit.
+    pub(crate) fn object_row(&self, path: &Path, attrs: Item) -> Result<Item> {
+        let key = self.object_key(path);
+        let mut row = attrs;
+        row.insert(HASH_KEY, Value::S(key.hash));
+        row.insert(RANGE_KEY, Value::S(key.range));
+        check_item_size(&row)?;
+        Ok(row)
+    }
+
+    /// The link row at `path` pointing at `target`.
+    pub(crate) fn link_row(&self, path: &Path, target: &Path) -> Result<Item> {
+        let mut attrs = Item::new();
+        attrs.insert(self.link_attr(), Value::S(self.encode_target(target)));
+        self.object_row(path, attrs)
+    }
+
+    /// A listing row (no attributes besides the key).
+    pub(crate) fn listing_row(&self, path: &Path) -> Item {
+        self.listing_key(path).into_item()
+    }
+}
+
+/// Refuses items over DynamoDB's 400 KB limit.
+pub(crate) fn check_item_size(item: &Item) -> Result<()> {
+    let size = item.size();
+    if size > MAX_ITEM_BYTES {
+        return Err(Error::new(
+            ErrorKind::ItemTooLarge,
+            format!("item is {size} bytes, over DynamoDB's {MAX_ITEM_BYTES}-byte limit"),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(c: &[&str]) -> Path {
+        Path::new(c.iter().copied()).unwrap()
+    }
+
+    #[test]
+    fn worked_example_keys() {
+        let l = Layout::new(DEFAULT_RESERVED).unwrap();
+        let path = p(&["Accounts", "123456", "Links", "xyzpdq"]);
+        let rows: Vec<Key> = (1..=4).map(|i| l.listing_key(&path.prefix(i))).collect();
+        assert_eq!(rows[0], Key::new("¦", "Accounts"));
+        assert_eq!(rows[1], Key::new("¦Accounts¦", "123456"));
+        assert_eq!(rows[2], Key::new("¦Accounts¦123456¦", "Links"));
+        assert_eq!(rows[3], Key::new("¦Accounts¦123456¦Links¦", "xyzpdq"));
+        assert_eq!(
+            l.object_key(&path),
+            Key::new("¦Accounts¦123456¦Links¦xyzpdq", "¦")
+        );
+        assert_eq!(l.listing_hash(&[]), "¦");
+    }
+
+    #[test]
+    fn delimiters_that_collide_are_refused() {
+        for c in ['K', 'C'] {
+            let e = Layout::new(c).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::InvalidDelimiter);
+        }
+        assert!(Layout::new('X').is_ok());
+        assert!(Layout::new('\0').is_err());
+    }
+
+    #[test]
+    fn key_byte_limits() {
+        let l = Layout::new(DEFAULT_RESERVED).unwrap();
+        // 2 bytes of SC + 1024 bytes = 1026: fine. Two such: 2052: over.
+        let c = "a".repeat(1024);
+        assert!(l.check_object_path(&p(&[&c])).is_ok());
+        assert!(l.check_object_path(&p(&[&c, &c])).is_err());
+        let long = "a".repeat(1025);
+        assert!(l.check_object_path(&p(&[&long])).is_err());
+        // Multi-byte characters count as bytes, not chars.
+        let e = "é".repeat(513);
+        assert!(l.check_object_path(&p(&[&e])).is_err());
+    }
+
+    #[test]
+    fn targets_round_trip() {
+        let l = Layout::new('X').unwrap();
+        let t = p(&["Accounts", "12345"]);
+        let s = l.encode_target(&t);
+        assert_eq!(s, "XAccountsX12345");
+        assert_eq!(l.decode_target(&s).unwrap(), t);
+        assert!(l.decode_target("Accounts").is_err());
+    }
+}

@@ -1,0 +1,233 @@
+//! [`Path`]: a sequence of non-empty UTF-8 components naming a node of a tree.
+
+use std::fmt;
+
+use crate::error::{Error, Result};
+
+/// A path in a tree: zero or more non-empty components.
+///
+/// The empty path is the root; it can be listed but holds no object. A `Path` never has an
+/// empty component. Whether a component contains a tree's reserved character, and whether the
+/// keys it produces fit DynamoDB's limits, depends on the tree, so every tree call checks that
+/// again (see [`Path::validate`]).
+///
+/// # Examples
+///
+/// ```
+/// use dynatree::Path;
+///
+/// let p = Path::new(["Accounts", "123456"])?;
+/// assert_eq!(p.len(), 2);
+/// assert_eq!(p.to_string(), "/Accounts/123456");
+/// assert_eq!(p.parent(), Some(Path::new(["Accounts"])?));
+/// assert!(Path::new(["a", ""]).unwrap_err().is_invalid_path());
+/// # Ok::<(), dynatree::Error>(())
+/// ```
+#[derive(Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Path {
+    components: Vec<String>,
+}
+
+impl Path {
+    /// A path from its components.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidPath`](crate::ErrorKind::InvalidPath) if a component is empty.
+    pub fn new<I, C>(components: I) -> Result<Self>
+    where
+        I: IntoIterator<Item = C>,
+        C: Into<String>,
+    {
+        let components: Vec<String> = components.into_iter().map(Into::into).collect();
+        if let Some(i) = components.iter().position(String::is_empty) {
+            return Err(Error::invalid_path(format!("component {i} is empty")));
+        }
+        Ok(Self { components })
+    }
+
+    /// The root: the empty path.
+    pub fn root() -> Self {
+        Self::default()
+    }
+
+    /// Splits `s` on `/` (a leading `/` is optional). Convenient when no component contains `/`.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidPath`](crate::ErrorKind::InvalidPath) on an empty component
+    /// (`"a//b"`, a trailing `/`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::Path;
+    /// assert_eq!(Path::parse("/a/b")?, Path::new(["a", "b"])?);
+    /// assert_eq!(Path::parse("")?, Path::root());
+    /// assert!(Path::parse("a//b").is_err());
+    /// # Ok::<(), dynatree::Error>(())
+    /// ```
+    pub fn parse(s: &str) -> Result<Self> {
+        let s = s.strip_prefix('/').unwrap_or(s);
+        if s.is_empty() {
+            return Ok(Self::root());
+        }
+        Self::new(s.split('/'))
+    }
+
+    /// The components.
+    pub fn components(&self) -> &[String] {
+        &self.components
+    }
+
+    /// The number of components.
+    pub fn len(&self) -> usize {
+        self.components.len()
+    }
+
+    /// Whether this is the root.
+    pub fn is_root(&self) -> bool {
+        self.components.is_empty()
+    }
+
+    /// The last component, if any.
+    pub fn name(&self) -> Option<&str> {
+        self.components.last().map(String::as_str)
+    }
+
+    /// The path without its last component; `None` for the root.
+    pub fn parent(&self) -> Option<Path> {
+        let (_, rest) = self.components.split_last()?;
+        Some(Self {
+            components: rest.to_vec(),
+        })
+    }
+
+    /// The first `n` components.
+    pub fn prefix(&self, n: usize) -> Path {
+        Self {
+            components: self.components[..n.min(self.len())].to_vec(),
+        }
+    }
+
+    /// This path with one more component.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidPath`](crate::ErrorKind::InvalidPath) if `name` is empty.
+    pub fn child(&self, name: impl Into<String>) -> Result<Path> {
+        let name = name.into();
+        if name.is_empty() {
+            return Err(Error::invalid_path(format!(
+                "component {} is empty",
+                self.len()
+            )));
+        }
+        let mut components = self.components.clone();
+        components.push(name);
+        Ok(Self { components })
+    }
+
+    /// Whether `self` starts with every component of `other`.
+    pub fn starts_with(&self, other: &Path) -> bool {
+        self.components.starts_with(&other.components)
+    }
+
+    /// Checks the components against a tree's reserved character.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidPath`](crate::ErrorKind::InvalidPath) naming the first component
+    /// that contains `reserved`.
+    pub fn validate(&self, reserved: char) -> Result<()> {
+        for (i, c) in self.components.iter().enumerate() {
+            if c.contains(reserved) {
+                return Err(Error::invalid_path(format!(
+                    "component {i} contains the reserved character {reserved:?}"
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for Path {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.components.is_empty() {
+            return f.write_str("/");
+        }
+        for c in &self.components {
+            write!(f, "/{c}")?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for Path {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(&self.components).finish()
+    }
+}
+
+/// Anything a tree call accepts as a path: a [`Path`], or components as an array, slice or
+/// vector of strings. Conversion checks for empty components.
+///
+/// # Examples
+///
+/// ```
+/// use dynatree::{IntoPath, Path};
+///
+/// assert_eq!(["a", "b"].into_path()?, Path::new(["a", "b"])?);
+/// assert!(vec![String::new()].into_path().is_err());
+/// # Ok::<(), dynatree::Error>(())
+/// ```
+pub trait IntoPath {
+    /// The path, or an [`ErrorKind::InvalidPath`](crate::ErrorKind::InvalidPath) error.
+    ///
+    /// # Errors
+    ///
+    /// If a component is empty.
+    fn into_path(self) -> Result<Path>;
+}
+
+impl IntoPath for Path {
+    fn into_path(self) -> Result<Path> {
+        Ok(self)
+    }
+}
+
+impl IntoPath for &Path {
+    fn into_path(self) -> Result<Path> {
+        Ok(self.clone())
+    }
+}
+
+impl<S: AsRef<str>, const N: usize> IntoPath for [S; N] {
+    fn into_path(self) -> Result<Path> {
+        Path::new(self.iter().map(|s| s.as_ref().to_owned()))
+    }
+}
+
+impl<S: AsRef<str>, const N: usize> IntoPath for &[S; N] {
+    fn into_path(self) -> Result<Path> {
+        Path::new(self.iter().map(|s| s.as_ref().to_owned()))
+    }
+}
+
+impl<S: AsRef<str>> IntoPath for &[S] {
+    fn into_path(self) -> Result<Path> {
+        Path::new(self.iter().map(|s| s.as_ref().to_owned()))
+    }
+}
+
+impl<S: AsRef<str>> IntoPath for Vec<S> {
+    fn into_path(self) -> Result<Path> {
+        Path::new(self.iter().map(|s| s.as_ref().to_owned()))
+    }
+}
+
+impl<S: AsRef<str>> IntoPath for &Vec<S> {
+    fn into_path(self) -> Result<Path> {
+        Path::new(self.iter().map(|s| s.as_ref().to_owned()))
+    }
+}

@@ -1,0 +1,672 @@
+//! [`DynamoDbTable`]: the [`Storage`] backend on `aws-sdk-dynamodb`.
+//!
+//! The SDK's types stay in this module. Every call opens one span named
+//! `DynamoDB.<Operation>` with OpenTelemetry's database fields and records the consumed
+//! capacity once the response arrives. Keys are never logged with item bodies.
+
+use std::collections::HashMap;
+
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::primitives::Blob;
+use aws_sdk_dynamodb::types::{
+    self as t, AttributeValue, BillingMode, ConsumedCapacity, KeyType, ReturnConsumedCapacity,
+    ScalarAttributeType,
+};
+use tracing::Instrument;
+
+use crate::error::{CancellationReason, Error, ErrorKind, Result};
+use crate::item::{Item, Value};
+use crate::layout::{HASH_KEY, RANGE_KEY};
+use crate::storage::{
+    BatchGetOutput, Billing, Condition, Key, Page, Query, RangeCondition, Storage,
+    TableDescription, TableStatus, TransactAction, WriteRequest,
+};
+
+/// One DynamoDB table, through an `aws_sdk_dynamodb::Client` built by the caller.
+///
+/// # Examples
+///
+/// ```no_run
+/// use dynatree::{DynamoDbTable, Tree};
+///
+/// # async fn run() -> dynatree::Result<()> {
+/// let config = aws_config::load_from_env().await;
+/// let client = aws_sdk_dynamodb::Client::new(&config);
+/// let tree = Tree::new(DynamoDbTable::new(client, "my-tree"));
+/// tree.create_table().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct DynamoDbTable {
+    client: Client,
+    table: String,
+}
+
+impl DynamoDbTable {
+    /// The table `table_name`, reached through `client`.
+    pub fn new(client: Client, table_name: impl Into<String>) -> Self {
+        Self {
+            client,
+            table: table_name.into(),
+        }
+    }
+
+    /// The table's name.
+    pub fn table_name(&self) -> &str {
+        &self.table
+    }
+
+    /// The SDK client.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    fn span(&self, op: &'static str) -> tracing::Span {
+        tracing::debug_span!(
+            "DynamoDB",
+            otel.name = format!("DynamoDB.{op}"),
+            span.kind = "client",
+            db.system = "dynamodb",
+            db.operation = op,
+            db.name = %self.table,
+            aws.dynamodb.consumed_capacity = tracing::field::Empty,
+        )
+    }
+}
+
+fn record_capacity<'a>(caps: impl IntoIterator<Item = &'a ConsumedCapacity>) {
+    let total: f64 = caps.into_iter().filter_map(ConsumedCapacity::capacity_units).sum();
+    tracing::Span::current().record("aws.dynamodb.consumed_capacity", total);
+}
+
+// ---- conversions ----
+
+fn to_av(v: Value) -> AttributeValue {
+    match v {
+        Value::S(s) => AttributeValue::S(s),
+        Value::N(n) => AttributeValue::N(n),
+        Value::B(b) => AttributeValue::B(Blob::new(b)),
+        Value::Bool(b) => AttributeValue::Bool(b),
+        Value::Null => AttributeValue::Null(true),
+        Value::L(l) => AttributeValue::L(l.into_iter().map(to_av).collect()),
+        Value::M(m) => AttributeValue::M(m.into_iter().map(|(k, v)| (k, to_av(v))).collect()),
+        Value::Ss(s) => AttributeValue::Ss(s),
+        Value::Ns(n) => AttributeValue::Ns(n),
+        Value::Bs(b) => AttributeValue::Bs(b.into_iter().map(Blob::new).collect()),
+    }
+}
+
+fn from_av(v: AttributeValue) -> Result<Value> {
+    Ok(match v {
+        AttributeValue::S(s) => Value::S(s),
+        AttributeValue::N(n) => Value::N(n),
+        AttributeValue::B(b) => Value::B(b.into_inner()),
+        AttributeValue::Bool(b) => Value::Bool(b),
+        AttributeValue::Null(_) => Value::Null,
+        AttributeValue::L(l) => Value::L(l.into_iter().map(from_av).collect::<Result<_>>()?),
+        AttributeValue::M(m) => Value::M(
+            m.into_iter()
+                .map(|(k, v)| Ok((k, from_av(v)?)))
+                .collect::<Result<_>>()?,
+        ),
+        AttributeValue::Ss(s) => Value::Ss(s),
+        AttributeValue::Ns(n) => Value::Ns(n),
+        AttributeValue::Bs(b) => Value::Bs(b.into_iter().map(Blob::into_inner).collect()),
+        _ => {
+            return Err(Error::new(
+                ErrorKind::Serialization,
+                "unknown attribute value type from DynamoDB",
+            ));
+        }
+    })
+}
+
+fn to_map(item: Item) -> HashMap<String, AttributeValue> {
+    item.into_iter().map(|(k, v)| (k, to_av(v))).collect()
+}
+
+fn from_map(map: HashMap<String, AttributeValue>) -> Result<Item> {
+    map.into_iter().map(|(k, v)| Ok((k, from_av(v)?))).collect()
+}
+
+fn key_map(key: &Key) -> HashMap<String, AttributeValue> {
+    to_map(key.clone().into_item())
+}
+
+fn key_from_map(map: HashMap<String, AttributeValue>) -> Result<Key> {
+    super::key_of(&from_map(map)?)
+}
+
+/// A condition expression with its placeholders.
+#[derive(Default)]
+struct Expr {
+    names: HashMap<String, String>,
+    values: HashMap<String, AttributeValue>,
+}
+
+impl Expr {
+    fn name(&mut self, n: &str) -> String {
+        if let Some((k, _)) = self.names.iter().find(|(_, v)| *v == n) {
+            return k.clone();
+        }
+        let k = format!("#n{}", self.names.len());
+        self.names.insert(k.clone(), n.to_owned());
+        k
+    }
+
+    fn value(&mut self, v: AttributeValue) -> String {
+        let k = format!(":v{}", self.values.len());
+        self.values.insert(k.clone(), v);
+        k
+    }
+
+    fn condition(&mut self, c: &Condition) -> Option<String> {
+        Some(match c {
+            Condition::Always => return None,
+            Condition::Exists => format!("attribute_exists({})", self.name(HASH_KEY)),
+            Condition::NotExists => format!("attribute_not_exists({})", self.name(HASH_KEY)),
+            Condition::AttrExists(n) => format!("attribute_exists({})", self.name(n)),
+            Condition::AttrNotExists(n) => format!("attribute_not_exists({})", self.name(n)),
+            Condition::Equals(n, v) => {
+                let n = self.name(n);
+                format!("{n} = {}", self.value(to_av(v.clone())))
+            }
+            Condition::And(cs) | Condition::Or(cs) => {
+                let op = if matches!(c, Condition::And(_)) {
+                    " AND "
+                } else {
+                    " OR "
+                };
+                let parts: Vec<String> = cs.iter().filter_map(|c| self.condition(c)).collect();
+                if parts.is_empty() {
+                    return None;
+                }
+                format!("({})", parts.join(op))
+            }
+        })
+    }
+
+    fn names(&self) -> Option<HashMap<String, String>> {
+        (!self.names.is_empty()).then(|| self.names.clone())
+    }
+
+    fn values(&self) -> Option<HashMap<String, AttributeValue>> {
+        (!self.values.is_empty()).then(|| self.values.clone())
+    }
+}
+
+// ---- errors ----
+
+fn map_err<E, R>(err: SdkError<E, R>) -> Error
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    R: std::fmt::Debug + Send + Sync + 'static,
+{
+    let kind = match err.code() {
+        Some("ConditionalCheckFailedException") => ErrorKind::ConditionFailed,
+        Some("TransactionCanceledException") => ErrorKind::TransactionCanceled,
+        Some(
+            "ProvisionedThroughputExceededException"
+            | "ThrottlingException"
+            | "RequestLimitExceeded",
+        ) => ErrorKind::Throttled,
+        Some("ValidationException" | "ItemCollectionSizeLimitExceededException") => {
+            ErrorKind::Validation
+        }
+        Some("ResourceNotFoundException") => ErrorKind::TableNotFound,
+        Some("TransactionConflictException") => ErrorKind::Conflict,
+        _ => ErrorKind::Backend,
+    };
+    let detail = match (kind, err.message()) {
+        (ErrorKind::Validation, Some(m)) => m.to_owned(),
+        _ => String::new(),
+    };
+    Error::new(kind, detail).with_source(err)
+}
+
+fn build_err(e: aws_sdk_dynamodb::error::BuildError) -> Error {
+    Error::new(ErrorKind::Validation, "request could not be built").with_source(e)
+}
+
+impl Storage for DynamoDbTable {
+    async fn get_item(&self, key: &Key, consistent: bool) -> Result<Option<Item>> {
+        async {
+            let out = self
+                .client
+                .get_item()
+                .table_name(&self.table)
+                .set_key(Some(key_map(key)))
+                .consistent_read(consistent)
+                .return_consumed_capacity(ReturnConsumedCapacity::Total)
+                .send()
+                .await
+                .map_err(map_err)?;
+            record_capacity(out.consumed_capacity());
+            out.item.map(from_map).transpose()
+        }
+        .instrument(self.span("GetItem"))
+        .await
+    }
+
+    async fn put_item(&self, item: Item, condition: Condition) -> Result<()> {
+        async {
+            let mut expr = Expr::default();
+            let cond = expr.condition(&condition);
+            let out = self
+                .client
+                .put_item()
+                .table_name(&self.table)
+                .set_item(Some(to_map(item)))
+                .set_condition_expression(cond)
+                .set_expression_attribute_names(expr.names())
+                .set_expression_attribute_values(expr.values())
+                .return_consumed_capacity(ReturnConsumedCapacity::Total)
+                .send()
+                .await
+                .map_err(map_err)?;
+            record_capacity(out.consumed_capacity());
+            Ok(())
+        }
+        .instrument(self.span("PutItem"))
+        .await
+    }
+
+    async fn delete_item(&self, key: &Key, condition: Condition) -> Result<()> {
+        async {
+            let mut expr = Expr::default();
+            let cond = expr.condition(&condition);
+            let out = self
+                .client
+                .delete_item()
+                .table_name(&self.table)
+                .set_key(Some(key_map(key)))
+                .set_condition_expression(cond)
+                .set_expression_attribute_names(expr.names())
+                .set_expression_attribute_values(expr.values())
+                .return_consumed_capacity(ReturnConsumedCapacity::Total)
+                .send()
+                .await
+                .map_err(map_err)?;
+            record_capacity(out.consumed_capacity());
+            Ok(())
+        }
+        .instrument(self.span("DeleteItem"))
+        .await
+    }
+
+    async fn query_page(&self, query: &Query, start: Option<Key>) -> Result<Page> {
+        async {
+            let mut expr = Expr::default();
+            let h = expr.name(HASH_KEY);
+            let hv = expr.value(AttributeValue::S(query.hash.clone()));
+            let mut kce = format!("{h} = {hv}");
+            if let Some(range) = &query.range {
+                let r = expr.name(RANGE_KEY);
+                let mut v = |s: &String| expr.value(AttributeValue::S(s.clone()));
+                let part = match range {
+                    RangeCondition::Eq(x) => format!("{r} = {}", v(x)),
+                    RangeCondition::Lt(x) => format!("{r} < {}", v(x)),
+                    RangeCondition::Le(x) => format!("{r} <= {}", v(x)),
+                    RangeCondition::Gt(x) => format!("{r} > {}", v(x)),
+                    RangeCondition::Ge(x) => format!("{r} >= {}", v(x)),
+                    RangeCondition::Between(a, b) => {
+                        let a = v(a);
+                        format!("{r} BETWEEN {a} AND {}", v(b))
+                    }
+                    RangeCondition::BeginsWith(x) => format!("begins_with({r}, {})", v(x)),
+                };
+                kce = format!("{kce} AND {part}");
+            }
+            let out = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .key_condition_expression(kce)
+                .set_expression_attribute_names(expr.names())
+                .set_expression_attribute_values(expr.values())
+                .scan_index_forward(query.forward)
+                .consistent_read(query.consistent)
+                .set_limit(query.limit.map(|l| i32::try_from(l).unwrap_or(i32::MAX)))
+                .set_exclusive_start_key(start.as_ref().map(key_map))
+                .return_consumed_capacity(ReturnConsumedCapacity::Total)
+                .send()
+                .await
+                .map_err(map_err)?;
+            record_capacity(out.consumed_capacity());
+            Ok(Page {
+                items: out
+                    .items
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(from_map)
+                    .collect::<Result<_>>()?,
+                last_key: out.last_evaluated_key.map(key_from_map).transpose()?,
+            })
+        }
+        .instrument(self.span("Query"))
+        .await
+    }
+
+    async fn scan_page(&self, limit: Option<u32>, start: Option<Key>) -> Result<Page> {
+        async {
+            let out = self
+                .client
+                .scan()
+                .table_name(&self.table)
+                .set_limit(limit.map(|l| i32::try_from(l).unwrap_or(i32::MAX)))
+                .set_exclusive_start_key(start.as_ref().map(key_map))
+                .return_consumed_capacity(ReturnConsumedCapacity::Total)
+                .send()
+                .await
+                .map_err(map_err)?;
+            record_capacity(out.consumed_capacity());
+            Ok(Page {
+                items: out
+                    .items
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(from_map)
+                    .collect::<Result<_>>()?,
+                last_key: out.last_evaluated_key.map(key_from_map).transpose()?,
+            })
+        }
+        .instrument(self.span("Scan"))
+        .await
+    }
+
+    async fn batch_get(&self, keys: Vec<Key>, consistent: bool) -> Result<BatchGetOutput> {
+        if keys.is_empty() {
+            return Ok(BatchGetOutput::default());
+        }
+        async {
+            let ka = t::KeysAndAttributes::builder()
+                .set_keys(Some(keys.iter().map(key_map).collect()))
+                .consistent_read(consistent)
+                .build()
+                .map_err(build_err)?;
+            let out = self
+                .client
+                .batch_get_item()
+                .request_items(&self.table, ka)
+                .return_consumed_capacity(ReturnConsumedCapacity::Total)
+                .send()
+                .await
+                .map_err(map_err)?;
+            record_capacity(out.consumed_capacity());
+            let items = out
+                .responses
+                .and_then(|mut r| r.remove(&self.table))
+                .unwrap_or_default()
+                .into_iter()
+                .map(from_map)
+                .collect::<Result<_>>()?;
+            let unprocessed = out
+                .unprocessed_keys
+                .and_then(|mut u| u.remove(&self.table))
+                .map(|ka| ka.keys)
+                .unwrap_or_default()
+                .into_iter()
+                .map(key_from_map)
+                .collect::<Result<_>>()?;
+            Ok(BatchGetOutput { items, unprocessed })
+        }
+        .instrument(self.span("BatchGetItem"))
+        .await
+    }
+
+    async fn batch_write(&self, requests: Vec<WriteRequest>) -> Result<Vec<WriteRequest>> {
+        if requests.is_empty() {
+            return Ok(Vec::new());
+        }
+        async {
+            let reqs = requests
+                .into_iter()
+                .map(|r| {
+                    Ok(match r {
+                        WriteRequest::Put(item) => t::WriteRequest::builder()
+                            .put_request(
+                                t::PutRequest::builder()
+                                    .set_item(Some(to_map(item)))
+                                    .build()
+                                    .map_err(build_err)?,
+                            )
+                            .build(),
+                        WriteRequest::Delete(key) => t::WriteRequest::builder()
+                            .delete_request(
+                                t::DeleteRequest::builder()
+                                    .set_key(Some(key_map(&key)))
+                                    .build()
+                                    .map_err(build_err)?,
+                            )
+                            .build(),
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let out = self
+                .client
+                .batch_write_item()
+                .request_items(&self.table, reqs)
+                .return_consumed_capacity(ReturnConsumedCapacity::Total)
+                .send()
+                .await
+                .map_err(map_err)?;
+            record_capacity(out.consumed_capacity());
+            out.unprocessed_items
+                .and_then(|mut u| u.remove(&self.table))
+                .unwrap_or_default()
+                .into_iter()
+                .filter_map(|w| {
+                    if let Some(p) = w.put_request {
+                        Some(from_map(p.item).map(WriteRequest::Put))
+                    } else {
+                        w.delete_request
+                            .map(|d| key_from_map(d.key).map(WriteRequest::Delete))
+                    }
+                })
+                .collect()
+        }
+        .instrument(self.span("BatchWriteItem"))
+        .await
+    }
+
+    async fn transact_write(&self, actions: Vec<TransactAction>) -> Result<()> {
+        async {
+            let mut items = Vec::with_capacity(actions.len());
+            for action in actions {
+                let mut expr = Expr::default();
+                let item = match action {
+                    TransactAction::Put { item, condition } => {
+                        let cond = expr.condition(&condition);
+                        t::TransactWriteItem::builder()
+                            .put(
+                                t::Put::builder()
+                                    .table_name(&self.table)
+                                    .set_item(Some(to_map(item)))
+                                    .set_condition_expression(cond)
+                                    .set_expression_attribute_names(expr.names())
+                                    .set_expression_attribute_values(expr.values())
+                                    .build()
+                                    .map_err(build_err)?,
+                            )
+                            .build()
+                    }
+                    TransactAction::Delete { key, condition } => {
+                        let cond = expr.condition(&condition);
+                        t::TransactWriteItem::builder()
+                            .delete(
+                                t::Delete::builder()
+                                    .table_name(&self.table)
+                                    .set_key(Some(key_map(&key)))
+                                    .set_condition_expression(cond)
+                                    .set_expression_attribute_names(expr.names())
+                                    .set_expression_attribute_values(expr.values())
+                                    .build()
+                                    .map_err(build_err)?,
+                            )
+                            .build()
+                    }
+                    TransactAction::ConditionCheck { key, condition } => {
+                        let cond = expr.condition(&condition).unwrap_or_else(|| {
+                            // DynamoDB requires an expression; "exists or not" always holds.
+                            let k = expr.name(HASH_KEY);
+                            format!("(attribute_exists({k}) OR attribute_not_exists({k}))")
+                        });
+                        t::TransactWriteItem::builder()
+                            .condition_check(
+                                t::ConditionCheck::builder()
+                                    .table_name(&self.table)
+                                    .set_key(Some(key_map(&key)))
+                                    .condition_expression(cond)
+                                    .set_expression_attribute_names(expr.names())
+                                    .set_expression_attribute_values(expr.values())
+                                    .build()
+                                    .map_err(build_err)?,
+                            )
+                            .build()
+                    }
+                };
+                items.push(item);
+            }
+            let out = self
+                .client
+                .transact_write_items()
+                .set_transact_items(Some(items))
+                .return_consumed_capacity(ReturnConsumedCapacity::Total)
+                .send()
+                .await;
+            match out {
+                Ok(out) => {
+                    record_capacity(out.consumed_capacity());
+                    Ok(())
+                }
+                Err(err) => {
+                    if let Some(TransactWriteItemsError::TransactionCanceledException(ex)) =
+                        err.as_service_error()
+                    {
+                        let reasons = ex
+                            .cancellation_reasons()
+                            .iter()
+                            .map(|r| {
+                                CancellationReason::new(
+                                    r.code().unwrap_or("None"),
+                                    r.message().map(str::to_owned),
+                                )
+                            })
+                            .collect();
+                        return Err(Error::transaction_canceled(reasons).with_source(err));
+                    }
+                    Err(map_err(err))
+                }
+            }
+        }
+        .instrument(self.span("TransactWriteItems"))
+        .await
+    }
+
+    async fn create_table(&self, billing: Billing) -> Result<bool> {
+        async {
+            let attr = |n: &str| {
+                t::AttributeDefinition::builder()
+                    .attribute_name(n)
+                    .attribute_type(ScalarAttributeType::S)
+                    .build()
+                    .map_err(build_err)
+            };
+            let key = |n: &str, k: KeyType| {
+                t::KeySchemaElement::builder()
+                    .attribute_name(n)
+                    .key_type(k)
+                    .build()
+                    .map_err(build_err)
+            };
+            let mut req = self
+                .client
+                .create_table()
+                .table_name(&self.table)
+                .attribute_definitions(attr(HASH_KEY)?)
+                .attribute_definitions(attr(RANGE_KEY)?)
+                .key_schema(key(HASH_KEY, KeyType::Hash)?)
+                .key_schema(key(RANGE_KEY, KeyType::Range)?);
+            req = match billing {
+                Billing::OnDemand => req.billing_mode(BillingMode::PayPerRequest),
+                Billing::Provisioned { read, write } => req
+                    .billing_mode(BillingMode::Provisioned)
+                    .provisioned_throughput(
+                        t::ProvisionedThroughput::builder()
+                            .read_capacity_units(i64::try_from(read).unwrap_or(i64::MAX))
+                            .write_capacity_units(i64::try_from(write).unwrap_or(i64::MAX))
+                            .build()
+                            .map_err(build_err)?,
+                    ),
+            };
+            match req.send().await {
+                Ok(_) => Ok(true),
+                Err(e)
+                    if e.as_service_error()
+                        .is_some_and(|s| s.is_resource_in_use_exception()) =>
+                {
+                    Ok(false)
+                }
+                Err(e) => Err(map_err(e)),
+            }
+        }
+        .instrument(self.span("CreateTable"))
+        .await
+    }
+
+    async fn describe_table(&self) -> Result<Option<TableDescription>> {
+        async {
+            let out = match self
+                .client
+                .describe_table()
+                .table_name(&self.table)
+                .send()
+                .await
+            {
+                Ok(out) => out,
+                Err(e)
+                    if e.as_service_error()
+                        .is_some_and(|s| s.is_resource_not_found_exception()) =>
+                {
+                    return Ok(None);
+                }
+                Err(e) => return Err(map_err(e)),
+            };
+            let Some(table) = out.table else {
+                return Ok(None);
+            };
+            let type_of = |name: &str| {
+                table
+                    .attribute_definitions()
+                    .iter()
+                    .find(|d| d.attribute_name() == name)
+                    .map(|d| d.attribute_type().as_str().to_owned())
+                    .unwrap_or_default()
+            };
+            let mut hash = (String::new(), String::new());
+            let mut range = None;
+            for k in table.key_schema() {
+                let entry = (k.attribute_name().to_owned(), type_of(k.attribute_name()));
+                match k.key_type() {
+                    KeyType::Hash => hash = entry,
+                    KeyType::Range => range = Some(entry),
+                    _ => {}
+                }
+            }
+            let status = match table.table_status() {
+                Some(t::TableStatus::Active) => TableStatus::Active,
+                Some(t::TableStatus::Creating) => TableStatus::Creating,
+                _ => TableStatus::Other,
+            };
+            Ok(Some(TableDescription {
+                status,
+                hash_key: hash,
+                range_key: range,
+            }))
+        }
+        .instrument(self.span("DescribeTable"))
+        .await
+    }
+}

@@ -1,0 +1,448 @@
+//! The [`Storage`] trait: one DynamoDB table with a string hash key `Key` and a string range key
+//! `Child`, spoken to in dynatree's own types.
+//!
+//! Two backends implement it: [`DynamoDbTable`](crate::DynamoDbTable) (feature `dynamodb`) and
+//! `dynatree_testing::FakeTable`. Both give DynamoDB's semantics: UTF-8 byte order of keys, 1 MB
+//! query pages, 25/100-item batches with partial results, atomic transactions with per-action
+//! cancellation reasons.
+
+#[cfg(feature = "dynamodb")]
+pub(crate) mod dynamodb;
+
+use std::future::Future;
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::item::{Item, Value};
+use crate::layout::{HASH_KEY, RANGE_KEY};
+
+/// The primary key of one row: the `Key` (hash) and `Child` (range) strings.
+///
+/// # Examples
+///
+/// ```
+/// use dynatree::Key;
+///
+/// let k = Key::new("¦Accounts¦", "123456");
+/// let item = k.clone().into_item();
+/// assert_eq!(Key::from_item(&item), Some(k));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Key {
+    /// The hash key (`Key` attribute).
+    pub hash: String,
+    /// The range key (`Child` attribute).
+    pub range: String,
+}
+
+impl Key {
+    /// A key from its two strings.
+    pub fn new(hash: impl Into<String>, range: impl Into<String>) -> Self {
+        Self {
+            hash: hash.into(),
+            range: range.into(),
+        }
+    }
+
+    /// An item holding just this key.
+    pub fn into_item(self) -> Item {
+        let mut item = Item::new();
+        item.insert(HASH_KEY, Value::S(self.hash));
+        item.insert(RANGE_KEY, Value::S(self.range));
+        item
+    }
+
+    /// The key of an item, if it has both key attributes as strings.
+    pub fn from_item(item: &Item) -> Option<Self> {
+        Some(Self::new(item.get_s(HASH_KEY)?, item.get_s(RANGE_KEY)?))
+    }
+}
+
+/// A condition on the current state of one item, evaluated atomically with a write.
+///
+/// # Examples
+///
+/// ```
+/// use dynatree::{Condition, Item, Value};
+///
+/// let mut item = Item::new();
+/// item.insert("v", Value::N("1".into()));
+/// assert!(Condition::Exists.eval(Some(&item)));
+/// assert!(Condition::NotExists.eval(None));
+/// assert!(Condition::equals("v", Value::N("1".into())).eval(Some(&item)));
+/// assert!(!Condition::attr_exists("w").eval(Some(&item)));
+/// ```
+#[derive(Debug, Clone, PartialEq, Default)]
+#[non_exhaustive]
+pub enum Condition {
+    /// No condition.
+    #[default]
+    Always,
+    /// The item exists.
+    Exists,
+    /// The item does not exist.
+    NotExists,
+    /// The item exists and has this attribute.
+    AttrExists(String),
+    /// The item does not exist or lacks this attribute.
+    AttrNotExists(String),
+    /// The item has this attribute with exactly this value.
+    Equals(String, Value),
+    /// All of these hold.
+    And(Vec<Condition>),
+    /// At least one of these holds.
+    Or(Vec<Condition>),
+}
+
+impl Condition {
+    /// [`Condition::AttrExists`].
+    pub fn attr_exists(name: impl Into<String>) -> Self {
+        Self::AttrExists(name.into())
+    }
+
+    /// [`Condition::AttrNotExists`].
+    pub fn attr_not_exists(name: impl Into<String>) -> Self {
+        Self::AttrNotExists(name.into())
+    }
+
+    /// [`Condition::Equals`].
+    pub fn equals(name: impl Into<String>, value: Value) -> Self {
+        Self::Equals(name.into(), value)
+    }
+
+    /// Evaluates the condition against the item's current state (`None`: absent).
+    pub fn eval(&self, item: Option<&Item>) -> bool {
+        match self {
+            Condition::Always => true,
+            Condition::Exists => item.is_some(),
+            Condition::NotExists => item.is_none(),
+            Condition::AttrExists(n) => item.is_some_and(|i| i.contains(n)),
+            Condition::AttrNotExists(n) => !item.is_some_and(|i| i.contains(n)),
+            Condition::Equals(n, v) => item.and_then(|i| i.get(n)) == Some(v),
+            Condition::And(cs) => cs.iter().all(|c| c.eval(item)),
+            Condition::Or(cs) => cs.iter().any(|c| c.eval(item)),
+        }
+    }
+
+    /// Whether this is [`Condition::Always`].
+    pub fn is_always(&self) -> bool {
+        matches!(self, Condition::Always)
+    }
+}
+
+/// A condition on the range key (`Child`) of a query.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RangeCondition {
+    /// `Child = v`
+    Eq(String),
+    /// `Child < v`
+    Lt(String),
+    /// `Child <= v`
+    Le(String),
+    /// `Child > v`
+    Gt(String),
+    /// `Child >= v`
+    Ge(String),
+    /// `Child BETWEEN a AND b` (both inclusive)
+    Between(String, String),
+    /// `begins_with(Child, v)`
+    BeginsWith(String),
+}
+
+impl RangeCondition {
+    /// Whether `range` satisfies the condition, comparing UTF-8 bytes as DynamoDB does.
+    pub fn matches(&self, range: &str) -> bool {
+        let r = range.as_bytes();
+        match self {
+            RangeCondition::Eq(v) => r == v.as_bytes(),
+            RangeCondition::Lt(v) => r < v.as_bytes(),
+            RangeCondition::Le(v) => r <= v.as_bytes(),
+            RangeCondition::Gt(v) => r > v.as_bytes(),
+            RangeCondition::Ge(v) => r >= v.as_bytes(),
+            RangeCondition::Between(a, b) => r >= a.as_bytes() && r <= b.as_bytes(),
+            RangeCondition::BeginsWith(v) => r.starts_with(v.as_bytes()),
+        }
+    }
+}
+
+/// One Query: an exact hash key, an optional range condition, order, limit and consistency.
+///
+/// # Examples
+///
+/// ```
+/// use dynatree::{Query, RangeCondition};
+///
+/// let q = Query::new("¦Accounts¦")
+///     .with_range(RangeCondition::BeginsWith("12".into()))
+///     .with_limit(10)
+///     .descending();
+/// assert_eq!(q.hash, "¦Accounts¦");
+/// assert!(!q.forward);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use]
+pub struct Query {
+    /// The hash key to read.
+    pub hash: String,
+    /// An optional condition on `Child`.
+    pub range: Option<RangeCondition>,
+    /// Ascending (`true`, the default) or descending order of `Child`.
+    pub forward: bool,
+    /// The most items one page evaluates (DynamoDB's `Limit`); pages also stop at 1 MB.
+    pub limit: Option<u32>,
+    /// Strongly consistent (`true`) or eventually consistent read.
+    pub consistent: bool,
+}
+
+impl Query {
+    /// A query of every item under `hash`, ascending, eventually consistent.
+    pub fn new(hash: impl Into<String>) -> Self {
+        Self {
+            hash: hash.into(),
+            range: None,
+            forward: true,
+            limit: None,
+            consistent: false,
+        }
+    }
+
+    /// Adds a range condition.
+    pub fn with_range(mut self, range: RangeCondition) -> Self {
+        self.range = Some(range);
+        self
+    }
+
+    /// Sets the page limit.
+    pub fn with_limit(mut self, limit: u32) -> Self {
+        self.limit = Some(limit);
+        self
+    }
+
+    /// Descending order.
+    pub fn descending(mut self) -> Self {
+        self.forward = false;
+        self
+    }
+
+    /// Strongly consistent reads.
+    pub fn consistent(mut self, consistent: bool) -> Self {
+        self.consistent = consistent;
+        self
+    }
+}
+
+/// One page of a Query or Scan.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Page {
+    /// The items of this page, in key order.
+    pub items: Vec<Item>,
+    /// Where the next page starts; `None` on the last page.
+    pub last_key: Option<Key>,
+}
+
+/// One request of a BatchWriteItem.
+#[derive(Debug, Clone, PartialEq)]
+pub enum WriteRequest {
+    /// Put (replace) an item.
+    Put(Item),
+    /// Delete the item with this key.
+    Delete(Key),
+}
+
+/// What a BatchGetItem returned: the items found and the keys DynamoDB left unprocessed.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct BatchGetOutput {
+    /// Items found, in no particular order.
+    pub items: Vec<Item>,
+    /// Keys to send again.
+    pub unprocessed: Vec<Key>,
+}
+
+/// One action of a TransactWriteItems.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TransactAction {
+    /// Put an item if the condition holds.
+    Put {
+        /// The whole item, key included.
+        item: Item,
+        /// Evaluated against the current item.
+        condition: Condition,
+    },
+    /// Delete an item if the condition holds.
+    Delete {
+        /// The item's key.
+        key: Key,
+        /// Evaluated against the current item.
+        condition: Condition,
+    },
+    /// Only check a condition on an item.
+    ConditionCheck {
+        /// The item's key.
+        key: Key,
+        /// Evaluated against the current item.
+        condition: Condition,
+    },
+}
+
+impl TransactAction {
+    /// The key the action targets.
+    pub fn key(&self) -> Option<Key> {
+        match self {
+            TransactAction::Put { item, .. } => Key::from_item(item),
+            TransactAction::Delete { key, .. } | TransactAction::ConditionCheck { key, .. } => {
+                Some(key.clone())
+            }
+        }
+    }
+}
+
+/// How a table is billed when dynatree creates it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Billing {
+    /// On-demand (pay per request); the default.
+    #[default]
+    OnDemand,
+    /// Provisioned read and write capacity units.
+    Provisioned {
+        /// Read capacity units.
+        read: u64,
+        /// Write capacity units.
+        write: u64,
+    },
+}
+
+/// A table's status, as DescribeTable reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TableStatus {
+    /// Being created.
+    Creating,
+    /// Ready for use.
+    Active,
+    /// Any other status (updating, deleting, archived, …).
+    Other,
+}
+
+/// What DescribeTable says about a table: its status and key schema.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableDescription {
+    /// The table's status.
+    pub status: TableStatus,
+    /// Hash key attribute name and scalar type (`"S"`, `"N"`, `"B"`).
+    pub hash_key: (String, String),
+    /// Range key attribute name and type, if the table has one.
+    pub range_key: Option<(String, String)>,
+}
+
+impl TableDescription {
+    /// Whether the key schema is the one a tree needs: `Key` (S) hash, `Child` (S) range.
+    pub fn has_tree_schema(&self) -> bool {
+        self.hash_key == (HASH_KEY.to_owned(), "S".to_owned())
+            && self.range_key == Some((RANGE_KEY.to_owned(), "S".to_owned()))
+    }
+}
+
+/// One DynamoDB table with hash key `Key` (S) and range key `Child` (S).
+///
+/// Implementations give DynamoDB's semantics and limits, and map failures to [`ErrorKind`]s:
+/// [`ConditionFailed`](ErrorKind::ConditionFailed),
+/// [`TransactionCanceled`](ErrorKind::TransactionCanceled) with reasons,
+/// [`Throttled`](ErrorKind::Throttled), [`Validation`](ErrorKind::Validation),
+/// [`TableNotFound`](ErrorKind::TableNotFound), [`Backend`](ErrorKind::Backend).
+///
+/// # Cancel safety
+///
+/// Dropping a write's future may or may not have applied the write: the request may have been
+/// sent and received. Reads are cancel safe.
+///
+/// # Examples
+///
+/// A function generic over the backend:
+///
+/// ```
+/// use dynatree::{Key, Result, Storage};
+///
+/// async fn exists<S: Storage>(table: &S, key: &Key) -> Result<bool> {
+///     Ok(table.get_item(key, true).await?.is_some())
+/// }
+/// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a dynatree storage backend",
+    note = "use `dynatree::DynamoDbTable` or `dynatree_testing::FakeTable`"
+)]
+pub trait Storage: Send + Sync {
+    /// GetItem.
+    fn get_item(&self, key: &Key, consistent: bool)
+    -> impl Future<Output = Result<Option<Item>>> + Send;
+
+    /// PutItem with a condition ([`ErrorKind::ConditionFailed`] when it does not hold).
+    fn put_item(&self, item: Item, condition: Condition)
+    -> impl Future<Output = Result<()>> + Send;
+
+    /// DeleteItem with a condition ([`ErrorKind::ConditionFailed`] when it does not hold).
+    fn delete_item(&self, key: &Key, condition: Condition)
+    -> impl Future<Output = Result<()>> + Send;
+
+    /// One page of a Query, starting after `start`.
+    fn query_page(
+        &self,
+        query: &Query,
+        start: Option<Key>,
+    ) -> impl Future<Output = Result<Page>> + Send;
+
+    /// One page of a Scan of the whole table, starting after `start`.
+    fn scan_page(
+        &self,
+        limit: Option<u32>,
+        start: Option<Key>,
+    ) -> impl Future<Output = Result<Page>> + Send;
+
+    /// BatchGetItem of at most 100 keys; returns the items found and unprocessed keys.
+    fn batch_get(
+        &self,
+        keys: Vec<Key>,
+        consistent: bool,
+    ) -> impl Future<Output = Result<BatchGetOutput>> + Send;
+
+    /// BatchWriteItem of at most 25 requests; returns the unprocessed requests.
+    fn batch_write(
+        &self,
+        requests: Vec<WriteRequest>,
+    ) -> impl Future<Output = Result<Vec<WriteRequest>>> + Send;
+
+    /// TransactWriteItems of at most 100 actions, no two on one item, atomically.
+    fn transact_write(&self, actions: Vec<TransactAction>)
+    -> impl Future<Output = Result<()>> + Send;
+
+    /// CreateTable with the tree schema. `Ok(false)` if the table already exists (the caller
+    /// then checks its schema with [`describe_table`](Storage::describe_table)).
+    fn create_table(&self, billing: Billing) -> impl Future<Output = Result<bool>> + Send;
+
+    /// DescribeTable; `None` if the table does not exist.
+    fn describe_table(&self) -> impl Future<Output = Result<Option<TableDescription>>> + Send;
+}
+
+/// Turns a missing-key invariant into an error rather than a panic.
+pub(crate) fn key_of(item: &Item) -> Result<Key> {
+    Key::from_item(item).ok_or_else(|| {
+        Error::new(
+            ErrorKind::Backend,
+            "row without string `Key` and `Child` attributes",
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn range_conditions_compare_bytes() {
+        // "Z" < "a" < "¦" in UTF-8 byte order.
+        assert!(RangeCondition::Lt("a".into()).matches("Z"));
+        assert!(RangeCondition::Gt("a".into()).matches("¦"));
+        assert!(RangeCondition::Between("b".into(), "d".into()).matches("c"));
+        assert!(RangeCondition::BeginsWith("ab".into()).matches("abc"));
+    }
+}

@@ -1,0 +1,61 @@
+//! Pagination: one generic adaptor from a backend's `query_page` to a lazy [`Stream`].
+//!
+//! Like the AWS paginators: nothing is sent until the stream is polled, pages follow
+//! `LastEvaluatedKey`, the stream stops when the service repeats the same key, and it ends
+//! after the first error.
+
+use futures::Stream;
+
+use crate::error::Result;
+use crate::storage::{Key, Page, Query, Storage};
+
+enum State {
+    Start,
+    After(Key),
+    Done,
+}
+
+/// Pages of `query`, lazily.
+pub(crate) fn query_pages<S: Storage>(
+    storage: &S,
+    query: Query,
+) -> impl Stream<Item = Result<Page>> + Send + '_ {
+    futures::stream::try_unfold(State::Start, move |state| {
+        let query = query.clone();
+        async move {
+            let start = match state {
+                State::Done => return Ok(None),
+                State::Start => None,
+                State::After(k) => Some(k),
+            };
+            let page = storage.query_page(&query, start.clone()).await?;
+            let next = match &page.last_key {
+                None => State::Done,
+                Some(k) if Some(k) == start.as_ref() => State::Done,
+                Some(k) => State::After(k.clone()),
+            };
+            Ok(Some((page, next)))
+        }
+    })
+}
+
+/// Pages of a whole-table scan, lazily.
+pub(crate) fn scan_pages<S: Storage>(
+    storage: &S,
+    limit: Option<u32>,
+) -> impl Stream<Item = Result<Page>> + Send + '_ {
+    futures::stream::try_unfold(State::Start, move |state| async move {
+        let start = match state {
+            State::Done => return Ok(None),
+            State::Start => None,
+            State::After(k) => Some(k),
+        };
+        let page = storage.scan_page(limit, start.clone()).await?;
+        let next = match &page.last_key {
+            None => State::Done,
+            Some(k) if Some(k) == start.as_ref() => State::Done,
+            Some(k) => State::After(k.clone()),
+        };
+        Ok(Some((page, next)))
+    })
+}

@@ -1,0 +1,629 @@
+//! [`Tree`]: the untyped tree API over any [`Storage`].
+
+mod write;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use futures::{Stream, StreamExt, TryStreamExt};
+use serde::{Serialize, de::DeserializeOwned};
+use tracing::Instrument;
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::item::Item;
+use crate::layout::{DEFAULT_RESERVED, HASH_KEY, Layout, RANGE_KEY};
+use crate::path::{IntoPath, Path};
+use crate::batch::{RetryPolicy, get_all};
+use crate::storage::{Billing, Key, Query, Storage, TableStatus};
+use crate::stream::{query_pages, scan_pages};
+
+/// A tree of objects, links and listings in one DynamoDB table, in the dynamotree layout.
+///
+/// Every call validates every path it is given and every attribute it writes; invalid input is
+/// a typed error and nothing is sent. See the [`write`](self) module docs for the invariants
+/// writes keep (every object reachable by listing from the root, even under concurrency).
+///
+/// # Examples
+///
+/// ```
+/// use dynatree::Tree;
+/// use dynatree_testing::FakeTable;
+/// use futures::TryStreamExt;
+/// use serde::{Deserialize, Serialize};
+///
+/// #[derive(Serialize, Deserialize, PartialEq, Debug)]
+/// struct Link { target: String }
+///
+/// # tokio_test();
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn tokio_test() -> dynatree::Result<()> {
+/// let tree = Tree::new(FakeTable::new());
+/// tree.create_table().await?;
+/// let link = Link { target: "https://example.com/".into() };
+/// tree.put(["Accounts", "123456", "Links", "xyzpdq"], &link).await?;
+/// assert_eq!(tree.get(["Accounts", "123456", "Links", "xyzpdq"]).await?, Some(link));
+/// let names: Vec<String> = tree.list(["Accounts", "123456"]).try_collect().await?;
+/// assert_eq!(names, ["Links"]);
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct Tree<S> {
+    storage: S,
+    layout: Layout,
+    config: Config,
+    known: KnownRows,
+}
+
+#[derive(Debug, Clone)]
+struct Config {
+    max_link_hops: usize,
+    consistent_reads: bool,
+    retry: RetryPolicy,
+    billing: Billing,
+    lease: Duration,
+    page_size: Option<u32>,
+    table_wait: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            max_link_hops: 8,
+            consistent_reads: false,
+            retry: RetryPolicy::default(),
+            billing: Billing::OnDemand,
+            lease: Duration::from_secs(30),
+            page_size: None,
+            table_wait: Duration::from_secs(300),
+        }
+    }
+}
+
+/// Builds a [`Tree`] with non-default settings.
+///
+/// # Examples
+///
+/// ```
+/// use dynatree::{ErrorKind, Tree};
+/// use dynatree_testing::FakeTable;
+///
+/// let tree = Tree::builder(FakeTable::new()).reserved('X').max_link_hops(4).build()?;
+/// assert_eq!(tree.reserved(), 'X');
+///
+/// let err = Tree::builder(FakeTable::new()).reserved('K').build().unwrap_err();
+/// assert_eq!(err.kind(), ErrorKind::InvalidDelimiter);
+/// # Ok::<(), dynatree::Error>(())
+/// ```
+#[derive(Debug)]
+#[must_use]
+pub struct TreeBuilder<S> {
+    storage: S,
+    reserved: char,
+    config: Config,
+}
+
+impl<S: Storage> TreeBuilder<S> {
+    /// The reserved character (default `¦`). Components and attribute names may not contain
+    /// it; `K` and `C` are refused because they start the key attribute names.
+    pub fn reserved(mut self, c: char) -> Self {
+        self.reserved = c;
+        self
+    }
+
+    /// How many links `get` follows before it fails with [`ErrorKind::LinkLoop`] (default 8).
+    pub fn max_link_hops(mut self, hops: usize) -> Self {
+        self.config.max_link_hops = hops;
+        self
+    }
+
+    /// Strongly consistent reads for `get`, `list` and `list_items` (default: eventually
+    /// consistent, half the read cost). Writes always use consistent reads where they need them.
+    pub fn consistent_reads(mut self, yes: bool) -> Self {
+        self.config.consistent_reads = yes;
+        self
+    }
+
+    /// The retry policy for unprocessed batch items, throttling and lost races.
+    pub fn retry_policy(mut self, policy: RetryPolicy) -> Self {
+        self.config.retry = policy;
+        self
+    }
+
+    /// Billing mode used by [`Tree::create_table`] (default on-demand).
+    pub fn billing(mut self, billing: Billing) -> Self {
+        self.config.billing = billing;
+        self
+    }
+
+    /// How long a listing row marked for removal blocks writers before another caller may take
+    /// the mark over (default 30 s). Only matters when a deleting process dies mid-way.
+    pub fn removal_lease(mut self, lease: Duration) -> Self {
+        self.config.lease = lease;
+        self
+    }
+
+    /// The page size (DynamoDB `Limit`) of listing queries; default none (1 MB pages).
+    pub fn page_size(mut self, n: u32) -> Self {
+        self.config.page_size = Some(n.max(1));
+        self
+    }
+
+    /// How long [`Tree::create_table`] waits for the table to become active (default 5 min).
+    pub fn table_wait(mut self, wait: Duration) -> Self {
+        self.config.table_wait = wait;
+        self
+    }
+
+    /// The tree.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidDelimiter`] if the reserved character cannot be used.
+    pub fn build(self) -> Result<Tree<S>> {
+        Ok(Tree {
+            storage: self.storage,
+            layout: Layout::new(self.reserved)?,
+            config: self.config,
+            known: KnownRows::default(),
+        })
+    }
+}
+
+/// One child of a listing with its object, as [`Tree::list_items`] yields it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry<T> {
+    /// The child's name (its last path component).
+    pub name: String,
+    /// The child's object, links followed; `None` for a name that only has children (or a
+    /// link whose target is missing).
+    pub value: Option<T>,
+}
+
+impl<S: Storage> Tree<S> {
+    /// A tree with the default settings (reserved character `¦`).
+    pub fn new(storage: S) -> Self {
+        Self {
+            storage,
+            layout: Layout::new(DEFAULT_RESERVED).expect("the default reserved character is valid"),
+            config: Config::default(),
+            known: KnownRows::default(),
+        }
+    }
+
+    /// A builder for a tree with other settings.
+    pub fn builder(storage: S) -> TreeBuilder<S> {
+        TreeBuilder {
+            storage,
+            reserved: DEFAULT_RESERVED,
+            config: Config::default(),
+        }
+    }
+
+    /// The storage backend.
+    pub fn storage(&self) -> &S {
+        &self.storage
+    }
+
+    /// The reserved character.
+    pub fn reserved(&self) -> char {
+        self.layout.reserved()
+    }
+
+    /// Creates the table (hash key `Key`, range key `Child`, both strings) if it does not exist,
+    /// and waits until it is active. If it exists, checks its key schema.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::TableMismatch`] if an existing table has another key schema;
+    /// [`ErrorKind::Backend`] if it is not active within the wait (see
+    /// [`TreeBuilder::table_wait`]); any backend error.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: calling it again finishes the job.
+    pub async fn create_table(&self) -> Result<()> {
+        let span = tracing::debug_span!("dynatree.create_table");
+        async {
+            let created = self.storage.create_table(self.config.billing).await?;
+            let deadline = tokio::time::Instant::now() + self.config.table_wait;
+            let mut retry = 0;
+            loop {
+                match self.storage.describe_table().await? {
+                    Some(d) if !d.has_tree_schema() => {
+                        return Err(Error::new(
+                            ErrorKind::TableMismatch,
+                            format!(
+                                "expected hash key `{HASH_KEY}` (S) and range key `{RANGE_KEY}` (S), found {:?} and {:?}",
+                                d.hash_key, d.range_key
+                            ),
+                        ));
+                    }
+                    Some(d) if d.status == TableStatus::Active => return Ok(()),
+                    _ if !created && retry == 0 => {}
+                    _ => {}
+                }
+                if tokio::time::Instant::now() >= deadline {
+                    return Err(Error::new(
+                        ErrorKind::Backend,
+                        "table did not become active in time",
+                    ));
+                }
+                tokio::time::sleep(Duration::from_millis(100 * (1 << retry.min(4)))).await;
+                retry += 1;
+            }
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// Stores `value` (any type that serializes to a map) at `path`, creating the listing rows
+    /// of its ancestors as needed.
+    ///
+    /// A small object at any depth whose ancestors exist costs one TransactWriteItems request;
+    /// see the [`write`](self) module docs.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidPath`], [`ErrorKind::InvalidAttribute`] (a field named `Key`,
+    /// `Child`, or starting with the reserved character), [`ErrorKind::ItemTooLarge`],
+    /// [`ErrorKind::Serialization`]: nothing was written. [`ErrorKind::Conflict`] if concurrent
+    /// removals kept winning; backend errors.
+    ///
+    /// # Cancel safety
+    ///
+    /// A dropped future may or may not have written the object; every state it leaves keeps
+    /// every object reachable, and calling `put` again completes it.
+    pub async fn put<T: Serialize + ?Sized>(&self, path: impl IntoPath, value: &T) -> Result<()> {
+        let path = path.into_path()?;
+        let span = tracing::debug_span!("dynatree.put", path = %path);
+        async {
+            self.layout.check_object_path(&path)?;
+            let attrs = Item::from_serialize(value)?;
+            self.layout.check_user_item(&attrs)?;
+            let row = self.layout.object_row(&path, attrs)?;
+            self.write_object(&path, row).await
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// Stores a symbolic link at `path` pointing at `target` (which need not exist).
+    ///
+    /// # Errors
+    ///
+    /// As [`put`](Tree::put), for either path.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`put`](Tree::put).
+    pub async fn put_link(&self, path: impl IntoPath, target: impl IntoPath) -> Result<()> {
+        let path = path.into_path()?;
+        let target = target.into_path()?;
+        let span = tracing::debug_span!("dynatree.put_link", path = %path, target = %target);
+        async {
+            self.layout.check_object_path(&path)?;
+            self.layout.check_object_path(&target)?;
+            let row = self.layout.link_row(&path, &target)?;
+            self.write_object(&path, row).await
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// Reads the object at `path`, following links (at most
+    /// [`max_link_hops`](TreeBuilder::max_link_hops)). `None` if nothing is there, or a link's
+    /// target is missing.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidPath`]; [`ErrorKind::LinkLoop`] on a cycle or too many hops;
+    /// [`ErrorKind::Serialization`] if the stored attributes do not fit `T`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe.
+    pub async fn get<T: DeserializeOwned>(&self, path: impl IntoPath) -> Result<Option<T>> {
+        let path = path.into_path()?;
+        let span = tracing::debug_span!("dynatree.get", path = %path);
+        async {
+            self.layout.check_object_path(&path)?;
+            match self.resolve(&path).await? {
+                Some(item) => self.to_value(item).map(Some),
+                None => Ok(None),
+            }
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// The target of the link at `path`, without following it.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::NotFound`] if nothing is at `path`; [`ErrorKind::NotALink`] if an object
+    /// that is not a link is there; [`ErrorKind::InvalidPath`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe.
+    pub async fn read_link(&self, path: impl IntoPath) -> Result<Path> {
+        let path = path.into_path()?;
+        let span = tracing::debug_span!("dynatree.read_link", path = %path);
+        async {
+            self.layout.check_object_path(&path)?;
+            let item = self
+                .storage
+                .get_item(&self.layout.object_key(&path), self.config.consistent_reads)
+                .await?
+                .ok_or_else(|| Error::new(ErrorKind::NotFound, format!("nothing at {path}")))?;
+            match item.get_s(self.layout.link_attr()) {
+                Some(t) => self.layout.decode_target(t),
+                None => Err(Error::new(
+                    ErrorKind::NotALink,
+                    format!("the object at {path} is not a link"),
+                )),
+            }
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// The names of the children of `prefix` (the root: an empty path), in DynamoDB's order
+    /// (UTF-8 bytes), lazily: one Query per page, sent only as the stream is polled, so
+    /// dropping it early stops the reads.
+    ///
+    /// An invalid prefix yields one error and nothing is sent.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::Tree; use dynatree_testing::FakeTable; use futures::TryStreamExt;
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let tree = Tree::new(FakeTable::new()); tree.create_table().await?;
+    /// # #[derive(serde::Serialize)] struct V { v: u8 }
+    /// tree.put(["b"], &V { v: 1 }).await?;
+    /// tree.put(["a", "x"], &V { v: 2 }).await?;
+    /// let root: Vec<String> = tree.list(dynatree::Path::root()).try_collect().await?;
+    /// assert_eq!(root, ["a", "b"]);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: the stream holds no partial state between pages.
+    pub fn list(&self, prefix: impl IntoPath) -> impl Stream<Item = Result<String>> + Send + '_ {
+        let query = prefix
+            .into_path()
+            .and_then(|p| {
+                self.layout.check_listing_path(&p)?;
+                Ok(p)
+            })
+            .map(|p| self.listing_query(&p));
+        match query {
+            Ok(q) => query_pages(&self.storage, q)
+                .map_ok(|page| {
+                    futures::stream::iter(
+                        page.items
+                            .into_iter()
+                            .filter_map(|i| i.get_s(RANGE_KEY).map(str::to_owned))
+                            .map(Ok),
+                    )
+                })
+                .try_flatten()
+                .left_stream(),
+            Err(e) => futures::stream::once(async move { Err(e) }).right_stream(),
+        }
+    }
+
+    /// The children of `prefix` with their objects: per page of names, one Query plus one
+    /// BatchGetItem per 100 names (and one more per round of links to follow), never one
+    /// GetItem per child.
+    ///
+    /// # Errors
+    ///
+    /// Each item is an error on an invalid prefix, a backend failure, a link loop, or
+    /// attributes that do not fit `T`; the stream ends after the first error.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe.
+    pub fn list_items<T: DeserializeOwned + Send + 'static>(
+        &self,
+        prefix: impl IntoPath,
+    ) -> impl Stream<Item = Result<Entry<T>>> + Send + '_ {
+        let checked = prefix.into_path().and_then(|p| {
+            self.layout.check_listing_path(&p)?;
+            Ok(p)
+        });
+        match checked {
+            Ok(prefix) => {
+                let query = self.listing_query(&prefix);
+                query_pages(&self.storage, query)
+                    .and_then(move |page| {
+                        let prefix = prefix.clone();
+                        async move { self.entries_of_page(&prefix, page.items).await }
+                    })
+                    .map_ok(|entries| futures::stream::iter(entries.into_iter().map(Ok)))
+                    .try_flatten()
+                    .left_stream()
+            }
+            Err(e) => futures::stream::once(async move { Err(e) }).right_stream(),
+        }
+    }
+
+    /// Every row of the table, raw, lazily (a Scan). For debugging, export and tests.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe.
+    pub fn scan(&self) -> impl Stream<Item = Result<Item>> + Send + '_ {
+        scan_pages(&self.storage, None)
+            .map_ok(|p| futures::stream::iter(p.items.into_iter().map(Ok)))
+            .try_flatten()
+    }
+
+    fn listing_query(&self, prefix: &Path) -> Query {
+        let mut q = Query::new(self.layout.listing_hash(prefix.components()))
+            .consistent(self.config.consistent_reads);
+        q.limit = self.config.page_size;
+        q
+    }
+
+    async fn entries_of_page<T: DeserializeOwned>(
+        &self,
+        prefix: &Path,
+        rows: Vec<Item>,
+    ) -> Result<Vec<Entry<T>>> {
+        let names: Vec<String> = rows
+            .iter()
+            .filter_map(|i| i.get_s(RANGE_KEY).map(str::to_owned))
+            .collect();
+        let paths = names
+            .iter()
+            .map(|n| prefix.child(n.clone()))
+            .collect::<Result<Vec<Path>>>()?;
+        let resolved = self.resolve_many(&paths).await?;
+        names
+            .into_iter()
+            .zip(resolved)
+            .map(|(name, item)| {
+                Ok(Entry {
+                    name,
+                    value: item.map(|i| self.to_value(i)).transpose()?,
+                })
+            })
+            .collect()
+    }
+
+    /// Follows links from `path` to an object row.
+    async fn resolve(&self, path: &Path) -> Result<Option<Item>> {
+        let mut current = path.clone();
+        let mut seen = vec![current.clone()];
+        loop {
+            let key = self.layout.object_key(&current);
+            let Some(item) = self
+                .storage
+                .get_item(&key, self.config.consistent_reads)
+                .await?
+            else {
+                return Ok(None);
+            };
+            let Some(target) = item.get_s(self.layout.link_attr()) else {
+                return Ok(Some(item));
+            };
+            current = self.next_hop(path, target, &mut seen)?;
+        }
+    }
+
+    fn next_hop(&self, origin: &Path, target: &str, seen: &mut Vec<Path>) -> Result<Path> {
+        let target = self.layout.decode_target(target)?;
+        if seen.contains(&target) {
+            return Err(Error::new(
+                ErrorKind::LinkLoop,
+                format!("links from {origin} form a cycle through {target}"),
+            ));
+        }
+        if seen.len() > self.config.max_link_hops {
+            return Err(Error::new(
+                ErrorKind::LinkLoop,
+                format!(
+                    "links from {origin} take more than {} hops",
+                    self.config.max_link_hops
+                ),
+            ));
+        }
+        seen.push(target.clone());
+        Ok(target)
+    }
+
+    /// Resolves many paths with BatchGetItem rounds (one round per link hop).
+    async fn resolve_many(&self, paths: &[Path]) -> Result<Vec<Option<Item>>> {
+        let mut out: Vec<Option<Item>> = vec![None; paths.len()];
+        let mut pending: Vec<(usize, Path, Vec<Path>)> = paths
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (i, p.clone(), vec![p.clone()]))
+            .collect();
+        while !pending.is_empty() {
+            let keys = pending
+                .iter()
+                .map(|(_, p, _)| self.layout.object_key(p))
+                .collect();
+            let items = get_all(
+                &self.storage,
+                keys,
+                self.config.consistent_reads,
+                &self.config.retry,
+            )
+            .await?;
+            let mut by_hash: HashMap<String, Item> = items
+                .into_iter()
+                .filter_map(|i| Some((i.get_s(HASH_KEY)?.to_owned(), i)))
+                .collect();
+            let mut next = Vec::new();
+            for (i, p, mut seen) in pending {
+                let hash = self.layout.object_key(&p).hash;
+                let Some(item) = by_hash.get(&hash).cloned() else {
+                    continue;
+                };
+                match item.get_s(self.layout.link_attr()) {
+                    Some(t) => {
+                        let target = self.next_hop(&paths[i], t, &mut seen)?;
+                        next.push((i, target, seen));
+                    }
+                    None => out[i] = Some(item),
+                }
+            }
+            by_hash.clear();
+            pending = next;
+        }
+        Ok(out)
+    }
+
+    fn to_value<T: DeserializeOwned>(&self, mut item: Item) -> Result<T> {
+        item.remove(HASH_KEY);
+        item.remove(RANGE_KEY);
+        let sc = self.layout.reserved();
+        let bookkeeping: Vec<String> = item
+            .names()
+            .filter(|n| n.starts_with(sc))
+            .map(str::to_owned)
+            .collect();
+        for n in bookkeeping {
+            item.remove(&n);
+        }
+        item.to_deserialize()
+    }
+}
+
+/// Listing rows this process has seen exist: a hint that picks the cheapest write plan. Never
+/// trusted for correctness (every plan is guarded by conditions), so it is bounded and simply
+/// cleared when full.
+#[derive(Debug, Default)]
+struct KnownRows {
+    rows: Mutex<HashSet<Key>>,
+}
+
+const KNOWN_ROWS_MAX: usize = 100_000;
+
+impl KnownRows {
+    fn contains(&self, key: &Key) -> bool {
+        self.rows.lock().is_ok_and(|r| r.contains(key))
+    }
+
+    fn insert_all(&self, keys: impl IntoIterator<Item = Key>) {
+        if let Ok(mut r) = self.rows.lock() {
+            if r.len() > KNOWN_ROWS_MAX {
+                r.clear();
+            }
+            r.extend(keys);
+        }
+    }
+
+    fn remove(&self, key: &Key) {
+        if let Ok(mut r) = self.rows.lock() {
+            r.remove(key);
+        }
+    }
+}
