@@ -1,0 +1,433 @@
+//! The write path: put and delete, and the invariants they keep.
+//!
+//! # Invariants
+//!
+//! Write `L(P)` for the listing row naming the last component of `P` under its parent
+//! (`Key = SC p0 … SC`, `Child = last`) and `O(P)` for the object row of `P`.
+//!
+//! 1. **Upward closure.** If `L(P)` exists, `L(Q)` exists for every non-root prefix `Q` of `P`.
+//! 2. **Reachability.** If `O(P)` exists, `L(P)` exists. With 1, every object is reachable by
+//!    listing from the root.
+//!
+//! A listing row may carry a *removal mark* (the bookkeeping attribute `SC deleting`, whose
+//! value holds an expiry time). A marked row still exists; it only refuses new writes under it.
+//!
+//! # How each write keeps them
+//!
+//! **put(P)** sends one TransactWriteItems that ends with `Put O(P)` and, before it:
+//! - if `L(P)` is believed to exist: `ConditionCheck L(P)` exists and is unmarked;
+//! - otherwise, for the rows `L(Q_i)` believed missing (shallowest first): `Put L(Q_i)` unless
+//!   marked, plus a `ConditionCheck` that the deepest existing one's row exists and is unmarked.
+//!
+//! The transaction is atomic, so `O(P)` is written only together with proof that `L(P)` exists
+//! (2), and a new listing row only with proof that its parent's row exists (1). Beliefs come
+//! from a process-local cache and, when a check fails, from one consistent BatchGetItem of
+//! `L(P)`'s ancestors; a wrong belief only costs a cancelled transaction and a retry. Paths
+//! deeper than one transaction allows are written in chunks, ancestors first, each chunk
+//! checking the row the previous chunk created: a failure between chunks leaves only rows that
+//! keep 1 (empty listing entries), and the same call again completes the put.
+//!
+//! **delete(P)** removes `O(P)` and, if `P` has no children, `L(P)`, then each ancestor listing
+//! row that no longer names anything. Removing a listing row `L(Q)` is two-phase:
+//! 1. mark it (a conditional write: it exists and is unmarked);
+//! 2. with consistent reads, check that `O(Q)` is absent and `Q` has no children;
+//! 3. delete it on condition that our mark is still there; otherwise take the mark off.
+//!
+//! A put that needs `L(Q)` (at `Q`, or a new child of `Q`) and commits *before* the mark is seen
+//! by step 2, so the row stays. One that arrives *after* the mark fails its condition check and
+//! retries after a backoff, by which time the row is either unmarked or gone (and is then
+//! recreated with its parent checked). A put below an existing child `Q/c` checks `L(Q/c)`,
+//! which is itself one of `Q`'s children and so blocks the removal. Hence no sequence of
+//! concurrent puts and deletes removes a listing row that an object needs (2), or a parent whose
+//! child row exists (1).
+//!
+//! A process that dies after marking leaves a marked row; the mark expires after the removal
+//! lease ([`TreeBuilder::removal_lease`](super::TreeBuilder::removal_lease)) and the next
+//! writer or deleter that meets it takes it off or over with a conditional write. Deleting `P`
+//! first deletes `O(P)` together with marking `L(P)` in one transaction, so a repeated delete
+//! finds either nothing to do or a mark it may take over.
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::item::{Item, Value};
+use crate::path::Path;
+use crate::batch::{TRANSACT_MAX, get_all};
+use crate::storage::{Condition, Key, Query, Storage, TransactAction};
+
+use super::Tree;
+
+/// Outcome of one attempt that lost a race and should be retried.
+enum Attempt {
+    Done,
+    Retry,
+}
+
+impl<S: Storage> Tree<S> {
+    fn unmarked_exists(&self) -> Condition {
+        Condition::And(vec![
+            Condition::Exists,
+            Condition::attr_not_exists(self.layout.deleting_attr()),
+        ])
+    }
+
+    fn not_marked(&self) -> Condition {
+        Condition::attr_not_exists(self.layout.deleting_attr())
+    }
+
+    /// Writes the object (or link) row `row` at `path` keeping the invariants.
+    pub(super) async fn write_object(&self, path: &Path, row: Item) -> Result<()> {
+        let policy = self.config.retry;
+        let mut retry = 0;
+        // First try the plan the cache suggests; after a failed check, read the real state.
+        let mut read_state = false;
+        loop {
+            let outcome = if read_state {
+                self.put_with_state(path, &row).await?
+            } else {
+                self.put_optimistic(path, &row).await?
+            };
+            match outcome {
+                Attempt::Done => return Ok(()),
+                Attempt::Retry if !read_state => read_state = true,
+                Attempt::Retry => {
+                    if retry + 1 >= policy.max_attempts() {
+                        return Err(Error::new(
+                            ErrorKind::Conflict,
+                            format!("{path} kept being removed concurrently"),
+                        ));
+                    }
+                    policy.sleep(retry).await;
+                    retry += 1;
+                }
+            }
+        }
+    }
+
+    /// One transaction planned from the cache alone.
+    async fn put_optimistic(&self, path: &Path, row: &Item) -> Result<Attempt> {
+        let own = self.layout.listing_key(path);
+        let parent_known = path
+            .parent()
+            .filter(|p| !p.is_root())
+            .is_some_and(|p| self.known.contains(&self.layout.listing_key(&p)));
+        let actions = if !self.known.contains(&own) && parent_known {
+            // A new name under a known parent: create L(P), check L(parent).
+            let parent = path.parent().expect("checked above");
+            vec![
+                TransactAction::Put {
+                    item: self.layout.listing_row(path),
+                    condition: self.not_marked(),
+                },
+                TransactAction::ConditionCheck {
+                    key: self.layout.listing_key(&parent),
+                    condition: self.unmarked_exists(),
+                },
+                TransactAction::Put {
+                    item: row.clone(),
+                    condition: Condition::Always,
+                },
+            ]
+        } else {
+            // L(P) known, or nothing known: assume L(P) exists (the common case of an update
+            // or a sibling of an earlier put); a failed check falls back to reading the state.
+            vec![
+                TransactAction::ConditionCheck {
+                    key: own.clone(),
+                    condition: self.unmarked_exists(),
+                },
+                TransactAction::Put {
+                    item: row.clone(),
+                    condition: Condition::Always,
+                },
+            ]
+        };
+        match self.transact(actions).await? {
+            Attempt::Done => {
+                self.known.insert_all(Some(own));
+                Ok(Attempt::Done)
+            }
+            Attempt::Retry => {
+                self.known.remove(&own);
+                if let Some(parent) = path.parent().filter(|p| !p.is_root()) {
+                    self.known.remove(&self.layout.listing_key(&parent));
+                }
+                Ok(Attempt::Retry)
+            }
+        }
+    }
+
+    /// Reads the listing rows of every prefix, then writes exactly the missing ones.
+    async fn put_with_state(&self, path: &Path, row: &Item) -> Result<Attempt> {
+        let n = path.len();
+        let keys: Vec<Key> = (1..=n)
+            .map(|i| self.layout.listing_key(&path.prefix(i)))
+            .collect();
+        let found = get_all(&self.storage, keys.clone(), true, &self.config.retry).await?;
+        let mut existing: Vec<Option<Item>> = vec![None; n];
+        for item in found {
+            if let Some(i) = Key::from_item(&item).and_then(|k| keys.iter().position(|x| *x == k))
+            {
+                existing[i] = Some(item);
+            }
+        }
+        // A marked row is being removed: wait for it, or take an expired mark off.
+        for (i, row) in existing.iter().enumerate() {
+            if let Some(mark) = row.as_ref().and_then(|r| r.get_s(self.layout.deleting_attr())) {
+                if self.mark_expired(mark) {
+                    self.clear_mark(&keys[i], mark).await?;
+                }
+                return Ok(Attempt::Retry);
+            }
+        }
+        let mut actions = Vec::with_capacity(n + 1);
+        for i in 0..n {
+            let exists = existing[i].is_some();
+            let next_missing = i + 1 < n && existing[i + 1].is_none();
+            if !exists {
+                actions.push(TransactAction::Put {
+                    item: keys[i].clone().into_item(),
+                    condition: self.not_marked(),
+                });
+            } else if next_missing || i + 1 == n {
+                actions.push(TransactAction::ConditionCheck {
+                    key: keys[i].clone(),
+                    condition: self.unmarked_exists(),
+                });
+            }
+        }
+        actions.push(TransactAction::Put {
+            item: row.clone(),
+            condition: Condition::Always,
+        });
+        // Chunk: each chunk after the first starts by checking the row before its first action.
+        let mut start = 0;
+        while start < actions.len() {
+            let mut chunk = Vec::with_capacity(TRANSACT_MAX);
+            if start > 0
+                && let Some(prev) = actions[start - 1].key()
+            {
+                chunk.push(TransactAction::ConditionCheck {
+                    key: prev,
+                    condition: self.unmarked_exists(),
+                });
+            }
+            let take = (TRANSACT_MAX - chunk.len()).min(actions.len() - start);
+            chunk.extend(actions[start..start + take].iter().cloned());
+            start += take;
+            if let Attempt::Retry = self.transact(chunk).await? {
+                return Ok(Attempt::Retry);
+            }
+        }
+        self.known.insert_all(keys);
+        Ok(Attempt::Done)
+    }
+
+    /// Sends one transaction; a cancellation for a condition or a conflict means "retry".
+    async fn transact(&self, actions: Vec<TransactAction>) -> Result<Attempt> {
+        match self.storage.transact_write(actions).await {
+            Ok(()) => Ok(Attempt::Done),
+            Err(e) if e.kind() == ErrorKind::TransactionCanceled => {
+                let lost_race = e.cancellation_reasons().iter().any(|r| {
+                    r.is_condition_failed() || matches!(r.code(), "TransactionConflict")
+                });
+                if lost_race { Ok(Attempt::Retry) } else { Err(e) }
+            }
+            Err(e) if e.kind() == ErrorKind::Throttled => Ok(Attempt::Retry),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn new_mark(&self) -> String {
+        let expires = now_ms().saturating_add(
+            u64::try_from(self.config.lease.as_millis()).unwrap_or(u64::MAX),
+        );
+        format!("{expires}:{:016x}", fastrand::u64(..))
+    }
+
+    fn mark_expired(&self, mark: &str) -> bool {
+        mark.split(':')
+            .next()
+            .and_then(|t| t.parse::<u64>().ok())
+            .is_none_or(|expires| expires < now_ms())
+    }
+
+    async fn clear_mark(&self, key: &Key, mark: &str) -> Result<()> {
+        match self
+            .storage
+            .put_item(
+                key.clone().into_item(),
+                Condition::equals(self.layout.deleting_attr(), Value::S(mark.to_owned())),
+            )
+            .await
+        {
+            Err(e) if e.kind() != ErrorKind::ConditionFailed => Err(e),
+            _ => Ok(()),
+        }
+    }
+
+    fn marked_row(&self, key: &Key, mark: &str) -> Item {
+        let mut item = key.clone().into_item();
+        item.insert(self.layout.deleting_attr(), Value::S(mark.to_owned()));
+        item
+    }
+
+    /// Deletes the object or link at `path`.
+    ///
+    /// Children of `path` stay reachable: its listing row is removed only when it has none.
+    /// Ancestor listing rows left naming nothing are removed too (safely against concurrent
+    /// puts; see the module docs). Deleting a missing path succeeds.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidPath`] (the root, an empty component, the reserved character, a key
+    /// over DynamoDB's limits): nothing was written. Backend errors.
+    ///
+    /// # Cancel safety
+    ///
+    /// A dropped future may or may not have deleted the object; a listing row it marked is
+    /// released after the removal lease. Calling `delete` again completes it.
+    pub async fn delete(&self, path: impl crate::IntoPath) -> Result<()> {
+        let path = path.into_path()?;
+        let span = tracing::debug_span!("dynatree.delete", path = %path);
+        tracing::Instrument::instrument(
+            async {
+                self.layout.check_object_path(&path)?;
+                self.delete_checked(&path).await
+            },
+            span,
+        )
+        .await
+    }
+
+    async fn delete_checked(&self, path: &Path) -> Result<()> {
+        let own = self.layout.listing_key(path);
+        self.known.remove(&own);
+        let mark = self.new_mark();
+        let tx = vec![
+            TransactAction::Delete {
+                key: self.layout.object_key(path),
+                condition: Condition::Always,
+            },
+            TransactAction::Put {
+                item: self.marked_row(&own, &mark),
+                condition: self.unmarked_exists(),
+            },
+        ];
+        let marked = match self.transact(tx).await? {
+            Attempt::Done => true,
+            Attempt::Retry => {
+                // L(P) is missing or already marked: delete the object alone, then see whether
+                // an expired mark (a delete that died half-way) is ours to finish.
+                self.storage
+                    .delete_item(&self.layout.object_key(path), Condition::Always)
+                    .await?;
+                self.take_over_expired_mark(&own, &mark).await?
+            }
+        };
+        if !marked {
+            return Ok(());
+        }
+        // O(P) is gone and puts at P are refused; L(P) goes if P has no children.
+        if !self.finish_removal(path, &own, &mark, false).await? {
+            return Ok(());
+        }
+        // Prune ancestors that now name nothing.
+        let mut q = path.parent();
+        while let Some(current) = q.filter(|p| !p.is_root()) {
+            if !self.remove_if_empty(&current).await? {
+                break;
+            }
+            q = current.parent();
+        }
+        Ok(())
+    }
+
+    async fn take_over_expired_mark(&self, key: &Key, mark: &str) -> Result<bool> {
+        let Some(row) = self.storage.get_item(key, true).await? else {
+            return Ok(false);
+        };
+        let Some(old) = row.get_s(self.layout.deleting_attr()) else {
+            return Ok(false);
+        };
+        if !self.mark_expired(old) {
+            return Ok(false);
+        }
+        match self
+            .storage
+            .put_item(
+                self.marked_row(key, mark),
+                Condition::equals(self.layout.deleting_attr(), Value::S(old.to_owned())),
+            )
+            .await
+        {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == ErrorKind::ConditionFailed => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// With `key` = L(q) marked by `mark`: deletes it if q has no children (and, when
+    /// `check_object`, no object), else unmarks it. Returns whether it was deleted.
+    async fn finish_removal(
+        &self,
+        q: &Path,
+        key: &Key,
+        mark: &str,
+        check_object: bool,
+    ) -> Result<bool> {
+        let mut empty = !self.has_children(q).await?;
+        if empty && check_object {
+            empty = self
+                .storage
+                .get_item(&self.layout.object_key(q), true)
+                .await?
+                .is_none();
+        }
+        let ours = Condition::equals(self.layout.deleting_attr(), Value::S(mark.to_owned()));
+        let result = if empty {
+            self.storage.delete_item(key, ours).await
+        } else {
+            self.storage.put_item(key.clone().into_item(), ours).await
+        };
+        match result {
+            Ok(()) => Ok(empty),
+            // The mark expired and someone else took it over: their job now.
+            Err(e) if e.kind() == ErrorKind::ConditionFailed => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Removes L(q) if q has neither object nor children. Returns whether it was removed.
+    async fn remove_if_empty(&self, q: &Path) -> Result<bool> {
+        // A cheap look first: most parents still have other children.
+        if self.has_children(q).await? {
+            return Ok(false);
+        }
+        let key = self.layout.listing_key(q);
+        self.known.remove(&key);
+        let mark = self.new_mark();
+        match self
+            .storage
+            .put_item(self.marked_row(&key, &mark), self.unmarked_exists())
+            .await
+        {
+            Ok(()) => {}
+            Err(e) if e.kind() == ErrorKind::ConditionFailed => return Ok(false),
+            Err(e) => return Err(e),
+        }
+        self.finish_removal(q, &key, &mark, true).await
+    }
+
+    async fn has_children(&self, q: &Path) -> Result<bool> {
+        let query = Query::new(self.layout.listing_hash(q.components()))
+            .with_limit(1)
+            .consistent(true);
+        let page = self.storage.query_page(&query, None).await?;
+        Ok(!page.items.is_empty())
+    }
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
