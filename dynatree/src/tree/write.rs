@@ -41,11 +41,13 @@
 //! concurrent puts and deletes removes a listing row that an object needs (2), or a parent whose
 //! child row exists (1).
 //!
-//! A process that dies after marking leaves a marked row; the mark expires after the removal
-//! lease ([`TreeBuilder::removal_lease`](super::TreeBuilder::removal_lease)) and the next
-//! writer or deleter that meets it takes it off or over with a conditional write. Deleting `P`
-//! first deletes `O(P)` together with marking `L(P)` in one transaction, so a repeated delete
-//! finds either nothing to do or a mark it may take over.
+//! A process that dies after marking leaves a marked row. A writer that meets a mark waits for
+//! the removal lease ([`TreeBuilder::removal_lease`](super::TreeBuilder::removal_lease)) and
+//! then takes the mark off with a write conditional on its exact value. A deleter may take any
+//! mark over at once: every final step of a removal is conditional on the remover's own mark,
+//! so the one replaced stops at its next step. Deleting `P` first deletes `O(P)` together with
+//! marking `L(P)` in one transaction, so repeating a delete whose response was lost finds the
+//! mark and finishes the removal.
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::item::{Item, Value};
@@ -307,30 +309,28 @@ impl<S: Storage> Tree<S> {
                 key: self.layout.object_key(path),
                 condition: Condition::Always,
             },
+            // Any mark already there is taken over (see `mark`).
             TransactAction::Put {
                 item: self.marked_row(&own, &mark),
-                condition: self.unmarked_exists(),
+                condition: Condition::Exists,
             },
         ];
         let marked = match self.transact(tx).await? {
             Attempt::Done => true,
             Attempt::Retry => {
-                // L(P) is missing or already marked: delete the object alone, then see whether
-                // an expired mark (a delete that died half-way) is ours to finish.
+                // L(P) is missing: delete the object alone.
                 self.storage
                     .delete_item(&self.layout.object_key(path), Condition::Always)
                     .await?;
-                self.take_over_expired_mark(&own, &mark).await?
+                false
             }
         };
-        if !marked {
-            return Ok(());
-        }
         // O(P) is gone and puts at P are refused; L(P) goes if P has no children.
-        if !self.finish_removal(path, &own, &mark, false).await? {
+        if marked && !self.finish_removal(path, &own, &mark, false).await? {
             return Ok(());
         }
-        // Prune ancestors that now name nothing.
+        // Prune ancestors that now name nothing. This also runs when L(P) was already gone, so
+        // repeating a delete that failed while pruning finishes the pruning.
         let mut q = path.parent();
         while let Some(current) = q.filter(|p| !p.is_root()) {
             if !self.remove_if_empty(&current).await? {
@@ -339,30 +339,6 @@ impl<S: Storage> Tree<S> {
             q = current.parent();
         }
         Ok(())
-    }
-
-    async fn take_over_expired_mark(&self, key: &Key, mark: &str) -> Result<bool> {
-        let Some(row) = self.storage.get_item(key, true).await? else {
-            return Ok(false);
-        };
-        let Some(old) = row.get_s(self.layout.deleting_attr()) else {
-            return Ok(false);
-        };
-        if !self.mark_expired(old) {
-            return Ok(false);
-        }
-        match self
-            .storage
-            .put_item(
-                self.marked_row(key, mark),
-                Condition::equals(self.layout.deleting_attr(), Value::S(old.to_owned())),
-            )
-            .await
-        {
-            Ok(()) => Ok(true),
-            Err(e) if e.kind() == ErrorKind::ConditionFailed => Ok(false),
-            Err(e) => Err(e),
-        }
     }
 
     /// With `key` = L(q) marked by `mark`: deletes it if q has no children (and, when
@@ -396,7 +372,8 @@ impl<S: Storage> Tree<S> {
         }
     }
 
-    /// Removes L(q) if q has neither object nor children. Returns whether it was removed.
+    /// Removes L(q) if q has neither object nor children. Returns whether it is now absent
+    /// (removed, or already gone), in which case the parent is the next to look at.
     async fn remove_if_empty(&self, q: &Path) -> Result<bool> {
         // A cheap look first: most parents still have other children.
         if self.has_children(q).await? {
@@ -405,13 +382,18 @@ impl<S: Storage> Tree<S> {
         let key = self.layout.listing_key(q);
         self.known.remove(&key);
         let mark = self.new_mark();
+        // Marking needs only that the row exists: replacing another remover's mark is safe,
+        // because every final step of a removal is conditional on the remover's own mark, so
+        // the one replaced stops at its next step (the lease only tells writers how long to
+        // wait). This lets a repeated delete finish what a failed one left marked.
         match self
             .storage
-            .put_item(self.marked_row(&key, &mark), self.unmarked_exists())
+            .put_item(self.marked_row(&key, &mark), Condition::Exists)
             .await
         {
             Ok(()) => {}
-            Err(e) if e.kind() == ErrorKind::ConditionFailed => return Ok(false),
+            // Already absent (a failed delete got this far): keep pruning upwards.
+            Err(e) if e.kind() == ErrorKind::ConditionFailed => return Ok(true),
             Err(e) => return Err(e),
         }
         self.finish_removal(q, &key, &mark, true).await
