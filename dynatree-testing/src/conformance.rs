@@ -40,7 +40,10 @@ pub type Case<S> = fn(S) -> CaseFuture;
 pub fn cases<S: Storage + 'static>() -> Vec<(&'static str, Case<S>)> {
     macro_rules! case {
         ($f:ident) => {
-            (stringify!($f), (|s: S| Box::pin($f(s)) as CaseFuture) as Case<S>)
+            (
+                stringify!($f),
+                (|s: S| Box::pin($f(s)) as CaseFuture) as Case<S>,
+            )
         };
     }
     vec![
@@ -153,7 +156,11 @@ pub async fn assert_invariants<S: Storage>(tree: &Tree<S>) {
             let mut p: Vec<&str> = if inner.is_empty() {
                 Vec::new()
             } else {
-                inner.strip_suffix(sc).expect("listing key").split(sc).collect()
+                inner
+                    .strip_suffix(sc)
+                    .expect("listing key")
+                    .split(sc)
+                    .collect()
             };
             p.push(r);
             p
@@ -196,9 +203,12 @@ pub async fn basic_sequence<S: Storage>(table: S) {
         .await
         .unwrap();
     tree.put(["Accounts", "12345"], &V { v: 5 }).await.unwrap();
-    tree.put_link(["AccountsByEmail", "alice@example.com"], ["Accounts", "12345"])
-        .await
-        .unwrap();
+    tree.put_link(
+        ["AccountsByEmail", "alice@example.com"],
+        ["Accounts", "12345"],
+    )
+    .await
+    .unwrap();
     assert_eq!(
         tree.get::<Link>(["Accounts", "123456", "Links", "xyzpdq"])
             .await
@@ -221,10 +231,7 @@ pub async fn basic_sequence<S: Storage>(table: S) {
         names(&tree, Path::root()).await,
         ["Accounts", "AccountsByEmail"]
     );
-    assert_eq!(
-        names(&tree, p(&["Accounts"])).await,
-        ["12345", "123456"]
-    );
+    assert_eq!(names(&tree, p(&["Accounts"])).await, ["12345", "123456"]);
     tree.delete(["Accounts", "12345"]).await.unwrap();
     assert_eq!(tree.get::<V>(["Accounts", "12345"]).await.unwrap(), None);
     assert_eq!(
@@ -283,9 +290,12 @@ pub async fn worked_example_rows<S: Storage>(table: S) {
 /// A link is stored as in dynamotree: one attribute named SC holding `SC t0 SC t1`.
 pub async fn link_rows<S: Storage>(table: S) {
     let tree = tree(table).await;
-    tree.put_link(["AccountsByEmail", "alice@example.com"], ["Accounts", "12345"])
-        .await
-        .unwrap();
+    tree.put_link(
+        ["AccountsByEmail", "alice@example.com"],
+        ["Accounts", "12345"],
+    )
+    .await
+    .unwrap();
     let mut expected: Vec<(String, String, Vec<String>)> = vec![
         ("¦".into(), "AccountsByEmail".into(), vec![]),
         (
@@ -358,7 +368,10 @@ pub async fn invalid_input_writes_nothing<S: Storage>(table: S) {
         assert_eq!(e.kind(), ErrorKind::InvalidPath);
         let listed: Vec<_> = tree.list(&path).collect().await;
         assert_eq!(listed.len(), 1);
-        assert_eq!(listed[0].as_ref().unwrap_err().kind(), ErrorKind::InvalidPath);
+        assert_eq!(
+            listed[0].as_ref().unwrap_err().kind(),
+            ErrorKind::InvalidPath
+        );
     }
     // Empty components and empty paths.
     let e = tree.put(["a", ""], &V { v: 1 }).await.unwrap_err();
@@ -431,7 +444,12 @@ pub async fn delete_one_component_path<S: Storage>(table: S) {
     assert_eq!(tree.get::<V>(["top"]).await.unwrap(), None);
     assert!(names(&tree, Path::root()).await.is_empty());
     assert_eq!(rows(&tree).await, vec![]);
-    assert!(tree.delete(Path::root()).await.unwrap_err().is_invalid_path());
+    assert!(
+        tree.delete(Path::root())
+            .await
+            .unwrap_err()
+            .is_invalid_path()
+    );
     // Deleting what is not there succeeds.
     tree.delete(["never"]).await.unwrap();
 }
@@ -489,7 +507,11 @@ pub async fn link_cycle_is_an_error<S: Storage>(table: S) {
     assert!(tree.get::<V>(["h0"]).await.unwrap_err().is_link_loop());
     // list_items reports the loop too.
     let items: Vec<_> = tree.list_items::<V>(Path::root()).collect().await;
-    assert!(items.iter().any(|r| r.as_ref().is_err_and(|e| e.is_link_loop())));
+    assert!(
+        items
+            .iter()
+            .any(|r| r.as_ref().is_err_and(|e| e.is_link_loop()))
+    );
 }
 
 /// dynamotree defect 6: user attributes named `Key`/`Child` are refused, not overwritten, and
@@ -527,7 +549,12 @@ pub async fn serialization_failures<S: Storage>(table: S) {
 /// read_link: not found and not a link are distinct; a dangling link reads as nothing.
 pub async fn link_failures<S: Storage>(table: S) {
     let tree = tree(table).await;
-    assert!(tree.read_link(["nothing"]).await.unwrap_err().is_not_found());
+    assert!(
+        tree.read_link(["nothing"])
+            .await
+            .unwrap_err()
+            .is_not_found()
+    );
     tree.put(["obj"], &V { v: 1 }).await.unwrap();
     assert!(tree.read_link(["obj"]).await.unwrap_err().is_not_a_link());
     tree.put_link(["dangling"], ["missing", "target"])
@@ -540,7 +567,12 @@ pub async fn link_failures<S: Storage>(table: S) {
     assert_eq!(tree.get::<V>(["dangling"]).await.unwrap(), None);
     // A link can be replaced by an object and back.
     tree.put(["dangling"], &V { v: 2 }).await.unwrap();
-    assert!(tree.read_link(["dangling"]).await.unwrap_err().is_not_a_link());
+    assert!(
+        tree.read_link(["dangling"])
+            .await
+            .unwrap_err()
+            .is_not_a_link()
+    );
 }
 
 /// A listing stopped early returns the first names and sends no further pages.
@@ -552,14 +584,11 @@ pub async fn early_stop_of_a_listing<S: Storage>(table: S) {
         .unwrap();
     tree.create_table().await.unwrap();
     for i in 0..9 {
-        tree.put(["dir", &format!("n{i}")], &V { v: i }).await.unwrap();
+        tree.put(["dir", &format!("n{i}")], &V { v: i })
+            .await
+            .unwrap();
     }
-    let first: Vec<String> = tree
-        .list(["dir"])
-        .take(3)
-        .try_collect()
-        .await
-        .unwrap();
+    let first: Vec<String> = tree.list(["dir"]).take(3).try_collect().await.unwrap();
     assert_eq!(first, ["n0", "n1", "n2"]);
     let all = names(&tree, p(&["dir"])).await;
     assert_eq!(all.len(), 9);
@@ -571,7 +600,10 @@ pub async fn fifty_component_path<S: Storage>(table: S) {
     let comps: Vec<String> = (0..50).map(|i| format!("c{i}")).collect();
     tree.put(&comps, &V { v: 50 }).await.unwrap();
     assert_eq!(tree.get::<V>(&comps).await.unwrap(), Some(V { v: 50 }));
-    assert_eq!(names(&tree, Path::new(&comps[..49]).unwrap()).await, ["c49"]);
+    assert_eq!(
+        names(&tree, Path::new(&comps[..49]).unwrap()).await,
+        ["c49"]
+    );
     assert_eq!(rows(&tree).await.len(), 51);
     assert_invariants(&tree).await;
     tree.delete(&comps).await.unwrap();
@@ -602,17 +634,25 @@ pub async fn list_items_reads_objects_and_follows_links<S: Storage>(table: S) {
         .unwrap();
     tree.create_table().await.unwrap();
     for i in 0..130 {
-        tree.put(["d", &format!("{i:03}")], &V { v: i }).await.unwrap();
+        tree.put(["d", &format!("{i:03}")], &V { v: i })
+            .await
+            .unwrap();
     }
     tree.put(["d", "sub", "x"], &V { v: 1000 }).await.unwrap();
     tree.put_link(["d", "zlink"], ["d", "005"]).await.unwrap();
-    tree.put_link(["d", "zzdangling"], ["nowhere"]).await.unwrap();
+    tree.put_link(["d", "zzdangling"], ["nowhere"])
+        .await
+        .unwrap();
     let entries: Vec<dynatree::Entry<V>> = tree.list_items(["d"]).try_collect().await.unwrap();
     assert_eq!(entries.len(), 133);
     assert_eq!(entries[0].name, "000");
     assert_eq!(entries[7].value, Some(V { v: 7 }));
     let by_name = |n: &str| entries.iter().find(|e| e.name == n).unwrap().value.clone();
-    assert_eq!(by_name("sub"), None, "a name with only children has no object");
+    assert_eq!(
+        by_name("sub"),
+        None,
+        "a name with only children has no object"
+    );
     assert_eq!(by_name("zlink"), Some(V { v: 5 }));
     assert_eq!(by_name("zzdangling"), None);
 }
@@ -687,7 +727,9 @@ pub async fn conditional_writes<S: Storage>(table: S) {
     let k = Key::new("h", "r");
     let mut item = k.clone().into_item();
     item.insert("v", Value::N("1".into()));
-    s.put_item(item.clone(), Condition::NotExists).await.unwrap();
+    s.put_item(item.clone(), Condition::NotExists)
+        .await
+        .unwrap();
     let e = s
         .put_item(item.clone(), Condition::NotExists)
         .await
@@ -702,14 +744,14 @@ pub async fn conditional_writes<S: Storage>(table: S) {
         .await
         .unwrap();
     assert!(s.get_item(&k, true).await.unwrap().is_none());
-    let e = s
-        .delete_item(&k, Condition::Exists)
-        .await
-        .unwrap_err();
+    let e = s.delete_item(&k, Condition::Exists).await.unwrap_err();
     assert!(e.is_condition_failed());
-    s.put_item(item, Condition::Or(vec![Condition::Exists, Condition::attr_not_exists("v")]))
-        .await
-        .unwrap();
+    s.put_item(
+        item,
+        Condition::Or(vec![Condition::Exists, Condition::attr_not_exists("v")]),
+    )
+    .await
+    .unwrap();
 }
 
 /// A cancelled transaction applies nothing and gives one reason per action, in order.
@@ -744,7 +786,12 @@ pub async fn transaction_cancellation_reasons<S: Storage>(table: S) {
         .map(dynatree::CancellationReason::code)
         .collect();
     assert_eq!(codes, ["None", "ConditionalCheckFailed", "None"]);
-    assert!(s.get_item(&Key::new("b", "1"), true).await.unwrap().is_none());
+    assert!(
+        s.get_item(&Key::new("b", "1"), true)
+            .await
+            .unwrap()
+            .is_none()
+    );
     s.transact_write(vec![
         TransactAction::Put {
             item: Key::new("b", "1").into_item(),
@@ -757,7 +804,12 @@ pub async fn transaction_cancellation_reasons<S: Storage>(table: S) {
     ])
     .await
     .unwrap();
-    assert!(s.get_item(&Key::new("b", "1"), true).await.unwrap().is_some());
+    assert!(
+        s.get_item(&Key::new("b", "1"), true)
+            .await
+            .unwrap()
+            .is_some()
+    );
 }
 
 /// The service's limits are refused as validation errors, with nothing applied.
@@ -770,15 +822,24 @@ pub async fn service_limits_are_enforced<S: Storage>(table: S) {
     };
     // Key byte limits: 2048 for the hash key, 1024 for the range key, counted in UTF-8 bytes.
     validation(
-        s.put_item(Key::new("¦".repeat(1025), "r").into_item(), Condition::Always)
-            .await,
+        s.put_item(
+            Key::new("¦".repeat(1025), "r").into_item(),
+            Condition::Always,
+        )
+        .await,
     );
-    s.put_item(Key::new("¦".repeat(1024), "r").into_item(), Condition::Always)
-        .await
-        .unwrap();
+    s.put_item(
+        Key::new("¦".repeat(1024), "r").into_item(),
+        Condition::Always,
+    )
+    .await
+    .unwrap();
     validation(
-        s.put_item(Key::new("h", "x".repeat(1025)).into_item(), Condition::Always)
-            .await,
+        s.put_item(
+            Key::new("h", "x".repeat(1025)).into_item(),
+            Condition::Always,
+        )
+        .await,
     );
     validation(
         s.put_item(Key::new("h", "").into_item(), Condition::Always)
@@ -836,7 +897,11 @@ pub async fn query_ranges_and_pages<S: Storage>(table: S) {
         let mut start = None;
         loop {
             let page = s.query_page(&q, start).await.unwrap();
-            out.extend(page.items.iter().map(|i| i.get_s("Child").unwrap().to_owned()));
+            out.extend(
+                page.items
+                    .iter()
+                    .map(|i| i.get_s("Child").unwrap().to_owned()),
+            );
             match page.last_key {
                 Some(k) => start = Some(k),
                 None => break,
@@ -933,7 +998,9 @@ pub async fn concurrent_puts_and_deletes_keep_objects_reachable<S: Storage>(tabl
     let writer = |id: u32| async move {
         for round in 0..12u32 {
             let name = format!("w{id}-{}", round % 3);
-            tree.put(["shared", "dir", &name], &V { v: round }).await.unwrap();
+            tree.put(["shared", "dir", &name], &V { v: round })
+                .await
+                .unwrap();
             if round % 2 == 1 {
                 tree.delete(["shared", "dir", &name]).await.unwrap();
             }
@@ -953,11 +1020,7 @@ pub async fn concurrent_puts_and_deletes_keep_objects_reachable<S: Storage>(tabl
     futures::join!(writer(0), writer(1), writer(2), deleter());
     assert_invariants(tree).await;
     // Every object that survived is listed.
-    let listed: Vec<String> = tree
-        .list(["shared", "dir"])
-        .try_collect()
-        .await
-        .unwrap();
+    let listed: Vec<String> = tree.list(["shared", "dir"]).try_collect().await.unwrap();
     for name in &listed {
         let _ = tree.get::<V>(["shared", "dir", name]).await.unwrap();
     }

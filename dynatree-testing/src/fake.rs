@@ -175,7 +175,9 @@ impl FakeTable {
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
         // A panicking test thread must not poison every later assertion.
-        self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// What the table has served since it was made or [`reset_metrics`](Self::reset_metrics).
@@ -344,7 +346,10 @@ impl TableState {
     }
 
     fn put(&mut self, key: Key, item: Item) -> Option<Item> {
-        self.rows.entry(key.hash).or_default().insert(key.range, item)
+        self.rows
+            .entry(key.hash)
+            .or_default()
+            .insert(key.range, item)
     }
 
     fn delete(&mut self, key: &Key) -> Option<Item> {
@@ -387,8 +392,7 @@ impl Storage for FakeTable {
         let t = inner.table()?;
         t.check_key(key)?;
         let item = t.get(key).cloned();
-        inner.metrics.read_units +=
-            read_units(item.as_ref().map_or(0, Item::size), consistent);
+        inner.metrics.read_units += read_units(item.as_ref().map_or(0, Item::size), consistent);
         Self::finish(fault.as_ref(), "GetItem", item)
     }
 
@@ -457,13 +461,11 @@ impl Storage for FakeTable {
         if let Some(s) = &start {
             let after = s.range.clone();
             let forward = query.forward;
-            rows = Box::new(rows.skip_while(move |(r, _)| {
-                if forward {
-                    **r <= after
-                } else {
-                    **r >= after
-                }
-            }));
+            rows = Box::new(rows.skip_while(
+                move |(r, _)| {
+                    if forward { **r <= after } else { **r >= after }
+                },
+            ));
         }
         let (items, last_key, bytes) = paginate(
             rows.map(|(_, item)| item),
@@ -491,13 +493,19 @@ impl Storage for FakeTable {
             .iter()
             .flat_map(|(h, part)| part.iter().map(move |(r, item)| ((h, r), item)))
             .skip_while(|((h, r), _)| {
-                start
-                    .as_ref()
-                    .is_some_and(|s| (h.as_str(), r.as_str()) <= (s.hash.as_str(), s.range.as_str()))
+                start.as_ref().is_some_and(|s| {
+                    (h.as_str(), r.as_str()) <= (s.hash.as_str(), s.range.as_str())
+                })
             })
             .map(|(_, item)| item);
-        let (items, last_key, bytes) =
-            paginate(rows, |_| true, limit, page_bytes, &t.hash_name, &t.range_name);
+        let (items, last_key, bytes) = paginate(
+            rows,
+            |_| true,
+            limit,
+            page_bytes,
+            &t.hash_name,
+            &t.range_name,
+        );
         inner.metrics.read_units += read_units(bytes, false);
         Self::finish(fault.as_ref(), "Scan", Page { items, last_key })
     }
@@ -582,7 +590,9 @@ impl Storage for FakeTable {
             keys.push(key);
         }
         if total > BATCH_BYTES {
-            return Err(validation("item collection size of the batch exceeds 16 MB"));
+            return Err(validation(
+                "item collection size of the batch exceeds 16 MB",
+            ));
         }
         let processed = match fault {
             Some(Fault::Unprocessed { processed }) => processed.min(requests.len()),
@@ -678,7 +688,9 @@ impl Storage for FakeTable {
                     let u = 2.0 * write_units(item.size().max(old));
                     writes.push((k.hash.clone(), u));
                 }
-                TransactAction::Delete { .. } => writes.push((k.hash.clone(), 2.0 * write_units(old))),
+                TransactAction::Delete { .. } => {
+                    writes.push((k.hash.clone(), 2.0 * write_units(old)))
+                }
                 TransactAction::ConditionCheck { .. } => units += 2.0 * write_units(old),
             }
         }
@@ -749,11 +761,10 @@ fn paginate<'a>(
 ) -> (Vec<Item>, Option<Key>, usize) {
     let mut items = Vec::new();
     let mut bytes = 0;
-    let mut evaluated = 0u32;
     let mut last_key = None;
-    for item in rows {
+    for (i, item) in rows.enumerate() {
         bytes += item.size();
-        evaluated += 1;
+        let evaluated = u32::try_from(i + 1).unwrap_or(u32::MAX);
         if keep(item) {
             items.push(item.clone());
         }

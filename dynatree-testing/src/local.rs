@@ -201,8 +201,8 @@ fn check_java() -> Result<(), LaunchError> {
         .arg("-version")
         .output()
         .map_err(|e| fail(format!("{HELP}: running `java -version` failed: {e}")))?;
-    let text = String::from_utf8_lossy(&out.stderr).into_owned()
-        + &String::from_utf8_lossy(&out.stdout);
+    let text =
+        String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
     let major = text
         .split('"')
         .nth(1)
@@ -301,8 +301,7 @@ fn http_answers(port: u16) -> bool {
         return false;
     };
     let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-    if s
-        .write_all(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+    if s.write_all(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
         .is_err()
     {
         return false;

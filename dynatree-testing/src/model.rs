@@ -1,7 +1,7 @@
 //! A model-based property test: random sequences of put, link, get, read_link, list and delete
 //! run against a [`Tree`] and against a `BTreeMap` model; after every step the results must
 //! agree and the raw rows must keep the tree's invariants
-//! ([`assert_invariants`](crate::conformance::assert_invariants)).
+//! ([`crate::conformance::assert_invariants`]).
 //!
 //! [`run_fake`] runs it on [`FakeTable`]; [`run_local`] on DynamoDB Local.
 
@@ -246,8 +246,7 @@ impl<B: Backend> StateMachineTest for TreeTest<B> {
                     }
                 }
                 Op::List(prefix) => {
-                    let names: Vec<String> =
-                        tree.list(prefix).try_collect().await.expect("list");
+                    let names: Vec<String> = tree.list(prefix).try_collect().await.expect("list");
                     assert_eq!(names, model.list(prefix), "list {prefix:?}");
                 }
             }

@@ -44,11 +44,14 @@ fn main() {
     }));
     {
         let local = Arc::clone(&local);
-        trials.push(Trial::test("dynamodb_local::model_state_machine", move || {
-            let server = local_server(&local)?;
-            model::run_local(&server.endpoint(), 24);
-            Ok(())
-        }));
+        trials.push(Trial::test(
+            "dynamodb_local::model_state_machine",
+            move || {
+                let server = local_server(&local)?;
+                model::run_local(&server.endpoint(), 24);
+                Ok(())
+            },
+        ));
     }
 
     let conclusion = libtest_mimic::run(&args, trials);
@@ -59,9 +62,7 @@ fn main() {
     conclusion.exit();
 }
 
-fn local_server(
-    cell: &OnceLock<Result<DynamoDbLocal, String>>,
-) -> Result<&DynamoDbLocal, Failed> {
+fn local_server(cell: &OnceLock<Result<DynamoDbLocal, String>>) -> Result<&DynamoDbLocal, Failed> {
     cell.get_or_init(|| DynamoDbLocal::start().map_err(|e| e.to_string()))
         .as_ref()
         .map_err(|e| Failed::from(format!("DynamoDB Local is required for this test: {e}")))

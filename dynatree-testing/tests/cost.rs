@@ -99,7 +99,9 @@ async fn early_stop_sends_no_further_pages() {
     let tree = Tree::builder(fake.clone()).page_size(2).build().unwrap();
     tree.create_table().await.unwrap();
     for i in 0..9 {
-        tree.put(["d", &format!("n{i}")], &V { v: i }).await.unwrap();
+        tree.put(["d", &format!("n{i}")], &V { v: i })
+            .await
+            .unwrap();
     }
     fake.reset_metrics();
     let stream = tree.list(["d"]);
@@ -118,7 +120,9 @@ async fn early_stop_sends_no_further_pages() {
 async fn list_items_uses_batch_gets_not_one_get_per_child() {
     let (fake, tree) = setup().await;
     for i in 0..250 {
-        tree.put(["d", &format!("{i:03}")], &V { v: i }).await.unwrap();
+        tree.put(["d", &format!("{i:03}")], &V { v: i })
+            .await
+            .unwrap();
     }
     fake.reset_metrics();
     let entries: Vec<dynatree::Entry<V>> = tree.list_items(["d"]).try_collect().await.unwrap();
@@ -137,7 +141,9 @@ async fn unprocessed_batch_items_are_retried() {
         .collect();
     fake.inject(0, Fault::Unprocessed { processed: 10 });
     fake.inject(1, Fault::Throttle);
-    batch::write_all(tree.storage(), rows, &fast()).await.unwrap();
+    batch::write_all(tree.storage(), rows, &fast())
+        .await
+        .unwrap();
     assert_eq!(fake.rows().len(), 30);
     let keys: Vec<Key> = (0..30).map(|i| Key::new("h", format!("{i:02}"))).collect();
     fake.inject(0, Fault::Unprocessed { processed: 3 });
@@ -242,7 +248,10 @@ async fn an_abandoned_removal_mark_expires() {
     assert_eq!(tree.get::<V>(["a", "b"]).await.unwrap(), Some(V { v: 2 }));
     assert_invariants(&tree).await;
     assert!(
-        !fake.rows().iter().any(|r| r.names().any(|n| n == "¦deleting")),
+        !fake
+            .rows()
+            .iter()
+            .any(|r| r.names().any(|n| n == "¦deleting")),
         "the expired mark was taken off"
     );
 }

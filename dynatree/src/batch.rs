@@ -112,7 +112,10 @@ pub async fn get_all<S: Storage>(
     policy: &RetryPolicy,
 ) -> Result<Vec<Item>> {
     let mut seen = HashSet::new();
-    let keys: Vec<Key> = keys.into_iter().filter(|k| seen.insert(k.clone())).collect();
+    let keys: Vec<Key> = keys
+        .into_iter()
+        .filter(|k| seen.insert(k.clone()))
+        .collect();
     let mut found = Vec::with_capacity(keys.len());
     for chunk in keys.chunks(BATCH_GET_MAX) {
         let mut pending = chunk.to_vec();
@@ -189,7 +192,10 @@ pub async fn write_all<S: Storage>(
             if retry + 1 >= policy.max_attempts() {
                 // This chunk's leftovers plus every chunk not yet sent.
                 let not_sent = left - chunk.len();
-                return Err(Error::unprocessed(pending.len() + not_sent, "write requests"));
+                return Err(Error::unprocessed(
+                    pending.len() + not_sent,
+                    "write requests",
+                ));
             }
             policy.sleep(retry).await;
             retry += 1;

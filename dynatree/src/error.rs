@@ -16,9 +16,10 @@ type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 /// ```
 /// use dynatree::{ErrorKind, Path};
 ///
-/// let err = Path::new(["a¦b"]).validate('¦').unwrap_err();
+/// let err = Path::new(["a¦b"])?.validate('¦').unwrap_err();
 /// assert_eq!(err.kind(), ErrorKind::InvalidPath);
 /// assert!(err.is_invalid_input());
+/// # Ok::<(), dynatree::Error>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -307,7 +308,8 @@ impl Error {
 impl fmt::Debug for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut d = f.debug_struct("Error");
-        d.field("kind", &self.0.kind).field("detail", &self.0.detail);
+        d.field("kind", &self.0.kind)
+            .field("detail", &self.0.detail);
         if !self.0.reasons.is_empty() {
             d.field("reasons", &self.0.reasons);
         }

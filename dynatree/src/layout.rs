@@ -75,7 +75,11 @@ impl Layout {
     /// `Key` of the rows listing the children of `prefix`: `SC k0 SC … SC` (`SC` for the root).
     pub(crate) fn listing_hash(&self, prefix: &[String]) -> String {
         let mut s = String::with_capacity(
-            prefix.iter().map(|c| c.len() + self.sc.len_utf8()).sum::<usize>() + 2,
+            prefix
+                .iter()
+                .map(|c| c.len() + self.sc.len_utf8())
+                .sum::<usize>()
+                + 2,
         );
         s.push(self.sc);
         for c in prefix {
@@ -186,10 +190,7 @@ impl Layout {
             if name.starts_with(self.sc) {
                 return Err(Error::new(
                     ErrorKind::InvalidAttribute,
-                    format!(
-                        "{name:?} starts with the reserved character {:?}",
-                        self.sc
-                    ),
+                    format!("{name:?} starts with the reserved character {:?}", self.sc),
                 ));
             }
             if name.is_empty() {

@@ -85,6 +85,11 @@ impl Path {
         self.components.len()
     }
 
+    /// Whether the path has no components (it is the root); the same as [`Path::is_root`].
+    pub fn is_empty(&self) -> bool {
+        self.components.is_empty()
+    }
+
     /// Whether this is the root.
     pub fn is_root(&self) -> bool {
         self.components.is_empty()

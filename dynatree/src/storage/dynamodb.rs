@@ -77,7 +77,10 @@ impl DynamoDbTable {
 }
 
 fn record_capacity<'a>(caps: impl IntoIterator<Item = &'a ConsumedCapacity>) {
-    let total: f64 = caps.into_iter().filter_map(ConsumedCapacity::capacity_units).sum();
+    let total: f64 = caps
+        .into_iter()
+        .filter_map(ConsumedCapacity::capacity_units)
+        .sum();
     tracing::Span::current().record("aws.dynamodb.consumed_capacity", total);
 }
 

@@ -373,16 +373,22 @@ impl TableDescription {
 )]
 pub trait Storage: Send + Sync {
     /// GetItem.
-    fn get_item(&self, key: &Key, consistent: bool)
-    -> impl Future<Output = Result<Option<Item>>> + Send;
+    fn get_item(
+        &self,
+        key: &Key,
+        consistent: bool,
+    ) -> impl Future<Output = Result<Option<Item>>> + Send;
 
     /// PutItem with a condition ([`ErrorKind::ConditionFailed`] when it does not hold).
     fn put_item(&self, item: Item, condition: Condition)
     -> impl Future<Output = Result<()>> + Send;
 
     /// DeleteItem with a condition ([`ErrorKind::ConditionFailed`] when it does not hold).
-    fn delete_item(&self, key: &Key, condition: Condition)
-    -> impl Future<Output = Result<()>> + Send;
+    fn delete_item(
+        &self,
+        key: &Key,
+        condition: Condition,
+    ) -> impl Future<Output = Result<()>> + Send;
 
     /// One page of a Query, starting after `start`.
     fn query_page(
@@ -412,8 +418,10 @@ pub trait Storage: Send + Sync {
     ) -> impl Future<Output = Result<Vec<WriteRequest>>> + Send;
 
     /// TransactWriteItems of at most 100 actions, no two on one item, atomically.
-    fn transact_write(&self, actions: Vec<TransactAction>)
-    -> impl Future<Output = Result<()>> + Send;
+    fn transact_write(
+        &self,
+        actions: Vec<TransactAction>,
+    ) -> impl Future<Output = Result<()>> + Send;
 
     /// CreateTable with the tree schema. `Ok(false)` if the table already exists (the caller
     /// then checks its schema with [`describe_table`](Storage::describe_table)).

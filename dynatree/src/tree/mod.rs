@@ -10,18 +10,18 @@ use futures::{Stream, StreamExt, TryStreamExt};
 use serde::{Serialize, de::DeserializeOwned};
 use tracing::Instrument;
 
+use crate::batch::{RetryPolicy, get_all};
 use crate::error::{Error, ErrorKind, Result};
 use crate::item::Item;
 use crate::layout::{DEFAULT_RESERVED, HASH_KEY, Layout, RANGE_KEY};
 use crate::path::{IntoPath, Path};
-use crate::batch::{RetryPolicy, get_all};
 use crate::storage::{Billing, Key, Query, Storage, TableStatus};
 use crate::stream::{query_pages, scan_pages};
 
 /// A tree of objects, links and listings in one DynamoDB table, in the dynamotree layout.
 ///
 /// Every call validates every path it is given and every attribute it writes; invalid input is
-/// a typed error and nothing is sent. See the [`write`](self) module docs for the invariants
+/// a typed error and nothing is sent. See [`consistency`](crate::consistency) for the invariants
 /// writes keep (every object reachable by listing from the root, even under concurrency).
 ///
 /// # Examples
@@ -225,7 +225,8 @@ impl<S: Storage> Tree<S> {
     pub async fn create_table(&self) -> Result<()> {
         let span = tracing::debug_span!("dynatree.create_table");
         async {
-            let created = self.storage.create_table(self.config.billing).await?;
+            // `false` when it exists already: then its schema is checked below.
+            self.storage.create_table(self.config.billing).await?;
             let deadline = tokio::time::Instant::now() + self.config.table_wait;
             let mut retry = 0;
             loop {
@@ -240,7 +241,7 @@ impl<S: Storage> Tree<S> {
                         ));
                     }
                     Some(d) if d.status == TableStatus::Active => return Ok(()),
-                    _ if !created && retry == 0 => {}
+                    // Creating, or not visible yet: wait.
                     _ => {}
                 }
                 if tokio::time::Instant::now() >= deadline {
@@ -261,7 +262,7 @@ impl<S: Storage> Tree<S> {
     /// of its ancestors as needed.
     ///
     /// A small object at any depth whose ancestors exist costs one TransactWriteItems request;
-    /// see the [`write`](self) module docs.
+    /// see [`consistency`](crate::consistency).
     ///
     /// # Errors
     ///

@@ -1,58 +1,9 @@
-//! The write path: put and delete, and the invariants they keep.
-//!
-//! # Invariants
-//!
-//! Write `L(P)` for the listing row naming the last component of `P` under its parent
-//! (`Key = SC p0 … SC`, `Child = last`) and `O(P)` for the object row of `P`.
-//!
-//! 1. **Upward closure.** If `L(P)` exists, `L(Q)` exists for every non-root prefix `Q` of `P`.
-//! 2. **Reachability.** If `O(P)` exists, `L(P)` exists. With 1, every object is reachable by
-//!    listing from the root.
-//!
-//! A listing row may carry a *removal mark* (the bookkeeping attribute `SC deleting`, whose
-//! value holds an expiry time). A marked row still exists; it only refuses new writes under it.
-//!
-//! # How each write keeps them
-//!
-//! **put(P)** sends one TransactWriteItems that ends with `Put O(P)` and, before it:
-//! - if `L(P)` is believed to exist: `ConditionCheck L(P)` exists and is unmarked;
-//! - otherwise, for the rows `L(Q_i)` believed missing (shallowest first): `Put L(Q_i)` unless
-//!   marked, plus a `ConditionCheck` that the deepest existing one's row exists and is unmarked.
-//!
-//! The transaction is atomic, so `O(P)` is written only together with proof that `L(P)` exists
-//! (2), and a new listing row only with proof that its parent's row exists (1). Beliefs come
-//! from a process-local cache and, when a check fails, from one consistent BatchGetItem of
-//! `L(P)`'s ancestors; a wrong belief only costs a cancelled transaction and a retry. Paths
-//! deeper than one transaction allows are written in chunks, ancestors first, each chunk
-//! checking the row the previous chunk created: a failure between chunks leaves only rows that
-//! keep 1 (empty listing entries), and the same call again completes the put.
-//!
-//! **delete(P)** removes `O(P)` and, if `P` has no children, `L(P)`, then each ancestor listing
-//! row that no longer names anything. Removing a listing row `L(Q)` is two-phase:
-//! 1. mark it (a conditional write: it exists and is unmarked);
-//! 2. with consistent reads, check that `O(Q)` is absent and `Q` has no children;
-//! 3. delete it on condition that our mark is still there; otherwise take the mark off.
-//!
-//! A put that needs `L(Q)` (at `Q`, or a new child of `Q`) and commits *before* the mark is seen
-//! by step 2, so the row stays. One that arrives *after* the mark fails its condition check and
-//! retries after a backoff, by which time the row is either unmarked or gone (and is then
-//! recreated with its parent checked). A put below an existing child `Q/c` checks `L(Q/c)`,
-//! which is itself one of `Q`'s children and so blocks the removal. Hence no sequence of
-//! concurrent puts and deletes removes a listing row that an object needs (2), or a parent whose
-//! child row exists (1).
-//!
-//! A process that dies after marking leaves a marked row. A writer that meets a mark waits for
-//! the removal lease ([`TreeBuilder::removal_lease`](super::TreeBuilder::removal_lease)) and
-//! then takes the mark off with a write conditional on its exact value. A deleter may take any
-//! mark over at once: every final step of a removal is conditional on the remover's own mark,
-//! so the one replaced stops at its next step. Deleting `P` first deletes `O(P)` together with
-//! marking `L(P)` in one transaction, so repeating a delete whose response was lost finds the
-//! mark and finishes the removal.
+#![doc = include_str!("write.md")]
 
+use crate::batch::{TRANSACT_MAX, get_all};
 use crate::error::{Error, ErrorKind, Result};
 use crate::item::{Item, Value};
 use crate::path::Path;
-use crate::batch::{TRANSACT_MAX, get_all};
 use crate::storage::{Condition, Key, Query, Storage, TransactAction};
 
 use super::Tree;
@@ -166,14 +117,16 @@ impl<S: Storage> Tree<S> {
         let found = get_all(&self.storage, keys.clone(), true, &self.config.retry).await?;
         let mut existing: Vec<Option<Item>> = vec![None; n];
         for item in found {
-            if let Some(i) = Key::from_item(&item).and_then(|k| keys.iter().position(|x| *x == k))
-            {
+            if let Some(i) = Key::from_item(&item).and_then(|k| keys.iter().position(|x| *x == k)) {
                 existing[i] = Some(item);
             }
         }
         // A marked row is being removed: wait for it, or take an expired mark off.
         for (i, row) in existing.iter().enumerate() {
-            if let Some(mark) = row.as_ref().and_then(|r| r.get_s(self.layout.deleting_attr())) {
+            if let Some(mark) = row
+                .as_ref()
+                .and_then(|r| r.get_s(self.layout.deleting_attr()))
+            {
                 if self.mark_expired(mark) {
                     self.clear_mark(&keys[i], mark).await?;
                 }
@@ -228,10 +181,15 @@ impl<S: Storage> Tree<S> {
         match self.storage.transact_write(actions).await {
             Ok(()) => Ok(Attempt::Done),
             Err(e) if e.kind() == ErrorKind::TransactionCanceled => {
-                let lost_race = e.cancellation_reasons().iter().any(|r| {
-                    r.is_condition_failed() || matches!(r.code(), "TransactionConflict")
-                });
-                if lost_race { Ok(Attempt::Retry) } else { Err(e) }
+                let lost_race = e
+                    .cancellation_reasons()
+                    .iter()
+                    .any(|r| r.is_condition_failed() || matches!(r.code(), "TransactionConflict"));
+                if lost_race {
+                    Ok(Attempt::Retry)
+                } else {
+                    Err(e)
+                }
             }
             Err(e) if e.kind() == ErrorKind::Throttled => Ok(Attempt::Retry),
             Err(e) => Err(e),
@@ -239,9 +197,8 @@ impl<S: Storage> Tree<S> {
     }
 
     fn new_mark(&self) -> String {
-        let expires = now_ms().saturating_add(
-            u64::try_from(self.config.lease.as_millis()).unwrap_or(u64::MAX),
-        );
+        let expires = now_ms()
+            .saturating_add(u64::try_from(self.config.lease.as_millis()).unwrap_or(u64::MAX));
         format!("{expires}:{:016x}", fastrand::u64(..))
     }
 
