@@ -736,13 +736,11 @@ impl Storage for FakeTable {
         tokio::task::yield_now().await;
         let mut inner = self.lock();
         let fault = self.begin(&mut inner, "DescribeTable")?;
-        let desc = inner.table.as_ref().map(|t| {
-            let _ = t.billing;
-            TableDescription {
-                status: TableStatus::Active,
-                hash_key: (t.hash_name.clone(), "S".to_owned()),
-                range_key: Some((t.range_name.clone(), "S".to_owned())),
-            }
+        let desc = inner.table.as_ref().map(|t| TableDescription {
+            status: TableStatus::Active,
+            hash_key: (t.hash_name.clone(), "S".to_owned()),
+            range_key: Some((t.range_name.clone(), "S".to_owned())),
+            billing: t.billing,
         });
         Self::finish(fault.as_ref(), "DescribeTable", desc)
     }

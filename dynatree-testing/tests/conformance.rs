@@ -7,6 +7,7 @@
 
 use std::sync::{Arc, OnceLock};
 
+use dynatree::{Billing, DynamoDbTable, ErrorKind, Storage, Tree};
 use dynatree_testing::{DynamoDbLocal, FakeTable, conformance, model};
 use libtest_mimic::{Arguments, Failed, Trial};
 
@@ -38,6 +39,43 @@ fn main() {
             Ok(())
         }));
     }
+    trials.push(Trial::test(
+        "fake::table_with_other_schema_is_refused",
+        || {
+            runtime().block_on(refuses_other_schema(FakeTable::with_schema("pk", "sk")));
+            Ok(())
+        },
+    ));
+    trials.push(Trial::test("fake::provisioned_billing", || {
+        runtime().block_on(provisioned_billing(FakeTable::new()));
+        Ok(())
+    }));
+    {
+        let local = Arc::clone(&local);
+        trials.push(Trial::test(
+            "dynamodb_local::table_with_other_schema_is_refused",
+            move || {
+                let server = local_server(&local)?;
+                let table = server.fresh_table();
+                runtime().block_on(async {
+                    create_foreign_table(&table).await;
+                    refuses_other_schema(table).await;
+                });
+                Ok(())
+            },
+        ));
+    }
+    {
+        let local = Arc::clone(&local);
+        trials.push(Trial::test(
+            "dynamodb_local::provisioned_billing",
+            move || {
+                let server = local_server(&local)?;
+                runtime().block_on(provisioned_billing(server.fresh_table()));
+                Ok(())
+            },
+        ));
+    }
     trials.push(Trial::test("fake::model_state_machine", || {
         model::run_fake(256);
         Ok(())
@@ -60,6 +98,55 @@ fn main() {
         drop(owned);
     }
     conclusion.exit();
+}
+
+async fn refuses_other_schema<S: Storage>(table: S) {
+    let tree = Tree::new(table);
+    let e = tree.create_table().await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::TableMismatch, "{e:?}");
+}
+
+async fn provisioned_billing<S: Storage>(table: S) {
+    let tree = Tree::builder(table)
+        .billing(Billing::Provisioned { read: 7, write: 3 })
+        .build()
+        .unwrap();
+    tree.create_table().await.unwrap();
+    let d = tree.storage().describe_table().await.unwrap().unwrap();
+    assert_eq!(d.billing, Billing::Provisioned { read: 7, write: 3 });
+}
+
+/// A table named like `table` with hash key `pk` and range key `sk`, made with the SDK.
+async fn create_foreign_table(table: &DynamoDbTable) {
+    use aws_sdk_dynamodb::types::{
+        AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
+    };
+    let def = |n: &str| {
+        AttributeDefinition::builder()
+            .attribute_name(n)
+            .attribute_type(ScalarAttributeType::S)
+            .build()
+            .unwrap()
+    };
+    let key = |n: &str, t| {
+        KeySchemaElement::builder()
+            .attribute_name(n)
+            .key_type(t)
+            .build()
+            .unwrap()
+    };
+    table
+        .client()
+        .create_table()
+        .table_name(table.table_name())
+        .attribute_definitions(def("pk"))
+        .attribute_definitions(def("sk"))
+        .key_schema(key("pk", KeyType::Hash))
+        .key_schema(key("sk", KeyType::Range))
+        .billing_mode(BillingMode::PayPerRequest)
+        .send()
+        .await
+        .unwrap();
 }
 
 fn local_server(cell: &OnceLock<Result<DynamoDbLocal, String>>) -> Result<&DynamoDbLocal, Failed> {

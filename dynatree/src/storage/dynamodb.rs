@@ -663,10 +663,25 @@ impl Storage for DynamoDbTable {
                 Some(t::TableStatus::Creating) => TableStatus::Creating,
                 _ => TableStatus::Other,
             };
+            let on_demand = table
+                .billing_mode_summary()
+                .and_then(|b| b.billing_mode())
+                .is_some_and(|m| *m == BillingMode::PayPerRequest);
+            let billing = if on_demand {
+                Billing::OnDemand
+            } else {
+                let t = table.provisioned_throughput();
+                let units = |v: Option<i64>| v.and_then(|v| u64::try_from(v).ok()).unwrap_or(0);
+                Billing::Provisioned {
+                    read: units(t.and_then(|t| t.read_capacity_units())),
+                    write: units(t.and_then(|t| t.write_capacity_units())),
+                }
+            };
             Ok(Some(TableDescription {
                 status,
                 hash_key: hash,
                 range_key: range,
+                billing,
             }))
         }
         .instrument(self.span("DescribeTable"))

@@ -324,7 +324,21 @@ pub enum TableStatus {
     Other,
 }
 
-/// What DescribeTable says about a table: its status and key schema.
+/// What DescribeTable says about a table: its status, key schema and billing mode.
+///
+/// # Examples
+///
+/// ```
+/// use dynatree::{Billing, TableDescription, TableStatus};
+///
+/// let d = TableDescription {
+///     status: TableStatus::Active,
+///     hash_key: ("Key".into(), "S".into()),
+///     range_key: Some(("Child".into(), "S".into())),
+///     billing: Billing::OnDemand,
+/// };
+/// assert!(d.has_tree_schema());
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TableDescription {
     /// The table's status.
@@ -333,6 +347,8 @@ pub struct TableDescription {
     pub hash_key: (String, String),
     /// Range key attribute name and type, if the table has one.
     pub range_key: Option<(String, String)>,
+    /// How the table is billed.
+    pub billing: Billing,
 }
 
 impl TableDescription {

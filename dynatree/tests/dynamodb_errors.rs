@@ -1,0 +1,132 @@
+//! SDK errors map to `ErrorKind`s: canned DynamoDB error responses (as the service sends them,
+//! JSON with `__type`), no server.
+
+use aws_sdk_dynamodb::Client;
+use aws_smithy_mocks::{RuleMode, mock, mock_client};
+use dynatree::{Billing, Condition, DynamoDbTable, ErrorKind, Key, Storage, TransactAction, Tree};
+
+/// The SDK's own retries (with real sleeps) are not what these tests are about.
+fn no_retry(c: aws_sdk_dynamodb::config::Builder) -> aws_sdk_dynamodb::config::Builder {
+    c.retry_config(aws_sdk_dynamodb::config::retry::RetryConfig::disabled())
+}
+
+fn body(error_type: &str, extra: &str) -> String {
+    format!(
+        r#"{{"__type":"com.amazonaws.dynamodb.v20120810#{error_type}","message":"canned {error_type}"{extra}}}"#
+    )
+}
+
+#[tokio::test]
+async fn service_errors_map_to_kinds() {
+    let cases = [
+        (
+            "ProvisionedThroughputExceededException",
+            400,
+            ErrorKind::Throttled,
+        ),
+        ("ThrottlingException", 400, ErrorKind::Throttled),
+        ("RequestLimitExceeded", 400, ErrorKind::Throttled),
+        ("ValidationException", 400, ErrorKind::Validation),
+        ("ResourceNotFoundException", 400, ErrorKind::TableNotFound),
+        ("InternalServerError", 500, ErrorKind::Backend),
+        ("AccessDeniedException", 400, ErrorKind::Backend),
+    ];
+    for (error_type, status, kind) in cases {
+        let rule = mock!(Client::get_item)
+            .sequence()
+            .http_status(status, Some(body(error_type, "")))
+            .repeatedly()
+            .build();
+        let client = mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, [&rule], no_retry);
+        let table = DynamoDbTable::new(client, "t");
+        let e = table
+            .get_item(&Key::new("a", "b"), false)
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind(), kind, "{error_type}: {e:?}");
+        // The SDK error is the source; Display does not repeat it (except a validation
+        // message, which says what DynamoDB refused).
+        assert!(std::error::Error::source(&e).is_some(), "{error_type}");
+        if kind != ErrorKind::Validation {
+            assert!(!e.to_string().contains("canned"), "{e}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn conditional_check_failure() {
+    let rule = mock!(Client::put_item)
+        .sequence()
+        .http_status(400, Some(body("ConditionalCheckFailedException", "")))
+        .repeatedly()
+        .build();
+    let client = mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, [&rule], no_retry);
+    let table = DynamoDbTable::new(client, "t");
+    let e = table
+        .put_item(Key::new("a", "b").into_item(), Condition::NotExists)
+        .await
+        .unwrap_err();
+    assert!(e.is_condition_failed(), "{e:?}");
+    assert_eq!(e.to_string(), "condition failed");
+}
+
+#[tokio::test]
+async fn transaction_cancellation_keeps_reasons() {
+    let reasons = r#","CancellationReasons":[{"Code":"None"},{"Code":"ConditionalCheckFailed","Message":"The conditional request failed"},{"Code":"TransactionConflict"}]"#;
+    let rule = mock!(Client::transact_write_items)
+        .sequence()
+        .http_status(400, Some(body("TransactionCanceledException", reasons)))
+        .repeatedly()
+        .build();
+    let client = mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, [&rule], no_retry);
+    let table = DynamoDbTable::new(client, "t");
+    let e = table
+        .transact_write(vec![TransactAction::ConditionCheck {
+            key: Key::new("a", "b"),
+            condition: Condition::Exists,
+        }])
+        .await
+        .unwrap_err();
+    assert!(e.is_transaction_canceled(), "{e:?}");
+    let codes: Vec<&str> = e.cancellation_reasons().iter().map(|r| r.code()).collect();
+    assert_eq!(
+        codes,
+        ["None", "ConditionalCheckFailed", "TransactionConflict"]
+    );
+    assert_eq!(
+        e.cancellation_reasons()[1].message(),
+        Some("The conditional request failed")
+    );
+    assert!(e.is_retryable(), "a transaction conflict may succeed later");
+}
+
+#[tokio::test]
+async fn table_lifecycle_errors() {
+    // CreateTable on an existing table: not an error for create_table (it returns false).
+    let create = mock!(Client::create_table)
+        .sequence()
+        .http_status(400, Some(body("ResourceInUseException", "")))
+        .repeatedly()
+        .build();
+    // DescribeTable of a missing table: None.
+    let describe = mock!(Client::describe_table)
+        .sequence()
+        .http_status(400, Some(body("ResourceNotFoundException", "")))
+        .repeatedly()
+        .build();
+    let client = mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, [&create, &describe]);
+    let table = DynamoDbTable::new(client, "t");
+    assert!(!table.create_table(Billing::OnDemand).await.unwrap());
+    assert!(table.describe_table().await.unwrap().is_none());
+    // A tree whose table never shows up gives up after its wait, with a typed error.
+    let tree = Tree::builder(table)
+        .table_wait(std::time::Duration::from_millis(50))
+        .build()
+        .unwrap();
+    let e = tree.create_table().await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Backend);
+    assert_eq!(
+        e.to_string(),
+        "storage backend error: table did not become active in time"
+    );
+}
