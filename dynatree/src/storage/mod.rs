@@ -130,6 +130,15 @@ impl Condition {
 }
 
 /// A condition on the range key (`Child`) of a query.
+///
+/// # Examples
+///
+/// ```
+/// use dynatree::RangeCondition;
+///
+/// assert!(RangeCondition::BeginsWith("2026-".into()).matches("2026-11-21"));
+/// assert!(RangeCondition::Between("b".into(), "d".into()).matches("c"));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum RangeCondition {
@@ -232,6 +241,22 @@ impl Query {
 }
 
 /// One page of a Query or Scan.
+///
+/// # Examples
+///
+/// ```
+/// # use dynatree::{Condition, Key, Query, Storage, Tree}; use dynatree_testing::FakeTable;
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+/// # let table = FakeTable::new(); Tree::new(&table).create_table().await?;
+/// for r in ["a", "b", "c"] {
+///     table.put_item(Key::new("h", r).into_item(), Condition::Always).await?;
+/// }
+/// let page = table.query_page(&Query::new("h").with_limit(2), None).await?;
+/// assert_eq!(page.items.len(), 2);
+/// let rest = table.query_page(&Query::new("h"), page.last_key).await?;
+/// assert_eq!(rest.items.len(), 1);
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Page {
     /// The items of this page, in key order.
@@ -240,7 +265,17 @@ pub struct Page {
     pub last_key: Option<Key>,
 }
 
-/// One request of a BatchWriteItem.
+/// One request of a BatchWriteItem (see [`batch::write_all`](crate::batch::write_all)).
+///
+/// # Examples
+///
+/// ```
+/// use dynatree::{Key, WriteRequest};
+///
+/// let put = WriteRequest::Put(Key::new("h", "r").into_item());
+/// let delete = WriteRequest::Delete(Key::new("h", "r"));
+/// assert_ne!(put, delete);
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 pub enum WriteRequest {
     /// Put (replace) an item.
@@ -250,6 +285,17 @@ pub enum WriteRequest {
 }
 
 /// What a BatchGetItem returned: the items found and the keys DynamoDB left unprocessed.
+///
+/// # Examples
+///
+/// ```
+/// # use dynatree::{Key, Storage, Tree}; use dynatree_testing::FakeTable;
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+/// # let table = FakeTable::new(); Tree::new(&table).create_table().await?;
+/// let out = table.batch_get(vec![Key::new("h", "missing")], true).await?;
+/// assert!(out.items.is_empty() && out.unprocessed.is_empty());
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct BatchGetOutput {
     /// Items found, in no particular order.
@@ -259,6 +305,23 @@ pub struct BatchGetOutput {
 }
 
 /// One action of a TransactWriteItems.
+///
+/// # Examples
+///
+/// ```
+/// # use dynatree::{Condition, Key, Storage, TransactAction, Tree}; use dynatree_testing::FakeTable;
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+/// # let table = FakeTable::new(); Tree::new(&table).create_table().await?;
+/// let err = table
+///     .transact_write(vec![
+///         TransactAction::Put { item: Key::new("a", "1").into_item(), condition: Condition::Always },
+///         TransactAction::ConditionCheck { key: Key::new("b", "1"), condition: Condition::Exists },
+///     ])
+///     .await
+///     .unwrap_err();
+/// assert_eq!(err.cancellation_reasons()[1].code(), "ConditionalCheckFailed");
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 pub enum TransactAction {
     /// Put an item if the condition holds.
@@ -297,6 +360,19 @@ impl TransactAction {
 }
 
 /// How a table is billed when dynatree creates it.
+///
+/// # Examples
+///
+/// ```
+/// use dynatree::{Billing, Tree};
+/// use dynatree_testing::FakeTable;
+///
+/// let tree = Tree::builder(FakeTable::new())
+///     .billing(Billing::Provisioned { read: 5, write: 5 })
+///     .build()?;
+/// # let _ = tree;
+/// # Ok::<(), dynatree::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum Billing {
@@ -313,6 +389,17 @@ pub enum Billing {
 }
 
 /// A table's status, as DescribeTable reports it.
+///
+/// # Examples
+///
+/// ```
+/// # use dynatree::{Storage, TableStatus, Tree}; use dynatree_testing::FakeTable;
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+/// let table = FakeTable::new();
+/// Tree::new(&table).create_table().await?;
+/// assert_eq!(table.describe_table().await?.unwrap().status, TableStatus::Active);
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum TableStatus {

@@ -170,7 +170,7 @@ impl<S: Storage> TreeBuilder<S> {
     }
 }
 
-/// One child of a listing with its object, as [`Tree::list_items`] yields it.
+/// One child of a listing with its object, as [`Tree::list_items`] yields it (see its example).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry<T> {
     /// The child's name (its last path component).
@@ -212,6 +212,17 @@ impl<S: Storage> Tree<S> {
 
     /// Creates the table (hash key `Key`, range key `Child`, both strings) if it does not exist,
     /// and waits until it is active. If it exists, checks its key schema.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::Tree; use dynatree_testing::FakeTable; use futures::TryStreamExt;
+    /// # #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)] struct V { v: u8 }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let tree = Tree::new(FakeTable::new()); tree.create_table().await?;
+    /// tree.create_table().await?; // again: nothing to do
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     ///
@@ -264,6 +275,19 @@ impl<S: Storage> Tree<S> {
     /// A small object at any depth whose ancestors exist costs one TransactWriteItems request;
     /// see [`consistency`](crate::consistency).
     ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::Tree; use dynatree_testing::FakeTable; use futures::TryStreamExt;
+    /// # #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)] struct V { v: u8 }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let tree = Tree::new(FakeTable::new()); tree.create_table().await?;
+    /// tree.put(["Accounts", "1"], &V { v: 1 }).await?;
+    /// tree.put(["Accounts", "1"], &V { v: 2 }).await?; // replaces
+    /// assert_eq!(tree.get(["Accounts", "1"]).await?, Some(V { v: 2 }));
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     ///
     /// [`ErrorKind::InvalidPath`], [`ErrorKind::InvalidAttribute`] (a field named `Key`,
@@ -291,6 +315,19 @@ impl<S: Storage> Tree<S> {
 
     /// Stores a symbolic link at `path` pointing at `target` (which need not exist).
     ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::Tree; use dynatree_testing::FakeTable; use futures::TryStreamExt;
+    /// # #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)] struct V { v: u8 }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let tree = Tree::new(FakeTable::new()); tree.create_table().await?;
+    /// tree.put(["Accounts", "1"], &V { v: 1 }).await?;
+    /// tree.put_link(["ByEmail", "a@example.com"], ["Accounts", "1"]).await?;
+    /// assert_eq!(tree.get(["ByEmail", "a@example.com"]).await?, Some(V { v: 1 }));
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     ///
     /// As [`put`](Tree::put), for either path.
@@ -316,6 +353,20 @@ impl<S: Storage> Tree<S> {
     /// [`max_link_hops`](TreeBuilder::max_link_hops)). `None` if nothing is there, or a link's
     /// target is missing.
     ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::Tree; use dynatree_testing::FakeTable; use futures::TryStreamExt;
+    /// # #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)] struct V { v: u8 }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let tree = Tree::new(FakeTable::new()); tree.create_table().await?;
+    /// assert_eq!(tree.get::<V>(["missing"]).await?, None);
+    /// tree.put_link(["a"], ["b"]).await?;
+    /// tree.put_link(["b"], ["a"]).await?;
+    /// assert!(tree.get::<V>(["a"]).await.unwrap_err().is_link_loop());
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     ///
     /// [`ErrorKind::InvalidPath`]; [`ErrorKind::LinkLoop`] on a cycle or too many hops;
@@ -339,6 +390,19 @@ impl<S: Storage> Tree<S> {
     }
 
     /// The target of the link at `path`, without following it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::Tree; use dynatree_testing::FakeTable; use futures::TryStreamExt;
+    /// # #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)] struct V { v: u8 }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let tree = Tree::new(FakeTable::new()); tree.create_table().await?;
+    /// tree.put_link(["l"], ["x", "y"]).await?;
+    /// assert_eq!(tree.read_link(["l"]).await?, dynatree::Path::new(["x", "y"])?);
+    /// assert!(tree.read_link(["nothing"]).await.unwrap_err().is_not_found());
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     ///
@@ -421,6 +485,22 @@ impl<S: Storage> Tree<S> {
     /// BatchGetItem per 100 names (and one more per round of links to follow), never one
     /// GetItem per child.
     ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::Tree; use dynatree_testing::FakeTable; use futures::TryStreamExt;
+    /// # #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)] struct V { v: u8 }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let tree = Tree::new(FakeTable::new()); tree.create_table().await?;
+    /// tree.put(["d", "a"], &V { v: 1 }).await?;
+    /// tree.put(["d", "b", "c"], &V { v: 2 }).await?;
+    /// let entries: Vec<dynatree::Entry<V>> = tree.list_items(["d"]).try_collect().await?;
+    /// assert_eq!(entries[0].value, Some(V { v: 1 }));
+    /// assert_eq!(entries[1].name, "b");
+    /// assert_eq!(entries[1].value, None); // only children
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     ///
     /// Each item is an error on an invalid prefix, a backend failure, a link loop, or
@@ -454,6 +534,19 @@ impl<S: Storage> Tree<S> {
     }
 
     /// Every row of the table, raw, lazily (a Scan). For debugging, export and tests.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::Tree; use dynatree_testing::FakeTable; use futures::TryStreamExt;
+    /// # #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)] struct V { v: u8 }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let tree = Tree::new(FakeTable::new()); tree.create_table().await?;
+    /// tree.put(["a", "b"], &V { v: 1 }).await?;
+    /// let rows: Vec<dynatree::Item> = tree.scan().try_collect().await?;
+    /// assert_eq!(rows.len(), 3); // two listing rows and the object row
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Cancel safety
     ///

@@ -235,6 +235,22 @@ impl<S: Storage> Tree<S> {
     /// Ancestor listing rows left naming nothing are removed too (safely against concurrent
     /// puts; see the module docs). Deleting a missing path succeeds.
     ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::Tree; use dynatree_testing::FakeTable; use futures::TryStreamExt;
+    /// # #[derive(serde::Serialize)] struct V { v: u8 }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let tree = Tree::new(FakeTable::new()); tree.create_table().await?;
+    /// tree.put(["a"], &V { v: 1 }).await?;
+    /// tree.put(["a", "child"], &V { v: 2 }).await?;
+    /// tree.delete(["a"]).await?;
+    /// // The child stays reachable.
+    /// let names: Vec<String> = tree.list(["a"]).try_collect().await?;
+    /// assert_eq!(names, ["child"]);
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     ///
     /// [`ErrorKind::InvalidPath`] (the root, an empty component, the reserved character, a key
