@@ -62,18 +62,22 @@ impl DynamoDbTable {
     pub fn client(&self) -> &Client {
         &self.client
     }
+}
 
-    fn span(&self, op: &'static str) -> tracing::Span {
+/// One span per DynamoDB call, named `DynamoDB.<Operation>`, with OpenTelemetry's database
+/// fields; the consumed capacity is recorded when the response arrives. Keys and item bodies
+/// are never recorded.
+macro_rules! op_span {
+    ($table:expr, $op:literal) => {
         tracing::debug_span!(
-            "DynamoDB",
-            otel.name = format!("DynamoDB.{op}"),
+            concat!("DynamoDB.", $op),
             span.kind = "client",
             db.system = "dynamodb",
-            db.operation = op,
-            db.name = %self.table,
+            db.operation = $op,
+            db.name = %$table,
             aws.dynamodb.consumed_capacity = tracing::field::Empty,
         )
-    }
+    };
 }
 
 fn record_capacity<'a>(caps: impl IntoIterator<Item = &'a ConsumedCapacity>) {
@@ -249,7 +253,7 @@ impl Storage for DynamoDbTable {
             record_capacity(out.consumed_capacity());
             out.item.map(from_map).transpose()
         }
-        .instrument(self.span("GetItem"))
+        .instrument(op_span!(self.table, "GetItem"))
         .await
     }
 
@@ -272,7 +276,7 @@ impl Storage for DynamoDbTable {
             record_capacity(out.consumed_capacity());
             Ok(())
         }
-        .instrument(self.span("PutItem"))
+        .instrument(op_span!(self.table, "PutItem"))
         .await
     }
 
@@ -295,7 +299,7 @@ impl Storage for DynamoDbTable {
             record_capacity(out.consumed_capacity());
             Ok(())
         }
-        .instrument(self.span("DeleteItem"))
+        .instrument(op_span!(self.table, "DeleteItem"))
         .await
     }
 
@@ -348,7 +352,7 @@ impl Storage for DynamoDbTable {
                 last_key: out.last_evaluated_key.map(key_from_map).transpose()?,
             })
         }
-        .instrument(self.span("Query"))
+        .instrument(op_span!(self.table, "Query"))
         .await
     }
 
@@ -375,7 +379,7 @@ impl Storage for DynamoDbTable {
                 last_key: out.last_evaluated_key.map(key_from_map).transpose()?,
             })
         }
-        .instrument(self.span("Scan"))
+        .instrument(op_span!(self.table, "Scan"))
         .await
     }
 
@@ -415,7 +419,7 @@ impl Storage for DynamoDbTable {
                 .collect::<Result<_>>()?;
             Ok(BatchGetOutput { items, unprocessed })
         }
-        .instrument(self.span("BatchGetItem"))
+        .instrument(op_span!(self.table, "BatchGetItem"))
         .await
     }
 
@@ -470,7 +474,7 @@ impl Storage for DynamoDbTable {
                 })
                 .collect()
         }
-        .instrument(self.span("BatchWriteItem"))
+        .instrument(op_span!(self.table, "BatchWriteItem"))
         .await
     }
 
@@ -564,7 +568,7 @@ impl Storage for DynamoDbTable {
                 }
             }
         }
-        .instrument(self.span("TransactWriteItems"))
+        .instrument(op_span!(self.table, "TransactWriteItems"))
         .await
     }
 
@@ -615,7 +619,7 @@ impl Storage for DynamoDbTable {
                 Err(e) => Err(map_err(e)),
             }
         }
-        .instrument(self.span("CreateTable"))
+        .instrument(op_span!(self.table, "CreateTable"))
         .await
     }
 
@@ -684,7 +688,7 @@ impl Storage for DynamoDbTable {
                 billing,
             }))
         }
-        .instrument(self.span("DescribeTable"))
+        .instrument(op_span!(self.table, "DescribeTable"))
         .await
     }
 }

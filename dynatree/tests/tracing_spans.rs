@@ -1,0 +1,88 @@
+//! Every DynamoDB call opens one span named `DynamoDB.<Operation>` with OpenTelemetry's database
+//! fields and the consumed capacity; no item body ever reaches a span.
+
+use std::fmt::Debug;
+use std::sync::{Arc, Mutex};
+
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::operation::get_item::GetItemOutput;
+use aws_sdk_dynamodb::types::{AttributeValue, ConsumedCapacity};
+use aws_smithy_mocks::{RuleMode, mock, mock_client};
+use dynatree::{DynamoDbTable, Tree};
+use tracing::field::{Field, Visit};
+use tracing::span::{Attributes, Id, Record};
+use tracing_subscriber::layer::{Context, Layer};
+use tracing_subscriber::prelude::*;
+
+#[derive(Default, Clone)]
+struct Captured(Arc<Mutex<Vec<(String, String, String)>>>);
+
+struct Fields<'a>(&'a str, &'a Captured);
+
+impl Visit for Fields<'_> {
+    fn record_debug(&mut self, field: &Field, value: &dyn Debug) {
+        self.1.0.lock().unwrap().push((
+            self.0.to_owned(),
+            field.name().to_owned(),
+            format!("{value:?}"),
+        ));
+    }
+}
+
+impl<S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>> Layer<S>
+    for Captured
+{
+    fn on_new_span(&self, attrs: &Attributes<'_>, _: &Id, _: Context<'_, S>) {
+        attrs.record(&mut Fields(attrs.metadata().name(), self));
+    }
+
+    fn on_record(&self, id: &Id, values: &Record<'_>, ctx: Context<'_, S>) {
+        let name = ctx.span(id).map_or("?", |s| s.name());
+        values.record(&mut Fields(name, self));
+    }
+}
+
+#[test]
+fn get_item_span_has_otel_fields_and_no_item_body() {
+    let rule = mock!(Client::get_item).then_output(|| {
+        GetItemOutput::builder()
+            .item("Key", AttributeValue::S("¦secret-path".into()))
+            .item("Child", AttributeValue::S("¦".into()))
+            .item("v", AttributeValue::S("s3cr3t-body".into()))
+            .consumed_capacity(ConsumedCapacity::builder().capacity_units(0.5).build())
+            .build()
+    });
+    let client = mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, [&rule]);
+    let captured = Captured::default();
+    let subscriber = tracing_subscriber::registry().with(captured.clone());
+    tracing::subscriber::with_default(subscriber, || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let tree = Tree::new(DynamoDbTable::new(client, "tbl"));
+        let v: Option<serde_json::Value> = rt.block_on(tree.get(["secret-path"])).unwrap();
+        assert!(v.is_some());
+    });
+    let fields = captured.0.lock().unwrap().clone();
+    let get = |name: &str| -> Option<String> {
+        fields
+            .iter()
+            .find(|(span, f, _)| span == "DynamoDB.GetItem" && f == name)
+            .map(|(_, _, v)| v.clone())
+    };
+    assert_eq!(get("db.system").as_deref(), Some("\"dynamodb\""));
+    assert_eq!(get("db.operation").as_deref(), Some("\"GetItem\""));
+    assert_eq!(get("db.name").as_deref(), Some("tbl"));
+    assert_eq!(get("span.kind").as_deref(), Some("\"client\""));
+    assert_eq!(
+        get("aws.dynamodb.consumed_capacity").as_deref(),
+        Some("0.5")
+    );
+    // The tree's own span names the path; nothing records the item body.
+    assert!(fields.iter().any(|(span, _, _)| span == "dynatree.get"));
+    assert!(
+        !fields.iter().any(|(_, _, v)| v.contains("s3cr3t")),
+        "{fields:?}"
+    );
+}
