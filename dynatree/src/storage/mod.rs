@@ -461,6 +461,17 @@ impl TableDescription {
 ///
 /// # Examples
 ///
+/// A shared reference or an `Arc` of a table is a table too, so several trees can share one:
+///
+/// ```
+/// # use dynatree::Tree; use dynatree_testing::FakeTable;
+/// let table = FakeTable::new();
+/// let a = Tree::new(&table);
+/// let b = Tree::builder(&table).reserved('|').build()?;
+/// # let _ = (a, b);
+/// # Ok::<(), dynatree::Error>(())
+/// ```
+///
 /// A function generic over the backend:
 ///
 /// ```
@@ -534,163 +545,56 @@ pub trait Storage: Send + Sync {
     fn describe_table(&self) -> impl Future<Output = Result<Option<TableDescription>>> + Send;
 }
 
-/// A shared reference to a table is a table: several trees (or a tree and your own code) can
-/// use one backend.
-///
-/// # Examples
-///
-/// ```
-/// # use dynatree::Tree; use dynatree_testing::FakeTable;
-/// let table = FakeTable::new();
-/// let a = Tree::new(&table);
-/// let b = Tree::builder(&table).reserved('|').build()?;
-/// # let _ = (a, b);
-/// # Ok::<(), dynatree::Error>(())
-/// ```
-impl<S: Storage + ?Sized> Storage for &S {
-    fn get_item(
-        &self,
-        key: &Key,
-        consistent: bool,
-    ) -> impl Future<Output = Result<Option<Item>>> + Send {
-        (**self).get_item(key, consistent)
-    }
-
-    fn put_item(
-        &self,
-        item: Item,
-        condition: Condition,
-    ) -> impl Future<Output = Result<()>> + Send {
-        (**self).put_item(item, condition)
-    }
-
-    fn delete_item(
-        &self,
-        key: &Key,
-        condition: Condition,
-    ) -> impl Future<Output = Result<()>> + Send {
-        (**self).delete_item(key, condition)
-    }
-
-    fn query_page(
-        &self,
-        query: &Query,
-        start: Option<Key>,
-    ) -> impl Future<Output = Result<Page>> + Send {
-        (**self).query_page(query, start)
-    }
-
-    fn scan_page(
-        &self,
-        limit: Option<u32>,
-        start: Option<Key>,
-    ) -> impl Future<Output = Result<Page>> + Send {
-        (**self).scan_page(limit, start)
-    }
-
-    fn batch_get(
-        &self,
-        keys: Vec<Key>,
-        consistent: bool,
-    ) -> impl Future<Output = Result<BatchGetOutput>> + Send {
-        (**self).batch_get(keys, consistent)
-    }
-
-    fn batch_write(
-        &self,
-        requests: Vec<WriteRequest>,
-    ) -> impl Future<Output = Result<Vec<WriteRequest>>> + Send {
-        (**self).batch_write(requests)
-    }
-
-    fn transact_write(
-        &self,
-        actions: Vec<TransactAction>,
-    ) -> impl Future<Output = Result<()>> + Send {
-        (**self).transact_write(actions)
-    }
-
-    fn create_table(&self, billing: Billing) -> impl Future<Output = Result<bool>> + Send {
-        (**self).create_table(billing)
-    }
-
-    fn describe_table(&self) -> impl Future<Output = Result<Option<TableDescription>>> + Send {
-        (**self).describe_table()
-    }
+/// Forwards every method to `**self`.
+macro_rules! forward_storage {
+    ($($target:ty),*) => {$(
+        impl<S: Storage + ?Sized> Storage for $target {
+            fn get_item(&self, key: &Key, consistent: bool)
+                -> impl Future<Output = Result<Option<Item>>> + Send {
+                (**self).get_item(key, consistent)
+            }
+            fn put_item(&self, item: Item, condition: Condition)
+                -> impl Future<Output = Result<()>> + Send {
+                (**self).put_item(item, condition)
+            }
+            fn delete_item(&self, key: &Key, condition: Condition)
+                -> impl Future<Output = Result<()>> + Send {
+                (**self).delete_item(key, condition)
+            }
+            fn query_page(&self, query: &Query, start: Option<Key>)
+                -> impl Future<Output = Result<Page>> + Send {
+                (**self).query_page(query, start)
+            }
+            fn scan_page(&self, limit: Option<u32>, start: Option<Key>)
+                -> impl Future<Output = Result<Page>> + Send {
+                (**self).scan_page(limit, start)
+            }
+            fn batch_get(&self, keys: Vec<Key>, consistent: bool)
+                -> impl Future<Output = Result<BatchGetOutput>> + Send {
+                (**self).batch_get(keys, consistent)
+            }
+            fn batch_write(&self, requests: Vec<WriteRequest>)
+                -> impl Future<Output = Result<Vec<WriteRequest>>> + Send {
+                (**self).batch_write(requests)
+            }
+            fn transact_write(&self, actions: Vec<TransactAction>)
+                -> impl Future<Output = Result<()>> + Send {
+                (**self).transact_write(actions)
+            }
+            fn create_table(&self, billing: Billing) -> impl Future<Output = Result<bool>> + Send {
+                (**self).create_table(billing)
+            }
+            fn describe_table(&self)
+                -> impl Future<Output = Result<Option<TableDescription>>> + Send {
+                (**self).describe_table()
+            }
+        }
+    )*};
 }
 
-/// An `Arc` of a table is a table.
-impl<S: Storage + ?Sized> Storage for std::sync::Arc<S> {
-    fn get_item(
-        &self,
-        key: &Key,
-        consistent: bool,
-    ) -> impl Future<Output = Result<Option<Item>>> + Send {
-        (**self).get_item(key, consistent)
-    }
-
-    fn put_item(
-        &self,
-        item: Item,
-        condition: Condition,
-    ) -> impl Future<Output = Result<()>> + Send {
-        (**self).put_item(item, condition)
-    }
-
-    fn delete_item(
-        &self,
-        key: &Key,
-        condition: Condition,
-    ) -> impl Future<Output = Result<()>> + Send {
-        (**self).delete_item(key, condition)
-    }
-
-    fn query_page(
-        &self,
-        query: &Query,
-        start: Option<Key>,
-    ) -> impl Future<Output = Result<Page>> + Send {
-        (**self).query_page(query, start)
-    }
-
-    fn scan_page(
-        &self,
-        limit: Option<u32>,
-        start: Option<Key>,
-    ) -> impl Future<Output = Result<Page>> + Send {
-        (**self).scan_page(limit, start)
-    }
-
-    fn batch_get(
-        &self,
-        keys: Vec<Key>,
-        consistent: bool,
-    ) -> impl Future<Output = Result<BatchGetOutput>> + Send {
-        (**self).batch_get(keys, consistent)
-    }
-
-    fn batch_write(
-        &self,
-        requests: Vec<WriteRequest>,
-    ) -> impl Future<Output = Result<Vec<WriteRequest>>> + Send {
-        (**self).batch_write(requests)
-    }
-
-    fn transact_write(
-        &self,
-        actions: Vec<TransactAction>,
-    ) -> impl Future<Output = Result<()>> + Send {
-        (**self).transact_write(actions)
-    }
-
-    fn create_table(&self, billing: Billing) -> impl Future<Output = Result<bool>> + Send {
-        (**self).create_table(billing)
-    }
-
-    fn describe_table(&self) -> impl Future<Output = Result<Option<TableDescription>>> + Send {
-        (**self).describe_table()
-    }
-}
+// A shared reference or an `Arc` of a table is a table: several trees (or a tree and your own
+// code) can use one backend; see the example on `Storage for &S` in the docs.
+forward_storage!(&S, std::sync::Arc<S>);
 
 /// Turns a missing-key invariant into an error rather than a panic.
 pub(crate) fn key_of(item: &Item) -> Result<Key> {
