@@ -44,6 +44,8 @@ pub enum ErrorKind {
     LinkLoop,
     /// A conditional write's condition did not hold.
     ConditionFailed,
+    /// `create` found something already at the path.
+    AlreadyExists,
     /// A transaction was cancelled; [`Error::cancellation_reasons`] has one entry per action.
     TransactionCanceled,
     /// A concurrent writer kept winning and the operation gave up after its retries.
@@ -75,6 +77,7 @@ impl ErrorKind {
             ErrorKind::NotALink => "not a link",
             ErrorKind::LinkLoop => "link loop",
             ErrorKind::ConditionFailed => "condition failed",
+            ErrorKind::AlreadyExists => "already exists",
             ErrorKind::TransactionCanceled => "transaction canceled",
             ErrorKind::Conflict => "conflicting concurrent write",
             ErrorKind::Throttled => "request throttled",
@@ -262,6 +265,11 @@ impl Error {
     /// [`ErrorKind::ConditionFailed`].
     pub fn is_condition_failed(&self) -> bool {
         self.kind() == ErrorKind::ConditionFailed
+    }
+
+    /// [`ErrorKind::AlreadyExists`].
+    pub fn is_already_exists(&self) -> bool {
+        self.kind() == ErrorKind::AlreadyExists
     }
 
     /// [`ErrorKind::TransactionCanceled`].

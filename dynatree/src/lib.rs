@@ -6,9 +6,12 @@
 
 pub mod batch;
 mod error;
+mod hierarchical;
 mod item;
 mod layout;
 mod path;
+mod repo;
+mod segment;
 mod storage;
 mod stream;
 mod tree;
@@ -22,11 +25,15 @@ pub mod consistency {
 
 pub use crate::batch::{BATCH_GET_MAX, BATCH_WRITE_MAX, RetryPolicy, TRANSACT_MAX};
 pub use crate::error::{CancellationReason, Error, ErrorKind, Result};
+pub use crate::hierarchical::Hierarchical;
 pub use crate::item::{Item, MAX_ITEM_BYTES, Value};
 pub use crate::layout::{
     DEFAULT_RESERVED, HASH_KEY, MAX_HASH_KEY_BYTES, MAX_RANGE_KEY_BYTES, RANGE_KEY,
 };
+
 pub use crate::path::{IntoPath, Path};
+pub use crate::repo::{Cursor, Repository, TypedPage, TypedQuery};
+pub use crate::segment::KeySegment;
 #[cfg(feature = "dynamodb")]
 #[cfg_attr(docsrs, doc(cfg(feature = "dynamodb")))]
 pub use crate::storage::dynamodb::DynamoDbTable;
@@ -35,3 +42,53 @@ pub use crate::storage::{
     TableDescription, TableStatus, TransactAction, WriteRequest,
 };
 pub use crate::tree::{Entry, Tree, TreeBuilder};
+/// Derive macro for the [`trait@Hierarchical`] trait.
+///
+/// On a struct with named fields. Generates the trait impl, a key struct `<Name>Key` (every
+/// placeholder field, `pub`) and a collection struct `<Name>Collection` (every placeholder
+/// but the last), both with `path()`; and checks at compile time everything it can.
+///
+/// Attributes:
+///
+/// - `#[dynatree(path = "Accounts/{account_id}/Links/{short}")]` (required): literal
+///   components and `{field}` placeholders separated by `/`; the last component is a
+///   placeholder. Placeholder fields implement [`KeySegment`].
+/// - `#[dynatree(parent = Account)]`: checks that this template extends `Account`'s.
+/// - `#[dynatree(reserved = "|")]`: the reserved character of the trees this type lives in
+///   (default `¦`); literals and stored field names are checked against it.
+/// - `#[dynatree(crate = "path::to::dynatree")]`: where to find this crate when it is
+///   re-exported.
+/// - `#[dynatree(version)]` on a `u64` field: optimistic locking in
+///   [`Repository::update`].
+///
+/// # Examples
+///
+/// ```
+/// use dynatree::Hierarchical;
+/// use serde::{Deserialize, Serialize};
+///
+/// #[derive(Hierarchical, Serialize, Deserialize)]
+/// #[dynatree(path = "Accounts/{id}")]
+/// struct Account { id: String, name: String, email: String }
+///
+/// #[derive(Hierarchical, Serialize, Deserialize)]
+/// #[dynatree(path = "Accounts/{account_id}/Links/{short}", parent = Account)]
+/// struct Link {
+///     account_id: String,
+///     short: String,
+///     target: String,
+///     #[dynatree(version)]
+///     version: u64,
+/// }
+///
+/// let key = LinkKey { account_id: "a1".into(), short: "xyz".into() };
+/// assert_eq!(key.path()?.to_string(), "/Accounts/a1/Links/xyz");
+/// assert_eq!(key.collection().path()?.to_string(), "/Accounts/a1/Links");
+/// assert_eq!(Link::key_from_path(&key.path()?)?, key);
+/// # Ok::<(), dynatree::Error>(())
+/// ```
+///
+/// See [`trait@Hierarchical`] for the equivalent hand-written impl.
+#[cfg(feature = "derive")]
+#[cfg_attr(docsrs, doc(cfg(feature = "derive")))]
+pub use dynatree_derive::Hierarchical;

@@ -15,12 +15,17 @@ enum State {
     Done,
 }
 
-/// Pages of `query`, lazily.
+/// Pages of `query`, lazily, starting after `start` (a resumption cursor) if given.
 pub(crate) fn query_pages<S: Storage>(
     storage: &S,
     query: Query,
+    start: Option<Key>,
 ) -> impl Stream<Item = Result<Page>> + Send + '_ {
-    futures::stream::try_unfold(State::Start, move |state| {
+    let initial = match start {
+        None => State::Start,
+        Some(k) => State::After(k),
+    };
+    futures::stream::try_unfold(initial, move |state| {
         let query = query.clone();
         async move {
             let start = match state {

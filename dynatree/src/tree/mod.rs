@@ -303,11 +303,9 @@ impl<S: Storage> Tree<S> {
         let path = path.into_path()?;
         let span = tracing::debug_span!("dynatree.put", path = %path);
         async {
-            self.layout.check_object_path(&path)?;
-            let attrs = Item::from_serialize(value)?;
-            self.layout.check_user_item(&attrs)?;
-            let row = self.layout.object_row(&path, attrs)?;
-            self.write_object(&path, row).await
+            let row = self.object_row_for(&path, value)?;
+            self.write_object(&path, row, &crate::Condition::Always)
+                .await
         }
         .instrument(span)
         .await
@@ -343,7 +341,8 @@ impl<S: Storage> Tree<S> {
             self.layout.check_object_path(&path)?;
             self.layout.check_object_path(&target)?;
             let row = self.layout.link_row(&path, &target)?;
-            self.write_object(&path, row).await
+            self.write_object(&path, row, &crate::Condition::Always)
+                .await
         }
         .instrument(span)
         .await
@@ -466,7 +465,7 @@ impl<S: Storage> Tree<S> {
             })
             .map(|p| self.listing_query(&p));
         match query {
-            Ok(q) => query_pages(&self.storage, q)
+            Ok(q) => query_pages(&self.storage, q, None)
                 .map_ok(|page| {
                     futures::stream::iter(
                         page.items
@@ -520,7 +519,7 @@ impl<S: Storage> Tree<S> {
         match checked {
             Ok(prefix) => {
                 let query = self.listing_query(&prefix);
-                query_pages(&self.storage, query)
+                query_pages(&self.storage, query, None)
                     .and_then(move |page| {
                         let prefix = prefix.clone();
                         async move { self.entries_of_page(&prefix, page.items).await }
@@ -555,6 +554,33 @@ impl<S: Storage> Tree<S> {
         scan_pages(&self.storage, None)
             .map_ok(|p| futures::stream::iter(p.items.into_iter().map(Ok)))
             .try_flatten()
+    }
+
+    /// The checked object row for `value` at `path`.
+    pub(crate) fn object_row_for<T: Serialize + ?Sized>(
+        &self,
+        path: &Path,
+        value: &T,
+    ) -> Result<Item> {
+        self.layout.check_object_path(path)?;
+        let attrs = Item::from_serialize(value)?;
+        self.layout.check_user_item(&attrs)?;
+        self.layout.object_row(path, attrs)
+    }
+
+    /// The checked listing query of `prefix`.
+    pub(crate) fn listing_query_for(&self, prefix: &Path) -> Result<Query> {
+        self.layout.check_listing_path(prefix)?;
+        Ok(self.listing_query(prefix))
+    }
+
+    /// The children in `rows` (listing rows under `prefix`) with their objects.
+    pub(crate) async fn entries_for<T: DeserializeOwned>(
+        &self,
+        prefix: &Path,
+        rows: Vec<Item>,
+    ) -> Result<Vec<Entry<T>>> {
+        self.entries_of_page(prefix, rows).await
     }
 
     fn listing_query(&self, prefix: &Path) -> Query {

@@ -26,17 +26,24 @@ impl<S: Storage> Tree<S> {
         Condition::attr_not_exists(self.layout.deleting_attr())
     }
 
-    /// Writes the object (or link) row `row` at `path` keeping the invariants.
-    pub(super) async fn write_object(&self, path: &Path, row: Item) -> Result<()> {
+    /// Writes the object (or link) row `row` at `path` keeping the invariants. `condition` is
+    /// evaluated against the current object row, atomically with the write; when it does not
+    /// hold the result is [`ErrorKind::ConditionFailed`] and nothing is written.
+    pub(crate) async fn write_object(
+        &self,
+        path: &Path,
+        row: Item,
+        condition: &Condition,
+    ) -> Result<()> {
         let policy = self.config.retry;
         let mut retry = 0;
         // First try the plan the cache suggests; after a failed check, read the real state.
         let mut read_state = false;
         loop {
             let outcome = if read_state {
-                self.put_with_state(path, &row).await?
+                self.put_with_state(path, &row, condition).await?
             } else {
-                self.put_optimistic(path, &row).await?
+                self.put_optimistic(path, &row, condition).await?
             };
             match outcome {
                 Attempt::Done => return Ok(()),
@@ -56,7 +63,12 @@ impl<S: Storage> Tree<S> {
     }
 
     /// One transaction planned from the cache alone.
-    async fn put_optimistic(&self, path: &Path, row: &Item) -> Result<Attempt> {
+    async fn put_optimistic(
+        &self,
+        path: &Path,
+        row: &Item,
+        condition: &Condition,
+    ) -> Result<Attempt> {
         let own = self.layout.listing_key(path);
         let parent_known = path
             .parent()
@@ -76,7 +88,7 @@ impl<S: Storage> Tree<S> {
                 },
                 TransactAction::Put {
                     item: row.clone(),
-                    condition: Condition::Always,
+                    condition: condition.clone(),
                 },
             ]
         } else {
@@ -89,11 +101,11 @@ impl<S: Storage> Tree<S> {
                 },
                 TransactAction::Put {
                     item: row.clone(),
-                    condition: Condition::Always,
+                    condition: condition.clone(),
                 },
             ]
         };
-        match self.transact(actions).await? {
+        match self.transact(actions, !condition.is_always()).await? {
             Attempt::Done => {
                 self.known.insert_all(Some(own));
                 Ok(Attempt::Done)
@@ -109,7 +121,12 @@ impl<S: Storage> Tree<S> {
     }
 
     /// Reads the listing rows of every prefix, then writes exactly the missing ones.
-    async fn put_with_state(&self, path: &Path, row: &Item) -> Result<Attempt> {
+    async fn put_with_state(
+        &self,
+        path: &Path,
+        row: &Item,
+        condition: &Condition,
+    ) -> Result<Attempt> {
         let n = path.len();
         let keys: Vec<Key> = (1..=n)
             .map(|i| self.layout.listing_key(&path.prefix(i)))
@@ -151,7 +168,7 @@ impl<S: Storage> Tree<S> {
         }
         actions.push(TransactAction::Put {
             item: row.clone(),
-            condition: Condition::Always,
+            condition: condition.clone(),
         });
         // Chunk: each chunk after the first starts by checking the row before its first action.
         let mut start = 0;
@@ -168,7 +185,8 @@ impl<S: Storage> Tree<S> {
             let take = (TRANSACT_MAX - chunk.len()).min(actions.len() - start);
             chunk.extend(actions[start..start + take].iter().cloned());
             start += take;
-            if let Attempt::Retry = self.transact(chunk).await? {
+            let last = start == actions.len();
+            if let Attempt::Retry = self.transact(chunk, last && !condition.is_always()).await? {
                 return Ok(Attempt::Retry);
             }
         }
@@ -176,10 +194,29 @@ impl<S: Storage> Tree<S> {
         Ok(Attempt::Done)
     }
 
-    /// Sends one transaction; a cancellation for a condition or a conflict means "retry".
-    async fn transact(&self, actions: Vec<TransactAction>) -> Result<Attempt> {
+    /// Sends one transaction; a cancellation for a condition or a conflict means "retry". With
+    /// `object_condition`, the last action is the object put with the caller's condition, and
+    /// its failure is the caller's [`ErrorKind::ConditionFailed`], not a race to retry.
+    async fn transact(
+        &self,
+        actions: Vec<TransactAction>,
+        object_condition: bool,
+    ) -> Result<Attempt> {
         match self.storage.transact_write(actions).await {
             Ok(()) => Ok(Attempt::Done),
+            Err(e)
+                if object_condition
+                    && e.kind() == ErrorKind::TransactionCanceled
+                    && e.cancellation_reasons()
+                        .last()
+                        .is_some_and(crate::CancellationReason::is_condition_failed) =>
+            {
+                Err(Error::new(
+                    ErrorKind::ConditionFailed,
+                    "the object's condition does not hold",
+                )
+                .with_source(e))
+            }
             Err(e) if e.kind() == ErrorKind::TransactionCanceled => {
                 let lost_race = e
                     .cancellation_reasons()
@@ -288,7 +325,7 @@ impl<S: Storage> Tree<S> {
                 condition: Condition::Exists,
             },
         ];
-        let marked = match self.transact(tx).await? {
+        let marked = match self.transact(tx, false).await? {
             Attempt::Done => true,
             Attempt::Retry => {
                 // L(P) is missing: delete the object alone.

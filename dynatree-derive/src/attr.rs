@@ -1,0 +1,262 @@
+//! `#[dynatree(...)]` (and the `#[serde(rename...)]` we must know about), parsed with
+//! `parse_nested_meta`; every problem goes to the context, parsing goes on.
+
+use proc_macro2::TokenStream;
+use quote::ToTokens;
+use syn::meta::ParseNestedMeta;
+use syn::{LitStr, Token};
+
+use crate::ctxt::Ctxt;
+use crate::symbol::{
+    CRATE, DYNATREE, PARENT, PATH, RENAME, RENAME_ALL, RESERVED, SERDE, Symbol, VERSION,
+};
+
+/// A value that may be set once; a second setting is reported on its own tokens.
+pub struct Attr<'c, T> {
+    cx: &'c Ctxt,
+    name: Symbol,
+    tokens: TokenStream,
+    value: Option<T>,
+}
+
+impl<'c, T> Attr<'c, T> {
+    fn none(cx: &'c Ctxt, name: Symbol) -> Self {
+        Attr {
+            cx,
+            name,
+            tokens: TokenStream::new(),
+            value: None,
+        }
+    }
+
+    fn set<A: ToTokens>(&mut self, obj: A, value: T) {
+        let tokens = obj.into_token_stream();
+        if self.value.is_some() {
+            self.cx.error_spanned_by(
+                tokens,
+                format!("duplicate dynatree attribute `{}`", self.name),
+            );
+        } else {
+            self.tokens = tokens;
+            self.value = Some(value);
+        }
+    }
+
+    fn get(self) -> Option<T> {
+        self.value
+    }
+}
+
+/// The container's attributes.
+pub struct Container {
+    /// The template and its literal (for spans).
+    pub path: Option<LitStr>,
+    pub parent: Option<syn::Type>,
+    /// The reserved character and its literal.
+    pub reserved: Option<(char, LitStr)>,
+    pub crate_path: Option<syn::Path>,
+    /// serde's `rename_all`, applied to field names.
+    pub rename_all: Option<LitStr>,
+}
+
+fn help_for(key: Symbol) -> &'static str {
+    match key.to_string().as_str() {
+        "path" => "#[dynatree(path = \"Accounts/{account_id}/Links/{short}\")]",
+        "parent" => "#[dynatree(parent = Account)]",
+        "reserved" => "#[dynatree(reserved = \"|\")]",
+        "crate" => "#[dynatree(crate = \"::dynatree\")]",
+        _ => "#[dynatree(...)]",
+    }
+}
+
+/// `key = <value>`, with a help line when the `=` is missing.
+fn value_of<'a>(
+    meta: &'a ParseNestedMeta<'a>,
+    key: Symbol,
+) -> syn::Result<&'a syn::parse::ParseBuffer<'a>> {
+    if !meta.input.peek(Token![=]) {
+        return Err(meta.error(format_args!(
+            "expected `{key} = ...`\n\nhelp: the correct format looks like `{}`",
+            help_for(key)
+        )));
+    }
+    meta.value()
+}
+
+fn path_string(path: &syn::Path) -> String {
+    path.to_token_stream().to_string().replace(' ', "")
+}
+
+impl Container {
+    pub fn from_ast(cx: &Ctxt, input: &syn::DeriveInput) -> Self {
+        let mut path = Attr::none(cx, PATH);
+        let mut parent = Attr::none(cx, PARENT);
+        let mut reserved = Attr::none(cx, RESERVED);
+        let mut crate_path = Attr::none(cx, CRATE);
+        let mut rename_all = None;
+        for attr in &input.attrs {
+            if attr.path() == SERDE {
+                read_serde(attr, &mut rename_all, RENAME_ALL);
+                continue;
+            }
+            if attr.path() != DYNATREE {
+                continue;
+            }
+            let result = attr.parse_nested_meta(|meta| {
+                if meta.path == PATH {
+                    let s: LitStr = value_of(&meta, PATH)?.parse()?;
+                    path.set(&meta.path, s);
+                } else if meta.path == PARENT {
+                    let ty: syn::Type = value_of(&meta, PARENT)?.parse()?;
+                    parent.set(&meta.path, ty);
+                } else if meta.path == RESERVED {
+                    let s: LitStr = value_of(&meta, RESERVED)?.parse()?;
+                    let v = s.value();
+                    let mut chars = v.chars();
+                    match (chars.next(), chars.next()) {
+                        (Some(c), None) if c == 'K' || c == 'C' => cx.error_spanned_by(
+                            &s,
+                            format!("the reserved character `{c}` starts the key attribute name `{}`", if c == 'K' { "Key" } else { "Child" }),
+                        ),
+                        (Some(c), None) if c.is_control() => {
+                            cx.error_spanned_by(&s, "the reserved character cannot be a control character");
+                        }
+                        (Some(c), None) => reserved.set(&meta.path, (c, s)),
+                        _ => cx.error_spanned_by(
+                            &s,
+                            "the reserved character must be exactly one character\n\nhelp: the correct format looks like `#[dynatree(reserved = \"|\")]`",
+                        ),
+                    }
+                } else if meta.path == CRATE {
+                    let s: LitStr = value_of(&meta, CRATE)?.parse()?;
+                    match s.parse::<syn::Path>() {
+                        Ok(p) => crate_path.set(&meta.path, p),
+                        Err(_) => cx.error_spanned_by(&s, format!("`{}` is not a path", s.value())),
+                    }
+                } else {
+                    return Err(meta.error(format_args!(
+                        "unknown dynatree container attribute `{}`\n\nhelp: expected one of `path`, `parent`, `reserved`, `crate`",
+                        path_string(&meta.path)
+                    )));
+                }
+                Ok(())
+            });
+            if let Err(err) = result {
+                cx.syn_error(err);
+            }
+        }
+        Container {
+            path: path.get(),
+            parent: parent.get(),
+            reserved: reserved.get(),
+            crate_path: crate_path.get(),
+            rename_all,
+        }
+    }
+}
+
+/// A field's attributes.
+pub struct Field {
+    /// The `version` keyword, for spans.
+    pub version: Option<syn::Path>,
+    /// serde's `rename` (the serialized name).
+    pub rename: Option<LitStr>,
+}
+
+impl Field {
+    pub fn from_ast(cx: &Ctxt, field: &syn::Field) -> Self {
+        let mut version = Attr::none(cx, VERSION);
+        let mut rename = None;
+        for attr in &field.attrs {
+            if attr.path() == SERDE {
+                read_serde(attr, &mut rename, RENAME);
+                continue;
+            }
+            if attr.path() != DYNATREE {
+                continue;
+            }
+            let result = attr.parse_nested_meta(|meta| {
+                if meta.path == VERSION {
+                    version.set(&meta.path, meta.path.clone());
+                } else {
+                    return Err(meta.error(format_args!(
+                        "unknown dynatree field attribute `{}`\n\nhelp: the only field attribute is `#[dynatree(version)]`",
+                        path_string(&meta.path)
+                    )));
+                }
+                Ok(())
+            });
+            if let Err(err) = result {
+                cx.syn_error(err);
+            }
+        }
+        Field {
+            version: version.get(),
+            rename,
+        }
+    }
+}
+
+/// Reads one string-valued serde key (`rename`, `rename_all`; for the `rename(serialize = ..)`
+/// form, the serialized name) and skips everything else: serde checks its own attributes.
+fn read_serde(attr: &syn::Attribute, out: &mut Option<LitStr>, key: Symbol) {
+    let _ = attr.parse_nested_meta(|meta| {
+        if meta.path == key && meta.input.peek(Token![=]) {
+            *out = Some(meta.value()?.parse()?);
+        } else if meta.path == key && meta.input.peek(syn::token::Paren) {
+            meta.parse_nested_meta(|inner| {
+                if inner.path.is_ident("serialize") {
+                    *out = Some(inner.value()?.parse()?);
+                } else {
+                    skip(&inner)?;
+                }
+                Ok(())
+            })?;
+        } else {
+            skip(&meta)?;
+        }
+        Ok(())
+    });
+}
+
+fn skip(meta: &ParseNestedMeta<'_>) -> syn::Result<()> {
+    if meta.input.peek(Token![=]) {
+        meta.input.parse::<Token![=]>()?;
+        while !meta.input.is_empty() && !meta.input.peek(Token![,]) {
+            meta.input.parse::<proc_macro2::TokenTree>()?;
+        }
+    } else if meta.input.peek(syn::token::Paren) {
+        let content;
+        syn::parenthesized!(content in meta.input);
+        content.parse::<TokenStream>()?;
+    }
+    Ok(())
+}
+
+/// The serialized name of a field under serde's `rename_all`.
+pub fn apply_rename_all(rule: &str, field: &str) -> Option<String> {
+    let words: Vec<&str> = field.split('_').filter(|w| !w.is_empty()).collect();
+    let cap = |w: &str| {
+        let mut c = w.chars();
+        c.next()
+            .map(|f| f.to_uppercase().collect::<String>() + c.as_str())
+            .unwrap_or_default()
+    };
+    Some(match rule {
+        "lowercase" => field.to_lowercase(),
+        "UPPERCASE" => field.to_uppercase(),
+        "snake_case" => field.to_owned(),
+        "SCREAMING_SNAKE_CASE" => field.to_uppercase(),
+        "kebab-case" => field.replace('_', "-"),
+        "SCREAMING-KEBAB-CASE" => field.replace('_', "-").to_uppercase(),
+        "PascalCase" => words.iter().map(|w| cap(w)).collect(),
+        "camelCase" => {
+            let pascal: String = words.iter().map(|w| cap(w)).collect();
+            let mut c = pascal.chars();
+            c.next()
+                .map(|f| f.to_lowercase().collect::<String>() + c.as_str())
+                .unwrap_or_default()
+        }
+        _ => return None,
+    })
+}

@@ -1,0 +1,256 @@
+//! Code generation: reads the validated plan, returns tokens.
+
+use proc_macro2::TokenStream;
+use quote::{format_ident, quote, quote_spanned};
+use syn::spanned::Spanned;
+
+use crate::ast::Input;
+use crate::ctxt::Ctxt;
+use crate::fallback;
+use crate::template::Component;
+use crate::valid::{self, Plan};
+
+/// The entry point: parse, validate, expand (or report every error and emit a stub impl).
+pub fn derive(input: TokenStream) -> TokenStream {
+    let input: syn::DeriveInput = match syn::parse2(input) {
+        Ok(input) => input,
+        Err(err) => return err.into_compile_error(),
+    };
+    let cx = Ctxt::new();
+    let ast = Input::from_ast(&cx, &input);
+    let plan = valid::check(&cx, &ast);
+    match (cx.check(), plan) {
+        (Ok(()), Some(plan)) => expand(&ast, &plan),
+        (Err(errors), _) => fallback::expand(&ast, &errors),
+        (Ok(()), None) => fallback::expand(
+            &ast,
+            &syn::Error::new_spanned(ast.ident, "invalid `#[derive(Hierarchical)]` input"),
+        ),
+    }
+}
+
+pub fn crate_path(input: &Input<'_>) -> TokenStream {
+    match &input.attrs.crate_path {
+        Some(p) => quote!(#p),
+        None => quote!(::dynatree),
+    }
+}
+
+pub fn key_idents(input: &Input<'_>) -> (syn::Ident, syn::Ident) {
+    let ident = input.ident;
+    (
+        format_ident!("{}Key", ident, span = ident.span()),
+        format_ident!("{}Collection", ident, span = ident.span()),
+    )
+}
+
+fn expand(input: &Input<'_>, plan: &Plan<'_>) -> TokenStream {
+    let ident = input.ident;
+    let vis = &input.original.vis;
+    let krate = crate_path(input);
+    let (key_ident, coll_ident) = key_idents(input);
+    let template = plan.template;
+    let reserved = plan.reserved;
+    let n = plan.components.len();
+
+    let key_names: Vec<&syn::Ident> = plan.placeholders.iter().map(|f| f.ident).collect();
+    let key_types: Vec<&syn::Type> = plan.placeholders.iter().map(|f| f.ty).collect();
+    let coll_names = &key_names[..key_names.len() - 1];
+    let coll_types = &key_types[..key_types.len() - 1];
+    let last_ty = key_types[key_types.len() - 1];
+
+    let component_exprs = |source: &TokenStream, upto: usize| -> Vec<TokenStream> {
+        plan.components[..upto]
+            .iter()
+            .map(|c| match c {
+                Component::Literal(s) => quote!(__dynatree::__private::String::from(#s)),
+                Component::Placeholder(name) => {
+                    let f = format_ident!("{}", name);
+                    quote!(__dynatree::KeySegment::encode(&#source.#f))
+                }
+            })
+            .collect()
+    };
+    let key_components = component_exprs(&quote!(__key), n);
+    let coll_components = component_exprs(&quote!(__collection), n - 1);
+
+    let mut literal_checks = Vec::new();
+    let mut decoders = Vec::new();
+    for (i, c) in plan.components.iter().enumerate() {
+        match c {
+            Component::Literal(s) => literal_checks.push(quote! {
+                __dynatree::__private::expect_literal(&__components[#i], #s, #template)?;
+            }),
+            Component::Placeholder(name) => {
+                let f = format_ident!("{}", name);
+                let ty = plan
+                    .placeholders
+                    .iter()
+                    .find(|p| p.ident == name.as_str())
+                    .map(|p| p.ty)
+                    .expect("validated placeholder");
+                decoders.push(quote! {
+                    #f: <#ty as __dynatree::KeySegment>::decode(&__components[#i])?
+                });
+            }
+        }
+    }
+
+    let (version_field, version_get, version_set) = match &plan.version {
+        Some((field, name)) => {
+            let f = field.ident;
+            (
+                quote!(__dynatree::__private::Some(#name)),
+                quote!(__dynatree::__private::Some(self.#f)),
+                quote!(self.#f = __version;),
+            )
+        }
+        None => (
+            quote!(__dynatree::__private::None),
+            quote!(__dynatree::__private::None),
+            quote!(let _ = __version;),
+        ),
+    };
+
+    let segment_asserts = plan.placeholders.iter().enumerate().map(|(i, f)| {
+        let ty = f.ty;
+        let name = format_ident!("__assert_key_segment_{}", i);
+        quote_spanned! {ty.span()=>
+            #[allow(dead_code, non_snake_case)]
+            fn #name() where #ty: __dynatree::KeySegment {}
+        }
+    });
+
+    let parent_check = input.attrs.parent.as_ref().map(|parent| {
+        quote_spanned! {parent.span()=>
+            const _: () = ::core::assert!(
+                __dynatree::__private::template_extends(
+                    <#ident as __dynatree::Hierarchical>::TEMPLATE,
+                    <#parent as __dynatree::Hierarchical>::TEMPLATE,
+                ),
+                "the path template does not extend the path template of its `parent`",
+            );
+        }
+    });
+
+    let key_doc = format!(
+        "The key of [`{ident}`]: the fields of its path template `{}`.",
+        template.value()
+    );
+    let coll_doc = format!(
+        "The collection [`{ident}`] values live in: the placeholders of `{}` but the last.",
+        template.value()
+    );
+
+    quote! {
+        #[doc = #key_doc]
+        #[derive(
+            ::core::fmt::Debug,
+            ::core::clone::Clone,
+            ::core::cmp::PartialEq,
+            ::core::cmp::Eq,
+            ::core::hash::Hash,
+        )]
+        #vis struct #key_ident {
+            #( #[allow(missing_docs)] pub #key_names: #key_types, )*
+        }
+
+        #[doc = #coll_doc]
+        #[derive(
+            ::core::fmt::Debug,
+            ::core::clone::Clone,
+            ::core::cmp::PartialEq,
+            ::core::cmp::Eq,
+            ::core::hash::Hash,
+        )]
+        #vis struct #coll_ident {
+            #( #[allow(missing_docs)] pub #coll_names: #coll_types, )*
+        }
+
+        const _: () = {
+            use #krate as __dynatree;
+
+            #( #segment_asserts )*
+            #parent_check
+
+            #[automatically_derived]
+            #[allow(unused_qualifications, clippy::absolute_paths)]
+            impl __dynatree::Hierarchical for #ident {
+                type Key = #key_ident;
+                type Collection = #coll_ident;
+                type Last = #last_ty;
+
+                const TEMPLATE: &'static str = #template;
+                const RESERVED: char = #reserved;
+                const VERSION_FIELD: __dynatree::__private::Option<&'static str> = #version_field;
+
+                fn key(&self) -> #key_ident {
+                    #key_ident {
+                        #( #key_names: __dynatree::__private::Clone::clone(&self.#key_names), )*
+                    }
+                }
+
+                fn key_components(__key: &#key_ident) -> __dynatree::__private::Vec<__dynatree::__private::String> {
+                    ::std::vec![ #( #key_components ),* ]
+                }
+
+                fn collection_of(__key: &#key_ident) -> #coll_ident {
+                    #coll_ident {
+                        #( #coll_names: __dynatree::__private::Clone::clone(&__key.#coll_names), )*
+                    }
+                }
+
+                fn collection_components(__collection: &#coll_ident) -> __dynatree::__private::Vec<__dynatree::__private::String> {
+                    ::std::vec![ #( #coll_components ),* ]
+                }
+
+                fn key_from_components(
+                    __components: &[__dynatree::__private::String],
+                ) -> __dynatree::Result<#key_ident> {
+                    __dynatree::__private::expect_len(__components, #n, #template)?;
+                    #( #literal_checks )*
+                    __dynatree::__private::Ok(#key_ident { #( #decoders, )* })
+                }
+
+                fn version(&self) -> __dynatree::__private::Option<u64> {
+                    #version_get
+                }
+
+                fn set_version(&mut self, __version: u64) {
+                    #version_set
+                }
+            }
+
+            #[automatically_derived]
+            #[allow(unused_qualifications, clippy::absolute_paths)]
+            impl #key_ident {
+                /// The path of this key.
+                ///
+                /// # Errors
+                ///
+                /// If an encoded component is empty.
+                #vis fn path(&self) -> __dynatree::Result<__dynatree::Path> {
+                    <#ident as __dynatree::Hierarchical>::key_path(self)
+                }
+
+                /// The collection this key belongs to.
+                #vis fn collection(&self) -> #coll_ident {
+                    <#ident as __dynatree::Hierarchical>::collection_of(self)
+                }
+            }
+
+            #[automatically_derived]
+            #[allow(unused_qualifications, clippy::absolute_paths)]
+            impl #coll_ident {
+                /// The path of this collection (the prefix its values are listed under).
+                ///
+                /// # Errors
+                ///
+                /// If an encoded component is empty.
+                #vis fn path(&self) -> __dynatree::Result<__dynatree::Path> {
+                    <#ident as __dynatree::Hierarchical>::collection_path(self)
+                }
+            }
+        };
+    }
+}

@@ -1,0 +1,211 @@
+//! Cross-field rules, as `check_*` functions over the parsed input, like serde_derive's
+//! `check.rs`. The result is a plan that expansion only reads.
+
+use syn::{LitStr, Type};
+
+use crate::ast::{Field, Input};
+use crate::ctxt::Ctxt;
+use crate::template::{self, Component};
+
+const MAX_HASH_KEY_BYTES: usize = 2048;
+const MAX_RANGE_KEY_BYTES: usize = 1024;
+const DEFAULT_RESERVED: char = '¦';
+
+/// What expansion needs, once every rule held.
+pub struct Plan<'a> {
+    pub template: &'a LitStr,
+    pub components: Vec<Component>,
+    /// The fields of the placeholders, in template order.
+    pub placeholders: Vec<&'a Field<'a>>,
+    pub reserved: char,
+    pub version: Option<(&'a Field<'a>, String)>,
+}
+
+pub fn check<'a>(cx: &Ctxt, input: &'a Input<'a>) -> Option<Plan<'a>> {
+    if !input.supported {
+        return None;
+    }
+    let reserved = input
+        .attrs
+        .reserved
+        .as_ref()
+        .map_or(DEFAULT_RESERVED, |(c, _)| *c);
+    check_field_names(cx, input, reserved);
+    let version = check_version(cx, input);
+    let Some(lit) = &input.attrs.path else {
+        cx.error_spanned_by(
+            input.ident,
+            "missing path template\n\nhelp: add `#[dynatree(path = \"Accounts/{account_id}/Links/{short}\")]`",
+        );
+        return None;
+    };
+    let components = match template::parse(&lit.value()) {
+        Ok(c) => c,
+        Err(errors) => {
+            for e in errors {
+                cx.error_spanned_by(lit, e);
+            }
+            return None;
+        }
+    };
+    check_literals(cx, lit, &components, reserved);
+    let placeholders = check_placeholders(cx, input, lit, &components)?;
+    if let Some((field, _)) = &version
+        && placeholders.iter().any(|p| p.ident == field.ident)
+    {
+        cx.error_spanned_by(
+            field.attrs.version.as_ref(),
+            "the version field cannot be part of the path: it changes on every update",
+        );
+    }
+    Some(Plan {
+        template: lit,
+        components,
+        placeholders,
+        reserved,
+        version,
+    })
+}
+
+/// No literal contains the reserved character or is over a key limit; the literal parts alone
+/// fit a partition key.
+fn check_literals(cx: &Ctxt, lit: &LitStr, components: &[Component], reserved: char) {
+    let mut min_key_bytes = 0;
+    for c in components {
+        min_key_bytes += reserved.len_utf8();
+        match c {
+            Component::Literal(s) => {
+                min_key_bytes += s.len();
+                if s.contains(reserved) {
+                    cx.error_spanned_by(
+                        lit,
+                        format!(
+                            "path template component `{s}` contains the reserved character `{reserved}`"
+                        ),
+                    );
+                }
+                if s.len() > MAX_RANGE_KEY_BYTES {
+                    cx.error_spanned_by(
+                        lit,
+                        format!(
+                            "path template component of {} bytes is over DynamoDB's {MAX_RANGE_KEY_BYTES}-byte sort key limit",
+                            s.len()
+                        ),
+                    );
+                }
+            }
+            Component::Placeholder(_) => min_key_bytes += 1,
+        }
+    }
+    if min_key_bytes > MAX_HASH_KEY_BYTES {
+        cx.error_spanned_by(
+            lit,
+            format!(
+                "the literal parts of this path template already make a {min_key_bytes}-byte key, over DynamoDB's {MAX_HASH_KEY_BYTES}-byte partition key limit"
+            ),
+        );
+    }
+}
+
+/// Every placeholder names one field, once; the last component is a placeholder.
+fn check_placeholders<'a>(
+    cx: &Ctxt,
+    input: &'a Input<'a>,
+    lit: &LitStr,
+    components: &[Component],
+) -> Option<Vec<&'a Field<'a>>> {
+    let mut out = Vec::new();
+    let mut ok = true;
+    let mut seen: Vec<&str> = Vec::new();
+    for c in components {
+        let Component::Placeholder(name) = c else {
+            continue;
+        };
+        if seen.contains(&name.as_str()) {
+            cx.error_spanned_by(
+                lit,
+                format!("placeholder `{{{name}}}` appears more than once in the path template"),
+            );
+            ok = false;
+            continue;
+        }
+        seen.push(name);
+        match input.fields.iter().find(|f| f.ident == name.as_str()) {
+            Some(f) => out.push(f),
+            None => {
+                cx.error_spanned_by(
+                    lit,
+                    format!(
+                        "placeholder `{{{name}}}` names no field of `{}`",
+                        input.ident
+                    ),
+                );
+                ok = false;
+            }
+        }
+    }
+    if !matches!(components.last(), Some(Component::Placeholder(_))) {
+        cx.error_spanned_by(
+            lit,
+            "the last component of a path template must be a `{field}` placeholder: it names each value of the collection\n\nhelp: for a single value, use a placeholder with a fixed value, like `Settings/{name}`",
+        );
+        ok = false;
+    }
+    ok.then_some(out)
+}
+
+/// No stored attribute name collides with the key attributes or the reserved character.
+fn check_field_names(cx: &Ctxt, input: &Input<'_>, reserved: char) {
+    let rename_all = input.attrs.rename_all.as_ref().map(LitStr::value);
+    if let (Some(rule), Some(lit)) = (&rename_all, &input.attrs.rename_all)
+        && crate::attr::apply_rename_all(rule, "a_b").is_none()
+    {
+        cx.error_spanned_by(lit, format!("unknown serde `rename_all` rule `{rule}`"));
+    }
+    for f in &input.fields {
+        let name = f.attribute_name(rename_all.as_deref());
+        let span_obj: &dyn quote::ToTokens = match &f.attrs.rename {
+            Some(lit) => lit,
+            None => f.ident,
+        };
+        if name == "Key" || name == "Child" {
+            cx.error_spanned_by(
+                span_obj,
+                format!("a field stored as `{name}` would overwrite the table's key attribute of that name\n\nhelp: rename it, e.g. `#[serde(rename = \"{}_\")]`", name.to_lowercase()),
+            );
+        } else if name.starts_with(reserved) {
+            cx.error_spanned_by(
+                span_obj,
+                format!("a field stored as `{name}` starts with the reserved character `{reserved}`, which only dynatree's bookkeeping may use"),
+            );
+        }
+    }
+}
+
+/// At most one `#[dynatree(version)]` field, of type `u64`.
+fn check_version<'a>(cx: &Ctxt, input: &'a Input<'a>) -> Option<(&'a Field<'a>, String)> {
+    let rename_all = input.attrs.rename_all.as_ref().map(LitStr::value);
+    let mut found: Option<(&Field<'_>, String)> = None;
+    for f in &input.fields {
+        let Some(kw) = &f.attrs.version else {
+            continue;
+        };
+        if found.is_some() {
+            cx.error_spanned_by(kw, "only one field can be the `#[dynatree(version)]` field");
+            continue;
+        }
+        if !is_u64(f.ty) {
+            cx.error_spanned_by(f.ty, "the `#[dynatree(version)]` field must be a `u64`");
+            continue;
+        }
+        found = Some((f, f.attribute_name(rename_all.as_deref())));
+    }
+    found
+}
+
+fn is_u64(ty: &Type) -> bool {
+    match ty {
+        Type::Path(p) => p.qself.is_none() && p.path.is_ident("u64"),
+        _ => false,
+    }
+}

@@ -1,0 +1,259 @@
+//! [`Hierarchical`]: a type stored at a path built from its own fields.
+
+use std::fmt::Debug;
+
+use serde::{Serialize, de::DeserializeOwned};
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::path::Path;
+
+/// A type stored in a tree at a path built from a template and its own fields.
+///
+/// Implement it with `#[derive(Hierarchical)]` and `#[dynatree(path = "…")]`; a hand-written
+/// impl is possible and shown below. The derive also generates the key structs
+/// (`LinkKey`, `LinkCollection`) and checks the template at compile time.
+///
+/// Every field is stored in the object row (key fields too, so a row read directly is
+/// self-describing); the path is built from the placeholder fields, and
+/// [`key_from_components`](Hierarchical::key_from_components) recovers them from a path.
+///
+/// # Examples
+///
+/// With the derive:
+///
+/// ```
+/// use dynatree::Hierarchical;
+/// use serde::{Deserialize, Serialize};
+///
+/// #[derive(Hierarchical, Serialize, Deserialize, Debug, PartialEq)]
+/// #[dynatree(path = "Accounts/{id}")]
+/// struct Account {
+///     id: String,
+///     name: String,
+/// }
+///
+/// let key = AccountKey { id: "123".into() };
+/// assert_eq!(key.path()?, dynatree::Path::new(["Accounts", "123"])?);
+/// assert_eq!(Account::TEMPLATE, "Accounts/{id}");
+/// # Ok::<(), dynatree::Error>(())
+/// ```
+///
+/// The equivalent hand-written impl:
+///
+/// ```
+/// use dynatree::{Hierarchical, KeySegment, Result};
+/// use serde::{Deserialize, Serialize};
+///
+/// #[derive(Serialize, Deserialize)]
+/// struct Account { id: String, name: String }
+///
+/// #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+/// struct AccountKey { id: String }
+/// #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+/// struct AccountCollection {}
+///
+/// impl Hierarchical for Account {
+///     type Key = AccountKey;
+///     type Collection = AccountCollection;
+///     type Last = String;
+///     const TEMPLATE: &'static str = "Accounts/{id}";
+///     const RESERVED: char = '¦';
+///     const VERSION_FIELD: Option<&'static str> = None;
+///
+///     fn key(&self) -> AccountKey { AccountKey { id: self.id.clone() } }
+///     fn key_components(key: &AccountKey) -> Vec<String> {
+///         vec!["Accounts".to_owned(), key.id.encode()]
+///     }
+///     fn collection_of(_: &AccountKey) -> AccountCollection { AccountCollection {} }
+///     fn collection_components(_: &AccountCollection) -> Vec<String> {
+///         vec!["Accounts".to_owned()]
+///     }
+///     fn key_from_components(c: &[String]) -> Result<AccountKey> {
+///         dynatree::__private::expect_len(c, 2, Self::TEMPLATE)?;
+///         dynatree::__private::expect_literal(&c[0], "Accounts", Self::TEMPLATE)?;
+///         Ok(AccountKey { id: String::decode(&c[1])? })
+///     }
+///     fn version(&self) -> Option<u64> { None }
+///     fn set_version(&mut self, _: u64) {}
+/// }
+/// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not stored in a tree",
+    note = "consider adding `#[derive(dynatree::Hierarchical)]` and `#[dynatree(path = \"…\")]`"
+)]
+pub trait Hierarchical: Serialize + DeserializeOwned + Send + Sync + 'static {
+    /// The typed key: every placeholder field.
+    type Key: Debug + Clone + Send + Sync;
+    /// The typed key of the collection this type lives in: every placeholder but the last.
+    type Collection: Debug + Clone + Send + Sync;
+    /// The type of the last placeholder: what typed queries compare.
+    type Last: crate::KeySegment;
+
+    /// The path template as written, e.g. `"Accounts/{account_id}/Links/{short}"`.
+    const TEMPLATE: &'static str;
+    /// The reserved character the template was checked against; a tree using another one
+    /// refuses this type.
+    const RESERVED: char;
+    /// The attribute name of the `#[dynatree(version)]` field, if there is one.
+    const VERSION_FIELD: Option<&'static str>;
+
+    /// This value's key.
+    fn key(&self) -> Self::Key;
+
+    /// The path components of a key (literals and encoded placeholders).
+    fn key_components(key: &Self::Key) -> Vec<String>;
+
+    /// The collection a key belongs to.
+    fn collection_of(key: &Self::Key) -> Self::Collection;
+
+    /// The path components of a collection.
+    fn collection_components(collection: &Self::Collection) -> Vec<String>;
+
+    /// Recovers a key from path components.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidPath`] if the components do not match the template.
+    fn key_from_components(components: &[String]) -> Result<Self::Key>;
+
+    /// The value of the version field, if there is one.
+    fn version(&self) -> Option<u64>;
+
+    /// Sets the version field (no-op without one).
+    fn set_version(&mut self, version: u64);
+
+    /// The path of a key.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidPath`] if an encoded component is empty.
+    fn key_path(key: &Self::Key) -> Result<Path> {
+        Path::new(Self::key_components(key))
+    }
+
+    /// The path of a collection.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidPath`] if an encoded component is empty.
+    fn collection_path(collection: &Self::Collection) -> Result<Path> {
+        Path::new(Self::collection_components(collection))
+    }
+
+    /// Recovers a key from a path.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidPath`] if the path does not match the template.
+    fn key_from_path(path: &Path) -> Result<Self::Key> {
+        Self::key_from_components(path.components())
+    }
+}
+
+/// Helpers for generated code (re-exported from `__private`).
+pub(crate) mod support {
+    use super::{Error, ErrorKind, Result};
+
+    /// Fails unless `components` has `n` entries.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidPath`].
+    pub fn expect_len(components: &[String], n: usize, template: &str) -> Result<()> {
+        if components.len() == n {
+            Ok(())
+        } else {
+            Err(Error::new(
+                ErrorKind::InvalidPath,
+                format!(
+                    "a path of {} components does not match the template {template:?}",
+                    components.len()
+                ),
+            ))
+        }
+    }
+
+    /// Fails unless `component` is the literal `expected`.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidPath`].
+    pub fn expect_literal(component: &str, expected: &str, template: &str) -> Result<()> {
+        if component == expected {
+            Ok(())
+        } else {
+            Err(Error::new(
+                ErrorKind::InvalidPath,
+                format!(
+                    "component {component:?} should be {expected:?} in the template {template:?}"
+                ),
+            ))
+        }
+    }
+
+    /// Whether `child`'s template starts with every component of `parent`'s, placeholders
+    /// matching placeholders (names may differ). Usable in constants.
+    pub const fn template_extends(child: &str, parent: &str) -> bool {
+        let (c, p) = (child.as_bytes(), parent.as_bytes());
+        let (mut i, mut j) = (0, 0);
+        loop {
+            // At the start of a component in both.
+            if j == p.len() {
+                return i == c.len() || c[i] == b'/';
+            }
+            if i == c.len() {
+                return false;
+            }
+            let c_ph = c[i] == b'{';
+            let p_ph = p[j] == b'{';
+            if c_ph != p_ph {
+                return false;
+            }
+            // Skip to the end of both components, comparing literals byte by byte.
+            if c_ph {
+                while i < c.len() && c[i] != b'/' {
+                    i += 1;
+                }
+                while j < p.len() && p[j] != b'/' {
+                    j += 1;
+                }
+            } else {
+                while i < c.len() && j < p.len() && c[i] != b'/' && p[j] != b'/' {
+                    if c[i] != p[j] {
+                        return false;
+                    }
+                    i += 1;
+                    j += 1;
+                }
+                let c_end = i == c.len() || c[i] == b'/';
+                let p_end = j == p.len() || p[j] == b'/';
+                if !(c_end && p_end) {
+                    return false;
+                }
+            }
+            if j < p.len() {
+                j += 1; // the '/'
+                if i == c.len() {
+                    return false;
+                }
+                i += 1;
+            }
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::template_extends;
+
+        #[test]
+        fn extends() {
+            assert!(template_extends("Accounts/{a}/Links/{s}", "Accounts/{id}"));
+            assert!(template_extends("Accounts/{id}", "Accounts/{id}"));
+            assert!(!template_extends("Accounts/{a}", "Accounts/{a}/Links/{s}"));
+            assert!(!template_extends("Account/{a}/Links/{s}", "Accounts/{id}"));
+            assert!(!template_extends("Accounts/x/Links/{s}", "Accounts/{id}"));
+            assert!(!template_extends("AccountsX/{a}", "Accounts"));
+            assert!(template_extends("Accounts/{a}", "Accounts"));
+        }
+    }
+}
