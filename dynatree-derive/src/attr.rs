@@ -57,6 +57,8 @@ pub struct Container {
     pub crate_path: Option<syn::Path>,
     /// serde's `rename_all`, applied to field names.
     pub rename_all: Option<LitStr>,
+    /// A `#[dynatree(...)]` attribute failed to parse (already reported).
+    pub malformed: bool,
 }
 
 fn help_for(key: Symbol) -> &'static str {
@@ -94,6 +96,7 @@ impl Container {
         let mut reserved = Attr::none(cx, RESERVED);
         let mut crate_path = Attr::none(cx, CRATE);
         let mut rename_all = None;
+        let mut malformed = false;
         for attr in &input.attrs {
             if attr.path() == SERDE {
                 read_serde(attr, &mut rename_all, RENAME_ALL);
@@ -142,6 +145,7 @@ impl Container {
                 Ok(())
             });
             if let Err(err) = result {
+                malformed = true;
                 cx.syn_error(err);
             }
         }
@@ -151,6 +155,7 @@ impl Container {
             reserved: reserved.get(),
             crate_path: crate_path.get(),
             rename_all,
+            malformed,
         }
     }
 }

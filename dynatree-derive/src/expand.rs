@@ -59,14 +59,22 @@ fn expand(input: &Input<'_>, plan: &Plan<'_>) -> TokenStream {
     let coll_types = &key_types[..key_types.len() - 1];
     let last_ty = key_types[key_types.len() - 1];
 
+    let ty_of = |name: &str| {
+        plan.placeholders
+            .iter()
+            .find(|p| p.ident == name)
+            .map(|p| p.ty)
+            .expect("validated placeholder")
+    };
     let component_exprs = |source: &TokenStream, upto: usize| -> Vec<TokenStream> {
         plan.components[..upto]
             .iter()
             .map(|c| match c {
-                Component::Literal(s) => quote!(__dynatree::__private::String::from(#s)),
+                Component::Literal(s) => quote!(__dynatree::__private::literal(#s)),
                 Component::Placeholder(name) => {
                     let f = format_ident!("{}", name);
-                    quote!(__dynatree::KeySegment::encode(&#source.#f))
+                    let ty = ty_of(name);
+                    quote_spanned!(ty.span()=> (__dynatree::__private::seg::<#ty>().encode)(&#source.#f))
                 }
             })
             .collect()
@@ -83,14 +91,11 @@ fn expand(input: &Input<'_>, plan: &Plan<'_>) -> TokenStream {
             }),
             Component::Placeholder(name) => {
                 let f = format_ident!("{}", name);
-                let ty = plan
-                    .placeholders
-                    .iter()
-                    .find(|p| p.ident == name.as_str())
-                    .map(|p| p.ty)
-                    .expect("validated placeholder");
+                let ty = ty_of(name);
+                let decode =
+                    quote_spanned!(ty.span()=> (__dynatree::__private::seg::<#ty>().decode));
                 decoders.push(quote! {
-                    #f: <#ty as __dynatree::KeySegment>::decode(&__components[#i])?
+                    #f: #decode(&__components[#i])?
                 });
             }
         }
@@ -112,15 +117,6 @@ fn expand(input: &Input<'_>, plan: &Plan<'_>) -> TokenStream {
         ),
     };
 
-    let segment_asserts = plan.placeholders.iter().enumerate().map(|(i, f)| {
-        let ty = f.ty;
-        let name = format_ident!("__assert_key_segment_{}", i);
-        quote_spanned! {ty.span()=>
-            #[allow(dead_code, non_snake_case)]
-            fn #name() where #ty: __dynatree::KeySegment {}
-        }
-    });
-
     let parent_check = input.attrs.parent.as_ref().map(|parent| {
         quote_spanned! {parent.span()=>
             const _: () = ::core::assert!(
@@ -133,6 +129,9 @@ fn expand(input: &Input<'_>, plan: &Plan<'_>) -> TokenStream {
         }
     });
 
+    let key_std_impls = std_impls(&key_ident, &key_names, &key_types);
+    let coll_std_impls = std_impls(&coll_ident, coll_names, coll_types);
+
     let key_doc = format!(
         "The key of [`{ident}`]: the fields of its path template `{}`.",
         template.value()
@@ -144,25 +143,13 @@ fn expand(input: &Input<'_>, plan: &Plan<'_>) -> TokenStream {
 
     quote! {
         #[doc = #key_doc]
-        #[derive(
-            ::core::fmt::Debug,
-            ::core::clone::Clone,
-            ::core::cmp::PartialEq,
-            ::core::cmp::Eq,
-            ::core::hash::Hash,
-        )]
+        #[derive(::core::fmt::Debug, ::core::clone::Clone, ::core::cmp::PartialEq)]
         #vis struct #key_ident {
             #( #[allow(missing_docs)] pub #key_names: #key_types, )*
         }
 
         #[doc = #coll_doc]
-        #[derive(
-            ::core::fmt::Debug,
-            ::core::clone::Clone,
-            ::core::cmp::PartialEq,
-            ::core::cmp::Eq,
-            ::core::hash::Hash,
-        )]
+        #[derive(::core::fmt::Debug, ::core::clone::Clone, ::core::cmp::PartialEq)]
         #vis struct #coll_ident {
             #( #[allow(missing_docs)] pub #coll_names: #coll_types, )*
         }
@@ -170,7 +157,6 @@ fn expand(input: &Input<'_>, plan: &Plan<'_>) -> TokenStream {
         const _: () = {
             use #krate as __dynatree;
 
-            #( #segment_asserts )*
             #parent_check
 
             #[automatically_derived]
@@ -180,9 +166,9 @@ fn expand(input: &Input<'_>, plan: &Plan<'_>) -> TokenStream {
                 type Collection = #coll_ident;
                 type Last = #last_ty;
 
-                const TEMPLATE: &'static str = #template;
-                const RESERVED: char = #reserved;
-                const VERSION_FIELD: __dynatree::__private::Option<&'static str> = #version_field;
+                const TEMPLATE: &'static __dynatree::__private::str = #template;
+                const RESERVED: __dynatree::__private::char = #reserved;
+                const VERSION_FIELD: __dynatree::__private::Option<&'static __dynatree::__private::str> = #version_field;
 
                 fn key(&self) -> #key_ident {
                     #key_ident {
@@ -212,14 +198,17 @@ fn expand(input: &Input<'_>, plan: &Plan<'_>) -> TokenStream {
                     __dynatree::__private::Ok(#key_ident { #( #decoders, )* })
                 }
 
-                fn version(&self) -> __dynatree::__private::Option<u64> {
+                fn version(&self) -> __dynatree::__private::Option<__dynatree::__private::u64> {
                     #version_get
                 }
 
-                fn set_version(&mut self, __version: u64) {
+                fn set_version(&mut self, __version: __dynatree::__private::u64) {
                     #version_set
                 }
             }
+
+            #key_std_impls
+            #coll_std_impls
 
             #[automatically_derived]
             #[allow(unused_qualifications, clippy::absolute_paths)]
@@ -252,5 +241,25 @@ fn expand(input: &Input<'_>, plan: &Plan<'_>) -> TokenStream {
                 }
             }
         };
+    }
+}
+
+/// `Eq` and `Hash` for a key struct (`Debug`, `Clone`, `PartialEq` are derived): `Hash` goes
+/// through the `KeySegment`-bounded `seg` table, so a field of the wrong type reports only that.
+fn std_impls(ident: &syn::Ident, names: &[&syn::Ident], types: &[&syn::Type]) -> TokenStream {
+    let hashes: Vec<TokenStream> = types
+        .iter()
+        .map(|ty| quote_spanned!(ty.span()=> (__dynatree::__private::seg::<#ty>().hash)))
+        .collect();
+    quote! {
+        #[automatically_derived]
+        impl ::core::cmp::Eq for #ident {}
+        #[automatically_derived]
+        impl ::core::hash::Hash for #ident {
+            fn hash<__H: ::core::hash::Hasher>(&self, __state: &mut __H) {
+                let _ = &__state;
+                #( #hashes(&self.#names, __state); )*
+            }
+        }
     }
 }

@@ -24,9 +24,9 @@ pub fn expand(input: &Input<'_>, errors: &syn::Error) -> TokenStream {
                 type Key = ();
                 type Collection = ();
                 type Last = __dynatree::__private::String;
-                const TEMPLATE: &'static str = "";
-                const RESERVED: char = '\u{a6}';
-                const VERSION_FIELD: __dynatree::__private::Option<&'static str> = __dynatree::__private::None;
+                const TEMPLATE: &'static __dynatree::__private::str = "";
+                const RESERVED: __dynatree::__private::char = '\u{a6}';
+                const VERSION_FIELD: __dynatree::__private::Option<&'static __dynatree::__private::str> = __dynatree::__private::None;
                 fn key(&self) {
                     ::core::unreachable!()
                 }
@@ -42,10 +42,10 @@ pub fn expand(input: &Input<'_>, errors: &syn::Error) -> TokenStream {
                 fn key_from_components(_: &[__dynatree::__private::String]) -> __dynatree::Result<()> {
                     ::core::unreachable!()
                 }
-                fn version(&self) -> __dynatree::__private::Option<u64> {
+                fn version(&self) -> __dynatree::__private::Option<__dynatree::__private::u64> {
                     ::core::unreachable!()
                 }
-                fn set_version(&mut self, _: u64) {
+                fn set_version(&mut self, _: __dynatree::__private::u64) {
                     ::core::unreachable!()
                 }
             }

@@ -33,6 +33,10 @@ pub fn check<'a>(cx: &Ctxt, input: &'a Input<'a>) -> Option<Plan<'a>> {
     check_field_names(cx, input, reserved);
     let version = check_version(cx, input);
     let Some(lit) = &input.attrs.path else {
+        if input.attrs.malformed {
+            // The attribute that should have held the path was reported already.
+            return None;
+        }
         cx.error_spanned_by(
             input.ident,
             "missing path template\n\nhelp: add `#[dynatree(path = \"Accounts/{account_id}/Links/{short}\")]`",

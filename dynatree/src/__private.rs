@@ -9,3 +9,33 @@ pub use core::primitive::{char, str, u64, usize};
 pub use core::result::Result::{self, Err, Ok};
 pub use std::string::String;
 pub use std::vec::Vec;
+
+/// A literal path component (no trait needs to be in scope, unlike `String::from`).
+pub fn literal(s: &str) -> String {
+    s.to_owned()
+}
+
+/// The operations generated code needs on a placeholder field, as plain function pointers.
+#[derive(Debug)]
+pub struct SegFns<T> {
+    /// [`KeySegment::encode`].
+    pub encode: fn(&T) -> String,
+    /// [`KeySegment::decode`].
+    pub decode: fn(&str) -> crate::Result<T>,
+    /// `Hash::hash`.
+    pub hash: fn(&T, &mut dyn core::hash::Hasher),
+}
+
+/// Generated code reaches placeholder fields only through this one function, bounded on
+/// `KeySegment` and spanned on the field's type: a field of the wrong type gives the same error
+/// at every use, which rustc reports once: "`T` cannot be a path component".
+pub fn seg<T: KeySegment>() -> SegFns<T> {
+    fn hash<T: core::hash::Hash>(v: &T, mut state: &mut dyn core::hash::Hasher) {
+        v.hash(&mut state);
+    }
+    SegFns {
+        encode: T::encode,
+        decode: T::decode,
+        hash: hash::<T>,
+    }
+}

@@ -86,8 +86,9 @@ pub trait Hierarchical: Serialize + DeserializeOwned + Send + Sync + 'static {
     type Key: Debug + Clone + Send + Sync;
     /// The typed key of the collection this type lives in: every placeholder but the last.
     type Collection: Debug + Clone + Send + Sync;
-    /// The type of the last placeholder: what typed queries compare.
-    type Last: crate::KeySegment;
+    /// The type of the last placeholder: what typed queries compare (a
+    /// [`KeySegment`](crate::KeySegment)).
+    type Last;
 
     /// The path template as written, e.g. `"Accounts/{account_id}/Links/{short}"`.
     const TEMPLATE: &'static str;

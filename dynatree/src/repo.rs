@@ -290,32 +290,50 @@ impl<'t, T: Hierarchical, S: Storage> TypedQuery<'t, T, S> {
     }
 
     /// Last component equal to `v`.
-    pub fn eq(self, v: &T::Last) -> Self {
+    pub fn eq(self, v: &T::Last) -> Self
+    where
+        T::Last: KeySegment,
+    {
         self.with(RangeCondition::Eq(v.encode()))
     }
 
     /// Last component below `v`.
-    pub fn lt(self, v: &T::Last) -> Self {
+    pub fn lt(self, v: &T::Last) -> Self
+    where
+        T::Last: KeySegment,
+    {
         self.with(RangeCondition::Lt(v.encode()))
     }
 
     /// Last component at most `v`.
-    pub fn le(self, v: &T::Last) -> Self {
+    pub fn le(self, v: &T::Last) -> Self
+    where
+        T::Last: KeySegment,
+    {
         self.with(RangeCondition::Le(v.encode()))
     }
 
     /// Last component above `v`.
-    pub fn gt(self, v: &T::Last) -> Self {
+    pub fn gt(self, v: &T::Last) -> Self
+    where
+        T::Last: KeySegment,
+    {
         self.with(RangeCondition::Gt(v.encode()))
     }
 
     /// Last component at least `v`.
-    pub fn ge(self, v: &T::Last) -> Self {
+    pub fn ge(self, v: &T::Last) -> Self
+    where
+        T::Last: KeySegment,
+    {
         self.with(RangeCondition::Ge(v.encode()))
     }
 
     /// Last component from `low` to `high`, both included.
-    pub fn between(self, low: &T::Last, high: &T::Last) -> Self {
+    pub fn between(self, low: &T::Last, high: &T::Last) -> Self
+    where
+        T::Last: KeySegment,
+    {
         self.with(RangeCondition::Between(low.encode(), high.encode()))
     }
 

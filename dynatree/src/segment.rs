@@ -5,6 +5,8 @@ use crate::error::{Error, ErrorKind, Result};
 /// A type that can be one component of a path, with an encoding whose UTF-8 byte order (the
 /// order DynamoDB sorts `Child` by) equals the type's own order.
 ///
+/// Key segments are `Clone + Debug + Eq + Hash`, so the generated key structs are too.
+///
 /// Implemented for `String`, every integer type (fixed width, zero-padded; signed types are
 /// offset so that negatives sort first), `bool`, and with features `ulid::Ulid`, `uuid::Uuid`
 /// and `time::{Date, OffsetDateTime}`. Implement it for your own types (an id newtype, an enum
@@ -19,7 +21,7 @@ use crate::error::{Error, ErrorKind, Result};
 /// assert!((-5i32).encode() < 3i32.encode());
 /// assert_eq!(i32::decode(&(-5i32).encode())?, -5);
 ///
-/// #[derive(Debug, PartialEq)]
+/// #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 /// struct Sku(u32);
 /// impl KeySegment for Sku {
 ///     fn encode(&self) -> String { format!("SKU{}", self.0.encode()) }
@@ -37,7 +39,7 @@ use crate::error::{Error, ErrorKind, Result};
     label = "this field is used in the path template",
     note = "path placeholders need `dynatree::KeySegment`: String, integers, bool, Ulid, Uuid, time types, or your own impl"
 )]
-pub trait KeySegment: Sized {
+pub trait KeySegment: Clone + std::fmt::Debug + Eq + std::hash::Hash + Sized {
     /// The component string. It must not be empty; the tree checks it for the reserved
     /// character and DynamoDB's byte limits on every call.
     fn encode(&self) -> String;

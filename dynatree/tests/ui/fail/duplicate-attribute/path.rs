@@ -1,0 +1,12 @@
+use dynatree::Hierarchical;
+use serde::{Deserialize, Serialize};
+
+#[derive(Hierarchical, Serialize, Deserialize)]
+#[dynatree(path = "Accounts/{id}")]
+#[dynatree(path = "Users/{id}")]
+struct Account {
+    id: String,
+    name: String,
+}
+
+fn main() {}

@@ -1,0 +1,11 @@
+use dynatree::Hierarchical;
+use serde::{Deserialize, Serialize};
+
+#[derive(Hierarchical, Serialize, Deserialize)]
+#[dynatree(path = "Accounts//{id}")]
+struct Account {
+    id: String,
+    name: String,
+}
+
+fn main() {}

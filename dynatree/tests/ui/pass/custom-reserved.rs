@@ -1,0 +1,11 @@
+use dynatree::Hierarchical;
+use serde::{Deserialize, Serialize};
+
+#[derive(Hierarchical, Serialize, Deserialize)]
+#[dynatree(path = "Acc¦ounts/{id}", reserved = "|")]
+struct Account {
+    id: String,
+    name: String,
+}
+
+fn main() {}
