@@ -10,8 +10,8 @@ use std::future::Future;
 use std::pin::Pin;
 
 use dynatree::{
-    Condition, ErrorKind, Item, Key, Path, Query, RangeCondition, RetryPolicy, Storage,
-    TransactAction, Tree, Value, WriteRequest, batch,
+    Condition, ErrorKind, Hierarchical, Item, Key, Path, Query, RangeCondition, RetryPolicy,
+    Storage, TransactAction, Tree, Value, WriteRequest, batch,
 };
 use futures::{StreamExt, TryStreamExt};
 use serde::{Deserialize, Serialize};
@@ -75,6 +75,11 @@ pub fn cases<S: Storage + 'static>() -> Vec<(&'static str, Case<S>)> {
         case!(one_megabyte_pages),
         case!(batches_of_any_size),
         case!(concurrent_puts_and_deletes_keep_objects_reachable),
+        case!(typed_repository_crud),
+        case!(typed_optimistic_update),
+        case!(typed_range_queries),
+        case!(typed_values_are_checked_at_run_time),
+        case!(typed_links_and_reserved_character),
     ]
 }
 
@@ -1046,4 +1051,262 @@ pub async fn concurrent_puts_and_deletes_keep_objects_reachable<S: Storage>(tabl
         .await
         .unwrap();
     assert!(item_count >= objects);
+}
+
+// ---- typed API (`#[derive(Hierarchical)]`) ----------------------------------------------------
+
+/// An account, as in the dynamotree README.
+#[derive(Hierarchical, Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[dynatree(path = "Accounts/{id}")]
+pub struct Account {
+    /// Its id.
+    pub id: String,
+    /// Display name.
+    pub name: String,
+}
+
+/// A short link owned by an account.
+#[derive(Hierarchical, Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[dynatree(path = "Accounts/{account_id}/Links/{short}", parent = Account)]
+pub struct Link {
+    /// The owner.
+    pub account_id: String,
+    /// The short name.
+    pub short: String,
+    /// Where it redirects.
+    pub target: String,
+    /// Optimistic-locking version.
+    #[dynatree(version)]
+    pub version: u64,
+}
+
+/// A reading keyed by a signed timestamp (negatives sort first).
+#[derive(Hierarchical, Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[dynatree(path = "Sensors/{sensor}/Readings/{at}")]
+pub struct Reading {
+    /// The sensor number.
+    pub sensor: u32,
+    /// Seconds from an epoch.
+    pub at: i64,
+    /// The value.
+    pub value: i32,
+}
+
+/// A type checked against another reserved character.
+#[derive(Hierarchical, Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[dynatree(path = "Pipes/{id}", reserved = "|")]
+pub struct Piped {
+    /// Its id.
+    pub id: String,
+}
+
+fn link(account: &str, short: &str) -> Link {
+    Link {
+        account_id: account.into(),
+        short: short.into(),
+        target: format!("https://example.com/{short}"),
+        version: 1,
+    }
+}
+
+/// put, create, get, delete and list through a repository; values read back equal the values
+/// written; keys are recovered from paths.
+pub async fn typed_repository_crud<S: Storage>(table: S) {
+    let tree = tree(table).await;
+    let accounts = tree.repo::<Account>();
+    let links = tree.repo::<Link>();
+    let alice = Account {
+        id: "a1".into(),
+        name: "Alice".into(),
+    };
+    accounts.create(&alice).await.unwrap();
+    assert!(
+        accounts
+            .create(&alice)
+            .await
+            .unwrap_err()
+            .is_already_exists()
+    );
+    assert_eq!(
+        accounts.get(&alice.key()).await.unwrap(),
+        Some(alice.clone())
+    );
+    for short in ["zeta", "alpha", "mid"] {
+        links.put(&link("a1", short)).await.unwrap();
+    }
+    links.put(&link("a2", "other")).await.unwrap();
+    let a1 = LinkCollection {
+        account_id: "a1".into(),
+    };
+    let listed: Vec<Link> = links.list(&a1).try_collect().await.unwrap();
+    let shorts: Vec<&str> = listed.iter().map(|l| l.short.as_str()).collect();
+    assert_eq!(shorts, ["alpha", "mid", "zeta"]);
+    assert_eq!(listed[0], link("a1", "alpha"));
+    // The rows are the untyped layout: the tree sees the same objects.
+    let names = names(&tree, p(&["Accounts", "a1", "Links"])).await;
+    assert_eq!(names, ["alpha", "mid", "zeta"]);
+    let key = link("a1", "mid").key();
+    assert_eq!(Link::key_from_path(&key.path().unwrap()).unwrap(), key);
+    assert!(Link::key_from_path(&p(&["Accounts", "a1", "Other", "mid"])).is_err());
+    links.delete(&key).await.unwrap();
+    assert_eq!(links.get(&key).await.unwrap(), None);
+    let listed: Vec<Link> = links.list(&a1).try_collect().await.unwrap();
+    assert_eq!(listed.len(), 2);
+    assert_invariants(&tree).await;
+}
+
+/// With a version field, `update` is optimistic: a stale writer loses and nothing changes.
+pub async fn typed_optimistic_update<S: Storage>(table: S) {
+    let tree = tree(table).await;
+    let links = tree.repo::<Link>();
+    let mut missing = link("a1", "nope");
+    let e = links.update(&mut missing).await.unwrap_err();
+    assert!(e.is_condition_failed(), "{e:?}");
+    assert_eq!(missing.version, 1, "the version is unchanged on failure");
+
+    links.create(&link("a1", "x")).await.unwrap();
+    let mut first = links.get(&link("a1", "x").key()).await.unwrap().unwrap();
+    let mut second = first.clone();
+    first.target = "https://first.example/".into();
+    links.update(&mut first).await.unwrap();
+    assert_eq!(first.version, 2);
+    second.target = "https://second.example/".into();
+    let e = links.update(&mut second).await.unwrap_err();
+    assert!(e.is_condition_failed(), "{e:?}");
+    assert_eq!(second.version, 1);
+    let stored = links.get(&first.key()).await.unwrap().unwrap();
+    assert_eq!(stored, first);
+}
+
+/// Range conditions on the last placeholder, descending order, limits, page sizes and
+/// resumption from a cursor, all as key conditions on `Child`.
+pub async fn typed_range_queries<S: Storage>(table: S) {
+    let tree = tree(table).await;
+    let readings = tree.repo::<Reading>();
+    let times = [-30i64, -5, 0, 7, 10, 25, 100, 1000];
+    for at in times {
+        readings
+            .put(&Reading {
+                sensor: 1,
+                at,
+                value: i32::try_from(at).unwrap(),
+            })
+            .await
+            .unwrap();
+    }
+    readings
+        .put(&Reading {
+            sensor: 2,
+            at: 5,
+            value: 0,
+        })
+        .await
+        .unwrap();
+    let s1 = ReadingCollection { sensor: 1 };
+    assert_eq!(run(readings.query(&s1)).await, times);
+    assert_eq!(run(readings.query(&s1).lt(&0)).await, [-30, -5]);
+    assert_eq!(run(readings.query(&s1).le(&0)).await, [-30, -5, 0]);
+    assert_eq!(run(readings.query(&s1).gt(&25)).await, [100, 1000]);
+    assert_eq!(run(readings.query(&s1).ge(&25)).await, [25, 100, 1000]);
+    assert_eq!(run(readings.query(&s1).eq(&7)).await, [7]);
+    assert_eq!(
+        run(readings.query(&s1).between(&-5, &10)).await,
+        [-5, 0, 7, 10]
+    );
+    assert_eq!(
+        run(readings.query(&s1).descending().limit(3)).await,
+        [1000, 100, 25]
+    );
+    assert_eq!(
+        run(readings.query(&s1).ge(&0).page_size(2)).await,
+        [0, 7, 10, 25, 100, 1000]
+    );
+    // Pages with cursors: resume exactly where the last page stopped.
+    let first: Vec<dynatree::TypedPage<Reading>> = readings
+        .query(&s1)
+        .limit(3)
+        .pages()
+        .try_collect()
+        .await
+        .unwrap();
+    let got: Vec<i64> = first
+        .iter()
+        .flat_map(|p| p.items.iter().map(|r| r.at))
+        .collect();
+    assert_eq!(got, [-30, -5, 0]);
+    let cursor = readings
+        .query(&s1)
+        .page_size(3)
+        .pages()
+        .try_next()
+        .await
+        .unwrap()
+        .unwrap()
+        .cursor
+        .expect("more pages follow");
+    assert_eq!(
+        run(readings.query(&s1).start_after(cursor)).await,
+        [7, 10, 25, 100, 1000]
+    );
+    // Two range conditions are refused, not combined silently.
+    let e = readings
+        .query(&s1)
+        .gt(&0)
+        .lt(&10)
+        .items()
+        .try_collect::<Vec<_>>()
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Validation);
+}
+
+async fn run<S: Storage>(q: dynatree::TypedQuery<'_, Reading, S>) -> Vec<i64> {
+    let items: Vec<Reading> = q.items().try_collect().await.unwrap();
+    items.into_iter().map(|r| r.at).collect()
+}
+
+/// Key values are checked on every call: a reserved character or an empty string in a key
+/// field is a typed error and nothing is written.
+pub async fn typed_values_are_checked_at_run_time<S: Storage>(table: S) {
+    let tree = tree(table).await;
+    let links = tree.repo::<Link>();
+    let e = links.put(&link("a¦b", "x")).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidPath);
+    let e = links.put(&link("a", "")).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidPath);
+    let e = links
+        .get(&LinkKey {
+            account_id: "a¦b".into(),
+            short: "x".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidPath);
+    let listed: Vec<_> = links
+        .list(&LinkCollection {
+            account_id: "x¦".into(),
+        })
+        .collect()
+        .await;
+    assert!(listed[0].as_ref().unwrap_err().is_invalid_path());
+    assert_eq!(rows(&tree).await, vec![]);
+}
+
+/// A symbolic link `Links/{short}` to a typed value is followed by the tree and the
+/// repository; a type checked against another reserved character is refused.
+pub async fn typed_links_and_reserved_character<S: Storage>(table: S) {
+    let tree = tree(table).await;
+    let links = tree.repo::<Link>();
+    let l = link("a1", "xyz");
+    links.put(&l).await.unwrap();
+    tree.put_link(["Links", "xyz"], l.key().path().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(tree.get::<Link>(["Links", "xyz"]).await.unwrap(), Some(l));
+    let e = tree
+        .repo::<Piped>()
+        .put(&Piped { id: "p".into() })
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidDelimiter);
 }

@@ -378,7 +378,7 @@ impl<'t, T: Hierarchical, S: Storage> TypedQuery<'t, T, S> {
     /// # Cancel safety
     ///
     /// Cancel safe.
-    pub fn pages(self) -> impl Stream<Item = Result<TypedPage<T>>> + Send + 't {
+    pub fn pages(self) -> impl Stream<Item = Result<TypedPage<T>>> + Send + Unpin + 't {
         let tree = self.tree;
         let setup = (|| {
             let range = self.range?;
@@ -404,12 +404,12 @@ impl<'t, T: Hierarchical, S: Storage> TypedQuery<'t, T, S> {
             Ok((prefix, query, start))
         })();
         let limit = self.limit;
-        match setup {
+        Box::pin(match setup {
             Ok((prefix, query, start)) => {
                 typed_pages::<T, S>(tree, prefix, query, start, limit).left_stream()
             }
             Err(e) => futures::stream::once(async move { Err(e) }).right_stream(),
-        }
+        })
     }
 
     /// The values, lazily.
@@ -417,7 +417,7 @@ impl<'t, T: Hierarchical, S: Storage> TypedQuery<'t, T, S> {
     /// # Cancel safety
     ///
     /// Cancel safe.
-    pub fn items(self) -> impl Stream<Item = Result<T>> + Send + 't {
+    pub fn items(self) -> impl Stream<Item = Result<T>> + Send + Unpin + 't {
         self.pages()
             .map_ok(|p| futures::stream::iter(p.items.into_iter().map(Ok)))
             .try_flatten()

@@ -456,7 +456,10 @@ impl<S: Storage> Tree<S> {
     /// # Cancel safety
     ///
     /// Cancel safe: the stream holds no partial state between pages.
-    pub fn list(&self, prefix: impl IntoPath) -> impl Stream<Item = Result<String>> + Send + '_ {
+    pub fn list(
+        &self,
+        prefix: impl IntoPath,
+    ) -> impl Stream<Item = Result<String>> + Send + Unpin + '_ {
         let query = prefix
             .into_path()
             .and_then(|p| {
@@ -464,7 +467,7 @@ impl<S: Storage> Tree<S> {
                 Ok(p)
             })
             .map(|p| self.listing_query(&p));
-        match query {
+        Box::pin(match query {
             Ok(q) => query_pages(&self.storage, q, None)
                 .map_ok(|page| {
                     futures::stream::iter(
@@ -477,7 +480,7 @@ impl<S: Storage> Tree<S> {
                 .try_flatten()
                 .left_stream(),
             Err(e) => futures::stream::once(async move { Err(e) }).right_stream(),
-        }
+        })
     }
 
     /// The children of `prefix` with their objects: per page of names, one Query plus one
@@ -511,12 +514,12 @@ impl<S: Storage> Tree<S> {
     pub fn list_items<T: DeserializeOwned + Send + 'static>(
         &self,
         prefix: impl IntoPath,
-    ) -> impl Stream<Item = Result<Entry<T>>> + Send + '_ {
+    ) -> impl Stream<Item = Result<Entry<T>>> + Send + Unpin + '_ {
         let checked = prefix.into_path().and_then(|p| {
             self.layout.check_listing_path(&p)?;
             Ok(p)
         });
-        match checked {
+        Box::pin(match checked {
             Ok(prefix) => {
                 let query = self.listing_query(&prefix);
                 query_pages(&self.storage, query, None)
@@ -529,7 +532,7 @@ impl<S: Storage> Tree<S> {
                     .left_stream()
             }
             Err(e) => futures::stream::once(async move { Err(e) }).right_stream(),
-        }
+        })
     }
 
     /// Every row of the table, raw, lazily (a Scan). For debugging, export and tests.
@@ -550,10 +553,12 @@ impl<S: Storage> Tree<S> {
     /// # Cancel safety
     ///
     /// Cancel safe.
-    pub fn scan(&self) -> impl Stream<Item = Result<Item>> + Send + '_ {
-        scan_pages(&self.storage, None)
-            .map_ok(|p| futures::stream::iter(p.items.into_iter().map(Ok)))
-            .try_flatten()
+    pub fn scan(&self) -> impl Stream<Item = Result<Item>> + Send + Unpin + '_ {
+        Box::pin(
+            scan_pages(&self.storage, None)
+                .map_ok(|p| futures::stream::iter(p.items.into_iter().map(Ok)))
+                .try_flatten(),
+        )
     }
 
     /// The checked object row for `value` at `path`.
