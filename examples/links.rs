@@ -1,27 +1,32 @@
-//! The multi-tenant link-sharing app of the dynamotree README, on dynatree's untyped tree API.
+//! The multi-tenant link-sharing app of the dynamotree README, with `#[derive(Hierarchical)]`.
 //!
-//! Accounts own short links; two symbolic links make lookups one request each:
-//! `AccountsByEmail/<email>` -> `Accounts/<id>` and `Links/<short>` -> the link under its
-//! account, so a redirect needs no account id.
+//! Accounts own short links. Two symbolic links make the common lookups one call each:
+//! `AccountsByEmail/<email>` -> `Accounts/<id>` (log-in), and `Links/<short>` ->
+//! `Accounts/<id>/Links/<short>` (a redirect, without knowing the account).
 //!
 //! Runs on the in-memory `FakeTable` by default and prints every step and the rows it wrote.
 //! With `DYNATREE_TABLE=<name>` it runs on DynamoDB through the standard AWS configuration
 //! chain (creating the table if missing); for DynamoDB Local, also set
 //! `AWS_ENDPOINT_URL_DYNAMODB=http://127.0.0.1:8000`, `AWS_REGION` and test credentials.
 
-use dynatree::{DynamoDbTable, Path, Storage, Tree};
+use dynatree::{DynamoDbTable, Hierarchical, Storage, Tree};
 use dynatree_testing::FakeTable;
 use futures::TryStreamExt;
 use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Hierarchical, Debug, Clone, Serialize, Deserialize)]
+#[dynatree(path = "Accounts/{id}")]
 struct Account {
+    id: String,
     name: String,
     email: String,
 }
 
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Hierarchical, Debug, Clone, Serialize, Deserialize)]
+#[dynatree(path = "Accounts/{account_id}/Links/{short}", parent = Account)]
 struct Link {
+    account_id: String,
+    short: String,
     target: String,
     created: u64,
 }
@@ -42,70 +47,119 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
 }
 
+/// Creates a link and the `Links/<short>` symbolic link that makes redirects one lookup.
+async fn shorten<S: Storage>(tree: &Tree<S>, link: &Link) -> dynatree::Result<()> {
+    tree.repo::<Link>().create(link).await?;
+    tree.put_link(["Links", &link.short], link.key().path()?)
+        .await
+}
+
+/// A redirect: one call, no account id needed.
+async fn redirect<S: Storage>(tree: &Tree<S>, short: &str) -> dynatree::Result<Option<String>> {
+    let link: Option<Link> = tree.get(["Links", short]).await?;
+    Ok(link.map(|l| l.target))
+}
+
 async fn run<S: Storage>(tree: Tree<S>) -> Result<(), Box<dyn std::error::Error>> {
     tree.create_table().await?;
     println!("create_table: ready (hash key `Key`, range key `Child`)");
+    let accounts = tree.repo::<Account>();
+    let links = tree.repo::<Link>();
 
-    let account = Account {
+    let alice = Account {
+        id: "123456".into(),
         name: "Alice".into(),
         email: "alice@example.com".into(),
     };
-    tree.put(["Accounts", "123456"], &account).await?;
-    println!("put /Accounts/123456 {account:?}");
-
-    let link = Link {
-        target: "http://example.com/".into(),
-        created: 1_700_000_000,
-    };
-    tree.put(["Accounts", "123456", "Links", "xyzpdq"], &link)
+    match accounts.create(&alice).await {
+        Ok(()) => println!("create {} {alice:?}", alice.key().path()?),
+        Err(e) if e.is_already_exists() => println!("{} exists already", alice.key().path()?),
+        Err(e) => return Err(e.into()),
+    }
+    tree.put_link(["AccountsByEmail", &alice.email], alice.key().path()?)
         .await?;
-    println!("put /Accounts/123456/Links/xyzpdq {link:?}");
-
-    tree.put_link(
-        ["AccountsByEmail", "alice@example.com"],
-        ["Accounts", "123456"],
-    )
-    .await?;
-    println!("put_link /AccountsByEmail/alice@example.com -> /Accounts/123456");
-    tree.put_link(
-        ["Links", "xyzpdq"],
-        ["Accounts", "123456", "Links", "xyzpdq"],
-    )
-    .await?;
-    println!("put_link /Links/xyzpdq -> /Accounts/123456/Links/xyzpdq");
-
-    let by_email: Option<Account> = tree.get(["AccountsByEmail", "alice@example.com"]).await?;
-    println!("get /AccountsByEmail/alice@example.com (follows the link) = {by_email:?}");
-    let redirect: Option<Link> = tree.get(["Links", "xyzpdq"]).await?;
     println!(
-        "redirect /Links/xyzpdq -> {}",
-        redirect.map_or("(none)".into(), |l| l.target)
+        "put_link /AccountsByEmail/{} -> {}",
+        alice.email,
+        alice.key().path()?
     );
 
-    let top: Vec<String> = tree.list(Path::root()).try_collect().await?;
-    println!("list / = {top:?}");
-    let links: Vec<dynatree::Entry<Link>> = tree
-        .list_items(["Accounts", "123456", "Links"])
-        .try_collect()
-        .await?;
-    for entry in &links {
-        println!(
-            "list_items /Accounts/123456/Links: {} = {:?}",
-            entry.name, entry.value
-        );
+    for (short, target) in [
+        ("xyzpdq", "http://example.com/"),
+        ("docs", "https://docs.rs/dynatree"),
+        ("dt-repo", "https://github.com/dynatree/dynatree"),
+    ] {
+        let link = Link {
+            account_id: alice.id.clone(),
+            short: short.into(),
+            target: target.into(),
+            created: 1_700_000_000,
+        };
+        match shorten(&tree, &link).await {
+            Ok(()) => println!("shorten {short} -> {target} (and /Links/{short})"),
+            Err(e) if e.is_already_exists() => println!("{short} exists already: {e}"),
+            Err(e) => return Err(e.into()),
+        }
     }
 
-    match tree.put(["Accounts", "bad¦id"], &account).await {
-        Err(e) => println!("put /Accounts/bad¦id refused: {e} (kind {:?})", e.kind()),
+    let by_email: Option<Account> = tree.get(["AccountsByEmail", "alice@example.com"]).await?;
+    println!("log-in by e-mail (follows the link): {by_email:?}");
+    println!(
+        "redirect /Links/xyzpdq -> {}",
+        redirect(&tree, "xyzpdq").await?.unwrap_or_default()
+    );
+
+    let mine = LinkCollection {
+        account_id: alice.id.clone(),
+    };
+    let all: Vec<Link> = links.list(&mine).try_collect().await?;
+    println!(
+        "Alice's links, in key order: {:?}",
+        all.iter().map(|l| l.short.as_str()).collect::<Vec<_>>()
+    );
+    let d: Vec<Link> = links
+        .query(&mine)
+        .begins_with("d")
+        .items()
+        .try_collect()
+        .await?;
+    println!(
+        "Alice's links starting with \"d\" (a key condition, not a filter): {:?}",
+        d.iter().map(|l| l.short.as_str()).collect::<Vec<_>>()
+    );
+
+    let duplicate = links.create(&all[0]).await;
+    println!(
+        "create {} again: {}",
+        all[0].short,
+        duplicate.map_or_else(|e| e.to_string(), |()| "created?!".into())
+    );
+    let bad = Link {
+        short: "bad¦name".into(),
+        ..all[0].clone()
+    };
+    match links.put(&bad).await {
+        Err(e) => println!(
+            "put a link named \"bad¦name\": refused, {e} (kind {:?})",
+            e.kind()
+        ),
         Ok(()) => return Err("a reserved character was accepted".into()),
     }
 
     println!("\nrows in the table (the dynamotree layout):");
     print_rows(&tree).await?;
 
-    tree.delete(["Links", "xyzpdq"]).await?;
-    println!("\ndelete /Links/xyzpdq: the link row and the now empty /Links listing are gone");
-    print_rows(&tree).await?;
+    let gone = LinkKey {
+        account_id: alice.id.clone(),
+        short: "dt-repo".into(),
+    };
+    links.delete(&gone).await?;
+    tree.delete(["Links", "dt-repo"]).await?;
+    println!("\ndelete {} and /Links/dt-repo", gone.path()?);
+    println!(
+        "redirect /Links/dt-repo -> {:?}",
+        redirect(&tree, "dt-repo").await?
+    );
     Ok(())
 }
 
