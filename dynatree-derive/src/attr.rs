@@ -8,7 +8,8 @@ use syn::{LitStr, Token};
 
 use crate::ctxt::Ctxt;
 use crate::symbol::{
-    CRATE, DYNATREE, PARENT, PATH, RENAME, RENAME_ALL, RESERVED, SERDE, Symbol, VERSION,
+    CRATE, DYNATREE, HASH, INDEX, NAME, PARENT, PATH, RANGE, RENAME, RENAME_ALL, RESERVED, SERDE,
+    Symbol, VERSION,
 };
 
 /// A value that may be set once; a second setting is reported on its own tokens.
@@ -59,6 +60,17 @@ pub struct Container {
     pub rename_all: Option<LitStr>,
     /// A `#[dynatree(...)]` attribute failed to parse (already reported).
     pub malformed: bool,
+    /// `index(name = "...", hash = field, range = field)`, in order.
+    pub indexes: Vec<Index>,
+}
+
+/// One `index(...)` declaration.
+pub struct Index {
+    /// The `index` keyword, for spans.
+    pub keyword: syn::Path,
+    pub name: Option<LitStr>,
+    pub hash: Option<syn::Ident>,
+    pub range: Option<syn::Ident>,
 }
 
 fn help_for(key: Symbol) -> &'static str {
@@ -67,6 +79,7 @@ fn help_for(key: Symbol) -> &'static str {
         "parent" => "#[dynatree(parent = Account)]",
         "reserved" => "#[dynatree(reserved = \"|\")]",
         "crate" => "#[dynatree(crate = \"::dynatree\")]",
+        "index" => "#[dynatree(index(name = \"by_email\", hash = email))]",
         _ => "#[dynatree(...)]",
     }
 }
@@ -97,6 +110,7 @@ impl Container {
         let mut crate_path = Attr::none(cx, CRATE);
         let mut rename_all = None;
         let mut malformed = false;
+        let mut indexes = Vec::new();
         for attr in &input.attrs {
             if attr.path() == SERDE {
                 read_serde(attr, &mut rename_all, RENAME_ALL);
@@ -130,6 +144,35 @@ impl Container {
                             "the reserved character must be exactly one character\n\nhelp: the correct format looks like `#[dynatree(reserved = \"|\")]`",
                         ),
                     }
+                } else if meta.path == INDEX {
+                    if !meta.input.peek(syn::token::Paren) {
+                        return Err(meta.error(format_args!(
+                            "expected `index(...)`\n\nhelp: the correct format looks like `{}`",
+                            help_for(INDEX)
+                        )));
+                    }
+                    let mut ix = Index {
+                        keyword: meta.path.clone(),
+                        name: None,
+                        hash: None,
+                        range: None,
+                    };
+                    meta.parse_nested_meta(|inner| {
+                        if inner.path == NAME {
+                            ix.name = Some(value_of(&inner, INDEX)?.parse()?);
+                        } else if inner.path == HASH {
+                            ix.hash = Some(value_of(&inner, INDEX)?.parse()?);
+                        } else if inner.path == RANGE {
+                            ix.range = Some(value_of(&inner, INDEX)?.parse()?);
+                        } else {
+                            return Err(inner.error(format_args!(
+                                "unknown key `{}` in `index(...)`\n\nhelp: expected `name`, `hash` or `range`",
+                                path_string(&inner.path)
+                            )));
+                        }
+                        Ok(())
+                    })?;
+                    indexes.push(ix);
                 } else if meta.path == CRATE {
                     let s: LitStr = value_of(&meta, CRATE)?.parse()?;
                     match s.parse::<syn::Path>() {
@@ -138,7 +181,7 @@ impl Container {
                     }
                 } else {
                     return Err(meta.error(format_args!(
-                        "unknown dynatree container attribute `{}`\n\nhelp: expected one of `path`, `parent`, `reserved`, `crate`",
+                        "unknown dynatree container attribute `{}`\n\nhelp: expected one of `path`, `parent`, `reserved`, `crate`, `index`",
                         path_string(&meta.path)
                     )));
                 }
@@ -156,6 +199,7 @@ impl Container {
             crate_path: crate_path.get(),
             rename_all,
             malformed,
+            indexes,
         }
     }
 }

@@ -132,6 +132,64 @@ fn expand(input: &Input<'_>, plan: &Plan<'_>) -> TokenStream {
     let key_std_impls = std_impls(&key_ident, &key_names, &key_types);
     let coll_std_impls = std_impls(&coll_ident, coll_names, coll_types);
 
+    let index_defs = plan.indexes.iter().map(|ix| {
+        let name = &ix.name;
+        let has_range = ix.range.is_some();
+        quote!(__dynatree::IndexDef::new(#name, #has_range))
+    });
+    let index_keys = plan.indexes.iter().map(|ix| {
+        let name = &ix.name;
+        let (hf, hty) = (ix.hash.ident, ix.hash.ty);
+        let hash = quote_spanned!(hty.span()=> (__dynatree::__private::seg::<#hty>().encode)(&self.#hf));
+        let range = match ix.range {
+            Some(r) => {
+                let (rf, rty) = (r.ident, r.ty);
+                let e = quote_spanned!(rty.span()=> (__dynatree::__private::seg::<#rty>().encode)(&self.#rf));
+                quote!(__dynatree::__private::Some(#e))
+            }
+            None => quote!(__dynatree::__private::None),
+        };
+        quote!(__dynatree::IndexKey::new(#name, #hash, #range))
+    });
+    let index_fns = plan.indexes.iter().map(|ix| {
+        let name = &ix.name;
+        let fn_name = format_ident!("index_{}", name.replace(['-', '.'], "_"));
+        let (hf, hty) = (ix.hash.ident, ix.hash.ty);
+        let doc = format!(
+            "Looks up `{ident}` values by `{hf}` in the secondary index `{name}`: pass to \
+             [`Repository::index`]({}::Repository::index).",
+            "dynatree"
+        );
+        let encode =
+            quote_spanned!(hty.span()=> (__dynatree::__private::seg::<#hty>().encode)(#hf));
+        quote! {
+            #[doc = #doc]
+            #[must_use]
+            #vis fn #fn_name(#hf: &#hty) -> __dynatree::IndexKey {
+                __dynatree::IndexKey::new(#name, #encode, __dynatree::__private::None)
+            }
+        }
+    });
+    let has_indexes = !plan.indexes.is_empty();
+    let index_items = has_indexes.then(|| {
+        quote! {
+            const INDEXES: &'static [__dynatree::IndexDef] = &[ #( #index_defs ),* ];
+
+            fn index_keys(&self) -> __dynatree::__private::Vec<__dynatree::IndexKey> {
+                ::std::vec![ #( #index_keys ),* ]
+            }
+        }
+    });
+    let index_impl = has_indexes.then(|| {
+        quote! {
+            #[automatically_derived]
+            #[allow(unused_qualifications, clippy::absolute_paths)]
+            impl #ident {
+                #( #index_fns )*
+            }
+        }
+    });
+
     let key_doc = format!(
         "The key of [`{ident}`]: the fields of its path template `{}`.",
         template.value()
@@ -205,7 +263,11 @@ fn expand(input: &Input<'_>, plan: &Plan<'_>) -> TokenStream {
                 fn set_version(&mut self, __version: __dynatree::__private::u64) {
                     #version_set
                 }
+
+                #index_items
             }
+
+            #index_impl
 
             #key_std_impls
             #coll_std_impls

@@ -14,6 +14,10 @@ pub const PARENT: Symbol = Symbol("parent");
 pub const RESERVED: Symbol = Symbol("reserved");
 pub const CRATE: Symbol = Symbol("crate");
 pub const VERSION: Symbol = Symbol("version");
+pub const INDEX: Symbol = Symbol("index");
+pub const NAME: Symbol = Symbol("name");
+pub const HASH: Symbol = Symbol("hash");
+pub const RANGE: Symbol = Symbol("range");
 pub const RENAME: Symbol = Symbol("rename");
 pub const RENAME_ALL: Symbol = Symbol("rename_all");
 

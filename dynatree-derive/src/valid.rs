@@ -19,6 +19,14 @@ pub struct Plan<'a> {
     pub placeholders: Vec<&'a Field<'a>>,
     pub reserved: char,
     pub version: Option<(&'a Field<'a>, String)>,
+    pub indexes: Vec<PlannedIndex<'a>>,
+}
+
+/// A validated index: its name and fields.
+pub struct PlannedIndex<'a> {
+    pub name: String,
+    pub hash: &'a Field<'a>,
+    pub range: Option<&'a Field<'a>>,
 }
 
 pub fn check<'a>(cx: &Ctxt, input: &'a Input<'a>) -> Option<Plan<'a>> {
@@ -53,6 +61,7 @@ pub fn check<'a>(cx: &Ctxt, input: &'a Input<'a>) -> Option<Plan<'a>> {
         }
     };
     check_literals(cx, lit, &components, reserved);
+    let indexes = check_indexes(cx, input);
     let placeholders = check_placeholders(cx, input, lit, &components)?;
     if let Some((field, _)) = &version
         && placeholders.iter().any(|p| p.ident == field.ident)
@@ -68,7 +77,67 @@ pub fn check<'a>(cx: &Ctxt, input: &'a Input<'a>) -> Option<Plan<'a>> {
         placeholders,
         reserved,
         version,
+        indexes,
     })
+}
+
+/// Index names follow DynamoDB's rules and are unique; `hash` (required) and `range` name
+/// fields.
+fn check_indexes<'a>(cx: &Ctxt, input: &'a Input<'a>) -> Vec<PlannedIndex<'a>> {
+    let mut out: Vec<PlannedIndex<'a>> = Vec::new();
+    for ix in &input.attrs.indexes {
+        let Some(name_lit) = &ix.name else {
+            cx.error_spanned_by(&ix.keyword, "`index(...)` needs `name = \"...\"`\n\nhelp: the correct format looks like `#[dynatree(index(name = \"by_email\", hash = email))]`");
+            continue;
+        };
+        let name = name_lit.value();
+        let valid = (3..=255).contains(&name.len())
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+        if !valid {
+            cx.error_spanned_by(
+                name_lit,
+                "an index name is 3 to 255 characters of `a-z`, `A-Z`, `0-9`, `_`, `-`, `.`",
+            );
+            continue;
+        }
+        if out.iter().any(|o| o.name == name) {
+            cx.error_spanned_by(name_lit, format!("index `{name}` is declared twice"));
+            continue;
+        }
+        let field = |ident: &syn::Ident| {
+            let f = input.fields.iter().find(|f| f.ident == ident);
+            if f.is_none() {
+                cx.error_spanned_by(
+                    ident,
+                    format!("`{ident}` is not a field of `{}`", input.ident),
+                );
+            }
+            f
+        };
+        let Some(hash_ident) = &ix.hash else {
+            cx.error_spanned_by(name_lit, "`index(...)` needs `hash = field`");
+            continue;
+        };
+        let hash = field(hash_ident);
+        // `None`: no range; `Some(None)`: a range naming no field (reported).
+        let range = ix.range.as_ref().map(field);
+        match (hash, range) {
+            (Some(hash), None) => out.push(PlannedIndex {
+                name,
+                hash,
+                range: None,
+            }),
+            (Some(hash), Some(Some(range))) => out.push(PlannedIndex {
+                name,
+                hash,
+                range: Some(range),
+            }),
+            _ => {}
+        }
+    }
+    out
 }
 
 /// No literal contains the reserved character or is over a key limit; the literal parts alone

@@ -80,6 +80,8 @@ pub fn cases<S: Storage + 'static>() -> Vec<(&'static str, Case<S>)> {
         case!(typed_range_queries),
         case!(typed_values_are_checked_at_run_time),
         case!(typed_links_and_reserved_character),
+        case!(typed_secondary_indexes),
+        case!(indexes_are_added_to_an_existing_table),
     ]
 }
 
@@ -1309,4 +1311,161 @@ pub async fn typed_links_and_reserved_character<S: Storage>(table: S) {
         .await
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidDelimiter);
+}
+
+/// A user with two secondary indexes.
+#[derive(Hierarchical, Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[dynatree(
+    path = "Users/{id}",
+    index(name = "by_email", hash = email),
+    index(name = "by_team", hash = team, range = joined)
+)]
+pub struct User {
+    /// Its id.
+    pub id: String,
+    /// Unique e-mail.
+    pub email: String,
+    /// Team name.
+    pub team: String,
+    /// When the user joined the team.
+    pub joined: u32,
+}
+
+/// Another type using an index of the same name: its values never mix with `User`'s.
+#[derive(Hierarchical, Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[dynatree(path = "Robots/{id}", index(name = "by_email", hash = email))]
+pub struct Robot {
+    /// Its id.
+    pub id: String,
+    /// Its e-mail.
+    pub email: String,
+}
+
+fn user(id: &str, email: &str, team: &str, joined: u32) -> User {
+    User {
+        id: id.into(),
+        email: email.into(),
+        team: team.into(),
+        joined,
+    }
+}
+
+/// Index queries: exact hash lookups, range order and conditions, updates and deletes move
+/// index entries, types sharing an index name stay apart.
+pub async fn typed_secondary_indexes<S: Storage>(table: S) {
+    let tree = Tree::builder(table)
+        .indexes_of::<User>()
+        .indexes_of::<Robot>()
+        .retry_policy(fast_retry())
+        .build()
+        .unwrap();
+    tree.create_table().await.unwrap();
+    let d = tree.storage().describe_table().await.unwrap().unwrap();
+    let mut names: Vec<&str> = d.indexes.iter().map(|(n, _)| n.as_str()).collect();
+    names.sort_unstable();
+    assert_eq!(names, ["by_email", "by_team"]);
+    let users = tree.repo::<User>();
+    for u in [
+        user("u1", "ann@example.com", "red", 30),
+        user("u2", "bob@example.com", "red", 10),
+        user("u3", "cyd@example.com", "blue", 20),
+        user("u4", "dan@example.com", "red", 20),
+    ] {
+        users.put(&u).await.unwrap();
+    }
+    tree.repo::<Robot>()
+        .put(&Robot {
+            id: "r1".into(),
+            email: "ann@example.com".into(),
+        })
+        .await
+        .unwrap();
+    let ids = |v: Vec<User>| v.into_iter().map(|u| u.id).collect::<Vec<_>>();
+    let by_email = |e: &str| User::index_by_email(&e.to_owned());
+    let found: Vec<User> = users
+        .index(by_email("ann@example.com"))
+        .items()
+        .try_collect()
+        .await
+        .unwrap();
+    assert_eq!(
+        found,
+        [user("u1", "ann@example.com", "red", 30)],
+        "no robot here"
+    );
+    let red = || User::index_by_team(&"red".to_owned());
+    let all_red: Vec<User> = users.index(red()).items().try_collect().await.unwrap();
+    assert_eq!(ids(all_red), ["u2", "u4", "u1"], "ordered by `joined`");
+    let late: Vec<User> = users
+        .index(red())
+        .ge(&20u32)
+        .descending()
+        .items()
+        .try_collect()
+        .await
+        .unwrap();
+    assert_eq!(ids(late), ["u1", "u4"]);
+    let one: Vec<User> = users
+        .index(red())
+        .limit(1)
+        .items()
+        .try_collect()
+        .await
+        .unwrap();
+    assert_eq!(ids(one), ["u2"]);
+    // An update moves the entry; a delete removes it.
+    users
+        .put(&user("u2", "bob@new.example", "blue", 10))
+        .await
+        .unwrap();
+    let old: Vec<User> = users
+        .index(by_email("bob@example.com"))
+        .items()
+        .try_collect()
+        .await
+        .unwrap();
+    assert!(old.is_empty());
+    users.delete(&UserKey { id: "u4".into() }).await.unwrap();
+    let red_now: Vec<User> = users.index(red()).items().try_collect().await.unwrap();
+    assert_eq!(ids(red_now), ["u1"]);
+    // The tree's own reads never show the bookkeeping attributes.
+    assert_eq!(
+        users.get(&UserKey { id: "u1".into() }).await.unwrap(),
+        Some(user("u1", "ann@example.com", "red", 30))
+    );
+    assert_invariants(&tree).await;
+}
+
+/// A tree whose types gained indexes adds them to an existing table and waits for them.
+pub async fn indexes_are_added_to_an_existing_table<S: Storage>(table: S) {
+    table
+        .create_table(dynatree::Billing::OnDemand, &[])
+        .await
+        .unwrap();
+    let tree = Tree::builder(table)
+        .indexes_of::<User>()
+        .retry_policy(fast_retry())
+        .build()
+        .unwrap();
+    tree.create_table().await.unwrap();
+    let d = tree.storage().describe_table().await.unwrap().unwrap();
+    assert_eq!(d.indexes.len(), 2, "{d:?}");
+    assert!(
+        d.indexes
+            .iter()
+            .all(|(_, s)| *s == dynatree::TableStatus::Active)
+    );
+    tree.repo::<User>()
+        .put(&user("u1", "ann@example.com", "red", 1))
+        .await
+        .unwrap();
+    let found: Vec<User> = tree
+        .repo::<User>()
+        .index(User::index_by_email(&"ann@example.com".to_owned()))
+        .items()
+        .try_collect()
+        .await
+        .unwrap();
+    assert_eq!(found.len(), 1);
+    tree.create_table().await.expect("idempotent with indexes");
 }

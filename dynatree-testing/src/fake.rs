@@ -4,9 +4,10 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use dynatree::{
-    BatchGetOutput, Billing, CancellationReason, Condition, Error, ErrorKind, Item, Key,
-    MAX_HASH_KEY_BYTES, MAX_ITEM_BYTES, MAX_RANGE_KEY_BYTES, Page, Query, Result, Storage,
-    TableDescription, TableStatus, TransactAction, Value, WriteRequest,
+    BatchGetOutput, Billing, CancellationReason, Condition, Error, ErrorKind, IndexPage,
+    IndexQuery, IndexSpec, Item, Key, MAX_HASH_KEY_BYTES, MAX_ITEM_BYTES, MAX_RANGE_KEY_BYTES,
+    Page, Query, Result, Storage, TableDescription, TableStatus, TransactAction, Value,
+    WriteRequest,
 };
 
 /// DynamoDB's 1 MB page limit for Query and Scan.
@@ -69,6 +70,7 @@ struct TableState {
     hash_name: String,
     range_name: String,
     billing: Billing,
+    indexes: Vec<IndexSpec>,
     rows: BTreeMap<String, BTreeMap<String, Item>>,
 }
 
@@ -201,6 +203,7 @@ impl FakeTable {
             hash_name: hash_key.to_owned(),
             range_name: range_key.to_owned(),
             billing: Billing::OnDemand,
+            indexes: Vec::new(),
             rows: BTreeMap::new(),
         });
         fake
@@ -749,20 +752,127 @@ impl Storage for FakeTable {
         Self::finish(fault.as_ref(), "TransactWriteItems", ())
     }
 
-    async fn create_table(&self, billing: Billing) -> Result<bool> {
+    async fn create_table(&self, billing: Billing, indexes: &[IndexSpec]) -> Result<bool> {
         tokio::task::yield_now().await;
         let mut inner = self.lock();
         let fault = self.begin(&mut inner, "CreateTable")?;
         if inner.table.is_some() {
             return Ok(false);
         }
+        if indexes.len() > 20 {
+            return Err(validation(
+                "a table takes at most 20 global secondary indexes",
+            ));
+        }
         inner.table = Some(TableState {
             hash_name: dynatree::HASH_KEY.to_owned(),
             range_name: dynatree::RANGE_KEY.to_owned(),
             billing,
+            indexes: indexes.to_vec(),
             rows: BTreeMap::new(),
         });
         Self::finish(fault.as_ref(), "CreateTable", true)
+    }
+
+    async fn add_index(&self, _billing: Billing, index: &IndexSpec) -> Result<()> {
+        tokio::task::yield_now().await;
+        let mut inner = self.lock();
+        let fault = self.begin(&mut inner, "UpdateTable")?;
+        let t = inner.table()?;
+        if t.indexes.iter().any(|i| i.name == index.name) {
+            return Err(validation(format!(
+                "attempting to create an index which already exists: {}",
+                index.name
+            )));
+        }
+        t.indexes.push(index.clone());
+        Self::finish(fault.as_ref(), "UpdateTable", ())
+    }
+
+    async fn query_index_page(&self, query: &IndexQuery, start: Option<Item>) -> Result<IndexPage> {
+        tokio::task::yield_now().await;
+        let mut inner = self.lock();
+        let fault = self.begin(&mut inner, "Query")?;
+        let page_bytes = inner.page_bytes.unwrap_or(PAGE_BYTES);
+        let t = inner.table()?;
+        let Some(spec) = t
+            .indexes
+            .iter()
+            .find(|i| i.name == query.index.name)
+            .cloned()
+        else {
+            return Err(validation(format!(
+                "the table does not have the specified index: {}",
+                query.index.name
+            )));
+        };
+        if query.limit == Some(0) {
+            return Err(validation("limit must be at least 1"));
+        }
+        // The index is sparse: only items with its key attributes (strings) are in it. Order:
+        // the index range key, then the table key.
+        let sort_key = |item: &Item| -> (String, String, String) {
+            let r = spec
+                .range_attr
+                .as_ref()
+                .and_then(|a| item.get_s(a))
+                .unwrap_or_default()
+                .to_owned();
+            (
+                r,
+                item.get_s(&t.hash_name).unwrap_or_default().to_owned(),
+                item.get_s(&t.range_name).unwrap_or_default().to_owned(),
+            )
+        };
+        let mut hits: Vec<&Item> = t
+            .rows
+            .values()
+            .flat_map(BTreeMap::values)
+            .filter(|item| item.get_s(&spec.hash_attr) == Some(query.hash.as_str()))
+            .filter(|item| {
+                spec.range_attr
+                    .as_ref()
+                    .is_none_or(|a| item.get_s(a).is_some())
+            })
+            .filter(|item| match (&query.range, &spec.range_attr) {
+                (Some(c), Some(a)) => item.get_s(a).is_some_and(|r| c.matches(r)),
+                _ => true,
+            })
+            .collect();
+        hits.sort_by_key(|i| sort_key(i));
+        if !query.forward {
+            hits.reverse();
+        }
+        if let Some(start) = &start {
+            let after = sort_key(start);
+            hits.retain(|i| {
+                if query.forward {
+                    sort_key(i) > after
+                } else {
+                    sort_key(i) < after
+                }
+            });
+        }
+        let mut items = Vec::new();
+        let mut bytes = 0;
+        let mut last = None;
+        for (n, item) in hits.iter().enumerate() {
+            bytes += item.size();
+            items.push((*item).clone());
+            let evaluated = u32::try_from(n + 1).unwrap_or(u32::MAX);
+            if query.limit.is_some_and(|l| evaluated >= l) || bytes >= page_bytes {
+                let mut k = Key::from_item(item).map(Key::into_item).unwrap_or_default();
+                for a in std::iter::once(&spec.hash_attr).chain(spec.range_attr.as_ref()) {
+                    if let Some(v) = item.get(a) {
+                        k.insert(a.clone(), v.clone());
+                    }
+                }
+                last = Some(k);
+                break;
+            }
+        }
+        inner.metrics.read_units += read_units(bytes, false);
+        Self::finish(fault.as_ref(), "Query", IndexPage { items, last })
     }
 
     async fn describe_table(&self) -> Result<Option<TableDescription>> {
@@ -774,6 +884,11 @@ impl Storage for FakeTable {
             hash_key: (t.hash_name.clone(), "S".to_owned()),
             range_key: Some((t.range_name.clone(), "S".to_owned())),
             billing: t.billing,
+            indexes: t
+                .indexes
+                .iter()
+                .map(|i| (i.name.clone(), TableStatus::Active))
+                .collect(),
         });
         Self::finish(fault.as_ref(), "DescribeTable", desc)
     }

@@ -28,7 +28,7 @@ pub struct SegFns<T> {
 
 /// Generated code reaches placeholder fields only through this one function, bounded on
 /// `KeySegment` and spanned on the field's type: a field of the wrong type gives the same error
-/// at every use, which rustc reports once: "`T` cannot be a path component".
+/// at every use, which rustc reports once: "`T` cannot be a path component or index key".
 pub fn seg<T: KeySegment>() -> SegFns<T> {
     fn hash<T: core::hash::Hash>(v: &T, mut state: &mut dyn core::hash::Hasher) {
         v.hash(&mut state);

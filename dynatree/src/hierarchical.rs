@@ -97,6 +97,13 @@ pub trait Hierarchical: Serialize + DeserializeOwned + Send + Sync + 'static {
     const RESERVED: char;
     /// The attribute name of the `#[dynatree(version)]` field, if there is one.
     const VERSION_FIELD: Option<&'static str>;
+    /// The secondary indexes declared with `#[dynatree(index(...))]`.
+    const INDEXES: &'static [IndexDef] = &[];
+
+    /// This value's keys in each of [`INDEXES`](Hierarchical::INDEXES) (encoded).
+    fn index_keys(&self) -> Vec<IndexKey> {
+        Vec::new()
+    }
 
     /// This value's key.
     fn key(&self) -> Self::Key;
@@ -148,6 +155,87 @@ pub trait Hierarchical: Serialize + DeserializeOwned + Send + Sync + 'static {
     /// [`ErrorKind::InvalidPath`] if the path does not match the template.
     fn key_from_path(path: &Path) -> Result<Self::Key> {
         Self::key_from_components(path.components())
+    }
+}
+
+/// A secondary index of a [`Hierarchical`] type: a global secondary index of the table whose
+/// key attributes are dynatree bookkeeping (`SC ix.<name>.h`, `SC ix.<name>.r`), so several types
+/// can share one index name without mixing (each type's hash values carry its template).
+///
+/// # Examples
+///
+/// ```
+/// use dynatree::IndexDef;
+/// const BY_EMAIL: IndexDef = IndexDef::new("by_email", false);
+/// assert_eq!(BY_EMAIL.name(), "by_email");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct IndexDef {
+    name: &'static str,
+    has_range: bool,
+}
+
+impl IndexDef {
+    /// An index named `name`, with or without a range key.
+    pub const fn new(name: &'static str, has_range: bool) -> Self {
+        Self { name, has_range }
+    }
+
+    /// The index name.
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// Whether the index has a range key.
+    pub fn has_range(&self) -> bool {
+        self.has_range
+    }
+
+    /// The table's index definition for a tree with reserved character `sc`.
+    pub fn spec(&self, sc: char) -> crate::IndexSpec {
+        crate::IndexSpec::new(
+            self.name,
+            format!("{sc}ix.{}.h", self.name),
+            self.has_range.then(|| format!("{sc}ix.{}.r", self.name)),
+        )
+    }
+}
+
+/// One value's key in one index (encoded values), or what an index query looks up.
+///
+/// # Examples
+///
+/// ```
+/// use dynatree::IndexKey;
+/// let k = IndexKey::new("by_email", "alice@example.com".into(), None);
+/// assert_eq!(k.hash(), "alice@example.com");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct IndexKey {
+    index: &'static str,
+    hash: String,
+    range: Option<String>,
+}
+
+impl IndexKey {
+    /// A key in index `index`.
+    pub fn new(index: &'static str, hash: String, range: Option<String>) -> Self {
+        Self { index, hash, range }
+    }
+
+    /// The index name.
+    pub fn index(&self) -> &'static str {
+        self.index
+    }
+
+    /// The encoded hash value.
+    pub fn hash(&self) -> &str {
+        &self.hash
+    }
+
+    /// The encoded range value, if any.
+    pub fn range(&self) -> Option<&str> {
+        self.range.as_deref()
     }
 }
 

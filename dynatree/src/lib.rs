@@ -25,21 +25,21 @@ pub mod consistency {
 
 pub use crate::batch::{BATCH_GET_MAX, BATCH_WRITE_MAX, RetryPolicy, TRANSACT_MAX};
 pub use crate::error::{CancellationReason, Error, ErrorKind, Result};
-pub use crate::hierarchical::Hierarchical;
+pub use crate::hierarchical::{Hierarchical, IndexDef, IndexKey};
 pub use crate::item::{Item, MAX_ITEM_BYTES, Value};
 pub use crate::layout::{
     DEFAULT_RESERVED, HASH_KEY, MAX_HASH_KEY_BYTES, MAX_RANGE_KEY_BYTES, RANGE_KEY,
 };
 
 pub use crate::path::{IntoPath, Path};
-pub use crate::repo::{Cursor, Repository, TypedPage, TypedQuery};
+pub use crate::repo::{Cursor, IndexQueryBuilder, Repository, TypedPage, TypedQuery};
 pub use crate::segment::KeySegment;
 #[cfg(feature = "dynamodb")]
 #[cfg_attr(docsrs, doc(cfg(feature = "dynamodb")))]
 pub use crate::storage::dynamodb::DynamoDbTable;
 pub use crate::storage::{
-    BatchGetOutput, Billing, Condition, Key, Page, Query, RangeCondition, Storage,
-    TableDescription, TableStatus, TransactAction, WriteRequest,
+    BatchGetOutput, Billing, Condition, IndexPage, IndexQuery, IndexSpec, Key, Page, Query,
+    RangeCondition, Storage, TableDescription, TableStatus, TransactAction, WriteRequest,
 };
 pub use crate::tree::{Entry, Tree, TreeBuilder};
 /// Derive macro for the [`trait@Hierarchical`] trait.
@@ -58,6 +58,9 @@ pub use crate::tree::{Entry, Tree, TreeBuilder};
 ///   (default `¦`); literals and stored field names are checked against it.
 /// - `#[dynatree(crate = "path::to::dynatree")]`: where to find this crate when it is
 ///   re-exported.
+/// - `#[dynatree(index(name = "by_email", hash = email, range = created))]` (repeatable): a
+///   secondary index; generates `T::index_by_email(&email)` for [`Repository::index`]. Register
+///   it with [`TreeBuilder::indexes_of`] so [`Tree::create_table`] creates it.
 /// - `#[dynatree(version)]` on a `u64` field: optimistic locking in
 ///   [`Repository::update`].
 ///

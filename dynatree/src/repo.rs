@@ -75,7 +75,28 @@ impl<'t, T: Hierarchical, S: Storage> Repository<'t, T, S> {
     fn row(&self, value: &T) -> Result<(crate::Path, Item)> {
         self.check_reserved()?;
         let path = T::key_path(&value.key())?;
-        let row = self.tree.object_row_for(&path, value)?;
+        let mut row = self.tree.object_row_for(&path, value)?;
+        let sc = self.tree.reserved();
+        for key in value.index_keys() {
+            let def = T::INDEXES
+                .iter()
+                .find(|d| d.name() == key.index())
+                .ok_or_else(|| {
+                    Error::new(
+                        ErrorKind::InvalidAttribute,
+                        "index key of an undeclared index",
+                    )
+                })?;
+            let spec = def.spec(sc);
+            let hash = index_hash::<T>(sc, key.hash());
+            check_index_value(&hash, crate::MAX_HASH_KEY_BYTES, def.name())?;
+            row.insert(spec.hash_attr, Value::S(hash));
+            if let (Some(attr), Some(r)) = (spec.range_attr, key.range()) {
+                check_index_value(r, crate::MAX_RANGE_KEY_BYTES, def.name())?;
+                row.insert(attr, Value::S(r.to_owned()));
+            }
+        }
+        crate::layout::check_item_size(&row)?;
         Ok((path, row))
     }
 
@@ -202,6 +223,188 @@ impl<'t, T: Hierarchical, S: Storage> Repository<'t, T, S> {
             start_after: None,
             consistent: false,
         }
+    }
+}
+
+/// The stored hash value of an index key: the type's template, the reserved character, the
+/// encoded value. Types sharing an index name never see each other's values.
+fn index_hash<T: Hierarchical>(sc: char, encoded: &str) -> String {
+    format!("{}{sc}{encoded}", T::TEMPLATE)
+}
+
+fn check_index_value(v: &str, max: usize, index: &str) -> Result<()> {
+    if v.is_empty() || v.len() > max {
+        return Err(Error::new(
+            ErrorKind::InvalidAttribute,
+            format!(
+                "the key of index `{index}` is {} bytes; DynamoDB takes 1 to {max}",
+                v.len()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+impl<'t, T: Hierarchical, S: Storage> Repository<'t, T, S> {
+    /// A query on one of `T`'s secondary indexes, for the hash value in `key` (built by the
+    /// derive's `T::index_<name>(..)` functions). Index reads are eventually consistent.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::{Hierarchical, Tree};
+    /// use dynatree_testing::FakeTable;
+    /// use futures::TryStreamExt;
+    /// use serde::{Deserialize, Serialize};
+    ///
+    /// #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+    /// #[dynatree(path = "Accounts/{id}", index(name = "by_email", hash = email))]
+    /// struct Account { id: String, email: String }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// let tree = Tree::builder(FakeTable::new()).indexes_of::<Account>().build()?;
+    /// tree.create_table().await?; // creates the index too
+    /// let accounts = tree.repo::<Account>();
+    /// let alice = Account { id: "1".into(), email: "alice@example.com".into() };
+    /// accounts.put(&alice).await?;
+    /// let found: Vec<Account> = accounts
+    ///     .index(Account::index_by_email(&"alice@example.com".to_owned()))
+    ///     .items()
+    ///     .try_collect()
+    ///     .await?;
+    /// assert_eq!(found, [alice]);
+    /// # Ok(()) }
+    /// ```
+    pub fn index(&self, key: crate::IndexKey) -> IndexQueryBuilder<'t, T, S> {
+        IndexQueryBuilder {
+            tree: self.tree,
+            key,
+            range: Ok(None),
+            forward: true,
+            limit: None,
+            _type: PhantomData,
+        }
+    }
+}
+
+/// A query on a secondary index, built by [`Repository::index`]; see its example.
+#[derive(Debug)]
+#[must_use = "a query does nothing until `items()` is polled"]
+pub struct IndexQueryBuilder<'t, T, S> {
+    tree: &'t Tree<S>,
+    key: crate::IndexKey,
+    range: Result<Option<RangeCondition>>,
+    forward: bool,
+    limit: Option<usize>,
+    _type: PhantomData<fn() -> T>,
+}
+
+impl<'t, T: Hierarchical, S: Storage> IndexQueryBuilder<'t, T, S> {
+    fn with(mut self, range: RangeCondition) -> Self {
+        self.range = match self.range {
+            Ok(None) => Ok(Some(range)),
+            Ok(Some(_)) => Err(Error::new(
+                ErrorKind::Validation,
+                "a query takes one range condition",
+            )),
+            Err(e) => Err(e),
+        };
+        self
+    }
+
+    /// Index range key at least `v` (encoded like the range field).
+    pub fn ge(self, v: &impl KeySegment) -> Self {
+        self.with(RangeCondition::Ge(v.encode()))
+    }
+
+    /// Index range key at most `v`.
+    pub fn le(self, v: &impl KeySegment) -> Self {
+        self.with(RangeCondition::Le(v.encode()))
+    }
+
+    /// Index range key from `low` to `high`, both included.
+    pub fn between<K: KeySegment>(self, low: &K, high: &K) -> Self {
+        self.with(RangeCondition::Between(low.encode(), high.encode()))
+    }
+
+    /// Index range key whose encoding starts with `prefix`.
+    pub fn begins_with(self, prefix: impl Into<String>) -> Self {
+        self.with(RangeCondition::BeginsWith(prefix.into()))
+    }
+
+    /// Descending order of the index range key.
+    pub fn descending(mut self) -> Self {
+        self.forward = false;
+        self
+    }
+
+    /// At most `n` values in all.
+    pub fn limit(mut self, n: usize) -> Self {
+        self.limit = Some(n);
+        self
+    }
+
+    /// The values, lazily, one Query per page.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe.
+    pub fn items(self) -> impl Stream<Item = Result<T>> + Send + Unpin + 't {
+        let tree = self.tree;
+        let setup = (|| {
+            let range = self.range?;
+            let def = T::INDEXES
+                .iter()
+                .find(|d| d.name() == self.key.index())
+                .ok_or_else(|| {
+                    Error::new(
+                        ErrorKind::Validation,
+                        format!(
+                            "`{}` declares no index `{}`",
+                            std::any::type_name::<T>(),
+                            self.key.index()
+                        ),
+                    )
+                })?;
+            let sc = tree.reserved();
+            Ok(crate::IndexQuery {
+                index: def.spec(sc),
+                hash: index_hash::<T>(sc, self.key.hash()),
+                range,
+                forward: self.forward,
+                limit: self
+                    .limit
+                    .map(|l| u32::try_from(l.max(1)).unwrap_or(u32::MAX)),
+            })
+        })();
+        let limit = self.limit.unwrap_or(usize::MAX);
+        let stream = match setup {
+            Ok(query) => {
+                futures::stream::try_unfold((Some(None::<Item>), limit), move |(state, left)| {
+                    let query = query.clone();
+                    async move {
+                        let (Some(start), true) = (state, left > 0) else {
+                            return Ok(None);
+                        };
+                        let page = tree.storage().query_index_page(&query, start).await?;
+                        let mut items = page
+                            .items
+                            .into_iter()
+                            .map(|i| tree.to_value::<T>(i))
+                            .collect::<Result<Vec<T>>>()?;
+                        items.truncate(left);
+                        let left = left - items.len();
+                        let next = page.last.map(Some);
+                        Ok(Some((items, (next, left))))
+                    }
+                })
+                .map_ok(|items| futures::stream::iter(items.into_iter().map(Ok)))
+                .try_flatten()
+                .left_stream()
+            }
+            Err(e) => futures::stream::once(async move { Err(e) }).right_stream(),
+        };
+        Box::pin(stream)
     }
 }
 

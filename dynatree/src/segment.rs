@@ -35,9 +35,9 @@ use crate::error::{Error, ErrorKind, Result};
 /// # Ok::<(), dynatree::Error>(())
 /// ```
 #[diagnostic::on_unimplemented(
-    message = "`{Self}` cannot be a path component",
-    label = "this field is used in the path template",
-    note = "path placeholders need `dynatree::KeySegment`: String, integers, bool, Ulid, Uuid, time types, or your own impl"
+    message = "`{Self}` cannot be a path component or index key",
+    label = "this field is used in a key (a path placeholder or an index)",
+    note = "key fields need `dynatree::KeySegment`: String, integers, bool, Ulid, Uuid, time types, or your own impl"
 )]
 pub trait KeySegment: Clone + std::fmt::Debug + Eq + std::hash::Hash + Sized {
     /// The component string. It must not be empty; the tree checks it for the reserved

@@ -116,7 +116,7 @@ async fn table_lifecycle_errors() {
         .build();
     let client = mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, [&create, &describe]);
     let table = DynamoDbTable::new(client, "t");
-    assert!(!table.create_table(Billing::OnDemand).await.unwrap());
+    assert!(!table.create_table(Billing::OnDemand, &[]).await.unwrap());
     assert!(table.describe_table().await.unwrap().is_none());
     // A tree whose table never shows up gives up after its wait, with a typed error.
     let tree = Tree::builder(table)

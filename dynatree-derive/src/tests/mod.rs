@@ -69,6 +69,21 @@ snapshot!(
 );
 
 snapshot!(
+    secondary_indexes,
+    #[dynatree(
+        path = "Users/{id}",
+        index(name = "by_email", hash = email),
+        index(name = "by-team", hash = team, range = joined)
+    )]
+    pub struct User {
+        id: String,
+        email: String,
+        team: String,
+        joined: u32,
+    }
+);
+
+snapshot!(
     errors_emit_a_stub_impl,
     #[dynatree(path = "Accounts//{missing}")]
     struct Broken {

@@ -20,8 +20,8 @@ use crate::error::{CancellationReason, Error, ErrorKind, Result};
 use crate::item::{Item, Value};
 use crate::layout::{HASH_KEY, RANGE_KEY};
 use crate::storage::{
-    BatchGetOutput, Billing, Condition, Key, Page, Query, RangeCondition, Storage,
-    TableDescription, TableStatus, TransactAction, WriteRequest,
+    BatchGetOutput, Billing, Condition, IndexPage, IndexQuery, IndexSpec, Key, Page, Query,
+    RangeCondition, Storage, TableDescription, TableStatus, TransactAction, WriteRequest,
 };
 
 /// One DynamoDB table, through an `aws_sdk_dynamodb::Client` built by the caller.
@@ -202,6 +202,38 @@ impl Expr {
     fn values(&self) -> Option<HashMap<String, AttributeValue>> {
         (!self.values.is_empty()).then(|| self.values.clone())
     }
+}
+
+/// A GSI definition projecting every attribute.
+fn gsi(ix: &IndexSpec, billing: Billing) -> Result<t::GlobalSecondaryIndex> {
+    let key = |n: &str, k: KeyType| {
+        t::KeySchemaElement::builder()
+            .attribute_name(n)
+            .key_type(k)
+            .build()
+            .map_err(build_err)
+    };
+    let mut b = t::GlobalSecondaryIndex::builder()
+        .index_name(&ix.name)
+        .key_schema(key(&ix.hash_attr, KeyType::Hash)?)
+        .projection(
+            t::Projection::builder()
+                .projection_type(t::ProjectionType::All)
+                .build(),
+        );
+    if let Some(r) = &ix.range_attr {
+        b = b.key_schema(key(r, KeyType::Range)?);
+    }
+    if let Billing::Provisioned { read, write } = billing {
+        b = b.provisioned_throughput(
+            t::ProvisionedThroughput::builder()
+                .read_capacity_units(i64::try_from(read).unwrap_or(i64::MAX))
+                .write_capacity_units(i64::try_from(write).unwrap_or(i64::MAX))
+                .build()
+                .map_err(build_err)?,
+        );
+    }
+    b.build().map_err(build_err)
 }
 
 // ---- errors ----
@@ -572,7 +604,7 @@ impl Storage for DynamoDbTable {
         .await
     }
 
-    async fn create_table(&self, billing: Billing) -> Result<bool> {
+    async fn create_table(&self, billing: Billing, indexes: &[IndexSpec]) -> Result<bool> {
         async {
             let attr = |n: &str| {
                 t::AttributeDefinition::builder()
@@ -596,6 +628,16 @@ impl Storage for DynamoDbTable {
                 .attribute_definitions(attr(RANGE_KEY)?)
                 .key_schema(key(HASH_KEY, KeyType::Hash)?)
                 .key_schema(key(RANGE_KEY, KeyType::Range)?);
+            let mut defined = vec![HASH_KEY.to_owned(), RANGE_KEY.to_owned()];
+            for ix in indexes {
+                for a in std::iter::once(&ix.hash_attr).chain(ix.range_attr.as_ref()) {
+                    if !defined.contains(a) {
+                        req = req.attribute_definitions(attr(a)?);
+                        defined.push(a.clone());
+                    }
+                }
+                req = req.global_secondary_indexes(gsi(ix, billing)?);
+            }
             req = match billing {
                 Billing::OnDemand => req.billing_mode(BillingMode::PayPerRequest),
                 Billing::Provisioned { read, write } => req
@@ -620,6 +662,98 @@ impl Storage for DynamoDbTable {
             }
         }
         .instrument(op_span!(self.table, "CreateTable"))
+        .await
+    }
+
+    async fn add_index(&self, billing: Billing, index: &IndexSpec) -> Result<()> {
+        async {
+            let attr = |n: &str| {
+                t::AttributeDefinition::builder()
+                    .attribute_name(n)
+                    .attribute_type(ScalarAttributeType::S)
+                    .build()
+                    .map_err(build_err)
+            };
+            let mut req = self
+                .client
+                .update_table()
+                .table_name(&self.table)
+                .attribute_definitions(attr(&index.hash_attr)?);
+            if let Some(r) = &index.range_attr {
+                req = req.attribute_definitions(attr(r)?);
+            }
+            let g = gsi(index, billing)?;
+            let mut create = t::CreateGlobalSecondaryIndexAction::builder()
+                .index_name(g.index_name())
+                .set_key_schema(Some(g.key_schema().to_vec()))
+                .set_projection(g.projection().cloned());
+            if let Some(p) = g.provisioned_throughput() {
+                create = create.provisioned_throughput(p.clone());
+            }
+            req.global_secondary_index_updates(
+                t::GlobalSecondaryIndexUpdate::builder()
+                    .create(create.build().map_err(build_err)?)
+                    .build(),
+            )
+            .send()
+            .await
+            .map_err(map_err)?;
+            Ok(())
+        }
+        .instrument(op_span!(self.table, "UpdateTable"))
+        .await
+    }
+
+    async fn query_index_page(&self, query: &IndexQuery, start: Option<Item>) -> Result<IndexPage> {
+        async {
+            let mut expr = Expr::default();
+            let h = expr.name(&query.index.hash_attr);
+            let hv = expr.value(AttributeValue::S(query.hash.clone()));
+            let mut kce = format!("{h} = {hv}");
+            if let (Some(range), Some(attr)) = (&query.range, &query.index.range_attr) {
+                let r = expr.name(attr);
+                let mut v = |s: &String| expr.value(AttributeValue::S(s.clone()));
+                let part = match range {
+                    RangeCondition::Eq(x) => format!("{r} = {}", v(x)),
+                    RangeCondition::Lt(x) => format!("{r} < {}", v(x)),
+                    RangeCondition::Le(x) => format!("{r} <= {}", v(x)),
+                    RangeCondition::Gt(x) => format!("{r} > {}", v(x)),
+                    RangeCondition::Ge(x) => format!("{r} >= {}", v(x)),
+                    RangeCondition::Between(a, b) => {
+                        let a = v(a);
+                        format!("{r} BETWEEN {a} AND {}", v(b))
+                    }
+                    RangeCondition::BeginsWith(x) => format!("begins_with({r}, {})", v(x)),
+                };
+                kce = format!("{kce} AND {part}");
+            }
+            let out = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .index_name(&query.index.name)
+                .key_condition_expression(kce)
+                .set_expression_attribute_names(expr.names())
+                .set_expression_attribute_values(expr.values())
+                .scan_index_forward(query.forward)
+                .set_limit(query.limit.map(|l| i32::try_from(l).unwrap_or(i32::MAX)))
+                .set_exclusive_start_key(start.map(to_map))
+                .return_consumed_capacity(ReturnConsumedCapacity::Total)
+                .send()
+                .await
+                .map_err(map_err)?;
+            record_capacity(out.consumed_capacity());
+            Ok(IndexPage {
+                items: out
+                    .items
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(from_map)
+                    .collect::<Result<_>>()?,
+                last: out.last_evaluated_key.map(from_map).transpose()?,
+            })
+        }
+        .instrument(op_span!(self.table, "Query"))
         .await
     }
 
@@ -681,11 +815,24 @@ impl Storage for DynamoDbTable {
                     write: units(t.and_then(|t| t.write_capacity_units())),
                 }
             };
+            let indexes = table
+                .global_secondary_indexes()
+                .iter()
+                .map(|g| {
+                    let status = match g.index_status() {
+                        Some(t::IndexStatus::Active) => TableStatus::Active,
+                        Some(t::IndexStatus::Creating) => TableStatus::Creating,
+                        _ => TableStatus::Other,
+                    };
+                    (g.index_name().unwrap_or_default().to_owned(), status)
+                })
+                .collect();
             Ok(Some(TableDescription {
                 status,
                 hash_key: hash,
                 range_key: range,
                 billing,
+                indexes,
             }))
         }
         .instrument(op_span!(self.table, "DescribeTable"))

@@ -359,6 +359,66 @@ impl TransactAction {
     }
 }
 
+/// A global secondary index: its name and its key attributes (strings), projecting every
+/// attribute.
+///
+/// # Examples
+///
+/// ```
+/// use dynatree::IndexSpec;
+///
+/// let ix = IndexSpec::new("by_email", "¦ix.by_email.h", None);
+/// assert_eq!(ix.name, "by_email");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct IndexSpec {
+    /// The index name.
+    pub name: String,
+    /// The index's hash key attribute.
+    pub hash_attr: String,
+    /// The index's range key attribute, if any.
+    pub range_attr: Option<String>,
+}
+
+impl IndexSpec {
+    /// An index definition.
+    pub fn new(
+        name: impl Into<String>,
+        hash_attr: impl Into<String>,
+        range_attr: Option<String>,
+    ) -> Self {
+        Self {
+            name: name.into(),
+            hash_attr: hash_attr.into(),
+            range_attr,
+        }
+    }
+}
+
+/// A Query on a global secondary index (always eventually consistent, as DynamoDB requires).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexQuery {
+    /// The index.
+    pub index: IndexSpec,
+    /// The hash key value to read.
+    pub hash: String,
+    /// An optional condition on the index's range key.
+    pub range: Option<RangeCondition>,
+    /// Ascending (`true`) or descending order of the index's range key.
+    pub forward: bool,
+    /// The most items one page evaluates.
+    pub limit: Option<u32>,
+}
+
+/// One page of an index query; `last` is DynamoDB's `LastEvaluatedKey` (table and index keys).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct IndexPage {
+    /// The items of this page.
+    pub items: Vec<Item>,
+    /// Where the next page starts; `None` on the last page.
+    pub last: Option<Item>,
+}
+
 /// How a table is billed when dynatree creates it.
 ///
 /// # Examples
@@ -423,6 +483,7 @@ pub enum TableStatus {
 ///     hash_key: ("Key".into(), "S".into()),
 ///     range_key: Some(("Child".into(), "S".into())),
 ///     billing: Billing::OnDemand,
+///     indexes: vec![],
 /// };
 /// assert!(d.has_tree_schema());
 /// ```
@@ -436,6 +497,8 @@ pub struct TableDescription {
     pub range_key: Option<(String, String)>,
     /// How the table is billed.
     pub billing: Billing,
+    /// Its global secondary indexes and their status.
+    pub indexes: Vec<(String, TableStatus)>,
 }
 
 impl TableDescription {
@@ -537,9 +600,28 @@ pub trait Storage: Send + Sync {
         actions: Vec<TransactAction>,
     ) -> impl Future<Output = Result<()>> + Send;
 
-    /// CreateTable with the tree schema. `Ok(false)` if the table already exists (the caller
-    /// then checks its schema with [`describe_table`](Storage::describe_table)).
-    fn create_table(&self, billing: Billing) -> impl Future<Output = Result<bool>> + Send;
+    /// CreateTable with the tree schema and these global secondary indexes. `Ok(false)` if the
+    /// table already exists (the caller then checks its schema with
+    /// [`describe_table`](Storage::describe_table)).
+    fn create_table(
+        &self,
+        billing: Billing,
+        indexes: &[IndexSpec],
+    ) -> impl Future<Output = Result<bool>> + Send;
+
+    /// UpdateTable: adds a global secondary index to an existing table.
+    fn add_index(
+        &self,
+        billing: Billing,
+        index: &IndexSpec,
+    ) -> impl Future<Output = Result<()>> + Send;
+
+    /// One page of a Query on a global secondary index, starting after `start`.
+    fn query_index_page(
+        &self,
+        query: &IndexQuery,
+        start: Option<Item>,
+    ) -> impl Future<Output = Result<IndexPage>> + Send;
 
     /// DescribeTable; `None` if the table does not exist.
     fn describe_table(&self) -> impl Future<Output = Result<Option<TableDescription>>> + Send;
@@ -581,8 +663,17 @@ macro_rules! forward_storage {
                 -> impl Future<Output = Result<()>> + Send {
                 (**self).transact_write(actions)
             }
-            fn create_table(&self, billing: Billing) -> impl Future<Output = Result<bool>> + Send {
-                (**self).create_table(billing)
+            fn create_table(&self, billing: Billing, indexes: &[IndexSpec])
+                -> impl Future<Output = Result<bool>> + Send {
+                (**self).create_table(billing, indexes)
+            }
+            fn add_index(&self, billing: Billing, index: &IndexSpec)
+                -> impl Future<Output = Result<()>> + Send {
+                (**self).add_index(billing, index)
+            }
+            fn query_index_page(&self, query: &IndexQuery, start: Option<Item>)
+                -> impl Future<Output = Result<IndexPage>> + Send {
+                (**self).query_index_page(query, start)
             }
             fn describe_table(&self)
                 -> impl Future<Output = Result<Option<TableDescription>>> + Send {

@@ -64,6 +64,7 @@ struct Config {
     lease: Duration,
     page_size: Option<u32>,
     table_wait: Duration,
+    indexes: Vec<crate::IndexDef>,
 }
 
 impl Default for Config {
@@ -76,6 +77,7 @@ impl Default for Config {
             lease: Duration::from_secs(30),
             page_size: None,
             table_wait: Duration::from_secs(300),
+            indexes: Vec::new(),
         }
     }
 }
@@ -146,6 +148,17 @@ impl<S: Storage> TreeBuilder<S> {
     /// The page size (DynamoDB `Limit`) of listing queries; default none (1 MB pages).
     pub fn page_size(mut self, n: u32) -> Self {
         self.config.page_size = Some(n.max(1));
+        self
+    }
+
+    /// Registers the secondary indexes of `T`, so that [`Tree::create_table`] creates them (or
+    /// adds them to an existing table) and waits until they are active.
+    pub fn indexes_of<T: crate::Hierarchical>(mut self) -> Self {
+        for ix in T::INDEXES {
+            if !self.config.indexes.iter().any(|d| d.name() == ix.name()) {
+                self.config.indexes.push(*ix);
+            }
+        }
         self
     }
 
@@ -236,12 +249,45 @@ impl<S: Storage> Tree<S> {
     pub async fn create_table(&self) -> Result<()> {
         let span = tracing::debug_span!("dynatree.create_table");
         async {
+            let specs: Vec<crate::IndexSpec> = self
+                .config
+                .indexes
+                .iter()
+                .map(|ix| ix.spec(self.layout.reserved()))
+                .collect();
             // `false` when it exists already: then its schema is checked below.
-            self.storage.create_table(self.config.billing).await?;
+            let created = self
+                .storage
+                .create_table(self.config.billing, &specs)
+                .await?;
             let deadline = tokio::time::Instant::now() + self.config.table_wait;
             let mut retry = 0;
+            let mut added = created;
             loop {
-                match self.storage.describe_table().await? {
+                let description = self.storage.describe_table().await?;
+                if let Some(d) = &description
+                    && !added
+                    && d.status == TableStatus::Active
+                    && d.has_tree_schema()
+                {
+                    // An existing table: add the indexes it lacks (one UpdateTable each, as
+                    // DynamoDB allows one index creation per update).
+                    for spec in &specs {
+                        if !d.indexes.iter().any(|(n, _)| *n == spec.name) {
+                            self.storage.add_index(self.config.billing, spec).await?;
+                        }
+                    }
+                    added = true;
+                    continue;
+                }
+                let indexes_ready = |d: &crate::TableDescription| {
+                    specs.iter().all(|s| {
+                        d.indexes
+                            .iter()
+                            .any(|(n, st)| *n == s.name && *st == TableStatus::Active)
+                    })
+                };
+                match description {
                     Some(d) if !d.has_tree_schema() => {
                         return Err(Error::new(
                             ErrorKind::TableMismatch,
@@ -251,7 +297,7 @@ impl<S: Storage> Tree<S> {
                             ),
                         ));
                     }
-                    Some(d) if d.status == TableStatus::Active => return Ok(()),
+                    Some(d) if d.status == TableStatus::Active && indexes_ready(&d) => return Ok(()),
                     // Creating, or not visible yet: wait.
                     _ => {}
                 }
@@ -706,7 +752,7 @@ impl<S: Storage> Tree<S> {
         Ok(out)
     }
 
-    fn to_value<T: DeserializeOwned>(&self, mut item: Item) -> Result<T> {
+    pub(crate) fn to_value<T: DeserializeOwned>(&self, mut item: Item) -> Result<T> {
         item.remove(HASH_KEY);
         item.remove(RANGE_KEY);
         let sc = self.layout.reserved();
