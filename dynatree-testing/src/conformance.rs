@@ -82,6 +82,9 @@ pub fn cases<S: Storage + 'static>() -> Vec<(&'static str, Case<S>)> {
         case!(typed_links_and_reserved_character),
         case!(typed_secondary_indexes),
         case!(indexes_are_added_to_an_existing_table),
+        case!(ancestors_root_first),
+        case!(descendants_by_walk_and_path_index),
+        case!(delete_subtree_removes_everything_below),
     ]
 }
 
@@ -1468,4 +1471,137 @@ pub async fn indexes_are_added_to_an_existing_table<S: Storage>(table: S) {
         .unwrap();
     assert_eq!(found.len(), 1);
     tree.create_table().await.expect("idempotent with indexes");
+}
+
+// ---- tree operations ------------------------------------------------------------------------
+
+/// Ancestors come root first; names without objects are left out.
+pub async fn ancestors_root_first<S: Storage>(table: S) {
+    let tree = tree(table).await;
+    tree.put(["a"], &V { v: 1 }).await.unwrap();
+    tree.put(["a", "b", "c"], &V { v: 3 }).await.unwrap();
+    tree.put(["a", "b", "c", "d", "e"], &V { v: 5 })
+        .await
+        .unwrap();
+    let got: Vec<(Path, V)> = tree.ancestors(["a", "b", "c", "d", "e"]).await.unwrap();
+    assert_eq!(
+        got,
+        [(p(&["a"]), V { v: 1 }), (p(&["a", "b", "c"]), V { v: 3 })]
+    );
+    assert!(tree.ancestors::<V>(["a"]).await.unwrap().is_empty());
+    assert!(
+        tree.ancestors::<V>(Path::root())
+            .await
+            .unwrap_err()
+            .is_invalid_path()
+    );
+}
+
+fn sorted_paths(d: Vec<dynatree::Descendant>) -> Vec<String> {
+    let mut v: Vec<String> = d.into_iter().map(|d| d.path.to_string()).collect();
+    v.sort();
+    v
+}
+
+/// The walk and the path index return the same descendants; depth bounds hold.
+pub async fn descendants_by_walk_and_path_index<S: Storage>(table: S) {
+    let tree = Tree::builder(table)
+        .path_index(2)
+        .retry_policy(fast_retry())
+        .build()
+        .unwrap();
+    tree.create_table().await.unwrap();
+    let objects = [
+        &["t1"][..],
+        &["t1", "a"],
+        &["t1", "a", "x"],
+        &["t1", "a", "x", "deep"],
+        &["t1", "b", "y"],
+        &["t1", "ab"],
+        &["t2", "a", "z"],
+    ];
+    for o in objects {
+        tree.put(o, &V { v: 0 }).await.unwrap();
+    }
+    tree.put_link(["t1", "a", "link"], ["t2", "a", "z"])
+        .await
+        .unwrap();
+    let walk = |prefix: &[&str], depth: Option<usize>| {
+        let mut q = tree
+            .descendants(p(prefix))
+            .strategy(dynatree::Strategy::Walk);
+        if let Some(d) = depth {
+            q = q.max_depth(d);
+        }
+        q.items().try_collect::<Vec<_>>()
+    };
+    let index = |prefix: &[&str], depth: Option<usize>| {
+        let mut q = tree
+            .descendants(p(prefix))
+            .strategy(dynatree::Strategy::PathIndex);
+        if let Some(d) = depth {
+            q = q.max_depth(d);
+        }
+        q.items().try_collect::<Vec<_>>()
+    };
+    let expected = ["/t1/a/link", "/t1/a/x", "/t1/a/x/deep"];
+    assert_eq!(
+        sorted_paths(walk(&["t1", "a"], None).await.unwrap()),
+        expected
+    );
+    assert_eq!(
+        sorted_paths(index(&["t1", "a"], None).await.unwrap()),
+        expected,
+        "`/t1/ab` is not under `/t1/a`"
+    );
+    assert_eq!(
+        sorted_paths(walk(&["t1", "a"], Some(1)).await.unwrap()),
+        ["/t1/a/link", "/t1/a/x"]
+    );
+    assert_eq!(
+        sorted_paths(index(&["t1", "a"], Some(1)).await.unwrap()),
+        ["/t1/a/link", "/t1/a/x"]
+    );
+    // Shorter than the index depth: Auto walks; the whole tree from the root.
+    let all = tree
+        .descendants(Path::root())
+        .items()
+        .try_collect::<Vec<_>>()
+        .await
+        .unwrap();
+    assert_eq!(all.len(), 8);
+    let t1 = tree
+        .descendants(["t1"])
+        .items()
+        .try_collect::<Vec<_>>()
+        .await
+        .unwrap();
+    assert_eq!(t1.len(), 6);
+    assert!(index(&["t1"], None).await.unwrap_err().kind() == ErrorKind::Validation);
+    let d = walk(&["t1", "a", "x"], None).await.unwrap();
+    assert_eq!(d[0].value::<V>().unwrap(), V { v: 0 });
+    // Deleting removes objects from the index too.
+    tree.delete(["t1", "a", "x", "deep"]).await.unwrap();
+    assert_eq!(index(&["t1", "a"], None).await.unwrap().len(), 2);
+}
+
+/// delete_subtree removes the node and every descendant, keeps siblings, and a repeat is a
+/// no-op.
+pub async fn delete_subtree_removes_everything_below<S: Storage>(table: S) {
+    let tree = tree(table).await;
+    for o in [
+        &["org"][..],
+        &["org", "eng"],
+        &["org", "eng", "db", "alice"],
+        &["org", "eng", "web", "bob"],
+        &["org", "sales", "carol"],
+    ] {
+        tree.put(o, &V { v: 0 }).await.unwrap();
+    }
+    assert_eq!(tree.delete_subtree(["org", "eng"]).await.unwrap(), 3);
+    assert_eq!(names(&tree, p(&["org"])).await, ["sales"]);
+    assert_invariants(&tree).await;
+    assert_eq!(tree.delete_subtree(["org", "eng"]).await.unwrap(), 0);
+    assert_eq!(tree.delete_subtree(["org"]).await.unwrap(), 2);
+    assert_eq!(rows(&tree).await, vec![]);
 }

@@ -255,3 +255,118 @@ async fn an_abandoned_removal_mark_expires() {
         "the expired mark was taken off"
     );
 }
+
+/// Ancestors of a node at depth 10: one BatchGetItem.
+#[tokio::test]
+async fn ancestors_of_depth_10_cost_one_request() {
+    let (fake, tree) = setup().await;
+    for depth in 1..=10 {
+        tree.put(
+            path(depth),
+            &V {
+                v: u32::try_from(depth).unwrap(),
+            },
+        )
+        .await
+        .unwrap();
+    }
+    fake.reset_metrics();
+    let got: Vec<(dynatree::Path, V)> = tree.ancestors(path(10)).await.unwrap();
+    assert_eq!(got.len(), 9);
+    assert_eq!(fake.metrics().total_requests(), 1);
+    assert_eq!(fake.metrics().requests("BatchGetItem"), 1);
+}
+
+/// Descendants of a tenant of 10,000 objects in 110 directories: the walk needs a Query per
+/// node; the path index one Query per 1 MB page.
+#[tokio::test]
+async fn descendants_of_ten_thousand_nodes() {
+    let fake = FakeTable::new();
+    let tree = Tree::builder(fake.clone())
+        .path_index(1)
+        .retry_policy(fast())
+        .build()
+        .unwrap();
+    tree.create_table().await.unwrap();
+    for a in 0..10 {
+        for b in 0..10 {
+            for c in 0..100 {
+                tree.put(
+                    [
+                        "tenant",
+                        &format!("d{a}"),
+                        &format!("e{b}"),
+                        &format!("f{c:03}"),
+                    ],
+                    &V { v: c },
+                )
+                .await
+                .unwrap();
+            }
+        }
+    }
+    fake.reset_metrics();
+    let walked: Vec<dynatree::Descendant> = tree
+        .descendants(["tenant"])
+        .strategy(dynatree::Strategy::Walk)
+        .items()
+        .try_collect()
+        .await
+        .unwrap();
+    assert_eq!(walked.len(), 10_000);
+    let walk = fake.metrics();
+    // One listing Query per node (10 + 100 directories + 10,000 leaves + the prefix); one
+    // BatchGetItem per 100 names of each directory.
+    assert_eq!(walk.requests("Query"), 1 + 10 + 100 + 10_000);
+    assert_eq!(walk.requests("BatchGetItem"), 1 + 10 + 100);
+    fake.reset_metrics();
+    let indexed: Vec<dynatree::Descendant> = tree
+        .descendants(["tenant"])
+        .strategy(dynatree::Strategy::PathIndex)
+        .items()
+        .try_collect()
+        .await
+        .unwrap();
+    assert_eq!(indexed.len(), 10_000);
+    let index = fake.metrics();
+    assert_eq!(index.total_requests(), index.requests("Query"));
+    assert!(index.requests("Query") <= 3, "{index:?}");
+    println!(
+        "descendants of 10,000 objects: walk {} Query + {} BatchGetItem ({} RCU); path index {} Query ({} RCU)",
+        walk.requests("Query"),
+        walk.requests("BatchGetItem"),
+        walk.read_units(),
+        index.requests("Query"),
+        index.read_units()
+    );
+}
+
+/// A failure at every request index of delete_subtree, then the same call again: the subtree
+/// is gone, its sibling stays, the invariants hold.
+#[tokio::test]
+async fn every_failure_point_of_delete_subtree_recovers_on_retry() {
+    for fault in [Fault::Fail, Fault::FailAfterApply] {
+        for at in 0..30 {
+            let (fake, tree) = setup().await;
+            for p in [
+                &["o", "a", "x"][..],
+                &["o", "a", "y", "z"],
+                &["o", "a"],
+                &["o", "b"],
+            ] {
+                tree.put(p, &V { v: 0 }).await.unwrap();
+            }
+            fake.reset_metrics();
+            fake.inject(at, fault.clone());
+            let first = tree.delete_subtree(["o", "a"]).await;
+            fake.clear_faults();
+            assert_invariants(&tree).await;
+            if first.is_err() {
+                tree.delete_subtree(["o", "a"]).await.unwrap();
+            }
+            let names: Vec<String> = tree.list(["o"]).try_collect().await.unwrap();
+            assert_eq!(names, ["b"], "{fault:?} at request {at}");
+            assert_invariants(&tree).await;
+        }
+    }
+}

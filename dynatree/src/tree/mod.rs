@@ -1,6 +1,9 @@
 //! [`Tree`]: the untyped tree API over any [`Storage`].
 
+mod ops;
 mod write;
+
+pub use ops::{Descendant, Descendants, PATH_INDEX, Strategy};
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
@@ -65,6 +68,7 @@ struct Config {
     page_size: Option<u32>,
     table_wait: Duration,
     indexes: Vec<crate::IndexDef>,
+    path_index: Option<usize>,
 }
 
 impl Default for Config {
@@ -78,6 +82,7 @@ impl Default for Config {
             page_size: None,
             table_wait: Duration::from_secs(300),
             indexes: Vec::new(),
+            path_index: None,
         }
     }
 }
@@ -159,6 +164,17 @@ impl<S: Storage> TreeBuilder<S> {
                 self.config.indexes.push(*ix);
             }
         }
+        self
+    }
+
+    /// Keeps a path index: every object row also carries its first `depth` components (the
+    /// index's hash key) and its full path (range key), in a global secondary index named
+    /// [`PATH_INDEX`] that [`Tree::create_table`] creates. Then [`Tree::descendants`] of any
+    /// prefix with at least `depth` components is one paged Query, however many directories
+    /// it spans. Choose `depth` so that one index partition is one tenant (e.g. 2 for
+    /// `Accounts/{id}/…`), not the whole tree. Index reads are eventually consistent.
+    pub fn path_index(mut self, depth: usize) -> Self {
+        self.config.path_index = Some(depth.max(1));
         self
     }
 
@@ -254,6 +270,7 @@ impl<S: Storage> Tree<S> {
                 .indexes
                 .iter()
                 .map(|ix| ix.spec(self.layout.reserved()))
+                .chain(self.path_index_spec())
                 .collect();
             // `false` when it exists already: then its schema is checked below.
             let created = self
@@ -386,7 +403,11 @@ impl<S: Storage> Tree<S> {
         async {
             self.layout.check_object_path(&path)?;
             self.layout.check_object_path(&target)?;
-            let row = self.layout.link_row(&path, &target)?;
+            let mut row = self.layout.link_row(&path, &target)?;
+            if self.config.path_index.is_some() {
+                self.add_path_index(&path, &mut row);
+                crate::layout::check_item_size(&row)?;
+            }
             self.write_object(&path, row, &crate::Condition::Always)
                 .await
         }
@@ -616,7 +637,26 @@ impl<S: Storage> Tree<S> {
         self.layout.check_object_path(path)?;
         let attrs = Item::from_serialize(value)?;
         self.layout.check_user_item(&attrs)?;
-        self.layout.object_row(path, attrs)
+        let mut row = self.layout.object_row(path, attrs)?;
+        if self.config.path_index.is_some() {
+            self.add_path_index(path, &mut row);
+            crate::layout::check_item_size(&row)?;
+        }
+        Ok(row)
+    }
+
+    /// The names under `dir`, unchecked, with the tree's read consistency.
+    pub(crate) fn list_names(&self, dir: &Path) -> impl Stream<Item = Result<String>> + Send + '_ {
+        query_pages(&self.storage, self.listing_query(dir), None)
+            .map_ok(|page| {
+                futures::stream::iter(
+                    page.items
+                        .into_iter()
+                        .filter_map(|i| i.get_s(RANGE_KEY).map(str::to_owned))
+                        .map(Ok),
+                )
+            })
+            .try_flatten()
     }
 
     /// The checked listing query of `prefix`.

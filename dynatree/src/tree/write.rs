@@ -233,6 +233,18 @@ impl<S: Storage> Tree<S> {
         }
     }
 
+    pub(super) fn new_removal_mark(&self) -> String {
+        self.new_mark()
+    }
+
+    pub(super) fn marked_listing_row(&self, path: &Path, mark: &str) -> Item {
+        self.marked_row(&self.layout.listing_key(path), mark)
+    }
+
+    pub(super) async fn remove_if_empty_pub(&self, q: &Path) -> Result<bool> {
+        self.remove_if_empty(q).await
+    }
+
     fn new_mark(&self) -> String {
         let expires = now_ms()
             .saturating_add(u64::try_from(self.config.lease.as_millis()).unwrap_or(u64::MAX));

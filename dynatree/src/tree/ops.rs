@@ -1,0 +1,566 @@
+//! Tree operations over many nodes: ancestors, descendants, subtree deletion.
+
+use std::collections::{HashMap, VecDeque};
+
+use futures::{Stream, StreamExt, TryStreamExt};
+use serde::de::DeserializeOwned;
+
+use crate::batch::{TRANSACT_MAX, get_all};
+use crate::error::{Error, ErrorKind, Result};
+use crate::item::{Item, Value};
+use crate::layout::{HASH_KEY, RANGE_KEY};
+use crate::path::{IntoPath, Path};
+use crate::storage::{
+    Condition, IndexQuery, IndexSpec, Query, RangeCondition, Storage, TransactAction,
+};
+use crate::stream::query_pages;
+
+use super::Tree;
+
+/// The name of the path index's GSI.
+pub const PATH_INDEX: &str = "dynatree_paths";
+
+/// One descendant object: its path and its raw row (see [`Descendant::value`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Descendant {
+    /// The object's path.
+    pub path: Path,
+    /// Its attributes (the raw row, bookkeeping included).
+    pub item: Item,
+    reserved: char,
+}
+
+/// How [`Tree::descendants`] finds the descendants.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Strategy {
+    /// The path index if the tree has one and the prefix has at least its depth; the walk
+    /// otherwise.
+    #[default]
+    Auto,
+    /// Walk the listing rows: one Query per node page (every node, since only a Query tells
+    /// whether a node has children), plus BatchGetItem for the objects.
+    Walk,
+    /// One paged Query of the path index (requires [`TreeBuilder::path_index`](super::TreeBuilder::path_index)).
+    PathIndex,
+}
+
+/// A descendants query, built by [`Tree::descendants`].
+#[derive(Debug)]
+#[must_use = "a query does nothing until `items()` is polled"]
+pub struct Descendants<'t, S> {
+    tree: &'t Tree<S>,
+    prefix: Result<Path>,
+    max_depth: Option<usize>,
+    concurrency: usize,
+    strategy: Strategy,
+}
+
+impl<S: Storage> Tree<S> {
+    /// The path-index GSI definition, when the tree has one.
+    pub(crate) fn path_index_spec(&self) -> Option<IndexSpec> {
+        self.config.path_index.map(|_| {
+            let sc = self.layout.reserved();
+            IndexSpec::new(PATH_INDEX, format!("{sc}pix.h"), Some(format!("{sc}pix.r")))
+        })
+    }
+
+    /// Adds the path index attributes to an object row.
+    pub(crate) fn add_path_index(&self, path: &Path, row: &mut Item) {
+        if let (Some(depth), Some(spec)) = (self.config.path_index, self.path_index_spec()) {
+            let hash = self
+                .layout
+                .object_hash(&path.components()[..depth.min(path.len())]);
+            row.insert(spec.hash_attr, Value::S(hash));
+            if let Some(r) = spec.range_attr {
+                row.insert(r, Value::S(self.layout.object_hash(path.components())));
+            }
+        }
+    }
+
+    /// Every existing ancestor object of `path`, root first: one BatchGetItem per 100
+    /// ancestors (unprocessed keys retried). Ancestors without an object are left out.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::Tree; use dynatree_testing::FakeTable;
+    /// # #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)] struct Team { name: String }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// let table = FakeTable::new();
+    /// let tree = Tree::new(&table);
+    /// tree.create_table().await?;
+    /// tree.put(["org"], &Team { name: "Org".into() }).await?;
+    /// tree.put(["org", "eng", "db"], &Team { name: "Databases".into() }).await?;
+    /// table.reset_metrics();
+    /// let crumbs: Vec<(dynatree::Path, Team)> = tree.ancestors(["org", "eng", "db", "me"]).await?;
+    /// let names: Vec<&str> = crumbs.iter().map(|(_, t)| t.name.as_str()).collect();
+    /// assert_eq!(names, ["Org", "Databases"]); // `org/eng` has no object
+    /// assert_eq!(table.metrics().total_requests(), 1);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidPath`]; [`ErrorKind::Serialization`] if an ancestor does not fit
+    /// `T` (use [`ancestor_items`](Tree::ancestor_items) for mixed types); backend errors.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe.
+    pub async fn ancestors<T: DeserializeOwned>(
+        &self,
+        path: impl IntoPath,
+    ) -> Result<Vec<(Path, T)>> {
+        self.ancestor_items(path)
+            .await?
+            .into_iter()
+            .map(|(p, item)| Ok((p, self.to_value(item)?)))
+            .collect()
+    }
+
+    /// [`ancestors`](Tree::ancestors) as raw rows, for trees whose levels hold different types
+    /// (deserialize each with [`Item::to_deserialize`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`ancestors`](Tree::ancestors).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe.
+    pub async fn ancestor_items(&self, path: impl IntoPath) -> Result<Vec<(Path, Item)>> {
+        let path = path.into_path()?;
+        self.layout.check_object_path(&path)?;
+        let prefixes: Vec<Path> = (1..path.len()).map(|i| path.prefix(i)).collect();
+        let keys = prefixes.iter().map(|p| self.layout.object_key(p)).collect();
+        let items = get_all(
+            &self.storage,
+            keys,
+            self.config.consistent_reads,
+            &self.config.retry,
+        )
+        .await?;
+        let mut by_hash: HashMap<String, Item> = items
+            .into_iter()
+            .filter_map(|i| Some((i.get_s(HASH_KEY)?.to_owned(), i)))
+            .collect();
+        Ok(prefixes
+            .into_iter()
+            .filter_map(|p| {
+                let item = by_hash.remove(&self.layout.object_key(&p).hash)?;
+                Some((p, item))
+            })
+            .collect())
+    }
+
+    /// The descendant objects of `prefix` (the root: everything), lazily; see [`Descendants`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::Tree; use dynatree_testing::FakeTable; use futures::TryStreamExt;
+    /// # #[derive(serde::Serialize)] struct V { v: u8 }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// let tree = Tree::new(FakeTable::new());
+    /// tree.create_table().await?;
+    /// for p in [&["a"][..], &["a", "b"], &["a", "b", "c"], &["x"]] {
+    ///     tree.put(p, &V { v: 0 }).await?;
+    /// }
+    /// let all: Vec<_> = tree.descendants(["a"]).items().try_collect().await?;
+    /// let paths: Vec<String> = all.iter().map(|d| d.path.to_string()).collect();
+    /// assert_eq!(paths, ["/a/b", "/a/b/c"]);
+    /// let children: Vec<_> = tree.descendants(["a"]).max_depth(1).items().try_collect().await?;
+    /// assert_eq!(children.len(), 1);
+    /// # Ok(()) }
+    /// ```
+    pub fn descendants(&self, prefix: impl IntoPath) -> Descendants<'_, S> {
+        Descendants {
+            tree: self,
+            prefix: prefix.into_path(),
+            max_depth: None,
+            concurrency: 8,
+            strategy: Strategy::Auto,
+        }
+    }
+
+    /// Deletes `path`'s object and every descendant, safely against concurrent writers:
+    /// every listing row of the subtree is first marked (top-down), so a put under the subtree
+    /// is refused and retried; then rows go bottom-up, each listing row conditional on our
+    /// mark, so the tree stays upward-closed at every step. A process that dies part-way leaves
+    /// a state that the same call, repeated, finishes. Returns how many objects were deleted.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::Tree; use dynatree_testing::FakeTable; use futures::TryStreamExt;
+    /// # #[derive(serde::Serialize)] struct V { v: u8 }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// let tree = Tree::new(FakeTable::new());
+    /// tree.create_table().await?;
+    /// tree.put(["a", "b", "c"], &V { v: 0 }).await?;
+    /// tree.put(["a", "d"], &V { v: 0 }).await?;
+    /// tree.put(["keep"], &V { v: 0 }).await?;
+    /// assert_eq!(tree.delete_subtree(["a"]).await?, 2);
+    /// let left: Vec<String> = tree.list(dynatree::Path::root()).try_collect().await?;
+    /// assert_eq!(left, ["keep"]);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidPath`]; backend errors (then call it again).
+    ///
+    /// # Cancel safety
+    ///
+    /// A dropped future may have deleted part of the subtree, bottom-up; calling it again
+    /// finishes.
+    pub async fn delete_subtree(&self, path: impl IntoPath) -> Result<usize> {
+        let path = path.into_path()?;
+        self.layout.check_object_path(&path)?;
+        // The nodes: path itself and every descendant name (listing rows), by depth.
+        let mut levels: Vec<Vec<Path>> = vec![vec![path.clone()]];
+        loop {
+            let last = levels.last().expect("non-empty");
+            let mut next = Vec::new();
+            for dir in last {
+                let names: Vec<String> = self.list_consistent(dir).try_collect().await?;
+                for n in names {
+                    next.push(dir.child(n)?);
+                }
+            }
+            if next.is_empty() {
+                break;
+            }
+            levels.push(next);
+        }
+        // Phase 1: mark every listing row, top-down, so writers under the subtree wait.
+        let mark = self.new_removal_mark();
+        let mut marked = std::collections::HashSet::new();
+        for level in &levels {
+            let rows: Vec<TransactAction> = level
+                .iter()
+                .map(|p| TransactAction::Put {
+                    item: self.marked_listing_row(p, &mark),
+                    condition: Condition::Exists,
+                })
+                .collect();
+            marked.extend(self.transact_chunks(rows, true).await?);
+        }
+        // Phase 2: bottom-up, objects and marked listing rows.
+        let mut deleted = 0;
+        for level in levels.iter().rev() {
+            let objects = get_all(
+                &self.storage,
+                level.iter().map(|p| self.layout.object_key(p)).collect(),
+                true,
+                &self.config.retry,
+            )
+            .await?;
+            deleted += objects.len();
+            let mut actions = Vec::with_capacity(level.len() * 2);
+            for p in level {
+                let key = self.layout.listing_key(p);
+                self.known.remove(&key);
+                actions.push(TransactAction::Delete {
+                    key: self.layout.object_key(p),
+                    condition: Condition::Always,
+                });
+                // Only rows we marked (a row already gone needs nothing).
+                if marked.contains(&key) {
+                    actions.push(TransactAction::Delete {
+                        key,
+                        condition: Condition::equals(
+                            self.layout.deleting_attr(),
+                            Value::S(mark.clone()),
+                        ),
+                    });
+                }
+            }
+            self.transact_chunks(actions, false).await?;
+        }
+        // The parent may now name nothing.
+        let mut q = path.parent();
+        while let Some(current) = q.filter(|p| !p.is_root()) {
+            if !self.remove_if_empty_pub(&current).await? {
+                break;
+            }
+            q = current.parent();
+        }
+        Ok(deleted)
+    }
+
+    fn list_consistent(&self, dir: &Path) -> impl Stream<Item = Result<String>> + Send + '_ {
+        let q = Query::new(self.layout.listing_hash(dir.components())).consistent(true);
+        query_pages(&self.storage, q, None)
+            .map_ok(|page| {
+                futures::stream::iter(
+                    page.items
+                        .into_iter()
+                        .filter_map(|i| i.get_s(RANGE_KEY).map(str::to_owned))
+                        .map(Ok),
+                )
+            })
+            .try_flatten()
+    }
+
+    /// Sends `actions` as transactions of at most 100; with `skip_missing`, rows that vanished
+    /// meanwhile (a condition `Exists` failing) are dropped and the rest resent. Returns the
+    /// keys of the actions applied.
+    async fn transact_chunks(
+        &self,
+        actions: Vec<TransactAction>,
+        skip_missing: bool,
+    ) -> Result<Vec<crate::Key>> {
+        let mut retry = 0;
+        let mut applied = Vec::new();
+        for chunk in actions.chunks(TRANSACT_MAX) {
+            let mut pending = chunk.to_vec();
+            while !pending.is_empty() {
+                match self.storage.transact_write(pending.clone()).await {
+                    Ok(()) => {
+                        applied.extend(pending.iter().filter_map(TransactAction::key));
+                        break;
+                    }
+                    Err(e) if e.kind() == ErrorKind::TransactionCanceled => {
+                        let reasons = e.cancellation_reasons().to_vec();
+                        let failed: Vec<usize> = reasons
+                            .iter()
+                            .enumerate()
+                            .filter(|(_, r)| r.is_condition_failed())
+                            .map(|(i, _)| i)
+                            .collect();
+                        if skip_missing && !failed.is_empty() {
+                            pending = pending
+                                .into_iter()
+                                .enumerate()
+                                .filter(|(i, _)| !failed.contains(i))
+                                .map(|(_, a)| a)
+                                .collect();
+                        } else if !failed.is_empty() {
+                            // A mark was taken over by another remover: theirs to finish.
+                            return Err(Error::new(
+                                ErrorKind::Conflict,
+                                "another removal took over part of the subtree",
+                            )
+                            .with_source(e));
+                        }
+                        if retry + 1 >= self.config.retry.max_attempts() {
+                            return Err(e);
+                        }
+                        self.config.retry.sleep(retry).await;
+                        retry += 1;
+                    }
+                    Err(e) if e.kind() == ErrorKind::Throttled => {
+                        if retry + 1 >= self.config.retry.max_attempts() {
+                            return Err(e);
+                        }
+                        self.config.retry.sleep(retry).await;
+                        retry += 1;
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        Ok(applied)
+    }
+}
+
+impl<'t, S: Storage> Descendants<'t, S> {
+    /// Only descendants down to `depth` levels below the prefix (1: children only).
+    pub fn max_depth(mut self, depth: usize) -> Self {
+        self.max_depth = Some(depth);
+        self
+    }
+
+    /// How many listing Queries the walk runs at once (default 8).
+    pub fn concurrency(mut self, n: usize) -> Self {
+        self.concurrency = n.max(1);
+        self
+    }
+
+    /// The strategy (default [`Strategy::Auto`]).
+    pub fn strategy(mut self, strategy: Strategy) -> Self {
+        self.strategy = strategy;
+        self
+    }
+
+    /// The descendant objects: by the walk, level by level (names in byte order within each
+    /// directory); by the path index, in byte order of the full path.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe.
+    pub fn items(self) -> impl Stream<Item = Result<Descendant>> + Send + Unpin + 't {
+        let tree = self.tree;
+        let (max_depth, concurrency) = (self.max_depth, self.concurrency);
+        let plan = self.plan();
+        Box::pin(match plan {
+            Err(e) => futures::stream::once(async move { Err(e) }).left_stream(),
+            Ok((prefix, true)) => index_stream(tree, prefix, max_depth)
+                .left_stream()
+                .right_stream(),
+            Ok((prefix, false)) => walk_stream(tree, prefix, max_depth, concurrency)
+                .right_stream()
+                .right_stream(),
+        })
+    }
+
+    /// The checked prefix, and whether to use the path index.
+    fn plan(self) -> Result<(Path, bool)> {
+        let prefix = self.prefix?;
+        self.tree.layout.check_listing_path(&prefix)?;
+        let index_depth = self.tree.config.path_index;
+        let use_index = match (self.strategy, index_depth) {
+            (Strategy::Walk, _) | (Strategy::Auto, None) => false,
+            (Strategy::Auto, Some(depth)) => prefix.len() >= depth,
+            (Strategy::PathIndex, None) => {
+                return Err(Error::new(
+                    ErrorKind::Validation,
+                    "this tree has no path index (TreeBuilder::path_index)",
+                ));
+            }
+            (Strategy::PathIndex, Some(depth)) => {
+                if prefix.len() < depth {
+                    return Err(Error::new(
+                        ErrorKind::Validation,
+                        format!("the path index needs a prefix of at least {depth} components"),
+                    ));
+                }
+                true
+            }
+        };
+        Ok((prefix, use_index))
+    }
+}
+
+impl Descendant {
+    /// The object as `T` (bookkeeping attributes removed).
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::Serialization`] if it does not fit `T`.
+    pub fn value<T: DeserializeOwned>(&self) -> Result<T> {
+        let mut item = self.item.clone();
+        item.remove(HASH_KEY);
+        item.remove(RANGE_KEY);
+        let bookkeeping: Vec<String> = item
+            .names()
+            .filter(|n| n.starts_with(self.reserved))
+            .map(str::to_owned)
+            .collect();
+        for n in bookkeeping {
+            item.remove(&n);
+        }
+        item.to_deserialize()
+    }
+}
+
+/// The walk: level by level, `concurrency` directories at a time.
+fn walk_stream<S: Storage>(
+    tree: &Tree<S>,
+    prefix: Path,
+    max_depth: Option<usize>,
+    concurrency: usize,
+) -> impl Stream<Item = Result<Descendant>> + Send + '_ {
+    let mut queue = VecDeque::new();
+    queue.push_back((prefix, 0usize));
+    futures::stream::try_unfold(queue, move |mut queue| async move {
+        if queue.is_empty() {
+            return Ok(None);
+        }
+        let batch: Vec<(Path, usize)> = queue.drain(..queue.len().min(concurrency)).collect();
+        let listed: Vec<(Path, usize, Vec<Path>)> = futures::stream::iter(batch)
+            .map(|(dir, depth)| async move {
+                let names: Vec<String> = tree.list_names(&dir).try_collect().await?;
+                let children = names
+                    .into_iter()
+                    .map(|n| dir.child(n))
+                    .collect::<Result<Vec<Path>>>()?;
+                Ok::<_, Error>((dir, depth, children))
+            })
+            .buffered(concurrency)
+            .try_collect()
+            .await?;
+        let mut found = Vec::new();
+        for (_, depth, children) in listed {
+            if children.is_empty() {
+                continue;
+            }
+            let keys = children.iter().map(|c| tree.layout.object_key(c)).collect();
+            let items = get_all(
+                &tree.storage,
+                keys,
+                tree.config.consistent_reads,
+                &tree.config.retry,
+            )
+            .await?;
+            let mut by_hash: HashMap<String, Item> = items
+                .into_iter()
+                .filter_map(|i| Some((i.get_s(HASH_KEY)?.to_owned(), i)))
+                .collect();
+            for child in children {
+                let child_depth = depth + 1;
+                if let Some(item) = by_hash.remove(&tree.layout.object_key(&child).hash) {
+                    found.push(Descendant {
+                        path: child.clone(),
+                        item,
+                        reserved: tree.layout.reserved(),
+                    });
+                }
+                if max_depth.is_none_or(|m| child_depth < m) {
+                    queue.push_back((child, child_depth));
+                }
+            }
+        }
+        Ok(Some((found, queue)))
+    })
+    .map_ok(|found| futures::stream::iter(found.into_iter().map(Ok)))
+    .try_flatten()
+}
+
+/// The path index: one paged Query, `begins_with(full path, prefix SC)`.
+fn index_stream<S: Storage>(
+    tree: &Tree<S>,
+    prefix: Path,
+    max_depth: Option<usize>,
+) -> impl Stream<Item = Result<Descendant>> + Send + '_ {
+    let depth = tree.config.path_index.unwrap_or(0);
+    let spec = tree.path_index_spec().expect("path index configured");
+    let mut begins = tree.layout.object_hash(prefix.components());
+    begins.push(tree.layout.reserved());
+    let query = IndexQuery {
+        index: spec,
+        hash: tree.layout.object_hash(&prefix.components()[..depth]),
+        range: Some(RangeCondition::BeginsWith(begins)),
+        forward: true,
+        limit: None,
+    };
+    let base = prefix.len();
+    futures::stream::try_unfold(Some(None::<Item>), move |state| {
+        let query = query.clone();
+        async move {
+            let Some(start) = state else {
+                return Ok(None);
+            };
+            let page = tree.storage.query_index_page(&query, start).await?;
+            let mut found = Vec::new();
+            for item in page.items {
+                let Some(hash) = item.get_s(HASH_KEY) else {
+                    continue;
+                };
+                let path = tree.layout.decode_target(hash)?;
+                if max_depth.is_none_or(|m| path.len() - base <= m) {
+                    found.push(Descendant {
+                        path,
+                        item,
+                        reserved: tree.layout.reserved(),
+                    });
+                }
+            }
+            Ok(Some((found, page.last.map(Some))))
+        }
+    })
+    .map_ok(|found| futures::stream::iter(found.into_iter().map(Ok)))
+    .try_flatten()
+}
