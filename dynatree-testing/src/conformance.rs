@@ -85,6 +85,7 @@ pub fn cases<S: Storage + 'static>() -> Vec<(&'static str, Case<S>)> {
         case!(ancestors_root_first),
         case!(descendants_by_walk_and_path_index),
         case!(delete_subtree_removes_everything_below),
+        case!(move_and_copy_subtrees),
     ]
 }
 
@@ -156,7 +157,11 @@ pub async fn assert_invariants<S: Storage>(tree: &Tree<S>) {
         }
         (h, (*last).to_owned())
     };
+    let intents = format!("{sc}{sc}intents");
     for (h, r, _) in &all {
+        if *h == intents {
+            continue;
+        }
         let path: Vec<&str> = if r == &sc.to_string() {
             // Object row: Key = SC k0 SC … k(n-1)
             h.strip_prefix(sc).expect("object key").split(sc).collect()
@@ -1604,4 +1609,84 @@ pub async fn delete_subtree_removes_everything_below<S: Storage>(table: S) {
     assert_eq!(tree.delete_subtree(["org", "eng"]).await.unwrap(), 0);
     assert_eq!(tree.delete_subtree(["org"]).await.unwrap(), 2);
     assert_eq!(rows(&tree).await, vec![]);
+}
+
+/// move_subtree moves every node and object (listing entries without objects too), reports
+/// or rewrites links into it, refuses bad targets; copy_subtree leaves the source.
+pub async fn move_and_copy_subtrees<S: Storage>(table: S) {
+    let tree = tree(table).await;
+    for (o, v) in [
+        (&["org", "eng"][..], 1),
+        (&["org", "eng", "db", "alice"], 2),
+        (&["org", "eng", "web", "bob"], 3),
+        (&["org", "sales", "carol"], 4),
+    ] {
+        tree.put(o, &V { v }).await.unwrap();
+    }
+    tree.put_link(["people", "alice"], ["org", "eng", "db", "alice"])
+        .await
+        .unwrap();
+    tree.put_link(["people", "carol"], ["org", "sales", "carol"])
+        .await
+        .unwrap();
+    // Refusals first: nothing changes.
+    let e = tree
+        .move_subtree(["org", "eng"], ["org", "eng", "x"])
+        .await
+        .unwrap_err();
+    assert!(e.is_invalid_path(), "{e:?}");
+    let e = tree.move_subtree(["nothing"], ["else"]).await.unwrap_err();
+    assert!(e.is_not_found(), "{e:?}");
+    let e = tree
+        .move_subtree(["org", "eng"], ["org", "sales"])
+        .await
+        .unwrap_err();
+    assert!(e.is_already_exists(), "{e:?}");
+
+    let report = tree
+        .move_subtree_with(
+            ["org", "eng"],
+            ["org", "tech"],
+            dynatree::LinkPolicy::Rewrite,
+        )
+        .await
+        .unwrap();
+    assert_eq!(report.objects, 3);
+    assert_eq!(report.nodes, 5, "eng, db, web, alice, bob");
+    assert_eq!(
+        report.links,
+        [(p(&["people", "alice"]), p(&["org", "eng", "db", "alice"]))]
+    );
+    assert_eq!(names(&tree, p(&["org"])).await, ["sales", "tech"]);
+    assert_eq!(names(&tree, p(&["org", "tech"])).await, ["db", "web"]);
+    assert_eq!(
+        tree.get::<V>(["org", "tech"]).await.unwrap(),
+        Some(V { v: 1 })
+    );
+    assert_eq!(
+        tree.get::<V>(["org", "tech", "web", "bob"]).await.unwrap(),
+        Some(V { v: 3 })
+    );
+    assert_eq!(
+        tree.get::<V>(["people", "alice"]).await.unwrap(),
+        Some(V { v: 2 }),
+        "rewritten"
+    );
+    assert!(tree.pending().await.unwrap().is_empty());
+    assert_invariants(&tree).await;
+
+    tree.copy_subtree(["org", "tech"], ["archive", "tech"])
+        .await
+        .unwrap();
+    assert_eq!(
+        tree.get::<V>(["archive", "tech", "db", "alice"])
+            .await
+            .unwrap(),
+        Some(V { v: 2 })
+    );
+    assert_eq!(
+        tree.get::<V>(["org", "tech", "db", "alice"]).await.unwrap(),
+        Some(V { v: 2 })
+    );
+    assert_invariants(&tree).await;
 }

@@ -46,6 +46,8 @@ pub enum ErrorKind {
     ConditionFailed,
     /// `create` found something already at the path.
     AlreadyExists,
+    /// The path is inside a subtree that is being moved; write again when the move is done.
+    Locked,
     /// A transaction was cancelled; [`Error::cancellation_reasons`] has one entry per action.
     TransactionCanceled,
     /// A concurrent writer kept winning and the operation gave up after its retries.
@@ -78,6 +80,7 @@ impl ErrorKind {
             ErrorKind::LinkLoop => "link loop",
             ErrorKind::ConditionFailed => "condition failed",
             ErrorKind::AlreadyExists => "already exists",
+            ErrorKind::Locked => "subtree locked by a move",
             ErrorKind::TransactionCanceled => "transaction canceled",
             ErrorKind::Conflict => "conflicting concurrent write",
             ErrorKind::Throttled => "request throttled",
@@ -270,6 +273,11 @@ impl Error {
     /// [`ErrorKind::AlreadyExists`].
     pub fn is_already_exists(&self) -> bool {
         self.kind() == ErrorKind::AlreadyExists
+    }
+
+    /// [`ErrorKind::Locked`].
+    pub fn is_locked(&self) -> bool {
+        self.kind() == ErrorKind::Locked
     }
 
     /// [`ErrorKind::TransactionCanceled`].

@@ -34,6 +34,7 @@ pub(crate) struct Layout {
     sc: char,
     sc_str: String,
     deleting_attr: String,
+    moving_attr: String,
 }
 
 impl Layout {
@@ -64,6 +65,7 @@ impl Layout {
         Ok(Self {
             sc: reserved,
             deleting_attr: format!("{reserved}deleting"),
+            moving_attr: format!("{reserved}moving"),
             sc_str: s,
         })
     }
@@ -121,6 +123,17 @@ impl Layout {
     /// The bookkeeping attribute that marks a listing row as being removed.
     pub(crate) fn deleting_attr(&self) -> &str {
         &self.deleting_attr
+    }
+
+    /// The bookkeeping attribute that locks a listing row while its subtree moves.
+    pub(crate) fn moving_attr(&self) -> &str {
+        &self.moving_attr
+    }
+
+    /// The partition of intent records: `SC SC intents`, which no path's key can equal (a
+    /// path's keys never have two SC in a row).
+    pub(crate) fn intents_hash(&self) -> String {
+        format!("{0}{0}intents", self.sc)
     }
 
     pub(crate) fn encode_target(&self, target: &Path) -> String {

@@ -41,7 +41,10 @@ pub use crate::storage::{
     BatchGetOutput, Billing, Condition, IndexPage, IndexQuery, IndexSpec, Key, Page, Query,
     RangeCondition, Storage, TableDescription, TableStatus, TransactAction, WriteRequest,
 };
-pub use crate::tree::{Descendant, Descendants, Entry, PATH_INDEX, Strategy, Tree, TreeBuilder};
+pub use crate::tree::{
+    Descendant, Descendants, Entry, Intent, LinkPolicy, MoveReport, PATH_INDEX, Strategy, Tree,
+    TreeBuilder,
+};
 /// Derive macro for the [`trait@Hierarchical`] trait.
 ///
 /// On a struct with named fields. Generates the trait impl, a key struct `<Name>Key` (every

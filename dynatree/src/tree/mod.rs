@@ -1,8 +1,10 @@
 //! [`Tree`]: the untyped tree API over any [`Storage`].
 
+mod moves;
 mod ops;
 mod write;
 
+pub use moves::{Intent, LinkPolicy, MoveReport};
 pub use ops::{Descendant, Descendants, PATH_INDEX, Strategy};
 
 use std::collections::{HashMap, HashSet};

@@ -234,6 +234,16 @@ impl<S: Storage> Tree<S> {
             }
             levels.push(next);
         }
+        // A subtree (partly) locked by a move is not ours to delete.
+        let listing: Vec<crate::Key> = levels
+            .iter()
+            .flatten()
+            .map(|p| self.layout.listing_key(p))
+            .collect();
+        let rows = get_all(&self.storage, listing, true, &self.config.retry).await?;
+        if rows.iter().any(|r| r.contains(self.layout.moving_attr())) {
+            return Err(self.locked_error(&path));
+        }
         // Phase 1: mark every listing row, top-down, so writers under the subtree wait.
         let mark = self.new_removal_mark();
         let mut marked = std::collections::HashSet::new();
@@ -242,7 +252,7 @@ impl<S: Storage> Tree<S> {
                 .iter()
                 .map(|p| TransactAction::Put {
                     item: self.marked_listing_row(p, &mark),
-                    condition: Condition::Exists,
+                    condition: self.exists_unlocked(),
                 })
                 .collect();
             marked.extend(self.transact_chunks(rows, true).await?);
@@ -307,7 +317,7 @@ impl<S: Storage> Tree<S> {
     /// Sends `actions` as transactions of at most 100; with `skip_missing`, rows that vanished
     /// meanwhile (a condition `Exists` failing) are dropped and the rest resent. Returns the
     /// keys of the actions applied.
-    async fn transact_chunks(
+    pub(super) async fn transact_chunks(
         &self,
         actions: Vec<TransactAction>,
         skip_missing: bool,

@@ -15,15 +15,34 @@ enum Attempt {
 }
 
 impl<S: Storage> Tree<S> {
-    fn unmarked_exists(&self) -> Condition {
+    pub(super) fn unmarked_exists(&self) -> Condition {
         Condition::And(vec![
             Condition::Exists,
             Condition::attr_not_exists(self.layout.deleting_attr()),
+            Condition::attr_not_exists(self.layout.moving_attr()),
         ])
     }
 
-    fn not_marked(&self) -> Condition {
-        Condition::attr_not_exists(self.layout.deleting_attr())
+    pub(super) fn not_marked(&self) -> Condition {
+        Condition::And(vec![
+            Condition::attr_not_exists(self.layout.deleting_attr()),
+            Condition::attr_not_exists(self.layout.moving_attr()),
+        ])
+    }
+
+    /// Exists and is not locked by a move (removal marks may be taken over).
+    pub(super) fn exists_unlocked(&self) -> Condition {
+        Condition::And(vec![
+            Condition::Exists,
+            Condition::attr_not_exists(self.layout.moving_attr()),
+        ])
+    }
+
+    pub(super) fn locked_error(&self, path: &Path) -> Error {
+        Error::new(
+            ErrorKind::Locked,
+            format!("{path} is inside a subtree that is being moved"),
+        )
     }
 
     /// Writes the object (or link) row `row` at `path` keeping the invariants. `condition` is
@@ -137,6 +156,14 @@ impl<S: Storage> Tree<S> {
             if let Some(i) = Key::from_item(&item).and_then(|k| keys.iter().position(|x| *x == k)) {
                 existing[i] = Some(item);
             }
+        }
+        // A locked row: the subtree is moving, and this write is refused.
+        if existing
+            .iter()
+            .flatten()
+            .any(|r| r.contains(self.layout.moving_attr()))
+        {
+            return Err(self.locked_error(path));
         }
         // A marked row is being removed: wait for it, or take an expired mark off.
         for (i, row) in existing.iter().enumerate() {
@@ -331,15 +358,23 @@ impl<S: Storage> Tree<S> {
                 key: self.layout.object_key(path),
                 condition: Condition::Always,
             },
-            // Any mark already there is taken over (see `mark`).
+            // Any removal mark already there is taken over (see `mark`); a move's lock is not.
             TransactAction::Put {
                 item: self.marked_row(&own, &mark),
-                condition: Condition::Exists,
+                condition: self.exists_unlocked(),
             },
         ];
         let marked = match self.transact(tx, false).await? {
             Attempt::Done => true,
             Attempt::Retry => {
+                if self
+                    .storage
+                    .get_item(&own, true)
+                    .await?
+                    .is_some_and(|r| r.contains(self.layout.moving_attr()))
+                {
+                    return Err(self.locked_error(path));
+                }
                 // L(P) is missing: delete the object alone.
                 self.storage
                     .delete_item(&self.layout.object_key(path), Condition::Always)
@@ -410,7 +445,7 @@ impl<S: Storage> Tree<S> {
         // wait). This lets a repeated delete finish what a failed one left marked.
         match self
             .storage
-            .put_item(self.marked_row(&key, &mark), Condition::Exists)
+            .put_item(self.marked_row(&key, &mark), self.exists_unlocked())
             .await
         {
             Ok(()) => {}
