@@ -86,6 +86,7 @@ pub fn cases<S: Storage + 'static>() -> Vec<(&'static str, Case<S>)> {
         case!(descendants_by_walk_and_path_index),
         case!(delete_subtree_removes_everything_below),
         case!(move_and_copy_subtrees),
+        case!(delete_node_refuses_reparents_or_recurses),
     ]
 }
 
@@ -1689,4 +1690,44 @@ pub async fn move_and_copy_subtrees<S: Storage>(table: S) {
         Some(V { v: 2 })
     );
     assert_invariants(&tree).await;
+}
+
+/// delete_node: a node with children is refused by default, re-parents its children on
+/// request (name clashes refused), or deletes recursively.
+pub async fn delete_node_refuses_reparents_or_recurses<S: Storage>(table: S) {
+    let tree = tree(table).await;
+    for o in [
+        &["root"][..],
+        &["root", "mgr"],
+        &["root", "mgr", "a"],
+        &["root", "mgr", "b", "b1"],
+        &["root", "other"],
+    ] {
+        tree.put(o, &V { v: 0 }).await.unwrap();
+    }
+    let e = tree
+        .delete_node(["root"], dynatree::OnChildren::Refuse)
+        .await
+        .unwrap_err();
+    assert!(e.is_has_children(), "{e:?}");
+    assert_eq!(tree.get::<V>(["root"]).await.unwrap(), Some(V { v: 0 }));
+    tree.delete_node(["root", "mgr"], dynatree::OnChildren::Reparent)
+        .await
+        .unwrap();
+    assert_eq!(names(&tree, p(&["root"])).await, ["a", "b", "other"]);
+    assert_eq!(
+        tree.get::<V>(["root", "b", "b1"]).await.unwrap(),
+        Some(V { v: 0 })
+    );
+    // A clash: `other` exists under root already.
+    tree.put(["root", "a", "other"], &V { v: 1 }).await.unwrap();
+    let e = tree
+        .delete_node(["root", "a"], dynatree::OnChildren::Reparent)
+        .await
+        .unwrap_err();
+    assert!(e.is_already_exists(), "{e:?}");
+    tree.delete_node(["root"], dynatree::OnChildren::Recursive)
+        .await
+        .unwrap();
+    assert_eq!(rows(&tree).await, vec![]);
 }

@@ -551,3 +551,52 @@ async fn writers_under_a_moving_subtree_are_refused() {
     }
     panic!("the move never stopped with its subtree locked and nothing copied");
 }
+
+/// A move of 1,000 objects (1,111 nodes): requests, by operation.
+#[tokio::test]
+async fn move_of_a_thousand_nodes() {
+    let (fake, tree) = setup().await;
+    for a in 0..10 {
+        for b in 0..10 {
+            for c in 0..10 {
+                tree.put(
+                    ["src", &format!("a{a}"), &format!("b{b}"), &format!("c{c}")],
+                    &V { v: c },
+                )
+                .await
+                .unwrap();
+            }
+        }
+    }
+    fake.reset_metrics();
+    let report = tree
+        .move_subtree_with(["src"], ["dst"], dynatree::LinkPolicy::Ignore)
+        .await
+        .unwrap();
+    assert_eq!(report.objects, 1_000);
+    assert_eq!(report.nodes, 1_111);
+    let m = fake.metrics();
+    println!(
+        "move of 1,000 objects / 1,111 nodes: {:?}, {} WCU, {} RCU",
+        m.requests_by_operation(),
+        m.write_units(),
+        m.read_units()
+    );
+    // One consistent listing Query per node; transactions of up to 100 actions for locks,
+    // copies and deletes; one BatchGetItem per 100 nodes for the objects.
+    assert_eq!(
+        m.requests("Query"),
+        1 + 1_111,
+        "pending(), then one per node"
+    );
+    assert!(
+        m.requests("TransactWriteItems") <= 1_111 * 5 / 100 + 12,
+        "{m:?}"
+    );
+    let names: Vec<String> = tree
+        .list(dynatree::Path::root())
+        .try_collect()
+        .await
+        .unwrap();
+    assert_eq!(names, ["dst"]);
+}

@@ -48,6 +48,8 @@ pub enum ErrorKind {
     AlreadyExists,
     /// The path is inside a subtree that is being moved; write again when the move is done.
     Locked,
+    /// The node still has children and the call was not asked to deal with them.
+    HasChildren,
     /// A transaction was cancelled; [`Error::cancellation_reasons`] has one entry per action.
     TransactionCanceled,
     /// A concurrent writer kept winning and the operation gave up after its retries.
@@ -81,6 +83,7 @@ impl ErrorKind {
             ErrorKind::ConditionFailed => "condition failed",
             ErrorKind::AlreadyExists => "already exists",
             ErrorKind::Locked => "subtree locked by a move",
+            ErrorKind::HasChildren => "node has children",
             ErrorKind::TransactionCanceled => "transaction canceled",
             ErrorKind::Conflict => "conflicting concurrent write",
             ErrorKind::Throttled => "request throttled",
@@ -278,6 +281,11 @@ impl Error {
     /// [`ErrorKind::Locked`].
     pub fn is_locked(&self) -> bool {
         self.kind() == ErrorKind::Locked
+    }
+
+    /// [`ErrorKind::HasChildren`].
+    pub fn is_has_children(&self) -> bool {
+        self.kind() == ErrorKind::HasChildren
     }
 
     /// [`ErrorKind::TransactionCanceled`].

@@ -42,8 +42,8 @@ pub use crate::storage::{
     RangeCondition, Storage, TableDescription, TableStatus, TransactAction, WriteRequest,
 };
 pub use crate::tree::{
-    Descendant, Descendants, Entry, Intent, LinkPolicy, MoveReport, PATH_INDEX, Strategy, Tree,
-    TreeBuilder,
+    Descendant, Descendants, Entry, Intent, LinkPolicy, MoveReport, OnChildren, PATH_INDEX,
+    Strategy, Tree, TreeBuilder,
 };
 /// Derive macro for the [`trait@Hierarchical`] trait.
 ///

@@ -4,7 +4,7 @@ mod moves;
 mod ops;
 mod write;
 
-pub use moves::{Intent, LinkPolicy, MoveReport};
+pub use moves::{Intent, LinkPolicy, MoveReport, OnChildren};
 pub use ops::{Descendant, Descendants, PATH_INDEX, Strategy};
 
 use std::collections::{HashMap, HashSet};

@@ -42,6 +42,19 @@ pub enum LinkPolicy {
     Rewrite,
 }
 
+/// What [`Tree::delete_node`] does with the children of the node it deletes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum OnChildren {
+    /// Refuse with [`ErrorKind::HasChildren`] (the rule for roots of org charts and folders).
+    #[default]
+    Refuse,
+    /// Move each child (with its subtree) to the node's parent, then delete the node.
+    Reparent,
+    /// Delete the whole subtree ([`Tree::delete_subtree`]).
+    Recursive,
+}
+
 /// What a move or copy did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct MoveReport {
@@ -162,6 +175,70 @@ impl<S: Storage> Tree<S> {
             LinkPolicy::Ignore,
         )
         .await
+    }
+
+    /// Deletes the node at `path` deciding what happens to its children: refuse (the default
+    /// rule), re-attach them to the node's parent, or delete them too.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::{OnChildren, Tree};
+    /// # use dynatree_testing::FakeTable; use futures::TryStreamExt;
+    /// # #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)] struct V { v: u8 }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// let tree = Tree::new(FakeTable::new());
+    /// tree.create_table().await?;
+    /// tree.put(["ceo"], &V { v: 0 }).await?;
+    /// tree.put(["ceo", "cto"], &V { v: 1 }).await?;
+    /// tree.put(["ceo", "cto", "dev"], &V { v: 2 }).await?;
+    /// // A root with reports cannot go.
+    /// assert!(tree.delete_node(["ceo"], OnChildren::Refuse).await.unwrap_err().is_has_children());
+    /// // The CTO leaves; the developer reports to the CEO.
+    /// tree.delete_node(["ceo", "cto"], OnChildren::Reparent).await?;
+    /// assert_eq!(tree.get(["ceo", "dev"]).await?, Some(V { v: 2 }));
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::HasChildren`] with [`OnChildren::Refuse`]; [`ErrorKind::AlreadyExists`]
+    /// if a child's name is taken under the parent (children moved so far stay moved; fix the
+    /// name and call again); as [`move_subtree`](Tree::move_subtree).
+    ///
+    /// # Cancel safety
+    ///
+    /// Each child's move is recorded; calling it again finishes.
+    pub async fn delete_node(&self, path: impl IntoPath, on_children: OnChildren) -> Result<()> {
+        let path = path.into_path()?;
+        self.layout.check_object_path(&path)?;
+        match on_children {
+            OnChildren::Recursive => {
+                self.delete_subtree(&path).await?;
+                return Ok(());
+            }
+            OnChildren::Refuse => {
+                let q = Query::new(self.layout.listing_hash(path.components()))
+                    .with_limit(1)
+                    .consistent(true);
+                if !self.storage.query_page(&q, None).await?.items.is_empty() {
+                    return Err(Error::new(
+                        ErrorKind::HasChildren,
+                        format!("{path} still has children"),
+                    ));
+                }
+            }
+            OnChildren::Reparent => {
+                let parent = path.parent().unwrap_or_default();
+                let children: Vec<String> = self.list_names_consistent(&path).try_collect().await?;
+                for c in children {
+                    let to = parent.child(c.clone())?;
+                    self.move_subtree_with(path.child(c)?, to, LinkPolicy::Rewrite)
+                        .await?;
+                }
+            }
+        }
+        self.delete(&path).await
     }
 
     /// The recorded operations not finished yet (consistent read of the intent records).
