@@ -76,6 +76,17 @@ fn main() {
             },
         ));
     }
+    {
+        let local = Arc::clone(&local);
+        trials.push(Trial::test(
+            "dynamodb_local::move_recovers_from_faults_at_sampled_requests",
+            move || {
+                let server = local_server(&local)?;
+                runtime().block_on(move_fault_sample(|| server.fresh_table(), 5));
+                Ok(())
+            },
+        ));
+    }
     trials.push(Trial::test("fake::model_state_machine", || {
         model::run_fake(256);
         Ok(())
@@ -98,6 +109,93 @@ fn main() {
         drop(owned);
     }
     conclusion.exit();
+}
+
+/// Objects as (Key, v), from a raw scan (intent records left out).
+async fn objects<S: Storage>(tree: &Tree<S>) -> Vec<(String, String)> {
+    use futures::TryStreamExt;
+    let rows: Vec<dynatree::Item> = tree.scan().try_collect().await.unwrap();
+    let mut out: Vec<(String, String)> = rows
+        .into_iter()
+        .filter(|r| r.get_s("Child") == Some("¦"))
+        .filter(|r| !r.get_s("Key").unwrap_or_default().starts_with("¦¦"))
+        .map(|r| {
+            let v = match r.get("v") {
+                Some(dynatree::Value::N(n)) => n.clone(),
+                _ => String::new(),
+            };
+            (r.get_s("Key").unwrap().to_owned(), v)
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+async fn build_team<S: Storage>(tree: &Tree<S>) {
+    use conformance::V;
+    tree.put(["org", "eng"], &V { v: 1 }).await.unwrap();
+    for t in 0..4u32 {
+        for p in 0..9u32 {
+            tree.put(
+                ["org", "eng", &format!("t{t}"), &format!("p{p}")],
+                &V { v: 10 * t + p },
+            )
+            .await
+            .unwrap();
+        }
+    }
+    tree.put(["org", "sales"], &V { v: 2 }).await.unwrap();
+}
+
+/// A failure at every `step`-th request of a 41-node move on this backend (through `Faulty`),
+/// then resume or the same call: the objects equal the model of the completed move.
+async fn move_fault_sample<S: Storage>(make: impl Fn() -> S, step: u64) {
+    use dynatree_testing::{Fault, Faulty};
+    let model = Tree::new(FakeTable::new());
+    model.create_table().await.unwrap();
+    build_team(&model).await;
+    model
+        .move_subtree(["org", "eng"], ["org", "tech"])
+        .await
+        .unwrap();
+    let expected = objects(&model).await;
+
+    let probe = Faulty::new(make());
+    let tree = Tree::new(&probe);
+    tree.create_table().await.unwrap();
+    build_team(&tree).await;
+    let before = probe.requests();
+    tree.move_subtree(["org", "eng"], ["org", "tech"])
+        .await
+        .unwrap();
+    let requests = probe.requests() - before;
+    assert_eq!(objects(&tree).await, expected);
+
+    let mut at = 0;
+    while at < requests {
+        for fault in [Fault::Fail, Fault::FailAfterApply] {
+            let table = Faulty::new(make());
+            let tree = Tree::new(&table);
+            tree.create_table().await.unwrap();
+            build_team(&tree).await;
+            table.inject(at, fault.clone());
+            let first = tree.move_subtree(["org", "eng"], ["org", "tech"]).await;
+            table.clear_faults();
+            if first.is_err() {
+                let other = Tree::new(&table);
+                other.resume().await.unwrap();
+                match tree.move_subtree(["org", "eng"], ["org", "tech"]).await {
+                    Ok(_) => {}
+                    Err(e) if e.is_not_found() => {}
+                    Err(e) => panic!("{fault:?} at request {at}: {e:?}"),
+                }
+            }
+            assert!(tree.pending().await.unwrap().is_empty());
+            assert_eq!(objects(&tree).await, expected, "{fault:?} at request {at}");
+            conformance::assert_invariants(&tree).await;
+        }
+        at += step;
+    }
 }
 
 async fn refuses_other_schema<S: Storage>(table: S) {

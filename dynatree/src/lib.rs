@@ -21,6 +21,8 @@ pub mod __private;
 
 pub mod consistency {
     #![doc = include_str!("tree/write.md")]
+    #![doc = ""]
+    #![doc = include_str!("tree/moves.md")]
 }
 
 pub use crate::batch::{BATCH_GET_MAX, BATCH_WRITE_MAX, RetryPolicy, TRANSACT_MAX};

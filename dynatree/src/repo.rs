@@ -187,6 +187,54 @@ impl<'t, T: Hierarchical, S: Storage> Repository<'t, T, S> {
         self.tree.get(T::key_path(key)?).await
     }
 
+    /// The ancestor of type `A` of the value at `key` (e.g. a link's account): the prefix of
+    /// `key`'s path with as many components as `A`'s template, read as an `A`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::{Hierarchical, Tree}; use dynatree_testing::FakeTable;
+    /// # use serde::{Deserialize, Serialize};
+    /// #[derive(Hierarchical, Serialize, Deserialize, Debug, PartialEq)]
+    /// #[dynatree(path = "Accounts/{id}")]
+    /// struct Account { id: String, name: String }
+    /// #[derive(Hierarchical, Serialize, Deserialize)]
+    /// #[dynatree(path = "Accounts/{account_id}/Links/{short}", parent = Account)]
+    /// struct Link { account_id: String, short: String }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// let tree = Tree::new(FakeTable::new());
+    /// tree.create_table().await?;
+    /// let alice = Account { id: "1".into(), name: "Alice".into() };
+    /// tree.repo::<Account>().put(&alice).await?;
+    /// let key = LinkKey { account_id: "1".into(), short: "x".into() };
+    /// assert_eq!(tree.repo::<Link>().ancestor::<Account>(&key).await?, Some(alice));
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidPath`] if the prefix does not match `A`'s template; as
+    /// [`Tree::get`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe.
+    pub async fn ancestor<A: Hierarchical>(&self, key: &T::Key) -> Result<Option<A>> {
+        self.check_reserved()?;
+        let path = T::key_path(key)?;
+        let depth = A::TEMPLATE.split('/').count();
+        if depth >= path.len() {
+            return Err(Error::invalid_path(format!(
+                "`{}` is not above `{}`",
+                A::TEMPLATE,
+                T::TEMPLATE
+            )));
+        }
+        let prefix = path.prefix(depth);
+        A::key_from_path(&prefix)?;
+        self.tree.get(prefix).await
+    }
+
     /// Deletes the value at `key`.
     ///
     /// # Errors

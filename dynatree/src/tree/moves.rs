@@ -1,21 +1,4 @@
-//! Moving and copying subtrees: more rows than one transaction holds, so every operation is
-//! recorded first as an *intent* row, and every step is idempotent. A process that dies at any
-//! point leaves a state from which [`Tree::resume`] (or the same call again) finishes the job,
-//! with nothing lost and nothing duplicated.
-//!
-//! A move runs in phases, recorded in its intent:
-//! 1. **lock**: level by level from the source root, each listing row gets a lock (the
-//!    bookkeeping attribute `SC moving` = the operation's id), then the locked nodes' children
-//!    are listed with consistent reads. A child created before its parent was locked is seen; a
-//!    child created after is refused (its put checks the parent row). Writers under a locked
-//!    row get [`ErrorKind::Locked`](crate::ErrorKind::Locked).
-//! 2. **copy**: top-down, level by level, every listing row and object row is written under the
-//!    destination (transactions of at most 100 puts; puts are idempotent).
-//! 3. **delete**: bottom-up, every source object row and listing row (the latter conditional
-//!    on our lock), so the source stays upward-closed at every step.
-//!
-//! Re-running a phase is harmless: locking rows already locked by the same id succeeds, copies
-//! overwrite with the same rows, deletes of absent rows succeed.
+#![doc = include_str!("moves.md")]
 
 use futures::TryStreamExt;
 
@@ -86,7 +69,7 @@ pub struct Intent {
 
 impl<S: Storage> Tree<S> {
     /// Moves the node at `from` (its object, if any) and every descendant to `to`, reporting
-    /// links that pointed into it; see the [module docs](self) and
+    /// links that pointed into it; see [`consistency`](crate::consistency) and
     /// [`move_subtree_with`](Tree::move_subtree_with).
     ///
     /// # Examples
