@@ -82,7 +82,7 @@ fn main() {
             "dynamodb_local::move_recovers_from_faults_at_sampled_requests",
             move || {
                 let server = local_server(&local)?;
-                runtime().block_on(move_fault_sample(|| server.fresh_table(), 5));
+                runtime().block_on(move_fault_sample(|| server.fresh_table(), 12));
                 Ok(())
             },
         ));
@@ -133,23 +133,27 @@ async fn objects<S: Storage>(tree: &Tree<S>) -> Vec<(String, String)> {
 
 async fn build_team<S: Storage>(tree: &Tree<S>) {
     use conformance::V;
+    // 4 teams × 5 groups × 10 people, with the team nodes: 224 nodes to move.
     tree.put(["org", "eng"], &V { v: 1 }).await.unwrap();
     for t in 0..4u32 {
-        for p in 0..9u32 {
-            tree.put(
-                ["org", "eng", &format!("t{t}"), &format!("p{p}")],
-                &V { v: 10 * t + p },
-            )
-            .await
-            .unwrap();
+        tree.put(["org", "eng", &format!("t{t}")], &V { v: t }).await.unwrap();
+        for g in 0..5u32 {
+            for p in 0..10u32 {
+                tree.put(
+                    ["org", "eng", &format!("t{t}"), &format!("g{g}"), &format!("p{p}")],
+                    &V { v: 100 * t + 10 * g + p },
+                )
+                .await
+                .unwrap();
+            }
         }
     }
     tree.put(["org", "sales"], &V { v: 2 }).await.unwrap();
 }
 
-/// A failure at every `step`-th request of a 41-node move on this backend (through `Faulty`),
-/// then resume or the same call: the objects equal the model of the completed move.
-async fn move_fault_sample<S: Storage>(make: impl Fn() -> S, step: u64) {
+/// A failure at `samples` request indices spread over a 224-node move on this backend (through
+/// `Faulty`), then resume or the same call: the objects equal the model of the completed move.
+async fn move_fault_sample<S: Storage>(make: impl Fn() -> S, samples: u64) {
     use dynatree_testing::{Fault, Faulty};
     let model = Tree::new(FakeTable::new());
     model.create_table().await.unwrap();
@@ -170,6 +174,7 @@ async fn move_fault_sample<S: Storage>(make: impl Fn() -> S, step: u64) {
         .unwrap();
     let requests = probe.requests() - before;
     assert_eq!(objects(&tree).await, expected);
+    let step = (requests / samples).max(1);
 
     let mut at = 0;
     while at < requests {
