@@ -136,12 +136,22 @@ async fn build_team<S: Storage>(tree: &Tree<S>) {
     // 4 teams × 5 groups × 10 people, with the team nodes: 224 nodes to move.
     tree.put(["org", "eng"], &V { v: 1 }).await.unwrap();
     for t in 0..4u32 {
-        tree.put(["org", "eng", &format!("t{t}")], &V { v: t }).await.unwrap();
+        tree.put(["org", "eng", &format!("t{t}")], &V { v: t })
+            .await
+            .unwrap();
         for g in 0..5u32 {
             for p in 0..10u32 {
                 tree.put(
-                    ["org", "eng", &format!("t{t}"), &format!("g{g}"), &format!("p{p}")],
-                    &V { v: 100 * t + 10 * g + p },
+                    [
+                        "org",
+                        "eng",
+                        &format!("t{t}"),
+                        &format!("g{g}"),
+                        &format!("p{p}"),
+                    ],
+                    &V {
+                        v: 100 * t + 10 * g + p,
+                    },
                 )
                 .await
                 .unwrap();
