@@ -349,14 +349,7 @@ pub struct IndexQueryBuilder<'t, T, S> {
 
 impl<'t, T: Hierarchical, S: Storage> IndexQueryBuilder<'t, T, S> {
     fn with(mut self, range: RangeCondition) -> Self {
-        self.range = match self.range {
-            Ok(None) => Ok(Some(range)),
-            Ok(Some(_)) => Err(Error::new(
-                ErrorKind::Validation,
-                "a query takes one range condition",
-            )),
-            Err(e) => Err(e),
-        };
+        self.range = one_range(self.range, range);
         self
     }
 
@@ -456,6 +449,21 @@ impl<'t, T: Hierarchical, S: Storage> IndexQueryBuilder<'t, T, S> {
     }
 }
 
+/// Adds a range condition to a query that takes only one.
+fn one_range(
+    current: Result<Option<RangeCondition>>,
+    range: RangeCondition,
+) -> Result<Option<RangeCondition>> {
+    match current {
+        Ok(None) => Ok(Some(range)),
+        Ok(Some(_)) => Err(Error::new(
+            ErrorKind::Validation,
+            "a query takes one range condition",
+        )),
+        Err(e) => Err(e),
+    }
+}
+
 /// Where a query stopped: pass it to [`TypedQuery::start_after`] to continue.
 ///
 /// # Examples
@@ -529,14 +537,7 @@ pub struct TypedQuery<'t, T: Hierarchical, S> {
 
 impl<'t, T: Hierarchical, S: Storage> TypedQuery<'t, T, S> {
     fn with(mut self, range: RangeCondition) -> Self {
-        self.range = match self.range {
-            Ok(None) => Ok(Some(range)),
-            Ok(Some(_)) => Err(Error::new(
-                ErrorKind::Validation,
-                "a query takes one range condition",
-            )),
-            Err(e) => Err(e),
-        };
+        self.range = one_range(self.range, range);
         self
     }
 

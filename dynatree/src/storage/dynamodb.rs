@@ -195,6 +195,24 @@ impl Expr {
         })
     }
 
+    /// A key condition on the range key attribute `attr`.
+    fn range(&mut self, attr: &str, range: &RangeCondition) -> String {
+        let r = self.name(attr);
+        let mut v = |s: &String| self.value(AttributeValue::S(s.clone()));
+        match range {
+            RangeCondition::Eq(x) => format!("{r} = {}", v(x)),
+            RangeCondition::Lt(x) => format!("{r} < {}", v(x)),
+            RangeCondition::Le(x) => format!("{r} <= {}", v(x)),
+            RangeCondition::Gt(x) => format!("{r} > {}", v(x)),
+            RangeCondition::Ge(x) => format!("{r} >= {}", v(x)),
+            RangeCondition::Between(a, b) => {
+                let a = v(a);
+                format!("{r} BETWEEN {a} AND {}", v(b))
+            }
+            RangeCondition::BeginsWith(x) => format!("begins_with({r}, {})", v(x)),
+        }
+    }
+
     fn names(&self) -> Option<HashMap<String, String>> {
         (!self.names.is_empty()).then(|| self.names.clone())
     }
@@ -342,21 +360,7 @@ impl Storage for DynamoDbTable {
             let hv = expr.value(AttributeValue::S(query.hash.clone()));
             let mut kce = format!("{h} = {hv}");
             if let Some(range) = &query.range {
-                let r = expr.name(RANGE_KEY);
-                let mut v = |s: &String| expr.value(AttributeValue::S(s.clone()));
-                let part = match range {
-                    RangeCondition::Eq(x) => format!("{r} = {}", v(x)),
-                    RangeCondition::Lt(x) => format!("{r} < {}", v(x)),
-                    RangeCondition::Le(x) => format!("{r} <= {}", v(x)),
-                    RangeCondition::Gt(x) => format!("{r} > {}", v(x)),
-                    RangeCondition::Ge(x) => format!("{r} >= {}", v(x)),
-                    RangeCondition::Between(a, b) => {
-                        let a = v(a);
-                        format!("{r} BETWEEN {a} AND {}", v(b))
-                    }
-                    RangeCondition::BeginsWith(x) => format!("begins_with({r}, {})", v(x)),
-                };
-                kce = format!("{kce} AND {part}");
+                kce = format!("{kce} AND {}", expr.range(RANGE_KEY, range));
             }
             let out = self
                 .client
@@ -711,21 +715,7 @@ impl Storage for DynamoDbTable {
             let hv = expr.value(AttributeValue::S(query.hash.clone()));
             let mut kce = format!("{h} = {hv}");
             if let (Some(range), Some(attr)) = (&query.range, &query.index.range_attr) {
-                let r = expr.name(attr);
-                let mut v = |s: &String| expr.value(AttributeValue::S(s.clone()));
-                let part = match range {
-                    RangeCondition::Eq(x) => format!("{r} = {}", v(x)),
-                    RangeCondition::Lt(x) => format!("{r} < {}", v(x)),
-                    RangeCondition::Le(x) => format!("{r} <= {}", v(x)),
-                    RangeCondition::Gt(x) => format!("{r} > {}", v(x)),
-                    RangeCondition::Ge(x) => format!("{r} >= {}", v(x)),
-                    RangeCondition::Between(a, b) => {
-                        let a = v(a);
-                        format!("{r} BETWEEN {a} AND {}", v(b))
-                    }
-                    RangeCondition::BeginsWith(x) => format!("begins_with({r}, {})", v(x)),
-                };
-                kce = format!("{kce} AND {part}");
+                kce = format!("{kce} AND {}", expr.range(attr, range));
             }
             let out = self
                 .client

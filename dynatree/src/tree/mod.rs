@@ -529,25 +529,12 @@ impl<S: Storage> Tree<S> {
         &self,
         prefix: impl IntoPath,
     ) -> impl Stream<Item = Result<String>> + Send + Unpin + '_ {
-        let query = prefix
-            .into_path()
-            .and_then(|p| {
-                self.layout.check_listing_path(&p)?;
-                Ok(p)
-            })
-            .map(|p| self.listing_query(&p));
+        let query = prefix.into_path().and_then(|p| {
+            self.layout.check_listing_path(&p)?;
+            Ok(p)
+        });
         Box::pin(match query {
-            Ok(q) => query_pages(&self.storage, q, None)
-                .map_ok(|page| {
-                    futures::stream::iter(
-                        page.items
-                            .into_iter()
-                            .filter_map(|i| i.get_s(RANGE_KEY).map(str::to_owned))
-                            .map(Ok),
-                    )
-                })
-                .try_flatten()
-                .left_stream(),
+            Ok(dir) => self.list_names(&dir, false).left_stream(),
             Err(e) => futures::stream::once(async move { Err(e) }).right_stream(),
         })
     }
@@ -647,9 +634,16 @@ impl<S: Storage> Tree<S> {
         Ok(row)
     }
 
-    /// The names under `dir`, unchecked, with the tree's read consistency.
-    pub(crate) fn list_names(&self, dir: &Path) -> impl Stream<Item = Result<String>> + Send + '_ {
-        query_pages(&self.storage, self.listing_query(dir), None)
+    /// The names under `dir`, unchecked; strongly consistent if asked, else with the tree's
+    /// read consistency.
+    pub(crate) fn list_names<'a>(
+        &'a self,
+        dir: &Path,
+        consistent: bool,
+    ) -> impl Stream<Item = Result<String>> + Send + use<'a, S> {
+        let query = self.listing_query(dir);
+        let consistent = consistent || query.consistent;
+        query_pages(&self.storage, query.consistent(consistent), None)
             .map_ok(|page| {
                 futures::stream::iter(
                     page.items

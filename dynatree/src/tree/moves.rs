@@ -213,7 +213,7 @@ impl<S: Storage> Tree<S> {
             }
             OnChildren::Reparent => {
                 let parent = path.parent().unwrap_or_default();
-                let children: Vec<String> = self.list_names_consistent(&path).try_collect().await?;
+                let children: Vec<String> = self.list_names(&path, true).try_collect().await?;
                 for c in children {
                     let to = parent.child(c.clone())?;
                     self.move_subtree_with(path.child(c)?, to, LinkPolicy::Rewrite)
@@ -407,7 +407,7 @@ impl<S: Storage> Tree<S> {
             }
             let mut next = Vec::new();
             for dir in &held {
-                let names: Vec<String> = self.list_names_consistent(dir).try_collect().await?;
+                let names: Vec<String> = self.list_names(dir, true).try_collect().await?;
                 for n in names {
                     next.push(dir.child(n)?);
                 }
@@ -429,7 +429,7 @@ impl<S: Storage> Tree<S> {
         while !level.is_empty() {
             let mut next = Vec::new();
             for dir in &level {
-                let names: Vec<String> = self.list_names_consistent(dir).try_collect().await?;
+                let names: Vec<String> = self.list_names(dir, true).try_collect().await?;
                 for n in names {
                     next.push(dir.child(n)?);
                 }
@@ -438,23 +438,6 @@ impl<S: Storage> Tree<S> {
             level = next;
         }
         Ok(levels)
-    }
-
-    fn list_names_consistent(
-        &self,
-        dir: &Path,
-    ) -> impl futures::Stream<Item = Result<String>> + Send + '_ {
-        let q = Query::new(self.layout.listing_hash(dir.components())).consistent(true);
-        query_pages(&self.storage, q, None)
-            .map_ok(|page| {
-                futures::stream::iter(
-                    page.items
-                        .into_iter()
-                        .filter_map(|i| i.get_s(RANGE_KEY).map(str::to_owned))
-                        .map(Ok),
-                )
-            })
-            .try_flatten()
     }
 
     fn dest_of(&self, intent: &Intent, p: &Path) -> Result<Path> {

@@ -10,10 +10,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::item::{Item, Value};
 use crate::layout::{HASH_KEY, RANGE_KEY};
 use crate::path::{IntoPath, Path};
-use crate::storage::{
-    Condition, IndexQuery, IndexSpec, Query, RangeCondition, Storage, TransactAction,
-};
-use crate::stream::query_pages;
+use crate::storage::{Condition, IndexQuery, IndexSpec, RangeCondition, Storage, TransactAction};
 
 use super::Tree;
 
@@ -224,7 +221,7 @@ impl<S: Storage> Tree<S> {
             let last = levels.last().expect("non-empty");
             let mut next = Vec::new();
             for dir in last {
-                let names: Vec<String> = self.list_consistent(dir).try_collect().await?;
+                let names: Vec<String> = self.list_names(dir, true).try_collect().await?;
                 for n in names {
                     next.push(dir.child(n)?);
                 }
@@ -298,20 +295,6 @@ impl<S: Storage> Tree<S> {
             q = current.parent();
         }
         Ok(deleted)
-    }
-
-    fn list_consistent(&self, dir: &Path) -> impl Stream<Item = Result<String>> + Send + '_ {
-        let q = Query::new(self.layout.listing_hash(dir.components())).consistent(true);
-        query_pages(&self.storage, q, None)
-            .map_ok(|page| {
-                futures::stream::iter(
-                    page.items
-                        .into_iter()
-                        .filter_map(|i| i.get_s(RANGE_KEY).map(str::to_owned))
-                        .map(Ok),
-                )
-            })
-            .try_flatten()
     }
 
     /// Sends `actions` as transactions of at most 100; with `skip_missing`, rows that vanished
@@ -482,7 +465,7 @@ fn walk_stream<S: Storage>(
         let batch: Vec<(Path, usize)> = queue.drain(..queue.len().min(concurrency)).collect();
         let listed: Vec<(Path, usize, Vec<Path>)> = futures::stream::iter(batch)
             .map(|(dir, depth)| async move {
-                let names: Vec<String> = tree.list_names(&dir).try_collect().await?;
+                let names: Vec<String> = tree.list_names(&dir, false).try_collect().await?;
                 let children = names
                     .into_iter()
                     .map(|n| dir.child(n))
