@@ -655,6 +655,24 @@ impl<S: Storage> Tree<S> {
             .try_flatten()
     }
 
+    /// The object rows of `paths` (one BatchGetItem per 100, unprocessed keys retried),
+    /// keyed by their `Key` string; absent objects are left out.
+    pub(crate) async fn objects_of<'p>(
+        &self,
+        paths: impl IntoIterator<Item = &'p Path>,
+        consistent: bool,
+    ) -> Result<HashMap<String, Item>> {
+        let keys = paths
+            .into_iter()
+            .map(|p| self.layout.object_key(p))
+            .collect();
+        let items = get_all(&self.storage, keys, consistent, &self.config.retry).await?;
+        Ok(items
+            .into_iter()
+            .filter_map(|i| Some((i.get_s(HASH_KEY)?.to_owned(), i)))
+            .collect())
+    }
+
     /// The checked listing query of `prefix`.
     pub(crate) fn listing_query_for(&self, prefix: &Path) -> Result<Query> {
         self.layout.check_listing_path(prefix)?;
@@ -753,21 +771,12 @@ impl<S: Storage> Tree<S> {
             .map(|(i, p)| (i, p.clone(), vec![p.clone()]))
             .collect();
         while !pending.is_empty() {
-            let keys = pending
-                .iter()
-                .map(|(_, p, _)| self.layout.object_key(p))
-                .collect();
-            let items = get_all(
-                &self.storage,
-                keys,
-                self.config.consistent_reads,
-                &self.config.retry,
-            )
-            .await?;
-            let mut by_hash: HashMap<String, Item> = items
-                .into_iter()
-                .filter_map(|i| Some((i.get_s(HASH_KEY)?.to_owned(), i)))
-                .collect();
+            let mut by_hash = self
+                .objects_of(
+                    pending.iter().map(|(_, p, _)| p),
+                    self.config.consistent_reads,
+                )
+                .await?;
             let mut next = Vec::new();
             for (i, p, mut seen) in pending {
                 let hash = self.layout.object_key(&p).hash;

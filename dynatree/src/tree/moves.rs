@@ -456,13 +456,7 @@ impl<S: Storage> Tree<S> {
         }
         let (mut nodes, mut objects) = (0, 0);
         for level in levels {
-            let sources = get_all(
-                &self.storage,
-                level.iter().map(|p| self.layout.object_key(p)).collect(),
-                true,
-                &self.config.retry,
-            )
-            .await?;
+            let sources = self.objects_of(level, true).await?;
             let mut actions = Vec::with_capacity(level.len() * 2);
             for p in level {
                 let dest = self.dest_of(intent, p)?;
@@ -471,8 +465,7 @@ impl<S: Storage> Tree<S> {
                     condition: self.not_marked(),
                 });
                 nodes += 1;
-                let hash = self.layout.object_key(p).hash;
-                if let Some(src) = sources.iter().find(|i| i.get_s(HASH_KEY) == Some(&hash)) {
+                if let Some(src) = sources.get(&self.layout.object_key(p).hash) {
                     actions.push(TransactAction::Put {
                         item: self.moved_row(src, &dest),
                         condition: Condition::Always,

@@ -1,6 +1,6 @@
 //! Tree operations over many nodes: ancestors, descendants, subtree deletion.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 
 use futures::{Stream, StreamExt, TryStreamExt};
 use serde::de::DeserializeOwned;
@@ -130,18 +130,9 @@ impl<S: Storage> Tree<S> {
         let path = path.into_path()?;
         self.layout.check_object_path(&path)?;
         let prefixes: Vec<Path> = (1..path.len()).map(|i| path.prefix(i)).collect();
-        let keys = prefixes.iter().map(|p| self.layout.object_key(p)).collect();
-        let items = get_all(
-            &self.storage,
-            keys,
-            self.config.consistent_reads,
-            &self.config.retry,
-        )
-        .await?;
-        let mut by_hash: HashMap<String, Item> = items
-            .into_iter()
-            .filter_map(|i| Some((i.get_s(HASH_KEY)?.to_owned(), i)))
-            .collect();
+        let mut by_hash = self
+            .objects_of(&prefixes, self.config.consistent_reads)
+            .await?;
         Ok(prefixes
             .into_iter()
             .filter_map(|p| {
@@ -257,14 +248,7 @@ impl<S: Storage> Tree<S> {
         // Phase 2: bottom-up, objects and marked listing rows.
         let mut deleted = 0;
         for level in levels.iter().rev() {
-            let objects = get_all(
-                &self.storage,
-                level.iter().map(|p| self.layout.object_key(p)).collect(),
-                true,
-                &self.config.retry,
-            )
-            .await?;
-            deleted += objects.len();
+            deleted += self.objects_of(level, true).await?.len();
             let mut actions = Vec::with_capacity(level.len() * 2);
             for p in level {
                 let key = self.layout.listing_key(p);
@@ -480,18 +464,9 @@ fn walk_stream<S: Storage>(
             if children.is_empty() {
                 continue;
             }
-            let keys = children.iter().map(|c| tree.layout.object_key(c)).collect();
-            let items = get_all(
-                &tree.storage,
-                keys,
-                tree.config.consistent_reads,
-                &tree.config.retry,
-            )
-            .await?;
-            let mut by_hash: HashMap<String, Item> = items
-                .into_iter()
-                .filter_map(|i| Some((i.get_s(HASH_KEY)?.to_owned(), i)))
-                .collect();
+            let mut by_hash = tree
+                .objects_of(&children, tree.config.consistent_reads)
+                .await?;
             for child in children {
                 let child_depth = depth + 1;
                 if let Some(item) = by_hash.remove(&tree.layout.object_key(&child).hash) {
