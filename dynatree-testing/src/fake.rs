@@ -71,6 +71,9 @@ struct TableState {
     range_name: String,
     billing: Billing,
     indexes: Vec<IndexSpec>,
+    /// An index added by UpdateTable, reported `Creating` by the next DescribeTable (then
+    /// active), as DynamoDB builds indexes in the background.
+    building: Option<String>,
     rows: BTreeMap<String, BTreeMap<String, Item>>,
 }
 
@@ -204,6 +207,7 @@ impl FakeTable {
             range_name: range_key.to_owned(),
             billing: Billing::OnDemand,
             indexes: Vec::new(),
+            building: None,
             rows: BTreeMap::new(),
         });
         fake
@@ -769,6 +773,7 @@ impl Storage for FakeTable {
             range_name: dynatree::RANGE_KEY.to_owned(),
             billing,
             indexes: indexes.to_vec(),
+            building: None,
             rows: BTreeMap::new(),
         });
         Self::finish(fault.as_ref(), "CreateTable", true)
@@ -779,6 +784,12 @@ impl Storage for FakeTable {
         let mut inner = self.lock();
         let fault = self.begin(&mut inner, "UpdateTable")?;
         let t = inner.table()?;
+        if t.building.is_some() {
+            return Err(Error::new(
+                ErrorKind::Throttled,
+                "limit exceeded: only 1 online index can be created or deleted simultaneously per table",
+            ));
+        }
         if t.indexes.iter().any(|i| i.name == index.name) {
             return Err(validation(format!(
                 "attempting to create an index which already exists: {}",
@@ -786,6 +797,7 @@ impl Storage for FakeTable {
             )));
         }
         t.indexes.push(index.clone());
+        t.building = Some(index.name.clone());
         Self::finish(fault.as_ref(), "UpdateTable", ())
     }
 
@@ -879,16 +891,27 @@ impl Storage for FakeTable {
         tokio::task::yield_now().await;
         let mut inner = self.lock();
         let fault = self.begin(&mut inner, "DescribeTable")?;
-        let desc = inner.table.as_ref().map(|t| TableDescription {
-            status: TableStatus::Active,
-            hash_key: (t.hash_name.clone(), "S".to_owned()),
-            range_key: Some((t.range_name.clone(), "S".to_owned())),
-            billing: t.billing,
-            indexes: t
-                .indexes
-                .iter()
-                .map(|i| (i.name.clone(), TableStatus::Active))
-                .collect(),
+        let desc = inner.table.as_mut().map(|t| {
+            // The index being built shows `Creating` once, then it is done.
+            let building = t.building.take();
+            TableDescription {
+                status: TableStatus::Active,
+                hash_key: (t.hash_name.clone(), "S".to_owned()),
+                range_key: Some((t.range_name.clone(), "S".to_owned())),
+                billing: t.billing,
+                indexes: t
+                    .indexes
+                    .iter()
+                    .map(|i| {
+                        let st = if building.as_ref() == Some(&i.name) {
+                            TableStatus::Creating
+                        } else {
+                            TableStatus::Active
+                        };
+                        (i.name.clone(), st)
+                    })
+                    .collect(),
+            }
         });
         Self::finish(fault.as_ref(), "DescribeTable", desc)
     }

@@ -267,7 +267,10 @@ where
         Some(
             "ProvisionedThroughputExceededException"
             | "ThrottlingException"
-            | "RequestLimitExceeded",
+            | "RequestLimitExceeded"
+            // "Only 1 online index can be created or deleted simultaneously per table", and
+            // other control-plane limits: try again later.
+            | "LimitExceededException",
         ) => ErrorKind::Throttled,
         Some("ValidationException" | "ItemCollectionSizeLimitExceededException") => {
             ErrorKind::Validation

@@ -274,30 +274,31 @@ impl<S: Storage> Tree<S> {
                 .map(|ix| ix.spec(self.layout.reserved()))
                 .chain(self.path_index_spec())
                 .collect();
-            // `false` when it exists already: then its schema is checked below.
-            let created = self
-                .storage
+            // `Ok(false)` when it exists already: its schema and indexes are checked below.
+            self.storage
                 .create_table(self.config.billing, &specs)
                 .await?;
             let deadline = tokio::time::Instant::now() + self.config.table_wait;
             let mut retry = 0;
-            let mut added = created;
             loop {
                 let description = self.storage.describe_table().await?;
+                // An existing table lacking some of our indexes: add one, once the table and
+                // every index it has are active (DynamoDB builds one index at a time per
+                // table and refuses a second creation meanwhile), then wait again.
                 if let Some(d) = &description
-                    && !added
                     && d.status == TableStatus::Active
                     && d.has_tree_schema()
+                    && d.indexes.iter().all(|(_, st)| *st == TableStatus::Active)
+                    && let Some(missing) = specs
+                        .iter()
+                        .find(|s| !d.indexes.iter().any(|(n, _)| *n == s.name))
                 {
-                    // An existing table: add the indexes it lacks (one UpdateTable each, as
-                    // DynamoDB allows one index creation per update).
-                    for spec in &specs {
-                        if !d.indexes.iter().any(|(n, _)| *n == spec.name) {
-                            self.storage.add_index(self.config.billing, spec).await?;
-                        }
+                    match self.storage.add_index(self.config.billing, missing).await {
+                        // Another index is still being built: wait below and try again.
+                        Err(e) if e.kind() == ErrorKind::Throttled => {}
+                        Err(e) => return Err(e),
+                        Ok(()) => {}
                     }
-                    added = true;
-                    continue;
                 }
                 let indexes_ready = |d: &crate::TableDescription| {
                     specs.iter().all(|s| {
