@@ -1,5 +1,6 @@
 //! [`Tree`]: the untyped tree API over any [`Storage`].
 
+mod clock;
 mod moves;
 mod ops;
 mod write;

@@ -2,7 +2,7 @@
 
 use futures::TryStreamExt;
 
-use crate::batch::get_all;
+use crate::batch::{TRANSACT_MAX, get_all};
 use crate::error::{Error, ErrorKind, Result};
 use crate::item::{Item, Value};
 use crate::layout::{HASH_KEY, RANGE_KEY};
@@ -11,6 +11,7 @@ use crate::storage::{Condition, Key, Query, Storage, TransactAction};
 use crate::stream::query_pages;
 
 use super::Tree;
+use super::clock::{after_ms, now_ms};
 
 /// What to do about links elsewhere in the tree that point into a moved subtree.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -56,15 +57,19 @@ pub struct MoveReport {
 pub struct Intent {
     /// Its id.
     pub id: String,
-    /// `"move"` or `"copy"`.
+    /// `"move"`, `"copy"` or `"delete"` (a [`Tree::delete_subtree`]).
     pub op: String,
     /// The source.
     pub from: Path,
     /// The destination.
     pub to: Path,
-    /// `"lock"`, `"copy"` or `"delete"`.
+    /// `"lock"`, `"copy"`, `"delete"`, `"unlock"` or `"rollback"`.
     pub phase: String,
     links: LinkPolicy,
+    /// The token of the call that runs it now, if any, and until when (ms since the epoch) it
+    /// may: the owner's lease.
+    owner: Option<String>,
+    lease: u64,
 }
 
 impl<S: Storage> Tree<S> {
@@ -200,17 +205,7 @@ impl<S: Storage> Tree<S> {
                 self.delete_subtree(&path).await?;
                 return Ok(());
             }
-            OnChildren::Refuse => {
-                let q = Query::new(self.layout.listing_hash(path.components()))
-                    .with_limit(1)
-                    .consistent(true);
-                if !self.storage.query_page(&q, None).await?.items.is_empty() {
-                    return Err(Error::new(
-                        ErrorKind::HasChildren,
-                        format!("{path} still has children"),
-                    ));
-                }
-            }
+            OnChildren::Refuse => return self.delete_leaf(&path).await,
             OnChildren::Reparent => {
                 let parent = path.parent().unwrap_or_default();
                 let children: Vec<String> = self.list_names(&path, true).try_collect().await?;
@@ -223,6 +218,7 @@ impl<S: Storage> Tree<S> {
         }
         self.delete(&path).await
     }
+
 
     /// The recorded operations not finished yet (consistent read of the intent records).
     ///
@@ -245,25 +241,49 @@ impl<S: Storage> Tree<S> {
 
     /// Finishes every recorded operation (after a crash, from any process).
     ///
+    /// An operation another call is running now (its owner's lease is live) is waited for;
+    /// one whose owner died (the lease ran out) is taken over. An operation that can no
+    /// longer be carried out (its refusal was recorded but not yet undone) is rolled back.
+    /// Returns the reports of the operations this call finished.
+    ///
     /// # Errors
     ///
-    /// As [`move_subtree`](Tree::move_subtree).
+    /// As [`move_subtree`](Tree::move_subtree); every operation is tried, and the first error
+    /// is returned.
     ///
     /// # Cancel safety
     ///
     /// As [`move_subtree`](Tree::move_subtree).
     pub async fn resume(&self) -> Result<Vec<MoveReport>> {
         let mut out = Vec::new();
+        let mut first_error = None;
         for intent in self.pending().await? {
-            out.push(self.run(intent).await?);
+            match self.drive(&intent.id).await {
+                Ok(Some(report)) => out.push(report),
+                Ok(None) => {}
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
         }
-        Ok(out)
+        match first_error {
+            Some(e) => Err(e),
+            None => Ok(out),
+        }
     }
 
-    async fn start(&self, op: &str, from: Path, to: Path, links: LinkPolicy) -> Result<MoveReport> {
+    /// Starts (or, when the same operation is recorded, resumes) a move, copy or subtree
+    /// deletion.
+    pub(super) async fn start(
+        &self,
+        op: &str,
+        from: Path,
+        to: Path,
+        links: LinkPolicy,
+    ) -> Result<MoveReport> {
         self.layout.check_object_path(&from)?;
         self.layout.check_object_path(&to)?;
-        if to.starts_with(&from) || from.starts_with(&to) {
+        if op != "delete" && (to.starts_with(&from) || from.starts_with(&to)) {
             return Err(Error::invalid_path(format!(
                 "cannot {op} {from} to {to}: one contains the other"
             )));
@@ -275,102 +295,313 @@ impl<S: Storage> Tree<S> {
             .into_iter()
             .find(|i| i.op == op && i.from == from && i.to == to)
         {
-            return self.run(intent).await;
+            return Ok(self.drive(&intent.id).await?.unwrap_or_default());
         }
         let source = self.layout.listing_key(&from);
         if self.storage.get_item(&source, true).await?.is_none() {
+            if op == "delete" {
+                // No listing row: no children, and by the invariants no object either.
+                let object = self.layout.object_key(&from);
+                let existed = self.storage.get_item(&object, true).await?.is_some();
+                self.storage.delete_item(&object, Condition::Always).await?;
+                return Ok(MoveReport {
+                    objects: usize::from(existed),
+                    ..MoveReport::default()
+                });
+            }
             return Err(Error::new(
                 ErrorKind::NotFound,
                 format!("nothing at {from}"),
             ));
         }
-        let dest_taken = self
-            .storage
-            .get_item(&self.layout.listing_key(&to), true)
-            .await?
-            .is_some()
-            || self
+        if op != "delete" {
+            let dest_taken = self
                 .storage
-                .get_item(&self.layout.object_key(&to), true)
+                .get_item(&self.layout.listing_key(&to), true)
                 .await?
-                .is_some();
-        if dest_taken {
-            return Err(Error::new(
-                ErrorKind::AlreadyExists,
-                format!("something is already at {to}"),
-            ));
+                .is_some()
+                || self
+                    .storage
+                    .get_item(&self.layout.object_key(&to), true)
+                    .await?
+                    .is_some();
+            if dest_taken {
+                return Err(Error::new(
+                    ErrorKind::AlreadyExists,
+                    format!("something is already at {to}"),
+                ));
+            }
         }
+        let token = new_token();
         let intent = Intent {
             id: format!("{:013}-{:016x}", now_ms(), fastrand::u64(..)),
             op: op.to_owned(),
             from,
             to,
-            phase: if op == "move" { "lock" } else { "copy" }.to_owned(),
+            phase: if op == "copy" { "copy" } else { "lock" }.to_owned(),
             links,
+            owner: Some(token.clone()),
+            lease: after_ms(self.config.lease),
         };
-        // Recorded before the first write.
+        // Recorded, and owned by this call, before the first write.
         self.storage
             .put_item(self.encode_intent(&intent), Condition::NotExists)
             .await?;
-        self.run(intent).await
+        let guard = Guard {
+            intent: std::sync::Mutex::new(intent),
+            token,
+        };
+        Ok(self.run_owned(&guard).await?.unwrap_or_default())
     }
 
-    async fn run(&self, mut intent: Intent) -> Result<MoveReport> {
-        let moving = intent.op == "move";
-        let levels = if moving {
-            self.lock_walk(&intent).await?
-        } else {
-            self.plain_walk(&intent.from).await?
+    /// Claims the intent `id` and runs it to its end. `None` if it is gone (finished by
+    /// someone else) or was rolled back.
+    async fn drive(&self, id: &str) -> Result<Option<MoveReport>> {
+        let Some(guard) = self.claim(id).await? else {
+            return Ok(None);
+        };
+        self.run_owned(&guard).await
+    }
+
+    /// Runs an owned intent; on failure, gives up the ownership so that a `resume` elsewhere
+    /// need not wait for the lease.
+    async fn run_owned(&self, g: &Guard) -> Result<Option<MoveReport>> {
+        let result = self.run(g).await;
+        if result.is_err() {
+            let mut intent = g.snapshot();
+            if intent.owner.is_some() {
+                intent.owner = None;
+                intent.lease = 0;
+                // Best effort: if it fails, the lease runs out instead.
+                let _ = self
+                    .storage
+                    .put_item(self.encode_intent(&intent), self.owned_by(&g.token))
+                    .await;
+            }
+        }
+        result
+    }
+
+    /// Becomes the owner of intent `id`: at once if nobody owns it or the owner's lease ran
+    /// out; after waiting, while another call runs it. `None` if it disappears meanwhile.
+    async fn claim(&self, id: &str) -> Result<Option<Guard>> {
+        let key = Key::new(self.layout.intents_hash(), id.to_owned());
+        let mut waited = 0u32;
+        loop {
+            let Some(item) = self.storage.get_item(&key, true).await? else {
+                return Ok(None);
+            };
+            let intent = self.decode_intent(&item)?;
+            let now = now_ms();
+            if intent.owner.is_some() && intent.lease >= now {
+                // Someone is running it: wait for it to finish, or for its lease to run out.
+                let left = std::time::Duration::from_millis(intent.lease - now + 1);
+                let nap = self.config.retry.delay(waited.min(8)).max(
+                    std::time::Duration::from_millis(1),
+                );
+                tokio::time::sleep(nap.min(left)).await;
+                waited = waited.saturating_add(1);
+                continue;
+            }
+            let token = new_token();
+            let condition = match &intent.owner {
+                Some(old) => self.owned_by(old),
+                None => Condition::And(vec![
+                    Condition::Exists,
+                    Condition::attr_not_exists(self.owner_attr()),
+                ]),
+            };
+            let mut mine = intent.clone();
+            mine.owner = Some(token.clone());
+            mine.lease = after_ms(self.config.lease);
+            match self
+                .storage
+                .put_item(self.encode_intent(&mine), condition)
+                .await
+            {
+                Ok(()) => {
+                    return Ok(Some(Guard {
+                        intent: std::sync::Mutex::new(mine),
+                        token,
+                    }));
+                }
+                Err(e) if e.kind() == ErrorKind::ConditionFailed => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// The phases, from the recorded one to the end.
+    async fn run(&self, g: &Guard) -> Result<Option<MoveReport>> {
+        let op = g.snapshot().op;
+        let (from, to) = {
+            let i = g.snapshot();
+            (i.from, i.to)
         };
         let mut report = MoveReport {
-            id: intent.id.clone(),
+            id: g.snapshot().id,
             ..MoveReport::default()
         };
-        if intent.phase != "delete" {
-            let (nodes, objects) = self.copy_levels(&intent, &levels).await?;
-            report.nodes = nodes;
-            report.objects = objects;
-            if moving {
-                intent.phase = "delete".to_owned();
-                self.storage
-                    .put_item(self.encode_intent(&intent), Condition::Exists)
-                    .await?;
-            }
-        }
-        if moving {
-            self.delete_levels(&intent, &levels).await?;
-            let mut q = intent.from.parent();
-            while let Some(current) = q.filter(|p| !p.is_root()) {
-                if !self.remove_if_empty_pub(&current).await? {
-                    break;
+        // The nodes held, once known in this call (a resumed call walks them again).
+        let mut known: Option<Vec<Vec<Path>>> = None;
+        loop {
+            let phase = g.snapshot().phase;
+            match phase.as_str() {
+                "lock" => {
+                    let levels = match self.lock_walk(g).await {
+                        Ok(levels) => levels,
+                        Err(e) if e.kind() == ErrorKind::Locked => {
+                            return self.refuse(g, e).await;
+                        }
+                        Err(e) => return Err(e),
+                    };
+                    if op == "move"
+                        && let Err(e) = self.validate(g, &levels).await
+                    {
+                        return self.refuse(g, e).await;
+                    }
+                    known = Some(levels);
+                    self.set_phase(g, if op == "move" { "copy" } else { "delete" })
+                        .await?;
                 }
-                q = current.parent();
-            }
-        }
-        if intent.links != LinkPolicy::Ignore {
-            report.links = self.links_into(&intent.from).await?;
-            if intent.links == LinkPolicy::Rewrite {
-                for (link, target) in &report.links {
-                    let rest = &target.components()[intent.from.len()..];
-                    let new_target = Path::new(intent.to.components().iter().chain(rest).cloned())?;
-                    self.put_link(link, &new_target).await?;
+                "copy" => {
+                    let levels = if op == "move" {
+                        match known.take() {
+                            Some(levels) => levels,
+                            None => self.walk_held(&from, &g.id()).await?,
+                        }
+                    } else {
+                        let levels = self.plain_walk(&from).await?;
+                        if let Err(e) = self.validate(g, &levels).await {
+                            return self.refuse(g, e).await;
+                        }
+                        levels
+                    };
+                    match self.copy_levels(g, &levels).await {
+                        Ok((nodes, objects)) => {
+                            report.nodes = nodes;
+                            report.objects = objects;
+                        }
+                        Err(e)
+                            if matches!(
+                                e.kind(),
+                                ErrorKind::Locked | ErrorKind::AlreadyExists
+                            ) =>
+                        {
+                            return self.refuse(g, e).await;
+                        }
+                        Err(e) => return Err(e),
+                    }
+                    known = Some(levels);
+                    self.set_phase(g, if op == "move" { "delete" } else { "unlock" })
+                        .await?;
+                }
+                "delete" => {
+                    let levels = match known.take() {
+                        Some(levels) => levels,
+                        None => self.walk_held(&from, &g.id()).await?,
+                    };
+                    let deleted = self.delete_levels(g, &levels, op == "delete").await?;
+                    if op == "delete" {
+                        report.objects = deleted;
+                    }
+                    self.prune_above(&from).await?;
+                    if op == "delete" {
+                        self.finish(g).await?;
+                        return Ok(Some(report));
+                    }
+                    known = Some(levels);
+                    self.set_phase(g, "unlock").await?;
+                }
+                "unlock" => {
+                    let dest = match known.take() {
+                        Some(levels) => {
+                            let intent = g.snapshot();
+                            levels
+                                .iter()
+                                .flatten()
+                                .map(|p| dest_of(&intent, p))
+                                .collect::<Result<Vec<Path>>>()?
+                        }
+                        None => self.walk_held(&to, &g.id()).await?.concat(),
+                    };
+                    self.unlock_paths(g, &dest).await?;
+                    let links = g.snapshot().links;
+                    if op == "move" && links != LinkPolicy::Ignore {
+                        report.links = self.links_into(&from).await?;
+                        if links == LinkPolicy::Rewrite {
+                            self.rewrite_links(&from, &to, &report.links).await?;
+                        }
+                    }
+                    self.finish(g).await?;
+                    return Ok(Some(report));
+                }
+                "rollback" => {
+                    self.roll_back(g).await?;
+                    return Ok(None);
+                }
+                other => {
+                    return Err(Error::new(
+                        ErrorKind::Backend,
+                        format!("intent record with an unknown phase `{other}`"),
+                    ));
                 }
             }
         }
-        self.storage
-            .delete_item(
-                &Key::new(self.layout.intents_hash(), intent.id.clone()),
-                Condition::Always,
-            )
-            .await?;
-        Ok(report)
     }
 
-    /// Locks the subtree level by level and returns its nodes by depth (only rows we hold).
-    async fn lock_walk(&self, intent: &Intent) -> Result<Vec<Vec<Path>>> {
-        let lock = Value::S(intent.id.clone());
+    /// The operation cannot be carried out: record that, undo what it wrote, and fail with
+    /// `e`.
+    async fn refuse(&self, g: &Guard, e: Error) -> Result<Option<MoveReport>> {
+        self.set_phase(g, "rollback").await?;
+        self.roll_back(g).await?;
+        Err(e)
+    }
+
+    /// Undoes a move, copy or deletion that has not started deleting: unlocks the source
+    /// rows it holds, removes what it wrote under the destination, drops the intent.
+    async fn roll_back(&self, g: &Guard) -> Result<()> {
+        let intent = g.snapshot();
+        self.unlock(g, &intent.from).await?;
+        if intent.op != "delete" {
+            let levels = self.walk_held(&intent.to, &intent.id).await?;
+            self.delete_levels(g, &levels, false).await?;
+            self.prune_above(&intent.to).await?;
+        }
+        self.finish(g).await
+    }
+
+    /// Checks every destination key, row size and rewritten link target of the operation
+    /// before anything is written under the destination.
+    async fn validate(&self, g: &Guard, levels: &[Vec<Path>]) -> Result<()> {
+        let intent = g.snapshot();
+        for level in levels {
+            let sources = self.objects_of(level, true).await?;
+            for p in level {
+                let dest = dest_of(&intent, p)?;
+                self.layout.check_object_path(&dest)?;
+                if let Some(src) = sources.get(&self.layout.object_key(p).hash) {
+                    crate::layout::check_item_size(&self.moved_row(src, &dest))?;
+                }
+            }
+        }
+        if intent.op == "move" && intent.links == LinkPolicy::Rewrite {
+            for (link, target) in self.links_into(&intent.from).await? {
+                let new_target = dest_of(&intent, &target)?;
+                self.layout.link_row(&link, &new_target)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Locks the source subtree level by level (each level's children are listed, with
+    /// consistent reads, after the level is locked, so nothing created before its parent was
+    /// locked is missed, and nothing can be created after) and returns its nodes by depth.
+    async fn lock_walk(&self, g: &Guard) -> Result<Vec<Vec<Path>>> {
+        let id = g.id();
+        let lock = Value::S(id.clone());
         let mut levels = Vec::new();
-        let mut level = vec![intent.from.clone()];
+        let mut level = vec![g.snapshot().from];
         while !level.is_empty() {
             let actions: Vec<TransactAction> = level
                 .iter()
@@ -389,20 +620,21 @@ impl<S: Storage> Tree<S> {
                     }
                 })
                 .collect();
-            let applied = self.transact_chunks(actions, true).await?;
-            let (held, not_held): (Vec<Path>, Vec<Path>) = level
-                .into_iter()
-                .partition(|p| applied.contains(&self.layout.listing_key(p)));
-            // A row that exists but was not ours to lock is another move's; a missing one was
-            // removed meanwhile (or by our own delete phase before a crash).
-            for p in &not_held {
+            let failed = self.fenced(g, actions, true).await?;
+            let mut held = Vec::with_capacity(level.len());
+            for (i, p) in level.into_iter().enumerate() {
+                if !failed.contains(&i) {
+                    held.push(p);
+                    continue;
+                }
+                // Not locked: gone meanwhile (fine), or another operation's.
                 if self
                     .storage
-                    .get_item(&self.layout.listing_key(p), true)
+                    .get_item(&self.layout.listing_key(&p), true)
                     .await?
                     .is_some_and(|r| r.contains(self.layout.moving_attr()))
                 {
-                    return Err(self.locked_error(p));
+                    return Err(self.locked_error(&p));
                 }
             }
             let mut next = Vec::new();
@@ -414,6 +646,48 @@ impl<S: Storage> Tree<S> {
             }
             levels.push(held);
             level = next;
+        }
+        Ok(levels)
+    }
+
+    /// The nodes under `root` (itself included) whose listing rows this operation holds, by
+    /// depth. Rows held by nobody or by others, and everything under them, are not ours.
+    async fn walk_held(&self, root: &Path, id: &str) -> Result<Vec<Vec<Path>>> {
+        let held = |row: &Item| row.get(self.layout.moving_attr()) == Some(&Value::S(id.into()));
+        let mut levels = Vec::new();
+        let root_held = self
+            .storage
+            .get_item(&self.layout.listing_key(root), true)
+            .await?
+            .is_some_and(|r| held(&r));
+        let mut level = if root_held {
+            vec![root.clone()]
+        } else {
+            vec![]
+        };
+        while !level.is_empty() {
+            let mut children = Vec::new();
+            for dir in &level {
+                let names: Vec<String> = self.list_names(dir, true).try_collect().await?;
+                for n in names {
+                    children.push(dir.child(n)?);
+                }
+            }
+            let keys: Vec<Key> = children
+                .iter()
+                .map(|p| self.layout.listing_key(p))
+                .collect();
+            let rows = get_all(&self.storage, keys, true, &self.config.retry).await?;
+            let held_keys: std::collections::HashSet<Key> = rows
+                .iter()
+                .filter(|r| held(r))
+                .filter_map(Key::from_item)
+                .collect();
+            levels.push(level);
+            level = children
+                .into_iter()
+                .filter(|p| held_keys.contains(&self.layout.listing_key(p)))
+                .collect();
         }
         Ok(levels)
     }
@@ -440,29 +714,39 @@ impl<S: Storage> Tree<S> {
         Ok(levels)
     }
 
-    fn dest_of(&self, intent: &Intent, p: &Path) -> Result<Path> {
-        let rest = &p.components()[intent.from.len()..];
-        Path::new(intent.to.components().iter().chain(rest).cloned())
-    }
-
-    /// Writes every node and object under the destination, top-down. Returns (nodes, objects).
-    async fn copy_levels(&self, intent: &Intent, levels: &[Vec<Path>]) -> Result<(usize, usize)> {
-        if levels.iter().all(Vec::is_empty) {
-            return Ok((0, 0));
-        }
-        // The destination's ancestors, as for any put.
-        if let Some(parent) = intent.to.parent().filter(|p| !p.is_root()) {
-            self.ensure_listing(&parent).await?;
-        }
+    /// Writes every node and object under the destination, top-down, each listing row locked
+    /// by the operation (so writers there are refused until it ends, and nothing of theirs is
+    /// overwritten). Returns (nodes, objects).
+    async fn copy_levels(&self, g: &Guard, levels: &[Vec<Path>]) -> Result<(usize, usize)> {
+        let intent = g.snapshot();
+        let lock = Value::S(intent.id.clone());
+        let ours_or_new = Condition::Or(vec![
+            Condition::NotExists,
+            Condition::equals(self.layout.moving_attr(), lock.clone()),
+        ]);
         let (mut nodes, mut objects) = (0, 0);
-        for level in levels {
+        for (depth, level) in levels.iter().enumerate() {
             let sources = self.objects_of(level, true).await?;
-            let mut actions = Vec::with_capacity(level.len() * 2);
+            let mut actions = Vec::with_capacity(level.len() * 2 + 1);
+            let parent = intent.to.parent().filter(|p| !p.is_root());
+            if depth == 0
+                && let Some(parent) = &parent
+            {
+                self.ensure_listing(parent).await?;
+                // The destination's parent exists and is neither locked nor being removed.
+                actions.push(TransactAction::ConditionCheck {
+                    key: self.layout.listing_key(parent),
+                    condition: self.free_row(),
+                });
+            }
+            let first_dest = actions.len();
             for p in level {
-                let dest = self.dest_of(intent, p)?;
+                let dest = dest_of(&intent, p)?;
+                let mut row = self.layout.listing_row(&dest);
+                row.insert(self.layout.moving_attr(), lock.clone());
                 actions.push(TransactAction::Put {
-                    item: self.layout.listing_row(&dest),
-                    condition: self.not_marked(),
+                    item: row,
+                    condition: ours_or_new.clone(),
                 });
                 nodes += 1;
                 if let Some(src) = sources.get(&self.layout.object_key(p).hash) {
@@ -473,7 +757,21 @@ impl<S: Storage> Tree<S> {
                     objects += 1;
                 }
             }
-            self.transact_chunks(actions, false).await?;
+            let failed = self.fenced(g, actions, false).await?;
+            if let Some(&i) = failed.first() {
+                if i < first_dest {
+                    let parent = parent.expect("a check of the parent was sent");
+                    self.known.remove(&self.layout.listing_key(&parent));
+                    return Err(Error::new(
+                        ErrorKind::Locked,
+                        format!("the destination's parent {parent} is being moved or removed"),
+                    ));
+                }
+                return Err(Error::new(
+                    ErrorKind::AlreadyExists,
+                    format!("something is already at {}", intent.to),
+                ));
+            }
         }
         Ok((nodes, objects))
     }
@@ -493,10 +791,16 @@ impl<S: Storage> Tree<S> {
         row
     }
 
-    /// Deletes the source bottom-up: objects, and listing rows conditional on our lock.
-    async fn delete_levels(&self, intent: &Intent, levels: &[Vec<Path>]) -> Result<()> {
-        let lock = Value::S(intent.id.clone());
+    /// Deletes held nodes bottom-up: objects, and listing rows conditional on our lock, so the
+    /// tree stays upward-closed at every step. With `count`, returns how many objects were
+    /// there (one more consistent read per level).
+    async fn delete_levels(&self, g: &Guard, levels: &[Vec<Path>], count: bool) -> Result<usize> {
+        let lock = Value::S(g.id());
+        let mut deleted = 0;
         for level in levels.iter().rev() {
+            if count {
+                deleted += self.objects_of(level, true).await?.len();
+            }
             let mut actions = Vec::with_capacity(level.len() * 2);
             for p in level {
                 let key = self.layout.listing_key(p);
@@ -510,9 +814,195 @@ impl<S: Storage> Tree<S> {
                     condition: Condition::equals(self.layout.moving_attr(), lock.clone()),
                 });
             }
-            self.transact_chunks(actions, true).await?;
+            self.fenced(g, actions, true).await?;
+        }
+        Ok(deleted)
+    }
+
+    /// Takes the operation's locks off the rows it holds under `root`.
+    async fn unlock(&self, g: &Guard, root: &Path) -> Result<()> {
+        let levels = self.walk_held(root, &g.id()).await?;
+        self.unlock_paths(g, &levels.concat()).await
+    }
+
+    /// Takes the operation's locks off the listing rows of `paths` (rows not held are left).
+    async fn unlock_paths(&self, g: &Guard, paths: &[Path]) -> Result<()> {
+        let lock = Value::S(g.id());
+        let actions: Vec<TransactAction> = paths
+            .iter()
+            .map(|p| TransactAction::Put {
+                item: self.layout.listing_row(p),
+                condition: Condition::equals(self.layout.moving_attr(), lock.clone()),
+            })
+            .collect();
+        self.fenced(g, actions, true).await?;
+        Ok(())
+    }
+
+    /// Points links into `from` at their new place under `to`, each only if it still points
+    /// where it did (a link changed meanwhile is left alone).
+    async fn rewrite_links(&self, from: &Path, to: &Path, links: &[(Path, Path)]) -> Result<()> {
+        for (link, target) in links {
+            let rest = &target.components()[from.len()..];
+            let new_target = Path::new(to.components().iter().chain(rest).cloned())?;
+            let row = self.layout.link_row(link, &new_target)?;
+            let unchanged = Condition::equals(
+                self.layout.link_attr(),
+                Value::S(self.layout.encode_target(target)),
+            );
+            match self.write_object(link, row, &unchanged).await {
+                Err(e) if e.kind() == ErrorKind::ConditionFailed => {}
+                other => other?,
+            }
         }
         Ok(())
+    }
+
+    /// Sends `actions` in transactions of at most 99, each with a check that this call still
+    /// owns the intent (so a call that lost its lease, or a stale resume, can write nothing).
+    /// Returns the indexes of actions whose condition failed; with `resend_rest`, the other
+    /// actions of such a transaction are sent again without them, else the operation stops
+    /// at the first such transaction.
+    async fn fenced(
+        &self,
+        g: &Guard,
+        actions: Vec<TransactAction>,
+        resend_rest: bool,
+    ) -> Result<Vec<usize>> {
+        let intent_key = Key::new(self.layout.intents_hash(), g.id());
+        let policy = self.config.retry;
+        let mut failed_all = Vec::new();
+        let indexed: Vec<(usize, TransactAction)> = actions.into_iter().enumerate().collect();
+        for chunk in indexed.chunks(TRANSACT_MAX - 1) {
+            let mut pending: Vec<(usize, TransactAction)> = chunk.to_vec();
+            let mut retry = 0;
+            while !pending.is_empty() {
+                self.renew_if_due(g).await?;
+                let mut tx: Vec<TransactAction> = pending.iter().map(|(_, a)| a.clone()).collect();
+                tx.push(TransactAction::ConditionCheck {
+                    key: intent_key.clone(),
+                    condition: self.owned_by(&g.token),
+                });
+                match self.storage.transact_write(tx).await {
+                    Ok(()) => break,
+                    Err(e) if e.kind() == ErrorKind::TransactionCanceled => {
+                        let reasons = e.cancellation_reasons();
+                        if reasons
+                            .get(pending.len())
+                            .is_some_and(crate::CancellationReason::is_condition_failed)
+                        {
+                            return Err(Error::new(
+                                ErrorKind::Conflict,
+                                "another call took the operation over",
+                            )
+                            .with_source(e));
+                        }
+                        let failed: Vec<usize> = reasons
+                            .iter()
+                            .take(pending.len())
+                            .enumerate()
+                            .filter(|(_, r)| r.is_condition_failed())
+                            .map(|(i, _)| i)
+                            .collect();
+                        if !failed.is_empty() {
+                            failed_all.extend(failed.iter().map(|&i| pending[i].0));
+                            if !resend_rest {
+                                return Ok(failed_all);
+                            }
+                            pending = pending
+                                .into_iter()
+                                .enumerate()
+                                .filter(|(i, _)| !failed.contains(i))
+                                .map(|(_, a)| a)
+                                .collect();
+                            continue;
+                        }
+                        if retry + 1 >= policy.max_attempts() {
+                            return Err(e);
+                        }
+                        policy.sleep(retry).await;
+                        retry += 1;
+                    }
+                    Err(e) if e.kind() == ErrorKind::Throttled => {
+                        if retry + 1 >= policy.max_attempts() {
+                            return Err(e);
+                        }
+                        policy.sleep(retry).await;
+                        retry += 1;
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        Ok(failed_all)
+    }
+
+    /// Records a new phase (renewing the lease), conditional on our ownership.
+    async fn set_phase(&self, g: &Guard, phase: &str) -> Result<()> {
+        let mut intent = g.snapshot();
+        intent.phase = phase.to_owned();
+        intent.lease = after_ms(self.config.lease);
+        self.write_intent(g, intent).await
+    }
+
+    /// Renews the lease when half of it has run out.
+    async fn renew_if_due(&self, g: &Guard) -> Result<()> {
+        let mut intent = g.snapshot();
+        let half = u64::try_from(self.config.lease.as_millis() / 2).unwrap_or(u64::MAX);
+        if now_ms().saturating_add(half) < intent.lease {
+            return Ok(());
+        }
+        intent.lease = after_ms(self.config.lease);
+        self.write_intent(g, intent).await
+    }
+
+    async fn write_intent(&self, g: &Guard, intent: Intent) -> Result<()> {
+        match self
+            .storage
+            .put_item(self.encode_intent(&intent), self.owned_by(&g.token))
+            .await
+        {
+            Ok(()) => {
+                g.set(intent);
+                Ok(())
+            }
+            Err(e) if e.kind() == ErrorKind::ConditionFailed => Err(Error::new(
+                ErrorKind::Conflict,
+                "another call took the operation over",
+            )
+            .with_source(e)),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Drops the intent record: the operation is over.
+    async fn finish(&self, g: &Guard) -> Result<()> {
+        let key = Key::new(self.layout.intents_hash(), g.id());
+        match self
+            .storage
+            .delete_item(&key, self.owned_by(&g.token))
+            .await
+        {
+            Err(e) if e.kind() == ErrorKind::ConditionFailed => Err(Error::new(
+                ErrorKind::Conflict,
+                "another call took the operation over",
+            )
+            .with_source(e)),
+            other => {
+                if other.is_ok() {
+                    g.release();
+                }
+                other
+            }
+        }
+    }
+
+    fn owner_attr(&self) -> String {
+        format!("{}owner", self.layout.reserved())
+    }
+
+    fn owned_by(&self, token: &str) -> Condition {
+        Condition::equals(self.owner_attr(), Value::S(token.to_owned()))
     }
 
     /// Creates the listing rows of `path` and its ancestors that are missing.
@@ -524,14 +1014,23 @@ impl<S: Storage> Tree<S> {
             return Ok(());
         }
         let found = get_all(&self.storage, keys.clone(), true, &self.config.retry).await?;
-        let actions: Vec<TransactAction> = keys
-            .iter()
-            .filter(|k| !found.iter().any(|i| Key::from_item(i).as_ref() == Some(*k)))
-            .map(|k| TransactAction::Put {
+        let mut actions = Vec::new();
+        for (i, k) in keys.iter().enumerate() {
+            if found.iter().any(|it| Key::from_item(it).as_ref() == Some(k)) {
+                continue;
+            }
+            // Each new row with proof that its parent row is there (upward closure).
+            if actions.is_empty() && i > 0 {
+                actions.push(TransactAction::ConditionCheck {
+                    key: keys[i - 1].clone(),
+                    condition: self.free_row(),
+                });
+            }
+            actions.push(TransactAction::Put {
                 item: k.clone().into_item(),
                 condition: self.not_marked(),
-            })
-            .collect();
+            });
+        }
         if !actions.is_empty() {
             self.transact_chunks(actions, false).await?;
         }
@@ -584,6 +1083,10 @@ impl<S: Storage> Tree<S> {
             LinkPolicy::Rewrite => "rewrite",
         };
         item.insert(format!("{sc}links"), Value::S(links.to_owned()));
+        if let Some(owner) = &intent.owner {
+            item.insert(self.owner_attr(), Value::S(owner.clone()));
+            item.insert(format!("{sc}lease"), Value::N(intent.lease.to_string()));
+        }
         item
     }
 
@@ -596,6 +1099,10 @@ impl<S: Storage> Tree<S> {
                     Error::new(ErrorKind::Backend, format!("intent record without `{n}`"))
                 })
         };
+        let lease = match item.get(&format!("{sc}lease")) {
+            Some(Value::N(n)) => n.parse().unwrap_or(0),
+            _ => 0,
+        };
         Ok(Intent {
             id: item.get_s(RANGE_KEY).unwrap_or_default().to_owned(),
             op: field("op")?,
@@ -607,12 +1114,54 @@ impl<S: Storage> Tree<S> {
                 "rewrite" => LinkPolicy::Rewrite,
                 _ => LinkPolicy::Report,
             },
+            owner: item.get_s(&self.owner_attr()).map(str::to_owned),
+            lease,
         })
     }
 }
 
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+/// `p` (under the intent's source) moved under its destination.
+fn dest_of(intent: &Intent, p: &Path) -> Result<Path> {
+    let rest = p.components().get(intent.from.len()..).unwrap_or_default();
+    Path::new(intent.to.components().iter().chain(rest).cloned())
+}
+
+/// A fresh owner token.
+fn new_token() -> String {
+    format!("{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..))
+}
+
+/// An intent this call owns, with its current recorded state.
+#[derive(Debug)]
+struct Guard {
+    intent: std::sync::Mutex<Intent>,
+    token: String,
+}
+
+impl Guard {
+    fn snapshot(&self) -> Intent {
+        self.intent
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    fn id(&self) -> String {
+        self.snapshot().id
+    }
+
+    fn set(&self, intent: Intent) {
+        *self
+            .intent
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = intent;
+    }
+
+    /// The intent is gone: nothing to give back on failure.
+    fn release(&self) {
+        self.intent
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .owner = None;
+    }
 }

@@ -5,12 +5,12 @@ use std::collections::VecDeque;
 use futures::{Stream, StreamExt, TryStreamExt};
 use serde::de::DeserializeOwned;
 
-use crate::batch::{TRANSACT_MAX, get_all};
+use crate::batch::TRANSACT_MAX;
 use crate::error::{Error, ErrorKind, Result};
 use crate::item::{Item, Value};
 use crate::layout::{HASH_KEY, RANGE_KEY};
 use crate::path::{IntoPath, Path};
-use crate::storage::{Condition, IndexQuery, IndexSpec, RangeCondition, Storage, TransactAction};
+use crate::storage::{IndexQuery, IndexSpec, RangeCondition, Storage, TransactAction};
 
 use super::Tree;
 
@@ -172,11 +172,15 @@ impl<S: Storage> Tree<S> {
         }
     }
 
-    /// Deletes `path`'s object and every descendant, safely against concurrent writers:
-    /// every listing row of the subtree is first marked (top-down), so a put under the subtree
-    /// is refused and retried; then rows go bottom-up, each listing row conditional on our
-    /// mark, so the tree stays upward-closed at every step. A process that dies part-way leaves
-    /// a state that the same call, repeated, finishes. Returns how many objects were deleted.
+    /// Deletes `path`'s object and every descendant, safely against concurrent writers.
+    ///
+    /// The deletion is recorded as an intent first (see [`Tree::pending`]); then every listing
+    /// row of the subtree is locked, level by level, each level listed again after it is
+    /// locked, so a put that returned `Ok` before its parent was locked is deleted with the
+    /// subtree, and one that comes after is refused with [`ErrorKind::Locked`]; then rows go
+    /// bottom-up, each listing row conditional on the lock, so the tree stays upward-closed at
+    /// every step. A process that dies part-way leaves the intent: [`Tree::resume`] (or the
+    /// same call again) finishes. Returns how many objects were deleted.
     ///
     /// # Examples
     ///
@@ -197,88 +201,21 @@ impl<S: Storage> Tree<S> {
     ///
     /// # Errors
     ///
-    /// [`ErrorKind::InvalidPath`]; backend errors (then call it again).
+    /// [`ErrorKind::InvalidPath`]; [`ErrorKind::Locked`] if part of the subtree is held by a
+    /// move or another deletion (nothing is deleted then); backend errors (then call it again,
+    /// or [`Tree::resume`]).
     ///
     /// # Cancel safety
     ///
-    /// A dropped future may have deleted part of the subtree, bottom-up; calling it again
-    /// finishes.
+    /// A dropped future leaves the deletion recorded, possibly part-way (bottom-up):
+    /// `resume`, or the same call again, finishes it.
     pub async fn delete_subtree(&self, path: impl IntoPath) -> Result<usize> {
         let path = path.into_path()?;
         self.layout.check_object_path(&path)?;
-        // The nodes: path itself and every descendant name (listing rows), by depth.
-        let mut levels: Vec<Vec<Path>> = vec![vec![path.clone()]];
-        loop {
-            let last = levels.last().expect("non-empty");
-            let mut next = Vec::new();
-            for dir in last {
-                let names: Vec<String> = self.list_names(dir, true).try_collect().await?;
-                for n in names {
-                    next.push(dir.child(n)?);
-                }
-            }
-            if next.is_empty() {
-                break;
-            }
-            levels.push(next);
-        }
-        // A subtree (partly) locked by a move is not ours to delete.
-        let listing: Vec<crate::Key> = levels
-            .iter()
-            .flatten()
-            .map(|p| self.layout.listing_key(p))
-            .collect();
-        let rows = get_all(&self.storage, listing, true, &self.config.retry).await?;
-        if rows.iter().any(|r| r.contains(self.layout.moving_attr())) {
-            return Err(self.locked_error(&path));
-        }
-        // Phase 1: mark every listing row, top-down, so writers under the subtree wait.
-        let mark = self.new_removal_mark();
-        let mut marked = std::collections::HashSet::new();
-        for level in &levels {
-            let rows: Vec<TransactAction> = level
-                .iter()
-                .map(|p| TransactAction::Put {
-                    item: self.marked_listing_row(p, &mark),
-                    condition: self.exists_unlocked(),
-                })
-                .collect();
-            marked.extend(self.transact_chunks(rows, true).await?);
-        }
-        // Phase 2: bottom-up, objects and marked listing rows.
-        let mut deleted = 0;
-        for level in levels.iter().rev() {
-            deleted += self.objects_of(level, true).await?.len();
-            let mut actions = Vec::with_capacity(level.len() * 2);
-            for p in level {
-                let key = self.layout.listing_key(p);
-                self.known.remove(&key);
-                actions.push(TransactAction::Delete {
-                    key: self.layout.object_key(p),
-                    condition: Condition::Always,
-                });
-                // Only rows we marked (a row already gone needs nothing).
-                if marked.contains(&key) {
-                    actions.push(TransactAction::Delete {
-                        key,
-                        condition: Condition::equals(
-                            self.layout.deleting_attr(),
-                            Value::S(mark.clone()),
-                        ),
-                    });
-                }
-            }
-            self.transact_chunks(actions, false).await?;
-        }
-        // The parent may now name nothing.
-        let mut q = path.parent();
-        while let Some(current) = q.filter(|p| !p.is_root()) {
-            if !self.remove_if_empty_pub(&current).await? {
-                break;
-            }
-            q = current.parent();
-        }
-        Ok(deleted)
+        let report = self
+            .start("delete", path.clone(), path, super::LinkPolicy::Ignore)
+            .await?;
+        Ok(report.objects)
     }
 
     /// Sends `actions` as transactions of at most 100; with `skip_missing`, rows that vanished
@@ -469,6 +406,9 @@ fn walk_stream<S: Storage>(
                 .await?;
             for child in children {
                 let child_depth = depth + 1;
+                if max_depth.is_some_and(|m| child_depth > m) {
+                    continue;
+                }
                 if let Some(item) = by_hash.remove(&tree.layout.object_key(&child).hash) {
                     found.push(Descendant {
                         path: child.clone(),

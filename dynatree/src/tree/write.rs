@@ -7,11 +7,18 @@ use crate::path::Path;
 use crate::storage::{Condition, Key, Query, Storage, TransactAction};
 
 use super::Tree;
+use super::clock::{after_ms, now_ms};
 
-/// Outcome of one attempt that lost a race and should be retried.
+/// Outcome of one attempt of a write.
 enum Attempt {
     Done,
+    /// Lost a race (a condition or a concurrent transaction): retry, within the budget.
     Retry,
+    /// A listing row on the path carries a live removal mark: wait (outside the retry budget;
+    /// the mark's lease bounds the wait) and look again.
+    Wait,
+    /// An expired mark was taken off: look again at once (no failed attempt).
+    Again,
 }
 
 impl<S: Storage> Tree<S> {
@@ -23,17 +30,14 @@ impl<S: Storage> Tree<S> {
         ])
     }
 
+    /// Exists, and neither marked for removal nor locked.
+    pub(super) fn free_row(&self) -> Condition {
+        self.unmarked_exists()
+    }
+
     pub(super) fn not_marked(&self) -> Condition {
         Condition::And(vec![
             Condition::attr_not_exists(self.layout.deleting_attr()),
-            Condition::attr_not_exists(self.layout.moving_attr()),
-        ])
-    }
-
-    /// Exists and is not locked by a move (removal marks may be taken over).
-    pub(super) fn exists_unlocked(&self) -> Condition {
-        Condition::And(vec![
-            Condition::Exists,
             Condition::attr_not_exists(self.layout.moving_attr()),
         ])
     }
@@ -56,6 +60,7 @@ impl<S: Storage> Tree<S> {
     ) -> Result<()> {
         let policy = self.config.retry;
         let mut retry = 0;
+        let mut waited = 0;
         // First try the plan the cache suggests; after a failed check, read the real state.
         let mut read_state = false;
         loop {
@@ -67,6 +72,13 @@ impl<S: Storage> Tree<S> {
             match outcome {
                 Attempt::Done => return Ok(()),
                 Attempt::Retry if !read_state => read_state = true,
+                Attempt::Again => read_state = true,
+                Attempt::Wait => {
+                    // A live removal: it either finishes quickly or its lease runs out, and
+                    // then the mark is taken off. Neither is a failed attempt.
+                    policy.sleep(waited.min(8)).await;
+                    waited += 1;
+                }
                 Attempt::Retry => {
                     if retry + 1 >= policy.max_attempts() {
                         return Err(Error::new(
@@ -129,7 +141,7 @@ impl<S: Storage> Tree<S> {
                 self.known.insert_all(Some(own));
                 Ok(Attempt::Done)
             }
-            Attempt::Retry => {
+            _ => {
                 self.known.remove(&own);
                 if let Some(parent) = path.parent().filter(|p| !p.is_root()) {
                     self.known.remove(&self.layout.listing_key(&parent));
@@ -173,8 +185,9 @@ impl<S: Storage> Tree<S> {
             {
                 if self.mark_expired(mark) {
                     self.clear_mark(&keys[i], mark).await?;
+                    return Ok(Attempt::Again);
                 }
-                return Ok(Attempt::Retry);
+                return Ok(Attempt::Wait);
             }
         }
         let mut actions = Vec::with_capacity(n + 1);
@@ -213,7 +226,10 @@ impl<S: Storage> Tree<S> {
             chunk.extend(actions[start..start + take].iter().cloned());
             start += take;
             let last = start == actions.len();
-            if let Attempt::Retry = self.transact(chunk, last && !condition.is_always()).await? {
+            if !matches!(
+                self.transact(chunk, last && !condition.is_always()).await?,
+                Attempt::Done
+            ) {
                 return Ok(Attempt::Retry);
             }
         }
@@ -260,29 +276,28 @@ impl<S: Storage> Tree<S> {
         }
     }
 
-    pub(super) fn new_removal_mark(&self) -> String {
-        self.new_mark()
-    }
-
-    pub(super) fn marked_listing_row(&self, path: &Path, mark: &str) -> Item {
-        self.marked_row(&self.layout.listing_key(path), mark)
-    }
-
-    pub(super) async fn remove_if_empty_pub(&self, q: &Path) -> Result<bool> {
-        self.remove_if_empty(q).await
-    }
-
     fn new_mark(&self) -> String {
-        let expires = now_ms()
-            .saturating_add(u64::try_from(self.config.lease.as_millis()).unwrap_or(u64::MAX));
+        let expires = after_ms(self.config.lease);
         format!("{expires}:{:016x}", fastrand::u64(..))
     }
 
-    fn mark_expired(&self, mark: &str) -> bool {
+    pub(super) fn mark_expired(&self, mark: &str) -> bool {
         mark.split(':')
             .next()
             .and_then(|t| t.parse::<u64>().ok())
             .is_none_or(|expires| expires < now_ms())
+    }
+
+    /// The condition under which a listing row may be marked by a remover: it exists and is
+    /// not locked. Any removal mark already there is taken over: every final step of a removal
+    /// is conditional on the remover's own mark, so the one replaced stops at its next step
+    /// (the lease only tells writers how long to wait). So a repeated delete finishes what a
+    /// failed one left marked.
+    fn markable(&self) -> Condition {
+        Condition::And(vec![
+            Condition::Exists,
+            Condition::attr_not_exists(self.layout.moving_attr()),
+        ])
     }
 
     async fn clear_mark(&self, key: &Key, mark: &str) -> Result<()> {
@@ -352,42 +367,58 @@ impl<S: Storage> Tree<S> {
     async fn delete_checked(&self, path: &Path) -> Result<()> {
         let own = self.layout.listing_key(path);
         self.known.remove(&own);
-        let mark = self.new_mark();
-        let tx = vec![
-            TransactAction::Delete {
-                key: self.layout.object_key(path),
-                condition: Condition::Always,
-            },
-            // Any removal mark already there is taken over (see `mark`); a move's lock is not.
-            TransactAction::Put {
-                item: self.marked_row(&own, &mark),
-                condition: self.exists_unlocked(),
-            },
-        ];
-        let marked = match self.transact(tx, false).await? {
-            Attempt::Done => true,
-            Attempt::Retry => {
-                if self
-                    .storage
-                    .get_item(&own, true)
-                    .await?
-                    .is_some_and(|r| r.contains(self.layout.moving_attr()))
-                {
-                    return Err(self.locked_error(path));
-                }
-                // L(P) is missing: delete the object alone.
+        let policy = self.config.retry;
+        let mut retry = 0;
+        // What we believe L(P) is; refined after a cancelled attempt.
+        let mut seen: Option<Item> = Some(own.clone().into_item());
+        let marked = loop {
+            let Some(row) = seen.as_ref() else {
+                // L(P) is missing: so is O(P) (or a foreign writer left it alone): delete it.
                 self.storage
                     .delete_item(&self.layout.object_key(path), Condition::Always)
                     .await?;
-                false
+                break None;
+            };
+            if row.contains(self.layout.moving_attr()) {
+                return Err(self.locked_error(path));
             }
+            let mark = self.new_mark();
+            let tx = vec![
+                TransactAction::Delete {
+                    key: self.layout.object_key(path),
+                    condition: Condition::Always,
+                },
+                TransactAction::Put {
+                    item: self.marked_row(&own, &mark),
+                    condition: self.markable(),
+                },
+            ];
+            if let Attempt::Done = self.transact(tx, false).await? {
+                break Some(mark);
+            }
+            if retry + 1 >= policy.max_attempts() {
+                return Err(Error::new(
+                    ErrorKind::Conflict,
+                    format!("{path} kept changing concurrently"),
+                ));
+            }
+            retry += 1;
+            seen = self.storage.get_item(&own, true).await?;
         };
-        // O(P) is gone and puts at P are refused; L(P) goes if P has no children.
-        if marked && !self.finish_removal(path, &own, &mark, false).await? {
+        // O(P) is gone and puts at P wait; L(P) goes if P has no children.
+        if let Some(mark) = marked
+            && !self.finish_removal(path, &own, &mark, false).await?
+        {
             return Ok(());
         }
         // Prune ancestors that now name nothing. This also runs when L(P) was already gone, so
         // repeating a delete that failed while pruning finishes the pruning.
+        self.prune_above(path).await
+    }
+
+    /// Removes the listing rows of `path`'s ancestors that name nothing, deepest first,
+    /// stopping at the first one still needed (or being removed by someone else).
+    pub(super) async fn prune_above(&self, path: &Path) -> Result<()> {
         let mut q = path.parent();
         while let Some(current) = q.filter(|p| !p.is_root()) {
             if !self.remove_if_empty(&current).await? {
@@ -431,29 +462,104 @@ impl<S: Storage> Tree<S> {
 
     /// Removes L(q) if q has neither object nor children. Returns whether it is now absent
     /// (removed, or already gone), in which case the parent is the next to look at.
-    async fn remove_if_empty(&self, q: &Path) -> Result<bool> {
+    ///
+    /// A locked row is left to its operation (`false`); a removal mark is taken over.
+    pub(super) async fn remove_if_empty(&self, q: &Path) -> Result<bool> {
         // A cheap look first: most parents still have other children.
         if self.has_children(q).await? {
             return Ok(false);
         }
         let key = self.layout.listing_key(q);
         self.known.remove(&key);
-        let mark = self.new_mark();
-        // Marking needs only that the row exists: replacing another remover's mark is safe,
-        // because every final step of a removal is conditional on the remover's own mark, so
-        // the one replaced stops at its next step (the lease only tells writers how long to
-        // wait). This lets a repeated delete finish what a failed one left marked.
-        match self
-            .storage
-            .put_item(self.marked_row(&key, &mark), self.exists_unlocked())
-            .await
-        {
-            Ok(()) => {}
-            // Already absent (a failed delete got this far): keep pruning upwards.
-            Err(e) if e.kind() == ErrorKind::ConditionFailed => return Ok(true),
-            Err(e) => return Err(e),
+        let mut seen: Option<Item> = Some(key.clone().into_item());
+        for _ in 0..self.config.retry.max_attempts() {
+            let Some(row) = seen.as_ref() else {
+                // Already absent (a failed delete got this far): keep pruning upwards.
+                return Ok(true);
+            };
+            if row.contains(self.layout.moving_attr()) {
+                return Ok(false);
+            }
+            let mark = self.new_mark();
+            match self
+                .storage
+                .put_item(self.marked_row(&key, &mark), self.markable())
+                .await
+            {
+                Ok(()) => return self.finish_removal(q, &key, &mark, true).await,
+                Err(e) if e.kind() == ErrorKind::ConditionFailed => {
+                    seen = self.storage.get_item(&key, true).await?;
+                }
+                Err(e) => return Err(e),
+            }
         }
-        self.finish_removal(q, &key, &mark, true).await
+        Ok(false)
+    }
+
+    /// Deletes `path`'s object and listing row only if it has no children, atomically
+    /// against puts under it: L(P) is marked first (new children wait), then the children are
+    /// counted with a consistent read, then both rows go in one transaction conditional on the
+    /// mark. Children found: the mark is taken off and the result is
+    /// [`ErrorKind::HasChildren`].
+    pub(super) async fn delete_leaf(&self, path: &Path) -> Result<()> {
+        let key = self.layout.listing_key(path);
+        self.known.remove(&key);
+        let policy = self.config.retry;
+        let mut retry = 0;
+        loop {
+            let Some(row) = self.storage.get_item(&key, true).await? else {
+                // No listing row: no children and (by the invariants) no object.
+                self.storage
+                    .delete_item(&self.layout.object_key(path), Condition::Always)
+                    .await?;
+                return self.prune_above(path).await;
+            };
+            if row.contains(self.layout.moving_attr()) {
+                return Err(self.locked_error(path));
+            }
+            let mark = self.new_mark();
+            match self
+                .storage
+                .put_item(self.marked_row(&key, &mark), self.markable())
+                .await
+            {
+                Ok(()) => {}
+                Err(e) if e.kind() == ErrorKind::ConditionFailed => continue,
+                Err(e) => return Err(e),
+            }
+            let ours = Condition::equals(self.layout.deleting_attr(), Value::S(mark.clone()));
+            if self.has_children(path).await? {
+                match self.storage.put_item(key.clone().into_item(), ours).await {
+                    Err(e) if e.kind() != ErrorKind::ConditionFailed => return Err(e),
+                    _ => {}
+                }
+                return Err(Error::new(
+                    ErrorKind::HasChildren,
+                    format!("{path} still has children"),
+                ));
+            }
+            let tx = vec![
+                TransactAction::Delete {
+                    key: self.layout.object_key(path),
+                    condition: Condition::Always,
+                },
+                TransactAction::Delete {
+                    key: key.clone(),
+                    condition: ours,
+                },
+            ];
+            if let Attempt::Done = self.transact(tx, false).await? {
+                return self.prune_above(path).await;
+            }
+            if retry + 1 >= policy.max_attempts() {
+                return Err(Error::new(
+                    ErrorKind::Conflict,
+                    format!("{path} kept changing concurrently"),
+                ));
+            }
+            policy.sleep(retry).await;
+            retry += 1;
+        }
     }
 
     async fn has_children(&self, q: &Path) -> Result<bool> {
@@ -463,10 +569,4 @@ impl<S: Storage> Tree<S> {
         let page = self.storage.query_page(&query, None).await?;
         Ok(!page.items.is_empty())
     }
-}
-
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
