@@ -531,13 +531,13 @@ impl<S: Storage> Tree<S> {
         &self,
         prefix: impl IntoPath,
     ) -> impl Stream<Item = Result<String>> + Send + Unpin + '_ {
-        let query = prefix.into_path().and_then(|p| {
-            self.layout.check_listing_path(&p)?;
-            Ok(p)
-        });
+        let query = prefix
+            .into_path()
+            .and_then(|p| Ok(self.layout.check_listable(&p)?.then_some(p)));
         Box::pin(match query {
-            Ok(dir) => self.list_names(&dir, false).left_stream(),
-            Err(e) => futures::stream::once(async move { Err(e) }).right_stream(),
+            Ok(Some(dir)) => self.list_names(&dir, false).left_stream(),
+            // `Ok(None)`: a listing key over DynamoDB's limit holds no children; send nothing.
+            other => futures::stream::iter(other.err().map(Err)).right_stream(),
         })
     }
 
@@ -573,12 +573,11 @@ impl<S: Storage> Tree<S> {
         &self,
         prefix: impl IntoPath,
     ) -> impl Stream<Item = Result<Entry<T>>> + Send + Unpin + '_ {
-        let checked = prefix.into_path().and_then(|p| {
-            self.layout.check_listing_path(&p)?;
-            Ok(p)
-        });
+        let checked = prefix
+            .into_path()
+            .and_then(|p| Ok(self.layout.check_listable(&p)?.then_some(p)));
         Box::pin(match checked {
-            Ok(prefix) => {
+            Ok(Some(prefix)) => {
                 let query = self.listing_query(&prefix);
                 query_pages(&self.storage, query, None)
                     .and_then(move |page| {
@@ -589,7 +588,8 @@ impl<S: Storage> Tree<S> {
                     .try_flatten()
                     .left_stream()
             }
-            Err(e) => futures::stream::once(async move { Err(e) }).right_stream(),
+            // `Ok(None)`: a listing key over DynamoDB's limit holds no children; send nothing.
+            other => futures::stream::iter(other.err().map(Err)).right_stream(),
         })
     }
 

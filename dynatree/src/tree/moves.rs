@@ -455,6 +455,17 @@ impl<S: Storage> Tree<S> {
                         }
                         Err(e) => return Err(e),
                     };
+                    if op == "delete" && levels.first().is_none_or(Vec::is_empty) {
+                        // Deleted by an operation that came first: nothing left to do.
+                        self.finish(g).await?;
+                        return Ok(Some(report));
+                    }
+                    if levels.first().is_none_or(Vec::is_empty) {
+                        // The source went away before it was locked (moved or deleted by
+                        // another operation that came first).
+                        let e = Error::new(ErrorKind::NotFound, format!("nothing at {from}"));
+                        return self.refuse(g, e).await;
+                    }
                     if op == "move"
                         && let Err(e) = self.validate(g, &levels).await
                     {
@@ -497,8 +508,10 @@ impl<S: Storage> Tree<S> {
                         .await?;
                 }
                 "delete" => {
-                    let levels = match known.take() {
-                        Some(levels) => levels,
+                    // A resumed call may find part of the source deleted already: what it
+                    // walks now is not the whole subtree, so it is not kept for the unlock.
+                    let levels = match &known {
+                        Some(levels) => levels.clone(),
                         None => self.walk_held(&from, &g.id()).await?,
                     };
                     let deleted = self.delete_levels(g, &levels, op == "delete").await?;
@@ -510,7 +523,6 @@ impl<S: Storage> Tree<S> {
                         self.finish(g).await?;
                         return Ok(Some(report));
                     }
-                    known = Some(levels);
                     self.set_phase(g, "unlock").await?;
                 }
                 "unlock" => {
@@ -602,6 +614,7 @@ impl<S: Storage> Tree<S> {
         let lock = Value::S(id.clone());
         let mut levels = Vec::new();
         let mut level = vec![g.snapshot().from];
+        let mut rounds = 0;
         while !level.is_empty() {
             let actions: Vec<TransactAction> = level
                 .iter()
@@ -622,21 +635,42 @@ impl<S: Storage> Tree<S> {
                 .collect();
             let failed = self.fenced(g, actions, true).await?;
             let mut held = Vec::with_capacity(level.len());
+            let mut again = Vec::new();
             for (i, p) in level.into_iter().enumerate() {
                 if !failed.contains(&i) {
                     held.push(p);
                     continue;
                 }
-                // Not locked: gone meanwhile (fine), or another operation's.
-                if self
+                // Not locked: gone meanwhile (fine: not part of the subtree any more), another
+                // operation's (refused), or freed since (lock it again).
+                match self
                     .storage
                     .get_item(&self.layout.listing_key(&p), true)
                     .await?
-                    .is_some_and(|r| r.contains(self.layout.moving_attr()))
                 {
-                    return Err(self.locked_error(&p));
+                    None => {}
+                    Some(r) if r.get(self.layout.moving_attr()) == Some(&lock) => held.push(p),
+                    Some(r) if r.contains(self.layout.moving_attr()) => {
+                        return Err(self.locked_error(&p));
+                    }
+                    Some(_) => again.push(p),
                 }
             }
+            if !again.is_empty() {
+                if rounds + 1 >= self.config.retry.max_attempts() {
+                    return Err(Error::new(
+                        ErrorKind::Conflict,
+                        format!("{} kept changing while it was being locked", again[0]),
+                    ));
+                }
+                self.config.retry.sleep(rounds).await;
+                rounds += 1;
+                held.sort();
+                // The rows held so far stay held; the others are tried again with this level.
+                level = held.into_iter().chain(again).collect();
+                continue;
+            }
+            held.sort();
             let mut next = Vec::new();
             for dir in &held {
                 let names: Vec<String> = self.list_names(dir, true).try_collect().await?;

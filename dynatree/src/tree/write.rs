@@ -45,7 +45,7 @@ impl<S: Storage> Tree<S> {
     pub(super) fn locked_error(&self, path: &Path) -> Error {
         Error::new(
             ErrorKind::Locked,
-            format!("{path} is inside a subtree that is being moved"),
+            format!("{path} is inside a subtree that another operation holds (a move, copy or subtree deletion)"),
         )
     }
 
@@ -300,6 +300,18 @@ impl<S: Storage> Tree<S> {
         ])
     }
 
+    /// After a failure part-way through a removal: takes our mark off again if it is still
+    /// ours (best effort; if this fails too, the mark's lease runs out instead), and returns
+    /// the original error.
+    async fn abandon_removal<T>(&self, key: &Key, mark: &str, e: Error) -> Result<T> {
+        for _ in 0..2 {
+            if self.clear_mark(key, mark).await.is_ok() {
+                break;
+            }
+        }
+        Err(e)
+    }
+
     async fn clear_mark(&self, key: &Key, mark: &str) -> Result<()> {
         match self
             .storage
@@ -406,10 +418,12 @@ impl<S: Storage> Tree<S> {
             seen = self.storage.get_item(&own, true).await?;
         };
         // O(P) is gone and puts at P wait; L(P) goes if P has no children.
-        if let Some(mark) = marked
-            && !self.finish_removal(path, &own, &mark, false).await?
-        {
-            return Ok(());
+        if let Some(mark) = marked {
+            match self.finish_removal(path, &own, &mark, false).await {
+                Ok(true) => {}
+                Ok(false) => return Ok(()),
+                Err(e) => return self.abandon_removal(&own, &mark, e).await,
+            }
         }
         // Prune ancestors that now name nothing. This also runs when L(P) was already gone, so
         // repeating a delete that failed while pruning finishes the pruning.
@@ -486,7 +500,12 @@ impl<S: Storage> Tree<S> {
                 .put_item(self.marked_row(&key, &mark), self.markable())
                 .await
             {
-                Ok(()) => return self.finish_removal(q, &key, &mark, true).await,
+                Ok(()) => {
+                    return match self.finish_removal(q, &key, &mark, true).await {
+                        Err(e) => self.abandon_removal(&key, &mark, e).await,
+                        ok => ok,
+                    };
+                }
                 Err(e) if e.kind() == ErrorKind::ConditionFailed => {
                     seen = self.storage.get_item(&key, true).await?;
                 }
@@ -528,15 +547,16 @@ impl<S: Storage> Tree<S> {
                 Err(e) => return Err(e),
             }
             let ours = Condition::equals(self.layout.deleting_attr(), Value::S(mark.clone()));
-            if self.has_children(path).await? {
-                match self.storage.put_item(key.clone().into_item(), ours).await {
-                    Err(e) if e.kind() != ErrorKind::ConditionFailed => return Err(e),
-                    _ => {}
-                }
-                return Err(Error::new(
+            let has_children = match self.has_children(path).await {
+                Ok(yes) => yes,
+                Err(e) => return self.abandon_removal(&key, &mark, e).await,
+            };
+            if has_children {
+                let e = Error::new(
                     ErrorKind::HasChildren,
                     format!("{path} still has children"),
-                ));
+                );
+                return self.abandon_removal(&key, &mark, e).await;
             }
             let tx = vec![
                 TransactAction::Delete {
@@ -548,8 +568,10 @@ impl<S: Storage> Tree<S> {
                     condition: ours,
                 },
             ];
-            if let Attempt::Done = self.transact(tx, false).await? {
-                return self.prune_above(path).await;
+            match self.transact(tx, false).await {
+                Ok(Attempt::Done) => return self.prune_above(path).await,
+                Ok(_) => {}
+                Err(e) => return self.abandon_removal(&key, &mark, e).await,
             }
             if retry + 1 >= policy.max_attempts() {
                 return Err(Error::new(
