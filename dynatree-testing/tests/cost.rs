@@ -234,9 +234,12 @@ async fn an_abandoned_removal_mark_expires() {
         .unwrap();
     tree.create_table().await.unwrap();
     tree.put(["a", "b"], &V { v: 1 }).await.unwrap();
-    // Request 0 of delete is the transaction that deletes the object and marks L(a/b); the
-    // response is lost and the "process" stops there.
-    fake.inject(1, Fault::Fail);
+    // Request 0 of delete is the transaction that deletes the object and marks L(a/b). Every
+    // request after it fails, the remover's two attempts to take its mark off included: as if
+    // the process had died right after marking.
+    for n in 1..=3 {
+        fake.inject(n, Fault::Fail);
+    }
     assert!(tree.delete(["a", "b"]).await.is_err());
     let marked = fake
         .rows()

@@ -493,10 +493,11 @@ impl<S: Storage> Tree<S> {
                             report.nodes = nodes;
                             report.objects = objects;
                         }
+                        // Refused at the destination before anything was written there.
                         Err(e)
                             if matches!(
                                 e.kind(),
-                                ErrorKind::Locked | ErrorKind::AlreadyExists
+                                ErrorKind::Locked | ErrorKind::AlreadyExists | ErrorKind::Conflict
                             ) =>
                         {
                             return self.refuse(g, e).await;
@@ -588,6 +589,7 @@ impl<S: Storage> Tree<S> {
     async fn validate(&self, g: &Guard, levels: &[Vec<Path>]) -> Result<()> {
         let intent = g.snapshot();
         for level in levels {
+            self.renew_if_due(g).await?;
             let sources = self.objects_of(level, true).await?;
             for p in level {
                 let dest = dest_of(&intent, p)?;
@@ -616,6 +618,7 @@ impl<S: Storage> Tree<S> {
         let mut level = vec![g.snapshot().from];
         let mut rounds = 0;
         while !level.is_empty() {
+            self.renew_if_due(g).await?;
             let actions: Vec<TransactAction> = level
                 .iter()
                 .map(|p| {
@@ -759,52 +762,78 @@ impl<S: Storage> Tree<S> {
             Condition::equals(self.layout.moving_attr(), lock.clone()),
         ]);
         let (mut nodes, mut objects) = (0, 0);
+        let parent = intent.to.parent().filter(|p| !p.is_root());
         for (depth, level) in levels.iter().enumerate() {
+            self.renew_if_due(g).await?;
             let sources = self.objects_of(level, true).await?;
-            let mut actions = Vec::with_capacity(level.len() * 2 + 1);
-            let parent = intent.to.parent().filter(|p| !p.is_root());
-            if depth == 0
-                && let Some(parent) = &parent
-            {
-                self.ensure_listing(parent).await?;
-                // The destination's parent exists and is neither locked nor being removed.
-                actions.push(TransactAction::ConditionCheck {
-                    key: self.layout.listing_key(parent),
-                    condition: self.free_row(),
-                });
-            }
-            let first_dest = actions.len();
-            for p in level {
-                let dest = dest_of(&intent, p)?;
-                let mut row = self.layout.listing_row(&dest);
-                row.insert(self.layout.moving_attr(), lock.clone());
-                actions.push(TransactAction::Put {
-                    item: row,
-                    condition: ours_or_new.clone(),
-                });
-                nodes += 1;
-                if let Some(src) = sources.get(&self.layout.object_key(p).hash) {
-                    actions.push(TransactAction::Put {
-                        item: self.moved_row(src, &dest),
-                        condition: Condition::Always,
+            let mut attempt = 0;
+            loop {
+                let mut actions = Vec::with_capacity(level.len() * 2 + 1);
+                if depth == 0
+                    && let Some(parent) = &parent
+                {
+                    self.ensure_listing(parent).await?;
+                    // The destination's parent exists and is neither locked nor being removed.
+                    actions.push(TransactAction::ConditionCheck {
+                        key: self.layout.listing_key(parent),
+                        condition: self.free_row(),
                     });
-                    objects += 1;
                 }
-            }
-            let failed = self.fenced(g, actions, false).await?;
-            if let Some(&i) = failed.first() {
-                if i < first_dest {
-                    let parent = parent.expect("a check of the parent was sent");
-                    self.known.remove(&self.layout.listing_key(&parent));
+                let first_dest = actions.len();
+                let (mut level_nodes, mut level_objects) = (0, 0);
+                for p in level {
+                    let dest = dest_of(&intent, p)?;
+                    let mut row = self.layout.listing_row(&dest);
+                    row.insert(self.layout.moving_attr(), lock.clone());
+                    actions.push(TransactAction::Put {
+                        item: row,
+                        condition: ours_or_new.clone(),
+                    });
+                    level_nodes += 1;
+                    if let Some(src) = sources.get(&self.layout.object_key(p).hash) {
+                        actions.push(TransactAction::Put {
+                            item: self.moved_row(src, &dest),
+                            condition: Condition::Always,
+                        });
+                        level_objects += 1;
+                    }
+                }
+                let failed = self.fenced(g, actions, false).await?;
+                let Some(&i) = failed.first() else {
+                    nodes += level_nodes;
+                    objects += level_objects;
+                    break;
+                };
+                if i >= first_dest {
                     return Err(Error::new(
-                        ErrorKind::Locked,
-                        format!("the destination's parent {parent} is being moved or removed"),
+                        ErrorKind::AlreadyExists,
+                        format!("something is already at {}", intent.to),
                     ));
                 }
-                return Err(Error::new(
-                    ErrorKind::AlreadyExists,
-                    format!("something is already at {}", intent.to),
-                ));
+                // The parent's check failed: held by another operation (refused), or removed
+                // or being removed meanwhile (create it again, or wait for the removal).
+                let parent = parent.as_ref().expect("a check of the parent was sent");
+                let key = self.layout.listing_key(parent);
+                self.known.remove(&key);
+                if self
+                    .storage
+                    .get_item(&key, true)
+                    .await?
+                    .is_some_and(|r| r.contains(self.layout.moving_attr()))
+                {
+                    return Err(Error::new(
+                        ErrorKind::Locked,
+                        format!("the destination's parent {parent} is held by another operation"),
+                    ));
+                }
+                if attempt + 1 >= self.config.retry.max_attempts() {
+                    return Err(Error::new(
+                        ErrorKind::Conflict,
+                        format!("the destination's parent {parent} kept being removed"),
+                    ));
+                }
+                self.config.retry.sleep(attempt).await;
+                attempt += 1;
             }
         }
         Ok((nodes, objects))

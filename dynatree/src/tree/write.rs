@@ -405,8 +405,11 @@ impl<S: Storage> Tree<S> {
                     condition: self.markable(),
                 },
             ];
-            if let Attempt::Done = self.transact(tx, false).await? {
-                break Some(mark);
+            match self.transact(tx, false).await {
+                Ok(Attempt::Done) => break Some(mark),
+                Ok(_) => {}
+                // The mark may have been applied with its response lost: take it off again.
+                Err(e) => return self.abandon_removal(&own, &mark, e).await,
             }
             if retry + 1 >= policy.max_attempts() {
                 return Err(Error::new(
@@ -509,7 +512,7 @@ impl<S: Storage> Tree<S> {
                 Err(e) if e.kind() == ErrorKind::ConditionFailed => {
                     seen = self.storage.get_item(&key, true).await?;
                 }
-                Err(e) => return Err(e),
+                Err(e) => return self.abandon_removal(&key, &mark, e).await,
             }
         }
         Ok(false)
@@ -544,7 +547,7 @@ impl<S: Storage> Tree<S> {
             {
                 Ok(()) => {}
                 Err(e) if e.kind() == ErrorKind::ConditionFailed => continue,
-                Err(e) => return Err(e),
+                Err(e) => return self.abandon_removal(&key, &mark, e).await,
             }
             let ours = Condition::equals(self.layout.deleting_attr(), Value::S(mark.clone()));
             let has_children = match self.has_children(path).await {
