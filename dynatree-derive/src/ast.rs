@@ -1,6 +1,7 @@
 //! The input, borrowed from `syn::DeriveInput`, with its parsed attributes. No tokens are made
 //! here.
 
+use syn::ext::IdentExt;
 use syn::{Data, DeriveInput, Fields, Ident, Type};
 
 use crate::attr;
@@ -23,6 +24,11 @@ pub struct Field<'a> {
 }
 
 impl Field<'_> {
+    /// Whether `name` (from a template placeholder, so without `r#`) names this field.
+    pub fn is_named(&self, name: &str) -> bool {
+        self.ident.unraw() == name
+    }
+
     /// The name the field has as a DynamoDB attribute (serde's name).
     pub fn attribute_name(&self, rename_all: Option<&str>) -> String {
         if let Some(r) = &self.attrs.rename {

@@ -1,5 +1,6 @@
-//! `#[dynatree(...)]` (and the `#[serde(rename...)]` we must know about), parsed with
-//! `parse_nested_meta`; every problem goes to the context, parsing goes on.
+//! `#[dynatree(...)]` (and the `#[serde(...)]` keys we must know about: the names, and those
+//! that would break keys), parsed with `parse_nested_meta`; every problem goes to the context,
+//! parsing goes on.
 
 use proc_macro2::TokenStream;
 use quote::ToTokens;
@@ -8,8 +9,9 @@ use syn::{LitStr, Token};
 
 use crate::ctxt::Ctxt;
 use crate::symbol::{
-    CRATE, DYNATREE, HASH, INDEX, NAME, PARENT, PATH, RANGE, RENAME, RENAME_ALL, RESERVED, SERDE,
-    Symbol, VERSION,
+    CONTENT, CRATE, DYNATREE, FLATTEN, FROM, HASH, INDEX, INTO, NAME, PARENT, PATH, RANGE, RENAME,
+    RENAME_ALL, RESERVED, SERDE, SKIP, SKIP_DESERIALIZING, SKIP_SERIALIZING, SKIP_SERIALIZING_IF,
+    Symbol, TAG, TRANSPARENT, TRY_FROM, VERSION,
 };
 
 /// A value that may be set once; a second setting is reported on its own tokens.
@@ -58,6 +60,11 @@ pub struct Container {
     pub crate_path: Option<syn::Path>,
     /// serde's `rename_all`, applied to field names.
     pub rename_all: Option<LitStr>,
+    /// serde's `tag = "..."` and `content = "..."`: the key and the attribute name it stores.
+    pub serde_tags: Vec<(syn::Path, LitStr)>,
+    /// serde keys that dynatree refuses on a container (`transparent`, `from`, `try_from`,
+    /// `into`), for spans; reported by validation.
+    pub serde_refused: Vec<syn::Path>,
     /// A `#[dynatree(...)]` attribute failed to parse (already reported).
     pub malformed: bool,
     /// `index(name = "...", hash = field, range = field)`, in order.
@@ -109,11 +116,34 @@ impl Container {
         let mut reserved = Attr::none(cx, RESERVED);
         let mut crate_path = Attr::none(cx, CRATE);
         let mut rename_all = None;
+        let mut serde_tags = Vec::new();
+        let mut serde_refused = Vec::new();
         let mut malformed = false;
         let mut indexes = Vec::new();
         for attr in &input.attrs {
             if attr.path() == SERDE {
-                read_serde(attr, &mut rename_all, RENAME_ALL);
+                read_serde(attr, |meta| {
+                    if meta.path == RENAME_ALL {
+                        if let Some(lit) = serialized_name(meta)? {
+                            rename_all = Some(lit);
+                        }
+                    } else if (meta.path == TAG || meta.path == CONTENT)
+                        && meta.input.peek(Token![=])
+                    {
+                        let lit: LitStr = meta.value()?.parse()?;
+                        serde_tags.push((meta.path.clone(), lit));
+                    } else if meta.path == TRANSPARENT
+                        || meta.path == FROM
+                        || meta.path == TRY_FROM
+                        || meta.path == INTO
+                    {
+                        serde_refused.push(meta.path.clone());
+                        return Ok(false);
+                    } else {
+                        return Ok(false);
+                    }
+                    Ok(true)
+                });
                 continue;
             }
             if attr.path() != DYNATREE {
@@ -198,6 +228,8 @@ impl Container {
             reserved: reserved.get(),
             crate_path: crate_path.get(),
             rename_all,
+            serde_tags,
+            serde_refused,
             malformed,
             indexes,
         }
@@ -210,15 +242,39 @@ pub struct Field {
     pub version: Option<syn::Path>,
     /// serde's `rename` (the serialized name).
     pub rename: Option<LitStr>,
+    /// serde's `skip`, `skip_serializing`, `skip_deserializing`, `skip_serializing_if` keys, for
+    /// spans: refused on key fields and the version field by validation.
+    pub serde_skips: Vec<syn::Path>,
+    /// serde's `flatten` key, for spans: refused on every field by validation.
+    pub serde_flatten: Option<syn::Path>,
 }
 
 impl Field {
     pub fn from_ast(cx: &Ctxt, field: &syn::Field) -> Self {
         let mut version = Attr::none(cx, VERSION);
         let mut rename = None;
+        let mut serde_skips = Vec::new();
+        let mut serde_flatten = None;
         for attr in &field.attrs {
             if attr.path() == SERDE {
-                read_serde(attr, &mut rename, RENAME);
+                read_serde(attr, |meta| {
+                    if meta.path == RENAME {
+                        if let Some(lit) = serialized_name(meta)? {
+                            rename = Some(lit);
+                        }
+                        return Ok(true);
+                    }
+                    if meta.path == SKIP
+                        || meta.path == SKIP_SERIALIZING
+                        || meta.path == SKIP_DESERIALIZING
+                        || meta.path == SKIP_SERIALIZING_IF
+                    {
+                        serde_skips.push(meta.path.clone());
+                    } else if meta.path == FLATTEN {
+                        serde_flatten = Some(meta.path.clone());
+                    }
+                    Ok(false)
+                });
                 continue;
             }
             if attr.path() != DYNATREE {
@@ -242,30 +298,45 @@ impl Field {
         Field {
             version: version.get(),
             rename,
+            serde_skips,
+            serde_flatten,
         }
     }
 }
 
-/// Reads one string-valued serde key (`rename`, `rename_all`; for the `rename(serialize = ..)`
-/// form, the serialized name) and skips everything else: serde checks its own attributes.
-fn read_serde(attr: &syn::Attribute, out: &mut Option<LitStr>, key: Symbol) {
+/// Walks the keys of one `#[serde(...)]` attribute: `read` returns whether it consumed the
+/// key's value; if not, the value is skipped. Errors are dropped: serde checks its own
+/// attributes.
+fn read_serde(
+    attr: &syn::Attribute,
+    mut read: impl FnMut(&ParseNestedMeta<'_>) -> syn::Result<bool>,
+) {
     let _ = attr.parse_nested_meta(|meta| {
-        if meta.path == key && meta.input.peek(Token![=]) {
-            *out = Some(meta.value()?.parse()?);
-        } else if meta.path == key && meta.input.peek(syn::token::Paren) {
-            meta.parse_nested_meta(|inner| {
-                if inner.path.is_ident("serialize") {
-                    *out = Some(inner.value()?.parse()?);
-                } else {
-                    skip(&inner)?;
-                }
-                Ok(())
-            })?;
-        } else {
+        if !read(&meta)? {
             skip(&meta)?;
         }
         Ok(())
     });
+}
+
+/// The serialized name of `rename`/`rename_all`: `key = "..."`, or the `serialize` half of
+/// `key(serialize = "...", deserialize = "...")`; `None` if only the deserialized one is set.
+fn serialized_name(meta: &ParseNestedMeta<'_>) -> syn::Result<Option<LitStr>> {
+    if meta.input.peek(Token![=]) {
+        return Ok(Some(meta.value()?.parse()?));
+    }
+    let mut out = None;
+    if meta.input.peek(syn::token::Paren) {
+        meta.parse_nested_meta(|inner| {
+            if inner.path.is_ident("serialize") {
+                out = Some(inner.value()?.parse()?);
+            } else {
+                skip(&inner)?;
+            }
+            Ok(())
+        })?;
+    }
+    Ok(out)
 }
 
 fn skip(meta: &ParseNestedMeta<'_>) -> syn::Result<()> {

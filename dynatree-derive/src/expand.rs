@@ -2,6 +2,7 @@
 
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote, quote_spanned};
+use syn::ext::IdentExt;
 use syn::spanned::Spanned;
 
 use crate::ast::Input;
@@ -59,23 +60,23 @@ fn expand(input: &Input<'_>, plan: &Plan<'_>) -> TokenStream {
     let coll_types = &key_types[..key_types.len() - 1];
     let last_ty = key_types[key_types.len() - 1];
 
-    let ty_of = |name: &str| {
+    // The field of a placeholder (validated to exist): its ident, raw if the field's is, and
+    // its type.
+    let field_of = |name: &str| {
         plan.placeholders
             .iter()
-            .find(|p| p.ident == name)
-            .map(|p| p.ty)
-            .expect("validated placeholder")
+            .find(|p| p.is_named(name))
+            .map(|p| (p.ident, p.ty))
     };
     let component_exprs = |source: &TokenStream, upto: usize| -> Vec<TokenStream> {
         plan.components[..upto]
             .iter()
             .map(|c| match c {
                 Component::Literal(s) => quote!(__dynatree::__private::literal(#s)),
-                Component::Placeholder(name) => {
-                    let f = format_ident!("{}", name);
-                    let ty = ty_of(name);
-                    quote_spanned!(ty.span()=> (__dynatree::__private::seg::<#ty>().encode)(&#source.#f))
-                }
+                Component::Placeholder(name) => match field_of(name) {
+                    Some((f, ty)) => quote_spanned!(ty.span()=> (__dynatree::__private::seg::<#ty>().encode)(&#source.#f)),
+                    None => quote!(::core::compile_error!("unresolved placeholder")),
+                },
             })
             .collect()
     };
@@ -90,8 +91,9 @@ fn expand(input: &Input<'_>, plan: &Plan<'_>) -> TokenStream {
                 __dynatree::__private::expect_literal(&__components[#i], #s, #template)?;
             }),
             Component::Placeholder(name) => {
-                let f = format_ident!("{}", name);
-                let ty = ty_of(name);
+                let Some((f, ty)) = field_of(name) else {
+                    continue;
+                };
                 let decode =
                     quote_spanned!(ty.span()=> (__dynatree::__private::seg::<#ty>().decode));
                 decoders.push(quote! {
@@ -119,6 +121,7 @@ fn expand(input: &Input<'_>, plan: &Plan<'_>) -> TokenStream {
 
     let parent_check = input.attrs.parent.as_ref().map(|parent| {
         quote_spanned! {parent.span()=>
+            #[allow(unused_qualifications, clippy::absolute_paths)]
             const _: () = ::core::assert!(
                 __dynatree::__private::template_extends(
                     <#ident as __dynatree::Hierarchical>::TEMPLATE,
@@ -155,8 +158,9 @@ fn expand(input: &Input<'_>, plan: &Plan<'_>) -> TokenStream {
         let name = &ix.name;
         let fn_name = format_ident!("index_{}", name.replace(['-', '.'], "_"));
         let (hf, hty) = (ix.hash.ident, ix.hash.ty);
+        let hf_name = hf.unraw();
         let doc = format!(
-            "Looks up `{ident}` values by `{hf}` in the secondary index `{name}`: pass to \
+            "Looks up `{ident}` values by `{hf_name}` in the secondary index `{name}`: pass to \
              [`Repository::index`]({}::Repository::index).",
             "dynatree"
         );

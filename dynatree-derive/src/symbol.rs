@@ -20,6 +20,17 @@ pub const HASH: Symbol = Symbol("hash");
 pub const RANGE: Symbol = Symbol("range");
 pub const RENAME: Symbol = Symbol("rename");
 pub const RENAME_ALL: Symbol = Symbol("rename_all");
+pub const SKIP: Symbol = Symbol("skip");
+pub const SKIP_SERIALIZING: Symbol = Symbol("skip_serializing");
+pub const SKIP_DESERIALIZING: Symbol = Symbol("skip_deserializing");
+pub const SKIP_SERIALIZING_IF: Symbol = Symbol("skip_serializing_if");
+pub const FLATTEN: Symbol = Symbol("flatten");
+pub const TAG: Symbol = Symbol("tag");
+pub const CONTENT: Symbol = Symbol("content");
+pub const TRANSPARENT: Symbol = Symbol("transparent");
+pub const FROM: Symbol = Symbol("from");
+pub const TRY_FROM: Symbol = Symbol("try_from");
+pub const INTO: Symbol = Symbol("into");
 
 impl PartialEq<Symbol> for Ident {
     fn eq(&self, word: &Symbol) -> bool {

@@ -34,6 +34,10 @@ pub fn parse(template: &str) -> Result<Vec<Component>, Vec<String>> {
             .filter(|p| !p.contains(['{', '}']));
         match inner {
             Some(name) if is_ident(name) => out.push(Component::Placeholder(name.to_owned())),
+            Some(name) if name.strip_prefix("r#").is_some_and(is_ident) => errors.push(format!(
+                "`{{{name}}}` is not a placeholder: a placeholder names a raw identifier field without `r#`\n\nhelp: for the field `{name}`, write `{{{}}}`",
+                &name[2..]
+            )),
             Some(name) => errors.push(format!(
                 "`{{{name}}}` is not a placeholder: it must name a field, like `{{account_id}}`\n\n{HELP}"
             )),
@@ -78,5 +82,13 @@ mod tests {
         assert!(parse("/a").is_err());
         assert!(parse("a/{b}c").is_err());
         assert!(parse("a/{1x}").is_err());
+        assert!(parse("a/{r#type}").unwrap_err()[0].contains("`{type}`"));
+        assert_eq!(
+            parse("a/{type}").unwrap(),
+            [
+                Component::Literal("a".into()),
+                Component::Placeholder("type".into())
+            ]
+        );
     }
 }

@@ -1,6 +1,8 @@
 //! Cross-field rules, as `check_*` functions over the parsed input, like serde_derive's
 //! `check.rs`. The result is a plan that expansion only reads.
 
+use quote::ToTokens;
+use syn::ext::IdentExt;
 use syn::{LitStr, Type};
 
 use crate::ast::{Field, Input};
@@ -39,6 +41,7 @@ pub fn check<'a>(cx: &Ctxt, input: &'a Input<'a>) -> Option<Plan<'a>> {
         .as_ref()
         .map_or(DEFAULT_RESERVED, |(c, _)| *c);
     check_field_names(cx, input, reserved);
+    check_serde(cx, input, reserved);
     let version = check_version(cx, input);
     let Some(lit) = &input.attrs.path else {
         if input.attrs.malformed {
@@ -62,6 +65,7 @@ pub fn check<'a>(cx: &Ctxt, input: &'a Input<'a>) -> Option<Plan<'a>> {
     };
     check_literals(cx, lit, &components, reserved);
     let indexes = check_indexes(cx, input);
+    check_serde_key_fields(cx, input, &components, &indexes, version.as_ref());
     let placeholders = check_placeholders(cx, input, lit, &components)?;
     if let Some((field, _)) = &version
         && placeholders.iter().any(|p| p.ident == field.ident)
@@ -107,7 +111,10 @@ fn check_indexes<'a>(cx: &Ctxt, input: &'a Input<'a>) -> Vec<PlannedIndex<'a>> {
             continue;
         }
         let field = |ident: &syn::Ident| {
-            let f = input.fields.iter().find(|f| f.ident == ident);
+            let f = input
+                .fields
+                .iter()
+                .find(|f| f.is_named(&ident.unraw().to_string()));
             if f.is_none() {
                 cx.error_spanned_by(
                     ident,
@@ -203,7 +210,7 @@ fn check_placeholders<'a>(
             continue;
         }
         seen.push(name);
-        match input.fields.iter().find(|f| f.ident == name.as_str()) {
+        match input.fields.iter().find(|f| f.is_named(name)) {
             Some(f) => out.push(f),
             None => {
                 cx.error_spanned_by(
@@ -250,6 +257,97 @@ fn check_field_names(cx: &Ctxt, input: &Input<'_>, reserved: char) {
             cx.error_spanned_by(
                 span_obj,
                 format!("a field stored as `{name}` starts with the reserved character `{reserved}`, which only dynatree's bookkeeping may use"),
+            );
+        }
+    }
+}
+
+/// The serde attributes that would break keys or hide stored attribute names: `flatten` on any
+/// field; `transparent`, `from`, `try_from`, `into` on the container; a `tag` or `content` name
+/// that is a key attribute or starts with the reserved character.
+fn check_serde(cx: &Ctxt, input: &Input<'_>, reserved: char) {
+    for key in &input.attrs.serde_refused {
+        let name = key.to_token_stream().to_string();
+        let (why, help) = match name.as_str() {
+            "transparent" => (
+                "the value would be stored as its only field, not as a map of attributes that holds its key fields",
+                "remove `#[serde(transparent)]`",
+            ),
+            "into" => (
+                "the value would be stored as another type, whose attributes need not hold this type's key fields and version",
+                "remove `#[serde(into = \"...\")]` and convert the value before writing it",
+            ),
+            _ => (
+                "a value read back would be built by a conversion from another type, which need not keep the key fields and version it was stored with",
+                "remove it and convert the value after reading it",
+            ),
+        };
+        let msg = format!(
+            "`{name}` is not supported by `#[derive(Hierarchical)]`: {why}\n\nhelp: {help}"
+        );
+        cx.error_spanned_by(key, msg);
+    }
+    for (key, lit) in &input.attrs.serde_tags {
+        let key = key.to_token_stream().to_string();
+        let name = lit.value();
+        if name == "Key" || name == "Child" {
+            cx.error_spanned_by(
+                lit,
+                format!("serde's `{key} = \"{name}\"` would store an attribute `{name}`, overwriting the table's key attribute of that name\n\nhelp: choose another name, e.g. `#[serde({key} = \"type\")]`"),
+            );
+        } else if name.starts_with(reserved) {
+            cx.error_spanned_by(
+                lit,
+                format!("serde's `{key} = \"{name}\"` would store an attribute `{name}`, which starts with the reserved character `{reserved}` that only dynatree's bookkeeping may use"),
+            );
+        }
+    }
+    for f in &input.fields {
+        if let Some(key) = &f.attrs.serde_flatten {
+            cx.error_spanned_by(
+                key,
+                format!("`flatten` is not supported by `#[derive(Hierarchical)]`: the fields of `{}` would become stored attributes that cannot be checked against the table's key attributes `Key` and `Child`\n\nhelp: declare those fields in this struct, or remove `flatten` to store the value as one nested attribute", f.ident.unraw()),
+            );
+        }
+    }
+}
+
+/// No serde `skip*` key on a key field (a placeholder, an index's hash or range) or the version
+/// field: each is stored with the value and must come back from it.
+fn check_serde_key_fields(
+    cx: &Ctxt,
+    input: &Input<'_>,
+    components: &[Component],
+    indexes: &[PlannedIndex<'_>],
+    version: Option<&(&Field<'_>, String)>,
+) {
+    for f in &input.fields {
+        if f.attrs.serde_skips.is_empty() {
+            continue;
+        }
+        let is_placeholder = components
+            .iter()
+            .any(|c| matches!(c, Component::Placeholder(name) if f.is_named(name)));
+        let role = if is_placeholder {
+            "a placeholder of the path template".to_owned()
+        } else if let Some(ix) = indexes.iter().find(|ix| std::ptr::eq(ix.hash, f)) {
+            format!("the hash key of index `{}`", ix.name)
+        } else if let Some(ix) = indexes
+            .iter()
+            .find(|ix| ix.range.is_some_and(|r| std::ptr::eq(r, f)))
+        {
+            format!("the range key of index `{}`", ix.name)
+        } else if version.is_some_and(|(v, _)| std::ptr::eq(*v, f)) {
+            "the `#[dynatree(version)]` field".to_owned()
+        } else {
+            continue;
+        };
+        let field = f.ident.unraw();
+        for path in &f.attrs.serde_skips {
+            let key = path.to_token_stream().to_string();
+            cx.error_spanned_by(
+                path,
+                format!("`{key}` cannot be used on `{field}`, {role}: a value read from the table would lose the `{field}` it was stored with\n\nhelp: remove `{key}`; dynatree stores key fields (path placeholders, index keys) and the version field with the value and reads them back from it"),
             );
         }
     }

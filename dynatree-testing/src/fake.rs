@@ -1,6 +1,6 @@
 //! [`FakeTable`]: an in-memory table with DynamoDB's semantics, metering and fault injection.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use dynatree::{
@@ -9,6 +9,8 @@ use dynatree::{
     Page, Query, Result, Storage, TableDescription, TableStatus, TransactAction, Value,
     WriteRequest,
 };
+
+use crate::fault::{Fault, FaultPlan, FaultRule, Op};
 
 /// DynamoDB's 1 MB page limit for Query and Scan.
 pub const PAGE_BYTES: usize = 1024 * 1024;
@@ -24,8 +26,11 @@ const TRANSACT_BYTES: usize = 4 * 1024 * 1024;
 /// transactions with per-action cancellation reasons, and a table that must be created first.
 ///
 /// It also **meters** every request by DynamoDB's published capacity rules
-/// ([`FakeTable::metrics`]) and **injects faults** ([`FakeTable::inject`]), so your tests can
-/// assert what a code path costs and how it survives throttling or lost responses.
+/// ([`FakeTable::metrics`]) and **injects faults** by operation and key
+/// ([`FakeTable::inject_rule`]), so your tests can assert what a code path costs and how it
+/// survives throttling or lost responses. Opt-in, its eventually consistent reads can be
+/// **stale** ([`FakeTable::set_read_lag`]), so your tests catch code that reads its own writes
+/// without asking for consistency.
 ///
 /// Clones share one table, so keep a clone to inspect it after handing one to a [`Tree`](dynatree::Tree).
 ///
@@ -54,15 +59,20 @@ const TRANSACT_BYTES: usize = 4 * 1024 * 1024;
 #[derive(Debug, Clone, Default)]
 pub struct FakeTable {
     inner: Arc<Mutex<Inner>>,
+    faults: Arc<FaultPlan>,
 }
 
 #[derive(Debug, Default)]
 struct Inner {
     table: Option<TableState>,
     metrics: Metrics,
-    faults: BTreeMap<u64, Fault>,
-    always: Option<Fault>,
     page_bytes: Option<usize>,
+    /// How many of the latest write requests eventually consistent reads may miss (0: every
+    /// read is strongly consistent).
+    lag: usize,
+    /// The undo log of the latest write requests, oldest first, at most `lag` of them: for
+    /// each, the rows it changed with their values before it.
+    log: VecDeque<Vec<(Key, Option<Item>)>>,
 }
 
 #[derive(Debug)]
@@ -75,40 +85,9 @@ struct TableState {
     /// active), as DynamoDB builds indexes in the background.
     building: Option<String>,
     rows: BTreeMap<String, BTreeMap<String, Item>>,
-}
-
-/// A failure to inject into a request of a [`FakeTable`].
-///
-/// # Examples
-///
-/// ```
-/// # use dynatree::{batch, Key, RetryPolicy, Tree, WriteRequest};
-/// # use dynatree_testing::{FakeTable, Fault};
-/// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
-/// let table = FakeTable::new();
-/// # Tree::new(&table).create_table().await?;
-/// table.inject_always(Fault::Unprocessed { processed: 0 });
-/// let rows = vec![WriteRequest::Put(Key::new("h", "r").into_item())];
-/// let err = batch::write_all(&table, rows, &RetryPolicy::default()).await.unwrap_err();
-/// assert_eq!(err.unprocessed_count(), 1);
-/// # Ok(()) }
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Fault {
-    /// The request is throttled ([`ErrorKind::Throttled`]); nothing is applied.
-    Throttle,
-    /// The request fails ([`ErrorKind::Backend`]); nothing is applied.
-    Fail,
-    /// The request is applied, then its response is lost ([`ErrorKind::Backend`]): the
-    /// "timed out, but it happened" case.
-    FailAfterApply,
-    /// For BatchGetItem and BatchWriteItem: only the first `processed` items are processed, the
-    /// rest come back unprocessed. Other requests run normally.
-    Unprocessed {
-        /// How many items are processed.
-        processed: usize,
-    },
+    /// With a read lag: the rows changed by the current request and their old values, moved
+    /// to the undo log when the next request begins.
+    journal: Option<Vec<(Key, Option<Item>)>>,
 }
 
 /// What a [`FakeTable`] has served: requests per operation, capacity units, writes per
@@ -209,6 +188,7 @@ impl FakeTable {
             indexes: Vec::new(),
             building: None,
             rows: BTreeMap::new(),
+            journal: None,
         });
         fake
     }
@@ -225,14 +205,18 @@ impl FakeTable {
         self.lock().metrics.clone()
     }
 
-    /// Zeroes the metrics (request numbering for [`inject`](Self::inject) restarts too).
+    /// Zeroes the metrics. Faults placed by request number ([`inject`](Self::inject)) are
+    /// removed too, as their numbering restarts; rules placed by
+    /// [`inject_rule`](Self::inject_rule) and [`inject_always`](Self::inject_always) stay.
     pub fn reset_metrics(&self) {
         let mut inner = self.lock();
         inner.metrics = Metrics::default();
-        inner.faults.clear();
+        self.faults.clear_numbered();
     }
 
-    /// Makes request number `nth` (0-based, counted from now) fail with `fault`.
+    /// Makes request number `nth` (0-based, counted from now, whatever its operation) fail
+    /// with `fault`. This depends on the exact requests dynatree sends; prefer
+    /// [`inject_rule`](Self::inject_rule), which matches requests by operation and key.
     ///
     /// # Examples
     ///
@@ -249,21 +233,197 @@ impl FakeTable {
     /// # Ok(()) }
     /// ```
     pub fn inject(&self, nth: u64, fault: Fault) {
-        let mut inner = self.lock();
-        let at = inner.metrics.total_requests() + nth;
-        inner.faults.insert(at, fault);
+        self.faults.inject_nth(nth, fault);
     }
 
-    /// Makes every request fail with `fault` until [`clear_faults`](Self::clear_faults).
+    /// Makes every request fail with `fault` until [`clear_faults`](Self::clear_faults):
+    /// `inject_rule(FaultRule::new(fault).always())`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::Tree; use dynatree_testing::{Fault, FakeTable};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # #[derive(serde::Serialize, serde::Deserialize)] struct V { v: u8 }
+    /// let table = FakeTable::new();
+    /// let tree = Tree::new(&table);
+    /// tree.create_table().await?;
+    /// table.inject_always(Fault::Fail);
+    /// assert!(tree.get::<V>(["a"]).await.is_err());
+    /// assert!(tree.get::<V>(["a"]).await.is_err());
+    /// # Ok(()) }
+    /// ```
     pub fn inject_always(&self, fault: Fault) {
-        self.lock().always = Some(fault);
+        self.faults.add(FaultRule::new(fault).always());
     }
 
-    /// Removes every injected fault.
+    /// Injects a fault where `rule` says: by operation, key or hash-key prefix, on the n-th
+    /// matching request, once, n times or always. See [`FaultRule`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::Tree; use dynatree_testing::{Fault, FaultRule, FakeTable, Op};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # #[derive(serde::Serialize, serde::Deserialize, Debug)] struct V { v: u8 }
+    /// let table = FakeTable::new();
+    /// let tree = Tree::new(&table);
+    /// tree.create_table().await?;
+    /// table.inject_rule(FaultRule::new(Fault::Throttle).operation(Op::GetItem).always());
+    /// tree.put(["a"], &V { v: 1 }).await?; // writes are untouched
+    /// assert!(tree.get::<V>(["a"]).await.unwrap_err().is_throttled());
+    /// # Ok(()) }
+    /// ```
+    pub fn inject_rule(&self, rule: FaultRule) {
+        self.faults.add(rule);
+    }
+
+    /// Removes every injected fault (the log of [`fired`](Self::fired) faults stays).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::Tree; use dynatree_testing::{Fault, FakeTable};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # #[derive(serde::Serialize, serde::Deserialize)] struct V { v: u8 }
+    /// let table = FakeTable::new();
+    /// let tree = Tree::new(&table);
+    /// tree.create_table().await?;
+    /// table.inject_always(Fault::Fail);
+    /// table.clear_faults();
+    /// assert!(tree.get::<V>(["a"]).await.is_ok());
+    /// # Ok(()) }
+    /// ```
     pub fn clear_faults(&self) {
+        self.faults.clear();
+    }
+
+    /// The faults that fired so far, in order, with the operation they struck (for
+    /// assertions that a fault was really exercised).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::Tree; use dynatree_testing::{Fault, FaultRule, FakeTable, Op};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # #[derive(serde::Serialize)] struct V { v: u8 }
+    /// let table = FakeTable::new();
+    /// let tree = Tree::new(&table);
+    /// tree.create_table().await?;
+    /// table.inject_rule(FaultRule::new(Fault::Throttle).operation(Op::TransactWriteItems));
+    /// tree.put(["a"], &V { v: 1 }).await?; // retried after the throttle
+    /// assert_eq!(table.fired(), [(Op::TransactWriteItems, Fault::Throttle)]);
+    /// # Ok(()) }
+    /// ```
+    pub fn fired(&self) -> Vec<(Op, Fault)> {
+        self.faults.fired()
+    }
+
+    /// The table's fault plan (shared by its clones).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree_testing::{Fault, FakeTable};
+    /// let table = FakeTable::new();
+    /// table.inject(0, Fault::Fail);
+    /// assert!(table.plan().is_armed());
+    /// ```
+    pub fn plan(&self) -> &FaultPlan {
+        &self.faults
+    }
+
+    /// A fake whose eventually consistent reads lag `writes` write requests behind:
+    /// `FakeTable::new()` then [`set_read_lag(writes)`](Self::set_read_lag).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::Tree; use dynatree_testing::FakeTable;
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)] struct V { v: u8 }
+    /// let table = FakeTable::eventually_consistent(1);
+    /// let tree = Tree::new(&table);
+    /// tree.create_table().await?;
+    /// tree.put(["a"], &V { v: 1 }).await?;
+    /// assert_eq!(tree.get::<V>(["a"]).await?, None); // not replicated yet
+    /// table.settle();
+    /// assert_eq!(tree.get::<V>(["a"]).await?, Some(V { v: 1 }));
+    /// # Ok(()) }
+    /// ```
+    pub fn eventually_consistent(writes: usize) -> Self {
+        let fake = Self::new();
+        fake.set_read_lag(writes);
+        fake
+    }
+
+    /// Opt-in eventual consistency: reads that are not strongly consistent see the table as it
+    /// was before the latest `writes` write requests (PutItem, DeleteItem, BatchWriteItem and
+    /// TransactWriteItems that changed something; a batch or transaction shows all at once).
+    /// Such reads are GetItem, BatchGetItem and Query with `consistent = false`, every Scan
+    /// (dynatree never asks a Scan for consistency) and every index Query (DynamoDB's global
+    /// secondary indexes are only eventually consistent). Strongly consistent reads and the
+    /// conditions of writes always see the latest state. 0 (the default) turns it off.
+    ///
+    /// The choice is deterministic, always the oldest state within the lag, so a test that
+    /// passes once passes every time; [`settle`](Self::settle) makes everything visible, as
+    /// replication catching up. Cheap: the table keeps only the old values of the rows the last
+    /// `writes` requests changed.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::{Condition, Key, Storage, Tree}; use dynatree_testing::FakeTable;
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// let table = FakeTable::new();
+    /// Tree::new(&table).create_table().await?;
+    /// table.set_read_lag(2);
+    /// let key = Key::new("h", "r");
+    /// table.put_item(key.clone().into_item(), Condition::Always).await?;
+    /// assert_eq!(table.get_item(&key, false).await?, None); // stale
+    /// assert!(table.get_item(&key, true).await?.is_some()); // consistent: the latest
+    /// table.put_item(Key::new("h", "s").into_item(), Condition::Always).await?;
+    /// assert_eq!(table.get_item(&key, false).await?, None); // still within the lag of 2
+    /// table.put_item(Key::new("h", "t").into_item(), Condition::Always).await?;
+    /// assert!(table.get_item(&key, false).await?.is_some()); // 3 writes ago: visible
+    /// # Ok(()) }
+    /// ```
+    pub fn set_read_lag(&self, writes: usize) {
         let mut inner = self.lock();
-        inner.faults.clear();
-        inner.always = None;
+        inner.lag = writes;
+        while inner.log.len() > writes {
+            inner.log.pop_front();
+        }
+        if writes == 0
+            && let Some(t) = inner.table.as_mut()
+        {
+            t.journal = None;
+        }
+    }
+
+    /// Makes every write visible to eventually consistent reads (replication caught up); the
+    /// lag applies again to later writes.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::{Condition, Key, Storage, Tree}; use dynatree_testing::FakeTable;
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// let table = FakeTable::eventually_consistent(5);
+    /// Tree::new(&table).create_table().await?;
+    /// let key = Key::new("h", "r");
+    /// table.put_item(key.clone().into_item(), Condition::Always).await?;
+    /// assert_eq!(table.get_item(&key, false).await?, None);
+    /// table.settle();
+    /// assert!(table.get_item(&key, false).await?.is_some());
+    /// # Ok(()) }
+    /// ```
+    pub fn settle(&self) {
+        let mut inner = self.lock();
+        inner.log.clear();
+        if let Some(j) = inner.table.as_mut().and_then(|t| t.journal.as_mut()) {
+            j.clear();
+        }
     }
 
     /// Sets the Query/Scan page size in bytes (default 1 MB, as DynamoDB), to test pagination
@@ -281,12 +441,24 @@ impl FakeTable {
             .unwrap_or_default()
     }
 
-    /// Starts a request: counts it, and returns the fault it must suffer, if any.
-    fn begin(&self, inner: &mut Inner, op: &'static str) -> Result<Option<Fault>> {
-        let n = inner.metrics.total_requests();
-        *inner.metrics.requests.entry(op).or_default() += 1;
-        let fault = inner.faults.remove(&n).or_else(|| inner.always.clone());
-        match fault {
+    /// Starts a request of operation `op` touching `keys`: counts it, moves the previous
+    /// request's changes to the undo log, and returns the fault it must suffer, if any.
+    fn begin(&self, inner: &mut Inner, op: Op, keys: &[Key]) -> Result<Option<Fault>> {
+        *inner.metrics.requests.entry(op.name()).or_default() += 1;
+        if let Some(t) = inner.table.as_mut() {
+            if inner.lag == 0 {
+                t.journal = None;
+            } else {
+                let changes = std::mem::take(t.journal.get_or_insert_with(Vec::new));
+                if !changes.is_empty() {
+                    inner.log.push_back(changes);
+                    while inner.log.len() > inner.lag {
+                        inner.log.pop_front();
+                    }
+                }
+            }
+        }
+        match self.faults.on_request(op, keys) {
             Some(Fault::Throttle) => Err(Error::new(
                 ErrorKind::Throttled,
                 format!("injected throttle on {op}"),
@@ -307,6 +479,63 @@ impl FakeTable {
             ));
         }
         Ok(value)
+    }
+}
+
+/// Eventually consistent views: the rows as they were before the writes in the undo log.
+impl Inner {
+    /// The stale value of `key` if a logged write changed it (`Some(None)`: it did not exist).
+    fn stale_get(&self, key: &Key) -> Option<Option<Item>> {
+        self.log
+            .iter()
+            .flatten()
+            .find(|(k, _)| k == key)
+            .map(|(_, old)| old.clone())
+    }
+
+    /// The stale values of every row the logged writes changed, the oldest value of each.
+    fn stale_changes(&self, hash: Option<&str>) -> BTreeMap<Key, Option<Item>> {
+        let mut changes = BTreeMap::new();
+        for (k, old) in self.log.iter().flatten() {
+            if hash.is_none_or(|h| h == k.hash) {
+                changes.entry(k.clone()).or_insert_with(|| old.clone());
+            }
+        }
+        changes
+    }
+
+    /// The stale rows of the table (of one partition, with `hash`), when they differ from the
+    /// latest.
+    fn stale_rows(&self, hash: Option<&str>) -> Option<BTreeMap<String, BTreeMap<String, Item>>> {
+        let t = self.table.as_ref()?;
+        let changes = self.stale_changes(hash);
+        if changes.is_empty() {
+            return None;
+        }
+        let mut rows = match hash {
+            Some(h) => t
+                .rows
+                .get_key_value(h)
+                .map(|(h, part)| BTreeMap::from([(h.clone(), part.clone())]))
+                .unwrap_or_default(),
+            None => t.rows.clone(),
+        };
+        for (k, old) in changes {
+            match old {
+                Some(item) => {
+                    rows.entry(k.hash).or_default().insert(k.range, item);
+                }
+                None => {
+                    if let Some(part) = rows.get_mut(&k.hash) {
+                        part.remove(&k.range);
+                        if part.is_empty() {
+                            rows.remove(&k.hash);
+                        }
+                    }
+                }
+            }
+        }
+        Some(rows)
     }
 }
 
@@ -332,53 +561,107 @@ impl Inner {
 
 impl TableState {
     fn check_key(&self, key: &Key) -> Result<()> {
-        for (name, v, max) in [
-            (&self.hash_name, &key.hash, MAX_HASH_KEY_BYTES),
-            (&self.range_name, &key.range, MAX_RANGE_KEY_BYTES),
-        ] {
+        match self.check_key_parts(key)? {
+            Some(problem) => Err(validation(problem)),
+            None => Ok(()),
+        }
+    }
+
+    /// Checks a key: an empty value is an error of the whole request; an oversized one is
+    /// returned apart, because inside TransactWriteItems DynamoDB reports it as the action's
+    /// cancellation reason (`ValidationError`) instead.
+    fn check_key_parts(&self, key: &Key) -> Result<Option<String>> {
+        for (name, v) in [(&self.hash_name, &key.hash), (&self.range_name, &key.range)] {
             if v.is_empty() {
                 return Err(validation(format!(
                     "one or more parameter values are not valid: the attribute value for key attribute `{name}` cannot be an empty string"
                 )));
             }
-            if v.len() > max {
-                return Err(validation(format!(
-                    "one or more parameter values are not valid: key attribute `{name}` is {} bytes, over the {max}-byte limit",
-                    v.len()
-                )));
-            }
         }
-        Ok(())
-    }
-
-    fn key_of(&self, item: &Item) -> Result<Key> {
-        let h = item.get(&self.hash_name);
-        let r = item.get(&self.range_name);
-        match (h, r) {
-            (Some(Value::S(h)), Some(Value::S(r))) => {
-                let key = Key::new(h.clone(), r.clone());
-                self.check_key(&key)?;
-                Ok(key)
-            }
-            _ => Err(validation(format!(
-                "one or more parameter values were invalid: missing the key `{}` or `{}` (type S) in the item",
-                self.hash_name, self.range_name
-            ))),
+        if key.hash.len() > MAX_HASH_KEY_BYTES || key.range.len() > MAX_RANGE_KEY_BYTES {
+            return Ok(Some(format!(
+                "hash primary key values must be under {MAX_HASH_KEY_BYTES} bytes, and range primary key values must be under {MAX_RANGE_KEY_BYTES} bytes ({} and {} bytes given)",
+                key.hash.len(),
+                key.range.len()
+            )));
         }
+        Ok(None)
     }
 
     fn check_item(&self, item: &Item) -> Result<Key> {
-        let key = self.key_of(item)?;
+        match self.check_item_parts(item)? {
+            (_, Some(problem)) => Err(validation(problem)),
+            (key, None) => Ok(key),
+        }
+    }
+
+    /// Checks an item as DynamoDB does: its key, its size, every name and value
+    /// ([`Item::check`]: numbers, sets, map keys), and its index key attributes (strings of 1
+    /// to 2048 bytes for an index hash key, 1 to 1024 for a range key). Returns apart the
+    /// problems DynamoDB reports per action inside a transaction (an oversized table key, an
+    /// index key of another scalar type) rather than refusing the whole request.
+    fn check_item_parts(&self, item: &Item) -> Result<(Key, Option<String>)> {
+        let key = match (item.get(&self.hash_name), item.get(&self.range_name)) {
+            (Some(Value::S(h)), Some(Value::S(r))) => Key::new(h.clone(), r.clone()),
+            (Some(_), Some(_)) => {
+                return Err(validation(
+                    "one or more parameter values were invalid: type mismatch for key",
+                ));
+            }
+            _ => {
+                return Err(validation(format!(
+                    "one of the required keys was not given a value: `{}` and `{}` (type S)",
+                    self.hash_name, self.range_name
+                )));
+            }
+        };
+        let mut late = self.check_key_parts(&key)?;
+        item.check().map_err(|e| validation(e.to_string()))?;
         let size = item.size();
         if size > MAX_ITEM_BYTES {
             return Err(validation(format!(
                 "item size has exceeded the maximum allowed size ({size} > {MAX_ITEM_BYTES} bytes)"
             )));
         }
-        for (name, v) in item.iter() {
-            check_value(name, v)?;
+        if late.is_some() {
+            // An oversized table key is reported before any index key problem.
+            return Ok((key, late));
         }
-        Ok(key)
+        for ix in &self.indexes {
+            let attrs = [(Some(&ix.hash_attr), MAX_HASH_KEY_BYTES), (ix.range_attr.as_ref(), MAX_RANGE_KEY_BYTES)];
+            for (attr, max) in attrs {
+                let Some(attr) = attr else { continue };
+                match item.get(attr) {
+                    None => {}
+                    Some(Value::S(v)) if v.is_empty() => {
+                        return Err(validation(format!(
+                            "one or more parameter values are not valid: a value specified for a secondary index key is not supported: the attribute value for a key attribute cannot contain an empty string value (index {}, key {attr})",
+                            ix.name
+                        )));
+                    }
+                    Some(Value::S(v)) if v.len() > max => {
+                        return Err(validation(format!(
+                            "one or more parameter values were invalid: size limit exceeded: index key `{attr}` of index {} is {} bytes (at most {max})",
+                            ix.name,
+                            v.len()
+                        )));
+                    }
+                    Some(Value::S(_)) => {}
+                    Some(Value::N(_) | Value::B(_)) => {
+                        late.get_or_insert_with(|| {
+                            format!("one or more parameter values were invalid: type mismatch for index key `{attr}` of index {}", ix.name)
+                        });
+                    }
+                    Some(_) => {
+                        return Err(validation(format!(
+                            "invalid attribute value type for index key `{attr}` of index {}",
+                            ix.name
+                        )));
+                    }
+                }
+            }
+        }
+        Ok((key, late))
     }
 
     fn get(&self, key: &Key) -> Option<&Item> {
@@ -386,10 +669,16 @@ impl TableState {
     }
 
     fn put(&mut self, key: Key, item: Item) -> Option<Item> {
-        self.rows
+        let journal_key = self.journal.is_some().then(|| key.clone());
+        let old = self
+            .rows
             .entry(key.hash)
             .or_default()
-            .insert(key.range, item)
+            .insert(key.range, item.normalized());
+        if let (Some(journal), Some(key)) = (self.journal.as_mut(), journal_key) {
+            journal.push((key, old.clone()));
+        }
+        old
     }
 
     fn delete(&mut self, key: &Key) -> Option<Item> {
@@ -398,26 +687,28 @@ impl TableState {
         if part.is_empty() {
             self.rows.remove(&key.hash);
         }
+        if let (Some(journal), Some(item)) = (self.journal.as_mut(), &old) {
+            journal.push((key.clone(), Some(item.clone())));
+        }
         old
     }
 }
 
-/// DynamoDB refuses empty sets and empty names anywhere in an item.
-fn check_value(name: &str, v: &Value) -> Result<()> {
-    let empty_set = match v {
-        Value::Ss(s) => s.is_empty(),
-        Value::Ns(s) => s.is_empty(),
-        Value::Bs(s) => s.is_empty(),
-        Value::L(l) => return l.iter().try_for_each(|v| check_value(name, v)),
-        Value::M(m) => return m.iter().try_for_each(|(k, v)| check_value(k, v)),
-        _ => false,
+/// DynamoDB checks a condition's names and values like an item's (`ExpressionAttributeNames`,
+/// `ExpressionAttributeValues`).
+fn check_condition(condition: &Condition) -> Result<()> {
+    let name = |n: &str| {
+        let mut item = Item::new();
+        item.insert(n, Value::Null);
+        item.check()
     };
-    if empty_set {
-        return Err(validation(format!(
-            "one or more parameter values were invalid: an empty set is not allowed (`{name}`)"
-        )));
+    match condition {
+        Condition::AttrExists(n) | Condition::AttrNotExists(n) => name(n),
+        Condition::Equals(n, v) => name(n).and_then(|()| v.check(n)),
+        Condition::And(cs) | Condition::Or(cs) => cs.iter().try_for_each(check_condition),
+        _ => Ok(()),
     }
-    Ok(())
+    .map_err(|e| validation(format!("a condition's names or values are not valid: {e}")))
 }
 
 fn condition_failed() -> Error {
@@ -428,10 +719,15 @@ impl Storage for FakeTable {
     async fn get_item(&self, key: &Key, consistent: bool) -> Result<Option<Item>> {
         tokio::task::yield_now().await;
         let mut inner = self.lock();
-        let fault = self.begin(&mut inner, "GetItem")?;
+        let fault = self.begin(&mut inner, Op::GetItem, std::slice::from_ref(key))?;
+        let stale = if consistent {
+            None
+        } else {
+            inner.stale_get(key)
+        };
         let t = inner.table()?;
         t.check_key(key)?;
-        let item = t.get(key).cloned();
+        let item = stale.unwrap_or_else(|| t.get(key).cloned());
         inner.metrics.read_units += read_units(item.as_ref().map_or(0, Item::size), consistent);
         Self::finish(fault.as_ref(), "GetItem", item)
     }
@@ -439,9 +735,10 @@ impl Storage for FakeTable {
     async fn put_item(&self, item: Item, condition: Condition) -> Result<()> {
         tokio::task::yield_now().await;
         let mut inner = self.lock();
-        let fault = self.begin(&mut inner, "PutItem")?;
+        let fault = self.begin(&mut inner, Op::PutItem, Key::from_item(&item).as_slice())?;
         let t = inner.table()?;
         let key = t.check_item(&item)?;
+        check_condition(&condition)?;
         let old = t.get(&key);
         let units = write_units(item.size().max(old.map_or(0, Item::size)));
         let ok = condition.eval(old);
@@ -458,9 +755,10 @@ impl Storage for FakeTable {
     async fn delete_item(&self, key: &Key, condition: Condition) -> Result<()> {
         tokio::task::yield_now().await;
         let mut inner = self.lock();
-        let fault = self.begin(&mut inner, "DeleteItem")?;
+        let fault = self.begin(&mut inner, Op::DeleteItem, std::slice::from_ref(key))?;
         let t = inner.table()?;
         t.check_key(key)?;
+        check_condition(&condition)?;
         let old = t.get(key);
         let units = write_units(old.map_or(0, Item::size));
         let ok = condition.eval(old);
@@ -477,22 +775,35 @@ impl Storage for FakeTable {
     async fn query_page(&self, query: &Query, start: Option<Key>) -> Result<Page> {
         tokio::task::yield_now().await;
         let mut inner = self.lock();
-        let fault = self.begin(&mut inner, "Query")?;
+        let fault = self.begin(&mut inner, Op::Query, &[Key::new(query.hash.clone(), "")])?;
         let page_bytes = inner.page_bytes.unwrap_or(PAGE_BYTES);
+        let stale = if query.consistent {
+            None
+        } else {
+            inner.stale_rows(Some(&query.hash))
+        };
         let t = inner.table()?;
-        if query.hash.is_empty() {
-            return Err(validation(
-                "one or more parameter values are not valid: the hash key value cannot be empty",
-            ));
-        }
-        if query.limit == Some(0) {
-            return Err(validation("limit must be at least 1"));
-        }
+        // An empty hash key, a limit of 0, a range condition on an empty or oversized value or
+        // with reversed bounds. (A hash key over 2048 bytes is no error: it matches nothing.)
+        query.check()?;
         if let Some(s) = &start {
-            t.check_key(s)?;
+            // No size limit: DynamoDB Local 3.3.1 takes a 1025-byte range key as a start key.
+            if s.hash.is_empty() || s.range.is_empty() {
+                return Err(validation(
+                    "the provided starting key is invalid: a key attribute value cannot be an empty string",
+                ));
+            }
+            if !query.accepts_start(s) {
+                return Err(validation(
+                    "the provided starting key does not match the range key predicate",
+                ));
+            }
         }
         let empty = BTreeMap::new();
-        let part = t.rows.get(&query.hash).unwrap_or(&empty);
+        let part = stale
+            .as_ref()
+            .map_or_else(|| t.rows.get(&query.hash), |rows| rows.get(&query.hash))
+            .unwrap_or(&empty);
         let mut rows: Box<dyn Iterator<Item = (&String, &Item)>> = if query.forward {
             Box::new(part.iter())
         } else {
@@ -507,17 +818,21 @@ impl Storage for FakeTable {
                 },
             ));
         }
+        // The key condition selects the items a query reads: items outside it are neither
+        // returned nor counted towards the limit (unlike a filter).
+        let range = query.range.clone();
+        rows = Box::new(rows.filter(move |(r, _)| range.as_ref().is_none_or(|c| c.matches(r))));
         let (items, last_key, bytes) = paginate(
             rows.map(|(_, item)| item),
-            |item| {
-                item.get_s(&t.range_name)
-                    .is_some_and(|r| query.range.as_ref().is_none_or(|c| c.matches(r)))
-            },
+            |_| true,
             query.limit,
             page_bytes,
             &t.hash_name,
             &t.range_name,
         );
+        // A page that ends on the condition's far bound names no last key (DynamoDB Local
+        // 3.3.1): it would refuse that key as a start key, and nothing can follow it.
+        let last_key = last_key.filter(|k| query.accepts_start(k));
         inner.metrics.read_units += read_units(bytes, query.consistent);
         Self::finish(fault.as_ref(), "Query", Page { items, last_key })
     }
@@ -525,11 +840,20 @@ impl Storage for FakeTable {
     async fn scan_page(&self, limit: Option<u32>, start: Option<Key>) -> Result<Page> {
         tokio::task::yield_now().await;
         let mut inner = self.lock();
-        let fault = self.begin(&mut inner, "Scan")?;
+        let fault = self.begin(&mut inner, Op::Scan, &[])?;
         let page_bytes = inner.page_bytes.unwrap_or(PAGE_BYTES);
+        let stale = inner.stale_rows(None);
         let t = inner.table()?;
-        let rows = t
-            .rows
+        if let Some(s) = &start
+            && (s.hash.is_empty() || s.range.is_empty())
+        {
+            return Err(validation(
+                "the provided starting key is invalid: a key attribute value cannot be an empty string",
+            ));
+        }
+        let rows = stale
+            .as_ref()
+            .unwrap_or(&t.rows)
             .iter()
             .flat_map(|(h, part)| part.iter().map(move |(r, item)| ((h, r), item)))
             .skip_while(|((h, r), _)| {
@@ -553,7 +877,12 @@ impl Storage for FakeTable {
     async fn batch_get(&self, keys: Vec<Key>, consistent: bool) -> Result<BatchGetOutput> {
         tokio::task::yield_now().await;
         let mut inner = self.lock();
-        let fault = self.begin(&mut inner, "BatchGetItem")?;
+        let fault = self.begin(&mut inner, Op::BatchGetItem, &keys)?;
+        let stale = if consistent {
+            BTreeMap::new()
+        } else {
+            inner.stale_changes(None)
+        };
         let t = inner.table()?;
         if keys.is_empty() || keys.len() > dynatree::BATCH_GET_MAX {
             return Err(validation(format!(
@@ -582,7 +911,11 @@ impl Storage for FakeTable {
                 continue;
             }
             // Only items found are billed (as DynamoDB Local reports), each rounded up alone.
-            let Some(item) = t.get(&k).cloned() else {
+            let found = match stale.get(&k) {
+                Some(old) => old.clone(),
+                None => t.get(&k).cloned(),
+            };
+            let Some(item) = found else {
                 continue;
             };
             bytes += item.size();
@@ -600,7 +933,14 @@ impl Storage for FakeTable {
     async fn batch_write(&self, requests: Vec<WriteRequest>) -> Result<Vec<WriteRequest>> {
         tokio::task::yield_now().await;
         let mut inner = self.lock();
-        let fault = self.begin(&mut inner, "BatchWriteItem")?;
+        let touched: Vec<Key> = requests
+            .iter()
+            .filter_map(|r| match r {
+                WriteRequest::Put(item) => Key::from_item(item),
+                WriteRequest::Delete(k) => Some(k.clone()),
+            })
+            .collect();
+        let fault = self.begin(&mut inner, Op::BatchWriteItem, &touched)?;
         let t = inner.table()?;
         if requests.is_empty() || requests.len() > dynatree::BATCH_WRITE_MAX {
             return Err(validation(format!(
@@ -666,7 +1006,8 @@ impl Storage for FakeTable {
     async fn transact_write(&self, actions: Vec<TransactAction>) -> Result<()> {
         tokio::task::yield_now().await;
         let mut inner = self.lock();
-        let fault = self.begin(&mut inner, "TransactWriteItems")?;
+        let touched: Vec<Key> = actions.iter().filter_map(TransactAction::key).collect();
+        let fault = self.begin(&mut inner, Op::TransactWriteItems, &touched)?;
         let t = inner.table()?;
         if actions.is_empty() || actions.len() > dynatree::TRANSACT_MAX {
             return Err(validation(format!(
@@ -678,46 +1019,71 @@ impl Storage for FakeTable {
         let mut seen = HashSet::new();
         let mut total = 0;
         let mut keys = Vec::with_capacity(actions.len());
+        // Problems DynamoDB reports as an action's cancellation reason rather than refusing
+        // the request: an oversized key, an index key of another scalar type.
+        let mut late = Vec::with_capacity(actions.len());
         for a in &actions {
-            let key = match a {
-                TransactAction::Put { item, .. } => {
+            let (key, problem) = match a {
+                TransactAction::Put { item, condition } => {
                     total += item.size();
-                    t.check_item(item)?
+                    check_condition(condition)?;
+                    t.check_item_parts(item)?
                 }
-                TransactAction::Delete { key, .. } | TransactAction::ConditionCheck { key, .. } => {
-                    t.check_key(key)?;
-                    key.clone()
+                TransactAction::Delete { key, condition }
+                | TransactAction::ConditionCheck { key, condition } => {
+                    check_condition(condition)?;
+                    (key.clone(), t.check_key_parts(key)?)
                 }
             };
-            if !seen.insert(key.clone()) {
-                return Err(validation(
-                    "transaction request cannot include multiple operations on one item",
-                ));
-            }
             keys.push(key);
+            late.push(problem);
         }
         if total > TRANSACT_BYTES {
             return Err(validation("transaction size exceeds 4 MB"));
         }
-        let reasons: Vec<CancellationReason> = actions
-            .iter()
-            .zip(&keys)
-            .map(|(a, k)| {
-                let cond = match a {
-                    TransactAction::Put { condition, .. }
-                    | TransactAction::Delete { condition, .. }
-                    | TransactAction::ConditionCheck { condition, .. } => condition,
-                };
-                if cond.eval(t.get(k)) {
-                    CancellationReason::none()
-                } else {
-                    CancellationReason::new(
-                        "ConditionalCheckFailed",
-                        Some("The conditional request failed".to_owned()),
-                    )
+        // Conditions are evaluated in order, each against the item as the earlier actions of
+        // this transaction left it. That only matters for two actions on one item, which
+        // DynamoDB refuses. DynamoDB Local 3.3.1 refuses it when it meets an action whose
+        // condition holds on an item an earlier action with a holding condition targeted;
+        // actions whose condition fails do not count, and cancel the transaction.
+        let mut reasons = Vec::with_capacity(actions.len());
+        let mut overlay: std::collections::HashMap<&Key, Option<&Item>> =
+            std::collections::HashMap::new();
+        for ((a, k), problem) in actions.iter().zip(&keys).zip(late) {
+            if let Some(problem) = problem {
+                reasons.push(CancellationReason::new("ValidationError", Some(problem)));
+                continue;
+            }
+            let cond = match a {
+                TransactAction::Put { condition, .. }
+                | TransactAction::Delete { condition, .. }
+                | TransactAction::ConditionCheck { condition, .. } => condition,
+            };
+            let current = overlay.get(k).copied().unwrap_or_else(|| t.get(k));
+            if cond.eval(current) {
+                if !seen.insert(k.clone()) {
+                    return Err(validation(
+                        "transaction request cannot include multiple operations on one item",
+                    ));
                 }
-            })
-            .collect();
+                reasons.push(CancellationReason::none());
+                match a {
+                    TransactAction::Put { item, .. } => {
+                        overlay.insert(k, Some(item));
+                    }
+                    TransactAction::Delete { .. } => {
+                        overlay.insert(k, None);
+                    }
+                    TransactAction::ConditionCheck { .. } => {}
+                }
+            } else {
+                reasons.push(CancellationReason::new(
+                    "ConditionalCheckFailed",
+                    Some("The conditional request failed".to_owned()),
+                ));
+            }
+        }
+        drop(overlay);
         // Capacity: every action twice its single-item cost, condition checks included.
         let mut writes = Vec::new();
         let mut units = 0.0;
@@ -759,7 +1125,7 @@ impl Storage for FakeTable {
     async fn create_table(&self, billing: Billing, indexes: &[IndexSpec]) -> Result<bool> {
         tokio::task::yield_now().await;
         let mut inner = self.lock();
-        let fault = self.begin(&mut inner, "CreateTable")?;
+        let fault = self.begin(&mut inner, Op::CreateTable, &[])?;
         if inner.table.is_some() {
             return Ok(false);
         }
@@ -775,6 +1141,7 @@ impl Storage for FakeTable {
             indexes: indexes.to_vec(),
             building: None,
             rows: BTreeMap::new(),
+            journal: None,
         });
         Self::finish(fault.as_ref(), "CreateTable", true)
     }
@@ -782,7 +1149,7 @@ impl Storage for FakeTable {
     async fn add_index(&self, _billing: Billing, index: &IndexSpec) -> Result<()> {
         tokio::task::yield_now().await;
         let mut inner = self.lock();
-        let fault = self.begin(&mut inner, "UpdateTable")?;
+        let fault = self.begin(&mut inner, Op::UpdateTable, &[])?;
         let t = inner.table()?;
         if t.building.is_some() {
             return Err(Error::new(
@@ -804,8 +1171,10 @@ impl Storage for FakeTable {
     async fn query_index_page(&self, query: &IndexQuery, start: Option<Item>) -> Result<IndexPage> {
         tokio::task::yield_now().await;
         let mut inner = self.lock();
-        let fault = self.begin(&mut inner, "Query")?;
+        let fault = self.begin(&mut inner, Op::Query, &[])?;
         let page_bytes = inner.page_bytes.unwrap_or(PAGE_BYTES);
+        // Global secondary indexes are only eventually consistent.
+        let stale = inner.stale_rows(None);
         let t = inner.table()?;
         let Some(spec) = t
             .indexes
@@ -820,6 +1189,14 @@ impl Storage for FakeTable {
         };
         if query.limit == Some(0) {
             return Err(validation("limit must be at least 1"));
+        }
+        if query.hash.is_empty() {
+            return Err(validation(
+                "one or more parameter values are not valid: the index hash key value cannot be empty",
+            ));
+        }
+        if let Some(r) = &query.range {
+            r.check()?;
         }
         // The index is sparse: only items with its key attributes (strings) are in it. Order:
         // the index range key, then the table key.
@@ -836,8 +1213,9 @@ impl Storage for FakeTable {
                 item.get_s(&t.range_name).unwrap_or_default().to_owned(),
             )
         };
-        let mut hits: Vec<&Item> = t
-            .rows
+        let mut hits: Vec<&Item> = stale
+            .as_ref()
+            .unwrap_or(&t.rows)
             .values()
             .flat_map(BTreeMap::values)
             .filter(|item| item.get_s(&spec.hash_attr) == Some(query.hash.as_str()))
@@ -890,7 +1268,7 @@ impl Storage for FakeTable {
     async fn describe_table(&self) -> Result<Option<TableDescription>> {
         tokio::task::yield_now().await;
         let mut inner = self.lock();
-        let fault = self.begin(&mut inner, "DescribeTable")?;
+        let fault = self.begin(&mut inner, Op::DescribeTable, &[])?;
         let desc = inner.table.as_mut().map(|t| {
             // The index being built shows `Creating` once, then it is done.
             let building = t.building.take();

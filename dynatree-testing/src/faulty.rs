@@ -1,7 +1,5 @@
 //! [`Faulty`]: fault injection for any [`Storage`], DynamoDB Local included.
 
-use std::collections::BTreeMap;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use dynatree::{
@@ -9,11 +7,18 @@ use dynatree::{
     Key, Page, Query, Result, Storage, TableDescription, TransactAction, WriteRequest,
 };
 
-use crate::Fault;
+use crate::fault::{Fault, FaultPlan, FaultRule, Op};
 
-/// Wraps any backend and makes chosen requests fail, before or after they are applied, so
-/// crash-safety tests run against the real service too. [`FakeTable`](crate::FakeTable) has
-/// the same faults built in (and unprocessed batches, which this wrapper does not simulate).
+/// Wraps any backend and makes chosen requests fail, before or after they are applied, or
+/// leaves batch items unprocessed, so crash-safety tests run against the real service too.
+/// [`FakeTable`](crate::FakeTable) has the same faults built in; both take the same
+/// [`FaultRule`]s.
+///
+/// - [`Fault::Throttle`] and [`Fault::Fail`]: the request is not sent.
+/// - [`Fault::FailAfterApply`]: the request is sent, then its response replaced by an error.
+/// - [`Fault::Unprocessed`]: of a BatchGetItem or BatchWriteItem, only the first `processed`
+///   items are sent; the rest come back unprocessed (with whatever the backend itself left
+///   unprocessed). Other requests run normally.
 ///
 /// # Examples
 ///
@@ -36,55 +41,179 @@ use crate::Fault;
 pub struct Faulty<S> {
     inner: S,
     count: AtomicU64,
-    faults: Mutex<BTreeMap<u64, Fault>>,
+    faults: FaultPlan,
 }
 
 impl<S: Storage> Faulty<S> {
     /// `inner`, with no faults yet.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree_testing::{FakeTable, Faulty};
+    ///
+    /// let table = Faulty::new(FakeTable::new());
+    /// assert_eq!(table.requests(), 0);
+    /// ```
     pub fn new(inner: S) -> Self {
         Self {
             inner,
             count: AtomicU64::new(0),
-            faults: Mutex::new(BTreeMap::new()),
+            faults: FaultPlan::new(),
         }
     }
 
     /// The wrapped backend.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree_testing::{FakeTable, Faulty};
+    ///
+    /// let table = Faulty::new(FakeTable::new());
+    /// assert!(table.inner().rows().is_empty());
+    /// ```
     pub fn inner(&self) -> &S {
         &self.inner
     }
 
-    /// Requests served so far.
+    /// Requests served so far (those failed by a fault included).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::Tree; use dynatree_testing::{FakeTable, Faulty};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// let table = Faulty::new(FakeTable::new());
+    /// Tree::new(&table).create_table().await?;
+    /// assert!(table.requests() >= 1);
+    /// # Ok(()) }
+    /// ```
     pub fn requests(&self) -> u64 {
         self.count.load(Ordering::SeqCst)
     }
 
-    /// Makes request number `nth` (0-based, counted from now) suffer `fault`
-    /// (`Throttle`, `Fail` or `FailAfterApply`).
+    /// Makes request number `nth` (0-based, counted from now, whatever its operation) suffer
+    /// `fault`. This depends on the exact requests dynatree sends; prefer
+    /// [`inject_rule`](Self::inject_rule), which matches requests by operation and key.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::Tree; use dynatree_testing::{FakeTable, Fault, Faulty};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # #[derive(serde::Serialize, serde::Deserialize)] struct V { v: u8 }
+    /// let table = Faulty::new(FakeTable::new());
+    /// let tree = Tree::new(&table);
+    /// tree.create_table().await?;
+    /// table.inject(1, Fault::Fail);
+    /// assert!(tree.get::<V>(["a"]).await.is_ok());
+    /// assert!(tree.get::<V>(["a"]).await.is_err());
+    /// # Ok(()) }
+    /// ```
     pub fn inject(&self, nth: u64, fault: Fault) {
-        let at = self.requests() + nth;
-        self.faults
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(at, fault);
+        self.faults.inject_nth(nth, fault);
     }
 
-    /// Removes every injected fault.
+    /// Makes every request suffer `fault` until [`clear_faults`](Self::clear_faults).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::Tree; use dynatree_testing::{FakeTable, Fault, Faulty};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # #[derive(serde::Serialize, serde::Deserialize, Debug)] struct V { v: u8 }
+    /// let table = Faulty::new(FakeTable::new());
+    /// let tree = Tree::new(&table);
+    /// tree.create_table().await?;
+    /// table.inject_always(Fault::Throttle);
+    /// assert!(tree.get::<V>(["a"]).await.unwrap_err().is_throttled());
+    /// # Ok(()) }
+    /// ```
+    pub fn inject_always(&self, fault: Fault) {
+        self.faults.add(FaultRule::new(fault).always());
+    }
+
+    /// Injects a fault where `rule` says: by operation, key or hash-key prefix, on the n-th
+    /// matching request, once, n times or always. See [`FaultRule`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::{batch, Key, RetryPolicy, Tree, WriteRequest};
+    /// # use dynatree_testing::{FakeTable, Fault, FaultRule, Faulty, Op};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// let table = Faulty::new(FakeTable::new());
+    /// Tree::new(&table).create_table().await?;
+    /// table.inject_rule(
+    ///     FaultRule::new(Fault::Unprocessed { processed: 1 }).operation(Op::BatchWriteItem),
+    /// );
+    /// let rows = (0..3)
+    ///     .map(|i| WriteRequest::Put(Key::new("h", i.to_string()).into_item()))
+    ///     .collect();
+    /// batch::write_all(&table, rows, &RetryPolicy::default()).await?; // the rest is resent
+    /// assert_eq!(table.inner().rows().len(), 3);
+    /// assert_eq!(table.inner().metrics().requests("BatchWriteItem"), 2);
+    /// # Ok(()) }
+    /// ```
+    pub fn inject_rule(&self, rule: FaultRule) {
+        self.faults.add(rule);
+    }
+
+    /// Removes every injected fault (the log of [`fired`](Self::fired) faults stays).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree_testing::{FakeTable, Fault, Faulty};
+    /// let table = Faulty::new(FakeTable::new());
+    /// table.inject_always(Fault::Fail);
+    /// table.clear_faults();
+    /// assert!(!table.plan().is_armed());
+    /// ```
     pub fn clear_faults(&self) {
-        self.faults
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clear();
+        self.faults.clear();
     }
 
-    fn begin(&self, op: &str) -> Result<bool> {
-        let n = self.count.fetch_add(1, Ordering::SeqCst);
-        let fault = self
-            .faults
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .remove(&n);
-        match fault {
+    /// The faults that fired so far, in order, with the operation they struck.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::Tree; use dynatree_testing::{FakeTable, Fault, FaultRule, Faulty, Op};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # #[derive(serde::Serialize)] struct V { v: u8 }
+    /// let table = Faulty::new(FakeTable::new());
+    /// let tree = Tree::new(&table);
+    /// tree.create_table().await?;
+    /// table.inject_rule(FaultRule::new(Fault::Throttle).operation(Op::TransactWriteItems));
+    /// tree.put(["a"], &V { v: 1 }).await?; // retried after the throttle
+    /// assert_eq!(table.fired(), [(Op::TransactWriteItems, Fault::Throttle)]);
+    /// # Ok(()) }
+    /// ```
+    pub fn fired(&self) -> Vec<(Op, Fault)> {
+        self.faults.fired()
+    }
+
+    /// The wrapper's fault plan.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree_testing::{FakeTable, Fault, Faulty};
+    /// let table = Faulty::new(FakeTable::new());
+    /// table.inject(0, Fault::Fail);
+    /// assert!(table.plan().is_armed());
+    /// ```
+    pub fn plan(&self) -> &FaultPlan {
+        &self.faults
+    }
+
+    /// Starts a request: counts it, fails it now if its fault says so, else returns the fault
+    /// to apply later.
+    fn begin(&self, op: Op, keys: &[Key]) -> Result<Option<Fault>> {
+        self.count.fetch_add(1, Ordering::SeqCst);
+        match self.faults.on_request(op, keys) {
             Some(Fault::Throttle) => Err(Error::new(
                 ErrorKind::Throttled,
                 format!("injected throttle on {op}"),
@@ -93,14 +222,13 @@ impl<S: Storage> Faulty<S> {
                 ErrorKind::Backend,
                 format!("injected failure of {op}"),
             )),
-            Some(Fault::FailAfterApply) => Ok(true),
-            _ => Ok(false),
+            other => Ok(other),
         }
     }
 
-    fn end<T>(lost: bool, op: &str, r: Result<T>) -> Result<T> {
+    fn end<T>(fault: Option<&Fault>, op: Op, r: Result<T>) -> Result<T> {
         match r {
-            Ok(_) if lost => Err(Error::new(
+            Ok(_) if fault == Some(&Fault::FailAfterApply) => Err(Error::new(
                 ErrorKind::Backend,
                 format!("injected lost response of {op} (it was applied)"),
             )),
@@ -109,57 +237,130 @@ impl<S: Storage> Faulty<S> {
     }
 }
 
+/// How many of `n` batch items a fault lets through.
+fn processed(fault: Option<&Fault>, n: usize) -> usize {
+    match fault {
+        Some(Fault::Unprocessed { processed }) => (*processed).min(n),
+        _ => n,
+    }
+}
+
 macro_rules! faulty {
-    ($self:ident, $op:literal, $call:expr) => {{
-        let lost = $self.begin($op)?;
+    ($self:ident, $op:expr, $keys:expr, $call:expr) => {{
+        let fault = $self.begin($op, $keys)?;
         let r = $call.await;
-        Self::end(lost, $op, r)
+        Self::end(fault.as_ref(), $op, r)
     }};
 }
 
 impl<S: Storage> Storage for Faulty<S> {
     async fn get_item(&self, key: &Key, consistent: bool) -> Result<Option<Item>> {
-        faulty!(self, "GetItem", self.inner.get_item(key, consistent))
-    }
-    async fn put_item(&self, item: Item, condition: Condition) -> Result<()> {
-        faulty!(self, "PutItem", self.inner.put_item(item, condition))
-    }
-    async fn delete_item(&self, key: &Key, condition: Condition) -> Result<()> {
-        faulty!(self, "DeleteItem", self.inner.delete_item(key, condition))
-    }
-    async fn query_page(&self, query: &Query, start: Option<Key>) -> Result<Page> {
-        faulty!(self, "Query", self.inner.query_page(query, start))
-    }
-    async fn scan_page(&self, limit: Option<u32>, start: Option<Key>) -> Result<Page> {
-        faulty!(self, "Scan", self.inner.scan_page(limit, start))
-    }
-    async fn batch_get(&self, keys: Vec<Key>, consistent: bool) -> Result<BatchGetOutput> {
-        faulty!(self, "BatchGetItem", self.inner.batch_get(keys, consistent))
-    }
-    async fn batch_write(&self, requests: Vec<WriteRequest>) -> Result<Vec<WriteRequest>> {
-        faulty!(self, "BatchWriteItem", self.inner.batch_write(requests))
-    }
-    async fn transact_write(&self, actions: Vec<TransactAction>) -> Result<()> {
         faulty!(
             self,
-            "TransactWriteItems",
+            Op::GetItem,
+            std::slice::from_ref(key),
+            self.inner.get_item(key, consistent)
+        )
+    }
+    async fn put_item(&self, item: Item, condition: Condition) -> Result<()> {
+        let key = Key::from_item(&item);
+        faulty!(
+            self,
+            Op::PutItem,
+            key.as_slice(),
+            self.inner.put_item(item, condition)
+        )
+    }
+    async fn delete_item(&self, key: &Key, condition: Condition) -> Result<()> {
+        faulty!(
+            self,
+            Op::DeleteItem,
+            std::slice::from_ref(key),
+            self.inner.delete_item(key, condition)
+        )
+    }
+    async fn query_page(&self, query: &Query, start: Option<Key>) -> Result<Page> {
+        faulty!(
+            self,
+            Op::Query,
+            &[Key::new(query.hash.clone(), "")],
+            self.inner.query_page(query, start)
+        )
+    }
+    async fn scan_page(&self, limit: Option<u32>, start: Option<Key>) -> Result<Page> {
+        faulty!(self, Op::Scan, &[], self.inner.scan_page(limit, start))
+    }
+    async fn batch_get(&self, mut keys: Vec<Key>, consistent: bool) -> Result<BatchGetOutput> {
+        let op = Op::BatchGetItem;
+        let fault = self.begin(op, &keys)?;
+        let rest = keys.split_off(processed(fault.as_ref(), keys.len()));
+        let r = if keys.is_empty() && !rest.is_empty() {
+            Ok(BatchGetOutput::default())
+        } else {
+            self.inner.batch_get(keys, consistent).await
+        };
+        let r = r.map(|mut out| {
+            out.unprocessed.extend(rest);
+            out
+        });
+        Self::end(fault.as_ref(), op, r)
+    }
+    async fn batch_write(&self, mut requests: Vec<WriteRequest>) -> Result<Vec<WriteRequest>> {
+        let op = Op::BatchWriteItem;
+        let keys: Vec<Key> = requests
+            .iter()
+            .filter_map(|r| match r {
+                WriteRequest::Put(item) => Key::from_item(item),
+                WriteRequest::Delete(k) => Some(k.clone()),
+            })
+            .collect();
+        let fault = self.begin(op, &keys)?;
+        let rest = requests.split_off(processed(fault.as_ref(), requests.len()));
+        let r = if requests.is_empty() && !rest.is_empty() {
+            Ok(Vec::new())
+        } else {
+            self.inner.batch_write(requests).await
+        };
+        let r = r.map(|mut unprocessed| {
+            unprocessed.extend(rest);
+            unprocessed
+        });
+        Self::end(fault.as_ref(), op, r)
+    }
+    async fn transact_write(&self, actions: Vec<TransactAction>) -> Result<()> {
+        let keys: Vec<Key> = actions.iter().filter_map(TransactAction::key).collect();
+        faulty!(
+            self,
+            Op::TransactWriteItems,
+            &keys,
             self.inner.transact_write(actions)
         )
     }
     async fn create_table(&self, billing: Billing, indexes: &[IndexSpec]) -> Result<bool> {
         faulty!(
             self,
-            "CreateTable",
+            Op::CreateTable,
+            &[],
             self.inner.create_table(billing, indexes)
         )
     }
     async fn add_index(&self, billing: Billing, index: &IndexSpec) -> Result<()> {
-        faulty!(self, "UpdateTable", self.inner.add_index(billing, index))
+        faulty!(
+            self,
+            Op::UpdateTable,
+            &[],
+            self.inner.add_index(billing, index)
+        )
     }
     async fn query_index_page(&self, query: &IndexQuery, start: Option<Item>) -> Result<IndexPage> {
-        faulty!(self, "Query", self.inner.query_index_page(query, start))
+        faulty!(
+            self,
+            Op::Query,
+            &[],
+            self.inner.query_index_page(query, start)
+        )
     }
     async fn describe_table(&self) -> Result<Option<TableDescription>> {
-        faulty!(self, "DescribeTable", self.inner.describe_table())
+        faulty!(self, Op::DescribeTable, &[], self.inner.describe_table())
     }
 }

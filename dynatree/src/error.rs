@@ -34,6 +34,10 @@ pub enum ErrorKind {
     InvalidDelimiter,
     /// An item would exceed DynamoDB's 400 KB item size limit. Nothing was sent.
     ItemTooLarge,
+    /// A value DynamoDB cannot store: NaN or infinity, a number beyond 38 significant digits
+    /// or outside 1E-130 to 9.99…E+125 in magnitude, an empty set or a set with duplicate
+    /// members, a version field that cannot be incremented. Nothing was sent.
+    InvalidValue,
     /// A value could not be converted to or from DynamoDB attributes.
     Serialization,
     /// The path holds no object (for operations that need one, such as `read_link`).
@@ -59,7 +63,9 @@ pub enum ErrorKind {
     /// A batch request still had unprocessed items after every retry;
     /// [`Error::unprocessed_count`] says how many.
     Unprocessed,
-    /// DynamoDB rejected the request as invalid (`ValidationException`).
+    /// DynamoDB rejected the request as invalid (`ValidationException`), or dynatree refused a
+    /// query DynamoDB would reject (a range condition on an empty or oversized value, `between`
+    /// with its bounds reversed, a start cursor outside the range condition) before sending it.
     Validation,
     /// The table does not exist (or is not active yet).
     TableNotFound,
@@ -76,13 +82,14 @@ impl ErrorKind {
             ErrorKind::InvalidAttribute => "invalid attribute name",
             ErrorKind::InvalidDelimiter => "invalid reserved character",
             ErrorKind::ItemTooLarge => "item too large",
+            ErrorKind::InvalidValue => "invalid attribute value",
             ErrorKind::Serialization => "serialization failed",
             ErrorKind::NotFound => "not found",
             ErrorKind::NotALink => "not a link",
             ErrorKind::LinkLoop => "link loop",
             ErrorKind::ConditionFailed => "condition failed",
             ErrorKind::AlreadyExists => "already exists",
-            ErrorKind::Locked => "subtree locked by a move",
+            ErrorKind::Locked => "subtree held by another operation",
             ErrorKind::HasChildren => "node has children",
             ErrorKind::TransactionCanceled => "transaction canceled",
             ErrorKind::Conflict => "conflicting concurrent write",
@@ -237,7 +244,8 @@ impl Error {
         self.0.unprocessed
     }
 
-    /// The input was rejected before anything was sent (path, attribute, size, delimiter).
+    /// The input was rejected before anything was sent (path, attribute, value, size,
+    /// delimiter).
     pub fn is_invalid_input(&self) -> bool {
         matches!(
             self.kind(),
@@ -245,6 +253,7 @@ impl Error {
                 | ErrorKind::InvalidAttribute
                 | ErrorKind::InvalidDelimiter
                 | ErrorKind::ItemTooLarge
+                | ErrorKind::InvalidValue
         )
     }
 
@@ -296,6 +305,11 @@ impl Error {
     /// [`ErrorKind::Throttled`].
     pub fn is_throttled(&self) -> bool {
         self.kind() == ErrorKind::Throttled
+    }
+
+    /// [`ErrorKind::Validation`].
+    pub fn is_validation(&self) -> bool {
+        self.kind() == ErrorKind::Validation
     }
 
     /// [`ErrorKind::Serialization`].

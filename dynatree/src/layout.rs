@@ -178,6 +178,20 @@ impl Layout {
         Ok(())
     }
 
+    /// Checks a path whose children are listed, like
+    /// [`check_listing_path`](Self::check_listing_path), but a valid object path whose listing
+    /// key would be over DynamoDB's partition key limit is not an error: it can have no
+    /// children, so `Ok(false)` says that the listing is empty without asking DynamoDB.
+    pub(crate) fn check_listable(&self, path: &Path) -> Result<bool> {
+        self.check_components(path)?;
+        let hash = self.listing_hash(path.components()).len();
+        if hash <= MAX_HASH_KEY_BYTES {
+            return Ok(true);
+        }
+        self.check_object_path(path)?;
+        Ok(false)
+    }
+
     fn check_components(&self, path: &Path) -> Result<()> {
         path.validate(self.sc)?;
         for (i, c) in path.components().iter().enumerate() {
@@ -191,7 +205,8 @@ impl Layout {
         Ok(())
     }
 
-    /// Checks user attributes: none named `Key` or `Child`, none starting with SC.
+    /// Checks user attributes: none named `Key` or `Child`, none starting with SC, and every
+    /// name and value within DynamoDB's rules ([`Item::check`]).
     pub(crate) fn check_user_item(&self, item: &Item) -> Result<()> {
         for name in item.names() {
             if name == HASH_KEY || name == RANGE_KEY {
@@ -206,14 +221,8 @@ impl Layout {
                     format!("{name:?} starts with the reserved character {:?}", self.sc),
                 ));
             }
-            if name.is_empty() {
-                return Err(Error::new(
-                    ErrorKind::InvalidAttribute,
-                    "attribute names cannot be empty",
-                ));
-            }
         }
-        Ok(())
+        item.check()
     }
 
     /// The object row for `path` holding `attrs`, checked against the item size limit.
@@ -297,6 +306,40 @@ mod tests {
         // Multi-byte characters count as bytes, not chars.
         let e = "é".repeat(513);
         assert!(l.check_object_path(&p(&[&e])).is_err());
+    }
+
+    #[test]
+    fn listing_key_one_byte_over_is_an_empty_listing() {
+        let l = Layout::new(DEFAULT_RESERVED).unwrap();
+        // Object key: 2 + 1022 + 2 + 1022 = 2048 bytes (valid); listing key: 2050.
+        let c = "a".repeat(1022);
+        let path = p(&[&c, &c]);
+        assert!(l.check_object_path(&path).is_ok());
+        assert!(l.check_listing_path(&path).is_err());
+        assert!(!l.check_listable(&path).unwrap());
+        assert!(l.check_listable(&p(&[&c])).unwrap());
+        assert!(l.check_listable(&Path::root()).unwrap());
+        // Not an object path either: still an error.
+        let d = "a".repeat(1024);
+        assert!(l.check_listable(&p(&[&d, &d])).is_err());
+        assert!(l.check_listable(&p(&["a¦b"])).is_err());
+    }
+
+    #[test]
+    fn user_items_are_checked_against_dynamodb_rules() {
+        let l = Layout::new(DEFAULT_RESERVED).unwrap();
+        let mut item = Item::new();
+        item.insert("n", Value::N("NaN".into()));
+        assert_eq!(
+            l.check_user_item(&item).unwrap_err().kind(),
+            ErrorKind::InvalidValue
+        );
+        let mut item = Item::new();
+        item.insert("", Value::Null);
+        assert_eq!(
+            l.check_user_item(&item).unwrap_err().kind(),
+            ErrorKind::InvalidAttribute
+        );
     }
 
     #[test]

@@ -69,6 +69,13 @@ pub use crate::tree::{
 /// - `#[dynatree(version)]` on a `u64` field: optimistic locking in
 ///   [`Repository::update`].
 ///
+/// A raw identifier field `r#type` is the placeholder `{type}`. serde's `rename` and
+/// `rename_all` are followed; a compile error refuses the serde attributes that would break
+/// keys: `skip`, `skip_serializing`, `skip_deserializing` and `skip_serializing_if` on a
+/// placeholder, index or version field; `flatten`; `transparent`, `from`, `try_from` and
+/// `into`; and a `tag` or `content` named `Key`, `Child`, or starting with the reserved
+/// character.
+///
 /// # Examples
 ///
 /// ```

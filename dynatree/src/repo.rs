@@ -147,7 +147,8 @@ impl<'t, T: Hierarchical, S: Storage> Repository<'t, T, S> {
     /// # Errors
     ///
     /// [`ErrorKind::ConditionFailed`] if nothing is stored or the stored version differs (a
-    /// concurrent update won); as [`Tree::put`].
+    /// concurrent update won); [`ErrorKind::InvalidValue`] if the version is `u64::MAX`
+    /// (nothing is sent); as [`Tree::put`].
     ///
     /// # Cancel safety
     ///
@@ -159,7 +160,13 @@ impl<'t, T: Hierarchical, S: Storage> Repository<'t, T, S> {
         };
         let current = value.version();
         if let Some(v) = current {
-            value.set_version(v + 1);
+            let next = v.checked_add(1).ok_or_else(|| {
+                Error::new(
+                    ErrorKind::InvalidValue,
+                    format!("the version field is at its maximum ({v}) and cannot be incremented"),
+                )
+            })?;
+            value.set_version(next);
         }
         let result = match self.row(value) {
             Ok((path, row)) => self.tree.write_object(&path, row, &condition).await,
@@ -394,6 +401,9 @@ impl<'t, T: Hierarchical, S: Storage> IndexQueryBuilder<'t, T, S> {
         let tree = self.tree;
         let setup = (|| {
             let range = self.range?;
+            if let Some(r) = &range {
+                r.check()?;
+            }
             let def = T::INDEXES
                 .iter()
                 .find(|d| d.name() == self.key.index())
@@ -435,7 +445,17 @@ impl<'t, T: Hierarchical, S: Storage> IndexQueryBuilder<'t, T, S> {
                             .collect::<Result<Vec<T>>>()?;
                         items.truncate(left);
                         let left = left - items.len();
-                        let next = page.last.map(Some);
+                        // A page that ended on the condition's far bound has nothing after
+                        // it, and DynamoDB refuses that key as a start key.
+                        let next = page
+                            .last
+                            .filter(|last| match (&query.range, &query.index.range_attr) {
+                                (Some(r), Some(a)) => {
+                                    last.get_s(a).is_some_and(|v| r.accepts_start(v, query.forward))
+                                }
+                                _ => true,
+                            })
+                            .map(Some);
                         Ok(Some((items, (next, left))))
                     }
                 })
@@ -640,6 +660,9 @@ impl<'t, T: Hierarchical, S: Storage> TypedQuery<'t, T, S> {
                     "the type was checked against another reserved character than the tree's",
                 ));
             }
+            if let Some(r) = &range {
+                r.check()?;
+            }
             let prefix = T::collection_path(&self.collection)?;
             let mut query = tree.listing_query_for(&prefix)?;
             query.range = range;
@@ -652,15 +675,38 @@ impl<'t, T: Hierarchical, S: Storage> TypedQuery<'t, T, S> {
                 (Some(p), Some(c)) => Some(p.min(c)),
                 (p, c) => p.or(c),
             };
-            let start = self.start_after.map(|c| Key::new(query.hash.clone(), c.0));
-            Ok((prefix, query, start))
+            let start = match self.start_after {
+                None => None,
+                Some(c) => {
+                    let start = Key::new(query.hash.clone(), c.0);
+                    if !query.accepts_start(&start) {
+                        // A cursor at the condition's far bound (the last page ended on it) has
+                        // nothing after it; one outside the condition is the caller's mistake.
+                        if start.range.is_empty()
+                            || !query.range.as_ref().is_some_and(|r| r.matches(&start.range))
+                        {
+                            return Err(Error::new(
+                                ErrorKind::Validation,
+                                format!(
+                                    "the cursor {:?} is outside the query's range condition",
+                                    start.range
+                                ),
+                            ));
+                        }
+                        return Ok(None);
+                    }
+                    Some(start)
+                }
+            };
+            Ok(Some((prefix, query, start)))
         })();
         let limit = self.limit;
         Box::pin(match setup {
-            Ok((prefix, query, start)) => {
+            Ok(Some((prefix, query, start))) => {
                 typed_pages::<T, S>(tree, prefix, query, start, limit).left_stream()
             }
-            Err(e) => futures::stream::once(async move { Err(e) }).right_stream(),
+            // Ok(None): the cursor is at the end; send nothing.
+            other => futures::stream::iter(other.err().map(Err)).right_stream(),
         })
     }
 

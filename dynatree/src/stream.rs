@@ -37,6 +37,9 @@ pub(crate) fn query_pages<S: Storage>(
             let next = match &page.last_key {
                 None => State::Done,
                 Some(k) if Some(k) == start.as_ref() => State::Done,
+                // The page ended on the condition's far bound: nothing follows, and DynamoDB
+                // refuses that key as a start key.
+                Some(k) if !query.accepts_start(k) => State::Done,
                 Some(k) => State::After(k.clone()),
             };
             Ok(Some((page, next)))

@@ -84,6 +84,35 @@ snapshot!(
 );
 
 snapshot!(
+    raw_identifier_fields,
+    #[dynatree(
+        path = "Kinds/{type}/Items/{ref}",
+        index(name = "by_match", hash = r#match, range = r#type)
+    )]
+    struct Item {
+        r#type: String,
+        r#ref: u32,
+        r#match: String,
+    }
+);
+
+snapshot!(
+    serde_attributes_that_break_keys,
+    #[dynatree(path = "Accounts/{id}", index(name = "by_email", hash = email))]
+    #[serde(tag = "Key", transparent, from = "A", try_from = "A", into = "A")]
+    struct Account {
+        #[serde(skip, skip_serializing, skip_deserializing)]
+        id: String,
+        #[serde(rename = "mail", skip_serializing_if = "String::is_empty")]
+        email: String,
+        #[serde(flatten)]
+        rest: Rest,
+        #[serde(skip, default)]
+        cache: String,
+    }
+);
+
+snapshot!(
     errors_emit_a_stub_impl,
     #[dynatree(path = "Accounts//{missing}")]
     struct Broken {
@@ -128,6 +157,14 @@ fn never_panics_on_odd_input() {
             #[dynatree(path = "")]
             struct X {
                 a: String,
+            }
+        ),
+        quote!(
+            #[serde(tag, content = 5, rename_all(serialize), from)]
+            #[dynatree(path = "{r#a}")]
+            struct Z {
+                #[serde(skip = , flatten(), rename(deserialize = "b"))]
+                r#a: String,
             }
         ),
         quote!(

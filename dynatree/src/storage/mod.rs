@@ -13,7 +13,7 @@ use std::future::Future;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::item::{Item, Value};
-use crate::layout::{HASH_KEY, RANGE_KEY};
+use crate::layout::{HASH_KEY, MAX_RANGE_KEY_BYTES, RANGE_KEY};
 
 /// The primary key of one row: the `Key` (hash) and `Child` (range) strings.
 ///
@@ -109,7 +109,8 @@ impl Condition {
         Self::Equals(name.into(), value)
     }
 
-    /// Evaluates the condition against the item's current state (`None`: absent).
+    /// Evaluates the condition against the item's current state (`None`: absent). Values
+    /// compare as DynamoDB compares them: numbers by value, sets regardless of order.
     pub fn eval(&self, item: Option<&Item>) -> bool {
         match self {
             Condition::Always => true,
@@ -117,7 +118,7 @@ impl Condition {
             Condition::NotExists => item.is_none(),
             Condition::AttrExists(n) => item.is_some_and(|i| i.contains(n)),
             Condition::AttrNotExists(n) => !item.is_some_and(|i| i.contains(n)),
-            Condition::Equals(n, v) => item.and_then(|i| i.get(n)) == Some(v),
+            Condition::Equals(n, v) => item.and_then(|i| i.get(n)).is_some_and(|x| x.same_as(v)),
             Condition::And(cs) => cs.iter().all(|c| c.eval(item)),
             Condition::Or(cs) => cs.iter().any(|c| c.eval(item)),
         }
@@ -170,6 +171,118 @@ impl RangeCondition {
             RangeCondition::Ge(v) => r >= v.as_bytes(),
             RangeCondition::Between(a, b) => r >= a.as_bytes() && r <= b.as_bytes(),
             RangeCondition::BeginsWith(v) => r.starts_with(v.as_bytes()),
+        }
+    }
+
+    /// The values the condition compares with.
+    fn values(&self) -> impl Iterator<Item = &str> {
+        let (a, b) = match self {
+            RangeCondition::Eq(v)
+            | RangeCondition::Lt(v)
+            | RangeCondition::Le(v)
+            | RangeCondition::Gt(v)
+            | RangeCondition::Ge(v)
+            | RangeCondition::BeginsWith(v) => (v, None),
+            RangeCondition::Between(a, b) => (a, Some(b)),
+        };
+        std::iter::once(a.as_str()).chain(b.map(String::as_str))
+    }
+
+    /// Checks the condition as DynamoDB does before it runs a query: every value is a valid
+    /// sort key value (1 to [`MAX_RANGE_KEY_BYTES`] bytes; so `begins_with("")` is refused),
+    /// and `Between`'s lower bound is not above its upper bound.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::Validation`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::RangeCondition;
+    ///
+    /// assert!(RangeCondition::Between("a".into(), "b".into()).check().is_ok());
+    /// assert!(RangeCondition::Between("b".into(), "a".into()).check().unwrap_err().is_validation());
+    /// assert!(RangeCondition::BeginsWith(String::new()).check().is_err());
+    /// ```
+    pub fn check(&self) -> Result<()> {
+        for v in self.values() {
+            if v.is_empty() {
+                return Err(Error::new(
+                    ErrorKind::Validation,
+                    "a range key condition cannot compare with an empty string",
+                ));
+            }
+            if v.len() > MAX_RANGE_KEY_BYTES {
+                return Err(Error::new(
+                    ErrorKind::Validation,
+                    format!(
+                        "a range key condition value is {} bytes, over DynamoDB's {MAX_RANGE_KEY_BYTES}-byte sort key limit",
+                        v.len()
+                    ),
+                ));
+            }
+        }
+        if let RangeCondition::Between(a, b) = self
+            && a.as_bytes() > b.as_bytes()
+        {
+            return Err(Error::new(
+                ErrorKind::Validation,
+                "`between` needs its lower bound at or below its upper bound",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Whether DynamoDB takes a start key (`ExclusiveStartKey`) whose range key is `start` for
+    /// a query with this condition, read `forward` or backward.
+    ///
+    /// DynamoDB (as DynamoDB Local 3.3.1 answers) wants the start key inside the condition,
+    /// with one twist: the bound the query reads towards is exclusive even when the condition
+    /// includes it. Reading forward, `Le("c")` takes start keys below `"c"`, and `Ge("c")`
+    /// those from `"c"` on; reading backward it is the other way round. `Eq(v)` takes `v`
+    /// and `BeginsWith(p)` any key starting with `p`. A start key at an included far bound
+    /// (the last page ended on it) has nothing after it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::RangeCondition;
+    ///
+    /// let le = RangeCondition::Le("c".into());
+    /// assert!(le.accepts_start("b", true));
+    /// assert!(!le.accepts_start("c", true)); // nothing can follow "c" anyway
+    /// assert!(le.accepts_start("c", false));
+    /// assert!(!RangeCondition::Ge("c".into()).accepts_start("b", true));
+    /// ```
+    pub fn accepts_start(&self, start: &str, forward: bool) -> bool {
+        let s = start.as_bytes();
+        match self {
+            RangeCondition::Eq(v) => s == v.as_bytes(),
+            RangeCondition::BeginsWith(p) => s.starts_with(p.as_bytes()),
+            RangeCondition::Gt(v) => s > v.as_bytes(),
+            RangeCondition::Lt(v) => s < v.as_bytes(),
+            RangeCondition::Ge(v) => {
+                if forward {
+                    s >= v.as_bytes()
+                } else {
+                    s > v.as_bytes()
+                }
+            }
+            RangeCondition::Le(v) => {
+                if forward {
+                    s < v.as_bytes()
+                } else {
+                    s <= v.as_bytes()
+                }
+            }
+            RangeCondition::Between(a, b) => {
+                if forward {
+                    s >= a.as_bytes() && s < b.as_bytes()
+                } else {
+                    s > a.as_bytes() && s <= b.as_bytes()
+                }
+            }
         }
     }
 }
@@ -237,6 +350,61 @@ impl Query {
     pub fn consistent(mut self, consistent: bool) -> Self {
         self.consistent = consistent;
         self
+    }
+
+    /// Checks the query as DynamoDB does: a non-empty hash key, a valid range condition (see
+    /// [`RangeCondition::check`]), a limit of at least 1.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::Validation`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::{Query, RangeCondition};
+    ///
+    /// assert!(Query::new("h").check().is_ok());
+    /// assert!(Query::new("").check().is_err());
+    /// assert!(Query::new("h").with_range(RangeCondition::BeginsWith(String::new())).check().is_err());
+    /// ```
+    pub fn check(&self) -> Result<()> {
+        if self.hash.is_empty() {
+            return Err(Error::new(
+                ErrorKind::Validation,
+                "the hash key value of a query cannot be empty",
+            ));
+        }
+        if self.limit == Some(0) {
+            return Err(Error::new(
+                ErrorKind::Validation,
+                "a query limit must be at least 1",
+            ));
+        }
+        self.range.as_ref().map_or(Ok(()), RangeCondition::check)
+    }
+
+    /// Whether DynamoDB takes `start` as this query's `ExclusiveStartKey`: its hash key is the
+    /// query's, its range key is not empty, and the range condition takes it (see
+    /// [`RangeCondition::accepts_start`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::{Key, Query, RangeCondition};
+    ///
+    /// let q = Query::new("h").with_range(RangeCondition::Ge("b".into()));
+    /// assert!(q.accepts_start(&Key::new("h", "c")));
+    /// assert!(!q.accepts_start(&Key::new("h", "a")));
+    /// assert!(!q.accepts_start(&Key::new("other", "c")));
+    /// ```
+    pub fn accepts_start(&self, start: &Key) -> bool {
+        start.hash == self.hash
+            && !start.range.is_empty()
+            && self
+                .range
+                .as_ref()
+                .is_none_or(|c| c.accepts_start(&start.range, self.forward))
     }
 }
 

@@ -1,0 +1,1689 @@
+//! A deterministic interleaving simulator: several `Tree` operations run concurrently against
+//! one backend, every request they send waits at a gate, and the simulator chooses which
+//! request goes next (and whether it suffers a fault). It explores the schedules of a scenario
+//! exhaustively up to a bound, then seeded-randomly; after each schedule it runs
+//! [`Tree::resume`] from a fresh tree and checks the table (see [`check_rows`]), the
+//! serial-order model (see [`Model`]) and your own checks. A failing schedule prints a replay
+//! string that reruns exactly that schedule.
+//!
+//! How it works (ideas from loom, shuttle and FoundationDB's simulation, code of its own):
+//!
+//! - Each operation is its own process: its own [`Tree`] (own cache) over its own
+//!   [`SimStorage`] handle. Every request of that handle parks at a gate until the scheduler
+//!   grants it, then runs against the shared backend.
+//! - The scheduler polls every operation itself, in one task, on a current-thread tokio
+//!   runtime with paused time: retry backoffs and lease waits take no real time and happen in a
+//!   deterministic order. When no request is parked but an operation sleeps, time passes (tokio
+//!   jumps to the next timer). Optionally "let time pass" is also a choice while requests are
+//!   parked ([`Sim::allow_wait`]). `fastrand` (dynatree's ids and jitter) is seeded per
+//!   schedule.
+//! - A choice is one parked request to grant, optionally with a [`SimFault`]: a request
+//!   [`Fault`] (fail before apply, fail after apply i.e. a lost response, throttle,
+//!   unprocessed batch items) or the death of the operation's process at that request
+//!   ([`SimFault::Crash`], [`SimFault::CrashAfterApply`]).
+//! - Exploration: a depth-first search over choice sequences (stateless model checking: each
+//!   schedule reruns from the start), bounded by the number of preemptions (switching away from
+//!   an operation that could go on, as in CHESS) and of faults; when the search does not finish
+//!   within half the budget, the rest are random schedules, alternately uniform and PCT-like
+//!   (random operation priorities with a few priority change points).
+//!
+//! Budget knobs (environment): `DYNATREE_SIM_SCHEDULES` (schedules per scenario),
+//! `DYNATREE_SIM_SEED` (seed of the random phase), `DYNATREE_SIM_REPLAY` (replay one schedule
+//! instead of exploring: run a single test with it).
+//!
+//! # Examples
+//!
+//! Two of your own operations racing on a [`FakeTable`](crate::FakeTable): a put under `x`
+//! while `x` is deleted. The put may land before or after the deletion, but it must never be
+//! lost while reporting success.
+//!
+//! ```
+//! use dynatree_testing::FakeTable;
+//! use dynatree_testing::sim::Sim;
+//!
+//! #[derive(serde::Serialize, Clone)]
+//! struct V { v: u8 }
+//!
+//! let report = Sim::new("put vs delete_subtree", FakeTable::new)
+//!     .setup(|tree| async move { tree.put(["x", "a"], &V { v: 1 }).await })
+//!     .op("put x/b", |tree| async move { tree.put(["x", "b"], &V { v: 2 }).await })
+//!     .model(|m| m.put(["x", "b"], &V { v: 2 }))
+//!     .op("delete x", |tree| async move { tree.delete(["x", "a"]).await })
+//!     .model(|m| m.delete(["x", "a"]))
+//!     .check(|end| {
+//!         // Your own invariant: whatever happened, `x/a` is gone.
+//!         match end.model.get(["x", "a"]) {
+//!             None => Ok(()),
+//!             Some(_) => Err("x/a survived".into()),
+//!         }
+//!     })
+//!     .schedules(200)
+//!     .run(); // panics with a replay string if a schedule fails
+//! assert!(report.schedules > 1);
+//! ```
+
+mod check;
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use dynatree::{
+    BatchGetOutput, Billing, Condition, Error, ErrorKind, IndexPage, IndexQuery, IndexSpec, Item,
+    Key, Page, Query, Result, Storage, TableDescription, TransactAction, Tree, WriteRequest,
+};
+use futures::FutureExt;
+use futures::future::LocalBoxFuture;
+
+pub use self::check::{Model, Stored, Violation, check_rows};
+use crate::Fault;
+
+/// What the simulator can do to one request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SimFault {
+    /// A request fault: [`Fault::Fail`] (nothing applied), [`Fault::FailAfterApply`] (applied,
+    /// response lost), [`Fault::Throttle`], or [`Fault::Unprocessed`] (batch requests only).
+    Request(Fault),
+    /// The operation's process dies as it sends this request: nothing applied, the operation
+    /// never returns (its future is dropped).
+    Crash,
+    /// The operation's process dies right after this request was applied.
+    CrashAfterApply,
+}
+
+impl SimFault {
+    /// Every fault the explorer places by default: fail before apply, lost response, throttle,
+    /// and both crashes.
+    pub fn all() -> Vec<SimFault> {
+        vec![
+            SimFault::Request(Fault::Fail),
+            SimFault::Request(Fault::FailAfterApply),
+            SimFault::Request(Fault::Throttle),
+            SimFault::Crash,
+            SimFault::CrashAfterApply,
+        ]
+    }
+
+    fn code(&self) -> String {
+        match self {
+            SimFault::Request(Fault::Fail) => "F".into(),
+            SimFault::Request(Fault::FailAfterApply) => "L".into(),
+            SimFault::Request(Fault::Throttle) => "T".into(),
+            SimFault::Request(Fault::Unprocessed { processed }) => format!("U{processed}"),
+            SimFault::Crash => "C".into(),
+            SimFault::CrashAfterApply => "X".into(),
+        }
+    }
+
+    fn parse(s: &str) -> Option<SimFault> {
+        Some(match s {
+            "F" => SimFault::Request(Fault::Fail),
+            "L" => SimFault::Request(Fault::FailAfterApply),
+            "T" => SimFault::Request(Fault::Throttle),
+            "C" => SimFault::Crash,
+            "X" => SimFault::CrashAfterApply,
+            u => SimFault::Request(Fault::Unprocessed {
+                processed: u.strip_prefix('U')?.parse().ok()?,
+            }),
+        })
+    }
+
+    /// Whether the fault only makes sense on a write (it applies the request).
+    fn needs_write(&self) -> bool {
+        matches!(
+            self,
+            SimFault::Request(Fault::FailAfterApply) | SimFault::CrashAfterApply
+        )
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The gate shared by the scheduler and every operation's storage handle.
+
+#[derive(Debug, Clone)]
+struct Parked {
+    op: usize,
+    seq: u64,
+    request: &'static str,
+    detail: String,
+    write: bool,
+}
+
+#[derive(Debug, Default)]
+struct GateState {
+    next_seq: Vec<u64>,
+    parked: BTreeMap<(usize, u64), Parked>,
+    granted: HashMap<(usize, u64), Option<SimFault>>,
+    in_flight: usize,
+    crashed: Vec<bool>,
+    trace: Vec<String>,
+}
+
+#[derive(Debug, Default)]
+struct Gate {
+    state: Mutex<GateState>,
+}
+
+impl Gate {
+    fn new(ops: usize) -> Self {
+        Self {
+            state: Mutex::new(GateState {
+                next_seq: vec![0; ops],
+                crashed: vec![false; ops],
+                ..GateState::default()
+            }),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, GateState> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn note(&self, line: String) {
+        self.lock().trace.push(line);
+    }
+}
+
+/// Waits at the gate until the scheduler grants the request.
+struct Wait {
+    gate: Arc<Gate>,
+    key: (usize, u64),
+    done: bool,
+}
+
+impl Future for Wait {
+    type Output = Option<SimFault>;
+    fn poll(mut self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Self::Output> {
+        let granted = self.gate.lock().granted.remove(&self.key);
+        match granted {
+            Some(f) => {
+                self.done = true;
+                Poll::Ready(f)
+            }
+            // The scheduler polls the operation again right after granting it.
+            None => Poll::Pending,
+        }
+    }
+}
+
+impl Drop for Wait {
+    fn drop(&mut self) {
+        if !self.done {
+            self.gate.lock().parked.remove(&self.key);
+        }
+    }
+}
+
+/// Counts a granted request as running until its backend call returns.
+struct InFlight(Arc<Gate>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let mut st = self.0.lock();
+        st.in_flight = st.in_flight.saturating_sub(1);
+    }
+}
+
+/// One simulated process's handle on the shared backend: every request waits for the
+/// scheduler's grant, then runs against the backend (with the fault the scheduler chose).
+///
+/// The handles of setup and recovery (no operation index) are not gated.
+pub struct SimStorage<B> {
+    backend: Arc<B>,
+    op: Option<usize>,
+    gate: Arc<Gate>,
+}
+
+impl<B> fmt::Debug for SimStorage<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SimStorage").field("op", &self.op).finish()
+    }
+}
+
+impl<B> Clone for SimStorage<B> {
+    fn clone(&self) -> Self {
+        Self {
+            backend: Arc::clone(&self.backend),
+            op: self.op,
+            gate: Arc::clone(&self.gate),
+        }
+    }
+}
+
+impl<B: Storage> SimStorage<B> {
+    /// The shared backend.
+    pub fn backend(&self) -> &B {
+        &self.backend
+    }
+
+    /// The index of the operation this handle belongs to; `None` for setup and recovery.
+    pub fn op(&self) -> Option<usize> {
+        self.op
+    }
+
+    /// Parks at the gate; returns the fault to apply, with the in-flight guard.
+    async fn enter(
+        &self,
+        request: &'static str,
+        write: bool,
+        detail: String,
+    ) -> Option<(Option<SimFault>, InFlight)> {
+        let op = self.op?;
+        let key = {
+            let mut st = self.gate.lock();
+            let seq = st.next_seq[op];
+            st.next_seq[op] += 1;
+            st.parked.insert(
+                (op, seq),
+                Parked {
+                    op,
+                    seq,
+                    request,
+                    detail,
+                    write,
+                },
+            );
+            (op, seq)
+        };
+        let fault = Wait {
+            gate: Arc::clone(&self.gate),
+            key,
+            done: false,
+        }
+        .await;
+        Some((fault, InFlight(Arc::clone(&self.gate))))
+    }
+
+    async fn crash(&self, guard: InFlight) -> ! {
+        if let Some(op) = self.op {
+            self.gate.lock().crashed[op] = true;
+        }
+        drop(guard);
+        std::future::pending::<()>().await;
+        unreachable!("a crashed operation is never polled to completion")
+    }
+
+    async fn gated<T>(
+        &self,
+        request: &'static str,
+        write: bool,
+        detail: impl FnOnce() -> String,
+        call: impl Future<Output = Result<T>>,
+    ) -> Result<T> {
+        let Some((fault, guard)) = self.enter(request, write, detail()).await else {
+            return call.await;
+        };
+        let r = match fault {
+            None | Some(SimFault::Request(Fault::Unprocessed { .. })) => call.await,
+            Some(SimFault::Request(Fault::Throttle)) => Err(Error::new(
+                ErrorKind::Throttled,
+                format!("simulated throttle of {request}"),
+            )),
+            Some(SimFault::Request(Fault::FailAfterApply)) => {
+                let _ = call.await;
+                Err(Error::new(
+                    ErrorKind::Backend,
+                    format!("simulated lost response of {request} (it was applied)"),
+                ))
+            }
+            Some(SimFault::Crash) => self.crash(guard).await,
+            Some(SimFault::CrashAfterApply) => {
+                let _ = call.await;
+                self.crash(guard).await
+            }
+            Some(SimFault::Request(_)) => Err(Error::new(
+                ErrorKind::Backend,
+                format!("simulated failure of {request}"),
+            )),
+        };
+        drop(guard);
+        self.note_result(&r);
+        r
+    }
+
+    fn note_result<T>(&self, r: &Result<T>) {
+        if let Some(op) = self.op {
+            self.gate.lock().trace.push(match r {
+                Ok(_) => format!("    op{op} <- ok"),
+                Err(e) => format!("    op{op} <- {:?}: {e}", e.kind()),
+            });
+        }
+    }
+
+    /// The fault a batch request would suffer, for [`Fault::Unprocessed`].
+    async fn enter_batch(
+        &self,
+        request: &'static str,
+        write: bool,
+        detail: String,
+    ) -> std::result::Result<(Option<usize>, Option<InFlight>), Error> {
+        let Some((fault, guard)) = self.enter(request, write, detail).await else {
+            return Ok((None, None));
+        };
+        match fault {
+            None => Ok((None, Some(guard))),
+            Some(SimFault::Request(Fault::Unprocessed { processed })) => {
+                Ok((Some(processed), Some(guard)))
+            }
+            Some(SimFault::Request(Fault::Throttle)) => Err(Error::new(
+                ErrorKind::Throttled,
+                format!("simulated throttle of {request}"),
+            )),
+            Some(SimFault::Crash) => self.crash(guard).await,
+            // Batches are never offered after-apply faults (see `SimFault::needs_write`).
+            Some(_) => Err(Error::new(
+                ErrorKind::Backend,
+                format!("simulated failure of {request}"),
+            )),
+        }
+    }
+}
+
+fn key_str(k: &Key) -> String {
+    format!("{}|{}", k.hash, k.range)
+}
+
+fn item_key(i: &Item) -> String {
+    Key::from_item(i).map_or_else(|| "?".into(), |k| key_str(&k))
+}
+
+fn action_str(a: &TransactAction) -> String {
+    match a {
+        TransactAction::Put { item, .. } => format!("Put {}", item_key(item)),
+        TransactAction::Delete { key, .. } => format!("Del {}", key_str(key)),
+        TransactAction::ConditionCheck { key, .. } => format!("Check {}", key_str(key)),
+    }
+}
+
+impl<B: Storage> Storage for SimStorage<B> {
+    async fn get_item(&self, key: &Key, consistent: bool) -> Result<Option<Item>> {
+        self.gated(
+            "GetItem",
+            false,
+            || key_str(key),
+            self.backend.get_item(key, consistent),
+        )
+        .await
+    }
+    async fn put_item(&self, item: Item, condition: Condition) -> Result<()> {
+        let d = item_key(&item);
+        self.gated(
+            "PutItem",
+            true,
+            || d,
+            self.backend.put_item(item, condition),
+        )
+        .await
+    }
+    async fn delete_item(&self, key: &Key, condition: Condition) -> Result<()> {
+        self.gated(
+            "DeleteItem",
+            true,
+            || key_str(key),
+            self.backend.delete_item(key, condition),
+        )
+        .await
+    }
+    async fn query_page(&self, query: &Query, start: Option<Key>) -> Result<Page> {
+        self.gated(
+            "Query",
+            false,
+            || query.hash.clone(),
+            self.backend.query_page(query, start),
+        )
+        .await
+    }
+    async fn scan_page(&self, limit: Option<u32>, start: Option<Key>) -> Result<Page> {
+        self.gated(
+            "Scan",
+            false,
+            String::new,
+            self.backend.scan_page(limit, start),
+        )
+        .await
+    }
+    async fn batch_get(&self, keys: Vec<Key>, consistent: bool) -> Result<BatchGetOutput> {
+        let detail = keys.iter().map(key_str).collect::<Vec<_>>().join(", ");
+        let (processed, guard) = self.enter_batch("BatchGetItem", false, detail).await?;
+        let r = match processed {
+            Some(n) if n < keys.len() => {
+                let mut keys = keys;
+                let rest = keys.split_off(n);
+                self.backend.batch_get(keys, consistent).await.map(|mut o| {
+                    o.unprocessed.extend(rest);
+                    o
+                })
+            }
+            _ => self.backend.batch_get(keys, consistent).await,
+        };
+        drop(guard);
+        self.note_result(&r);
+        r
+    }
+    async fn batch_write(&self, requests: Vec<WriteRequest>) -> Result<Vec<WriteRequest>> {
+        let detail = requests
+            .iter()
+            .map(|r| match r {
+                WriteRequest::Put(i) => format!("Put {}", item_key(i)),
+                WriteRequest::Delete(k) => format!("Del {}", key_str(k)),
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        let (processed, guard) = self.enter_batch("BatchWriteItem", true, detail).await?;
+        let r = match processed {
+            Some(n) if n < requests.len() => {
+                let mut requests = requests;
+                let rest = requests.split_off(n);
+                self.backend.batch_write(requests).await.map(|mut u| {
+                    u.extend(rest);
+                    u
+                })
+            }
+            _ => self.backend.batch_write(requests).await,
+        };
+        drop(guard);
+        self.note_result(&r);
+        r
+    }
+    async fn transact_write(&self, actions: Vec<TransactAction>) -> Result<()> {
+        let detail = actions
+            .iter()
+            .map(action_str)
+            .collect::<Vec<_>>()
+            .join(", ");
+        self.gated(
+            "TransactWriteItems",
+            true,
+            || detail,
+            self.backend.transact_write(actions),
+        )
+        .await
+    }
+    async fn create_table(&self, billing: Billing, indexes: &[IndexSpec]) -> Result<bool> {
+        self.gated(
+            "CreateTable",
+            true,
+            String::new,
+            self.backend.create_table(billing, indexes),
+        )
+        .await
+    }
+    async fn add_index(&self, billing: Billing, index: &IndexSpec) -> Result<()> {
+        self.gated(
+            "UpdateTable",
+            true,
+            String::new,
+            self.backend.add_index(billing, index),
+        )
+        .await
+    }
+    async fn query_index_page(&self, query: &IndexQuery, start: Option<Item>) -> Result<IndexPage> {
+        self.gated(
+            "Query",
+            false,
+            || format!("index {}", query.index.name),
+            self.backend.query_index_page(query, start),
+        )
+        .await
+    }
+    async fn describe_table(&self) -> Result<Option<TableDescription>> {
+        self.gated(
+            "DescribeTable",
+            false,
+            String::new,
+            self.backend.describe_table(),
+        )
+        .await
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Scenarios.
+
+/// How one operation ended in a schedule.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum OpOutcome {
+    /// It returned `Ok`; the value's `Debug` form.
+    Ok(String),
+    /// It returned an error.
+    Err(Error),
+    /// Its process died at a request ([`SimFault::Crash`], [`SimFault::CrashAfterApply`]).
+    Crashed,
+    /// It panicked; the panic message.
+    Panicked(String),
+}
+
+impl OpOutcome {
+    /// Whether it returned `Ok`.
+    pub fn is_ok(&self) -> bool {
+        matches!(self, OpOutcome::Ok(_))
+    }
+
+    /// The error's kind, if it returned an error.
+    pub fn err_kind(&self) -> Option<ErrorKind> {
+        match self {
+            OpOutcome::Err(e) => Some(e.kind()),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for OpOutcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            OpOutcome::Ok(v) => write!(f, "Ok({v})"),
+            OpOutcome::Err(e) => write!(f, "Err({:?}: {e})", e.kind()),
+            OpOutcome::Crashed => f.write_str("crashed"),
+            OpOutcome::Panicked(m) => write!(f, "panicked: {m}"),
+        }
+    }
+}
+
+/// The end of one schedule, after recovery, as user checks ([`Sim::check`]) see it.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct End<'a> {
+    /// How each operation ended, by index.
+    pub outcomes: &'a [OpOutcome],
+    /// The objects in the table.
+    pub model: &'a Model,
+    /// Every raw row of the table.
+    pub rows: &'a [Item],
+}
+
+type TreeFactory<B> = Box<dyn Fn(SimStorage<B>) -> Tree<SimStorage<B>>>;
+type OpFn<B> = Box<dyn Fn(Tree<SimStorage<B>>) -> LocalBoxFuture<'static, Result<String>>>;
+type ModelFn = Box<dyn Fn(&mut Model) -> std::result::Result<(), ErrorKind>>;
+type CheckFn = Box<dyn Fn(&End<'_>) -> std::result::Result<(), String>>;
+
+struct OpSpec<B> {
+    name: String,
+    run: OpFn<B>,
+    model: Option<ModelFn>,
+}
+
+/// A scenario: a backend, setup, concurrent operations (each with an optional model of its
+/// effect), checks, and the exploration settings. See the [module docs](self).
+#[must_use]
+pub struct Sim<B> {
+    name: String,
+    backend: Box<dyn Fn() -> B>,
+    tree: TreeFactory<B>,
+    setup: Vec<OpFn<B>>,
+    ops: Vec<OpSpec<B>>,
+    checks: Vec<CheckFn>,
+    schedules: usize,
+    max_faults: usize,
+    faults: Vec<SimFault>,
+    preemptions: Option<usize>,
+    seed: u64,
+    allow_wait: bool,
+    real_time: bool,
+    recovery_wait: Duration,
+    refusals: Vec<ErrorKind>,
+    max_steps: usize,
+}
+
+impl<B> fmt::Debug for Sim<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Sim")
+            .field("name", &self.name)
+            .field("ops", &self.ops.iter().map(|o| &o.name).collect::<Vec<_>>())
+            .field("schedules", &self.schedules)
+            .field("max_faults", &self.max_faults)
+            .field("preemptions", &self.preemptions)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What an exploration did.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Report {
+    /// The scenario's name.
+    pub name: String,
+    /// Schedules run.
+    pub schedules: usize,
+    /// Whether the bounded depth-first search covered every schedule within its bounds.
+    pub exhaustive: bool,
+    /// Wall-clock time taken.
+    pub elapsed: Duration,
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "sim `{}`: {} schedules ({}) in {:.2?}",
+            self.name,
+            self.schedules,
+            if self.exhaustive {
+                "bounded search exhausted"
+            } else {
+                "bounded search cut off, then random"
+            },
+            self.elapsed
+        )
+    }
+}
+
+/// A schedule that broke a check, with the string that replays it.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Failure {
+    /// The scenario's name.
+    pub name: String,
+    /// Pass to [`Sim::replay`] (or set `DYNATREE_SIM_REPLAY`) to rerun exactly this schedule.
+    pub replay: String,
+    /// What broke.
+    pub message: String,
+    /// Every granted request and its result, in order.
+    pub trace: Vec<String>,
+    /// How many schedules ran before (and including) this one.
+    pub schedules: usize,
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "sim `{}` failed on schedule {}:\n{}",
+            self.name, self.schedules, self.message
+        )?;
+        writeln!(f, "trace:")?;
+        for l in &self.trace {
+            writeln!(f, "  {l}")?;
+        }
+        write!(f, "replay: DYNATREE_SIM_REPLAY='{}'", self.replay)
+    }
+}
+
+impl std::error::Error for Failure {}
+
+fn env_num(name: &str) -> Option<u64> {
+    std::env::var(name).ok()?.trim().parse().ok()
+}
+
+impl<B: Storage + 'static> Sim<B> {
+    /// A scenario named `name` on a fresh backend per schedule from `backend` (the simulator
+    /// creates the table). Defaults: 500 schedules (or `DYNATREE_SIM_SCHEDULES`), no faults,
+    /// at most 2 preemptions in the bounded search, paused time.
+    pub fn new(name: impl Into<String>, backend: impl Fn() -> B + 'static) -> Self {
+        Self {
+            name: name.into(),
+            backend: Box::new(backend),
+            tree: Box::new(Tree::new),
+            setup: Vec::new(),
+            ops: Vec::new(),
+            checks: Vec::new(),
+            schedules: env_num("DYNATREE_SIM_SCHEDULES").map_or(500, |n| n as usize),
+            max_faults: 0,
+            faults: SimFault::all(),
+            preemptions: Some(2),
+            seed: env_num("DYNATREE_SIM_SEED").unwrap_or(0x5eed),
+            allow_wait: false,
+            real_time: false,
+            recovery_wait: Duration::from_secs(3600),
+            refusals: vec![ErrorKind::Locked, ErrorKind::Conflict],
+            max_steps: 5000,
+        }
+    }
+
+    /// How each process builds its tree (e.g. a short removal lease); default `Tree::new`.
+    pub fn tree(mut self, f: impl Fn(SimStorage<B>) -> Tree<SimStorage<B>> + 'static) -> Self {
+        self.tree = Box::new(f);
+        self
+    }
+
+    /// A step run before the operations, alone and without faults (e.g. creating objects).
+    pub fn setup<F, T>(mut self, f: impl Fn(Tree<SimStorage<B>>) -> F + 'static) -> Self
+    where
+        F: Future<Output = Result<T>> + 'static,
+        T: fmt::Debug,
+    {
+        self.setup.push(Box::new(move |t| {
+            let fut = f(t);
+            async move { fut.await.map(|v| format!("{v:?}")) }.boxed_local()
+        }));
+        self
+    }
+
+    /// An operation, run concurrently with the others in its own process (own tree). The
+    /// closure gets the tree by value; return what the operation returns.
+    pub fn op<F, T>(
+        mut self,
+        name: impl Into<String>,
+        f: impl Fn(Tree<SimStorage<B>>) -> F + 'static,
+    ) -> Self
+    where
+        F: Future<Output = Result<T>> + 'static,
+        T: fmt::Debug,
+    {
+        self.ops.push(OpSpec {
+            name: name.into(),
+            run: Box::new(move |t| {
+                let fut = f(t);
+                async move { fut.await.map(|v| format!("{v:?}")) }.boxed_local()
+            }),
+            model: None,
+        });
+        self
+    }
+
+    /// The model of the last added operation's effect. When every operation has one, each
+    /// schedule is checked against every serial order: the objects in the table must equal
+    /// the model after the operations in some order, where an operation that returned `Ok`
+    /// is applied (and its model succeeds there), one that failed with a transient error or
+    /// crashed is applied or not, one refused by a concurrency error ([`ErrorKind::Locked`],
+    /// [`ErrorKind::Conflict`], see [`refusals`](Sim::refusals)) is not applied, and any
+    /// other error must be the model's error at that position.
+    pub fn model(
+        mut self,
+        f: impl Fn(&mut Model) -> std::result::Result<(), ErrorKind> + 'static,
+    ) -> Self {
+        if let Some(last) = self.ops.last_mut() {
+            last.model = Some(Box::new(f));
+        }
+        self
+    }
+
+    /// A check of your own, after each schedule and its recovery.
+    pub fn check(
+        mut self,
+        f: impl Fn(&End<'_>) -> std::result::Result<(), String> + 'static,
+    ) -> Self {
+        self.checks.push(Box::new(f));
+        self
+    }
+
+    /// Schedules to run (overridden by `DYNATREE_SIM_SCHEDULES`).
+    pub fn schedules(mut self, n: usize) -> Self {
+        if env_num("DYNATREE_SIM_SCHEDULES").is_none() {
+            self.schedules = n.max(1);
+        }
+        self
+    }
+
+    /// Places up to `n` faults per schedule, of the given kinds.
+    pub fn faults(mut self, n: usize, kinds: impl IntoIterator<Item = SimFault>) -> Self {
+        self.max_faults = n;
+        self.faults = kinds.into_iter().collect();
+        self
+    }
+
+    /// The preemption bound of the depth-first search (`None`: unbounded).
+    pub fn preemptions(mut self, bound: Option<usize>) -> Self {
+        self.preemptions = bound;
+        self
+    }
+
+    /// Seed of the random phase (overridden by `DYNATREE_SIM_SEED`).
+    pub fn seed(mut self, seed: u64) -> Self {
+        if env_num("DYNATREE_SIM_SEED").is_none() {
+            self.seed = seed;
+        }
+        self
+    }
+
+    /// Also offers "let time pass" as a choice while requests are parked and an operation
+    /// sleeps (a retry backoff, a lease wait), so the sleeper may act before the others.
+    pub fn allow_wait(mut self, yes: bool) -> Self {
+        self.allow_wait = yes;
+        self
+    }
+
+    /// Runs on a real clock and I/O (for a real backend such as DynamoDB Local) instead of
+    /// paused time. Requests are still serialized in the chosen order.
+    pub fn real_time(mut self, yes: bool) -> Self {
+        self.real_time = yes;
+        if yes {
+            self.recovery_wait = Duration::ZERO;
+        }
+        self
+    }
+
+    /// How long recovery waits before `resume()` (default 1 h of paused time, so every lease
+    /// has expired; zero with [`real_time`](Sim::real_time)).
+    pub fn recovery_wait(mut self, d: Duration) -> Self {
+        self.recovery_wait = d;
+        self
+    }
+
+    /// Error kinds that mean "refused, nothing applied" for the serial-order check (default
+    /// `Locked` and `Conflict`); replaces the list.
+    pub fn refusals(mut self, kinds: impl IntoIterator<Item = ErrorKind>) -> Self {
+        self.refusals = kinds.into_iter().collect();
+        self
+    }
+
+    /// Explores, then prints the report; panics with the failure (and its replay string) if
+    /// a schedule fails.
+    ///
+    /// # Panics
+    ///
+    /// On a failing schedule.
+    #[track_caller]
+    pub fn run(self) -> Report {
+        match self.explore() {
+            Ok(r) => {
+                eprintln!("{r}");
+                r
+            }
+            Err(f) => panic!("{f}"),
+        }
+    }
+
+    /// Explores the scenario's schedules: the bounded depth-first search for up to half the
+    /// budget, then random schedules for the rest (unless the search finished). With
+    /// `DYNATREE_SIM_REPLAY` set, replays that one schedule instead.
+    ///
+    /// # Errors
+    ///
+    /// The first failing schedule.
+    pub fn explore(&self) -> std::result::Result<Report, Failure> {
+        if let Ok(r) = std::env::var("DYNATREE_SIM_REPLAY") {
+            return self.replay(&r);
+        }
+        let started = Instant::now();
+        let mut n = 0;
+        let dfs_budget = if self.preemptions.is_none() {
+            self.schedules
+        } else {
+            self.schedules.div_ceil(2)
+        };
+        // Iterative bounding (as CHESS): serial schedules first, then more preemptions and
+        // faults, so that a cut-off search still covered the small bounds completely.
+        let mut stages = Vec::new();
+        for p in self.preemptions.map_or(usize::MAX..=usize::MAX, |b| 0..=b) {
+            for f in 0..=self.max_faults {
+                stages.push((p, f));
+            }
+        }
+        let mut exhaustive = true;
+        'stages: for (p, f) in stages {
+            let mut prefix: Vec<usize> = Vec::new();
+            loop {
+                if n >= dfs_budget {
+                    exhaustive = false;
+                    break 'stages;
+                }
+                let mut c = Dfs {
+                    prefix: std::mem::take(&mut prefix),
+                    taken: Vec::new(),
+                    bound: (p != usize::MAX).then_some(p),
+                    max_faults: f,
+                    kinds: self.faults.clone(),
+                    allow_wait: self.allow_wait,
+                };
+                n += 1;
+                if let Err(fail) = self.run_one(self.schedule_seed(n), &mut c) {
+                    return Err(fail.numbered(n));
+                }
+                match c.next_prefix() {
+                    Some(next) => prefix = next,
+                    None => break,
+                }
+            }
+        }
+        if !(exhaustive && self.preemptions.is_none()) {
+            let mut k = 0u64;
+            while n < self.schedules {
+                let seed = self
+                    .seed
+                    .wrapping_add(k)
+                    .wrapping_mul(0x9e37_79b9_7f4a_7c15);
+                k += 1;
+                let mut c = Random::new(
+                    seed,
+                    k % 2 == 1,
+                    self.max_faults,
+                    self.faults.clone(),
+                    self.allow_wait,
+                );
+                n += 1;
+                if let Err(f) = self.run_one(self.schedule_seed(n), &mut c) {
+                    return Err(f.numbered(n));
+                }
+            }
+        }
+        Ok(Report {
+            name: self.name.clone(),
+            schedules: n,
+            exhaustive,
+            elapsed: started.elapsed(),
+        })
+    }
+
+    /// Reruns exactly the schedule `replay` names (as printed by a [`Failure`]).
+    ///
+    /// # Errors
+    ///
+    /// The failure, if it fails again (or if the code changed so that the schedule no longer
+    /// exists: "diverged").
+    pub fn replay(&self, replay: &str) -> std::result::Result<Report, Failure> {
+        let started = Instant::now();
+        let (seed, choices) = replay.split_once(':').unwrap_or((replay, ""));
+        let seed = seed.trim().parse().unwrap_or(self.seed);
+        let mut c = Replay {
+            tokens: choices
+                .split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+                .collect(),
+            at: 0,
+        };
+        self.run_one(seed, &mut c).map_err(|f| f.numbered(1))?;
+        Ok(Report {
+            name: self.name.clone(),
+            schedules: 1,
+            exhaustive: false,
+            elapsed: started.elapsed(),
+        })
+    }
+
+    /// The `fastrand` seed of schedule `n`: one seed for every schedule on paused time (so the
+    /// search sees the same alternatives for the same choices); on a real backend a new one per
+    /// schedule of the process, as DynamoDB remembers transaction tokens (drawn from it) for ten minutes.
+    fn schedule_seed(&self, n: usize) -> u64 {
+        static SCHEDULES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        if self.real_time {
+            // Unique in the process, whatever the scenario (the replay string prints it).
+            let k = SCHEDULES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.seed.wrapping_add(n as u64).wrapping_add(k << 32)
+        } else {
+            self.seed
+        }
+    }
+
+    fn runtime(&self) -> tokio::runtime::Runtime {
+        let mut b = tokio::runtime::Builder::new_current_thread();
+        if self.real_time {
+            b.enable_all();
+        } else {
+            b.enable_time().start_paused(true);
+        }
+        b.build().expect("a current-thread tokio runtime")
+    }
+
+    /// Runs one schedule with `chooser`.
+    fn run_one(&self, seed: u64, chooser: &mut dyn Chooser) -> std::result::Result<(), Failure> {
+        let rt = self.runtime();
+        let mut tokens = Vec::new();
+        let gate = Arc::new(Gate::new(self.ops.len()));
+        let result = rt.block_on(Box::pin(self.schedule(seed, chooser, &gate, &mut tokens)));
+        drop(rt);
+        result.map_err(|message| Failure {
+            name: self.name.clone(),
+            replay: format!("{seed}:{}", tokens.join(",")),
+            message,
+            trace: std::mem::take(&mut gate.lock().trace),
+            schedules: 0,
+        })
+    }
+
+    async fn schedule(
+        &self,
+        seed: u64,
+        chooser: &mut dyn Chooser,
+        gate: &Arc<Gate>,
+        tokens: &mut Vec<String>,
+    ) -> std::result::Result<(), String> {
+        fastrand::seed(seed);
+        let backend = Arc::new((self.backend)());
+        let free = SimStorage {
+            backend: Arc::clone(&backend),
+            op: None,
+            gate: Arc::clone(gate),
+        };
+        let t = (self.tree)(free.clone());
+        let sc = t.reserved();
+        Box::pin(t.create_table())
+            .await
+            .map_err(|e| format!("create_table failed: {e:?}"))?;
+        for (i, s) in self.setup.iter().enumerate() {
+            s((self.tree)(free.clone()))
+                .await
+                .map_err(|e| format!("setup step {i} failed: {e:?}"))?;
+        }
+        let initial = Model::from_rows(&Box::pin(scan_all(&*backend)).await?, sc);
+
+        // The operations, each in its own process.
+        let mut futs: Vec<Option<LocalBoxFuture<'static, std::thread::Result<Result<String>>>>> =
+            self.ops
+                .iter()
+                .enumerate()
+                .map(|(i, op)| {
+                    let tree = (self.tree)(SimStorage {
+                        backend: Arc::clone(&backend),
+                        op: Some(i),
+                        gate: Arc::clone(gate),
+                    });
+                    Some(
+                        AssertUnwindSafe((op.run)(tree))
+                            .catch_unwind()
+                            .boxed_local(),
+                    )
+                })
+                .collect();
+        let mut outcomes: Vec<Option<OpOutcome>> = self.ops.iter().map(|_| None).collect();
+        let stuck_after = if self.real_time {
+            Duration::from_secs(120)
+        } else {
+            Duration::from_secs(24 * 3600)
+        };
+        let mut watchdog = Box::pin(tokio::time::sleep(stuck_after));
+        let mut drive = Drive {
+            current: None,
+            preemptions: 0,
+            faults: 0,
+            steps: 0,
+        };
+        let problem: RefCell<Option<String>> = RefCell::new(None);
+        std::future::poll_fn(|cx| {
+            loop {
+                // Let every live operation run to its next gate, its end, or a timer.
+                for (i, slot) in futs.iter_mut().enumerate() {
+                    let Some(f) = slot else { continue };
+                    if let Poll::Ready(r) = f.as_mut().poll(cx) {
+                        outcomes[i] = Some(match r {
+                            Ok(Ok(v)) => OpOutcome::Ok(v),
+                            Ok(Err(e)) => OpOutcome::Err(e),
+                            Err(p) => OpOutcome::Panicked(panic_message(&*p)),
+                        });
+                        *slot = None;
+                        gate.note(format!(
+                            "op{i} ({}) ended: {}",
+                            self.ops[i].name,
+                            outcomes[i].as_ref().expect("just set")
+                        ));
+                    } else if std::mem::take(&mut gate.lock().crashed[i]) {
+                        outcomes[i] = Some(OpOutcome::Crashed);
+                        *slot = None;
+                        gate.note(format!("op{i} ({}) crashed", self.ops[i].name));
+                    }
+                }
+                if futs.iter().all(Option::is_none) {
+                    return Poll::Ready(());
+                }
+                let (parked, in_flight) = {
+                    let st = gate.lock();
+                    (
+                        st.parked.values().cloned().collect::<Vec<_>>(),
+                        st.in_flight,
+                    )
+                };
+                if in_flight > 0 {
+                    return Poll::Pending; // a real request is on its way
+                }
+                let sleeping = futs
+                    .iter()
+                    .enumerate()
+                    .any(|(i, f)| f.is_some() && !parked.iter().any(|p| p.op == i));
+                if parked.is_empty() {
+                    if watchdog.as_mut().poll(cx).is_ready() {
+                        *problem.borrow_mut() = Some(format!(
+                            "stuck: operations pending for {stuck_after:?} with no request"
+                        ));
+                        return Poll::Ready(());
+                    }
+                    return Poll::Pending; // only sleepers: let time pass
+                }
+                drive.steps += 1;
+                if drive.steps > self.max_steps {
+                    *problem.borrow_mut() = Some(format!(
+                        "livelock: more than {} requests granted",
+                        self.max_steps
+                    ));
+                    return Poll::Ready(());
+                }
+                let view = View {
+                    parked: &parked,
+                    current: drive.current,
+                    can_wait: sleeping,
+                    faults_used: drive.faults,
+                    preemptions_used: drive.preemptions,
+                };
+                let choice = match chooser.choose(&view) {
+                    Ok(c) => c,
+                    Err(e) => {
+                        *problem.borrow_mut() = Some(e);
+                        return Poll::Ready(());
+                    }
+                };
+                if view.is_preemption(&choice) {
+                    drive.preemptions += 1;
+                }
+                tokens.push(choice.token(&parked));
+                match choice {
+                    Choice::Wait => {
+                        gate.note("(time passes)".into());
+                        drive.current = None;
+                        if watchdog.as_mut().poll(cx).is_ready() {
+                            *problem.borrow_mut() = Some("stuck while waiting".into());
+                            return Poll::Ready(());
+                        }
+                        return Poll::Pending;
+                    }
+                    Choice::Grant { op, seq, fault } => {
+                        let mut st = gate.lock();
+                        let p = st
+                            .parked
+                            .remove(&(op, seq))
+                            .expect("chosen from the parked");
+                        st.trace.push(format!(
+                            "op{op} #{seq} {} {}{}",
+                            p.request,
+                            p.detail,
+                            fault
+                                .as_ref()
+                                .map(|f| format!("  [fault {f:?}]"))
+                                .unwrap_or_default()
+                        ));
+                        if fault.is_some() {
+                            drive.faults += 1;
+                        }
+                        st.granted.insert((op, seq), fault);
+                        st.in_flight += 1;
+                        drive.current = Some(op);
+                    }
+                }
+            }
+        })
+        .await;
+        drop(futs);
+        if let Some(p) = problem.into_inner() {
+            return Err(p);
+        }
+        let outcomes: Vec<OpOutcome> = outcomes
+            .into_iter()
+            .map(|o| o.unwrap_or(OpOutcome::Crashed))
+            .collect();
+        let mut errors = Vec::new();
+        for (i, o) in outcomes.iter().enumerate() {
+            if let OpOutcome::Panicked(m) = o {
+                errors.push(format!("op{i} ({}) panicked: {m}", self.ops[i].name));
+            }
+        }
+
+        // Recovery: the documented `resume()` from a fresh process, no faults.
+        tokio::time::sleep(self.recovery_wait).await;
+        let rec = (self.tree)(free.clone());
+        match AssertUnwindSafe(Box::pin(rec.resume()))
+            .catch_unwind()
+            .await
+        {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => errors.push(format!("recovery resume() failed: {:?}: {e}", e.kind())),
+            Err(p) => errors.push(format!(
+                "recovery resume() panicked: {}",
+                panic_message(&*p)
+            )),
+        }
+        let mut rows = Box::pin(scan_all(&*backend)).await?;
+        // A removal mark is a lease: a process that died after marking cannot take its mark
+        // off, so one is tolerated after a crash, provided it has expired by now: a writer at
+        // that node must take it off and succeed (probed below, then the rows are read again).
+        let crashed = outcomes.iter().any(|o| matches!(o, OpOutcome::Crashed));
+        let mut probed = false;
+        for v in check_rows(&rows, sc) {
+            match &v {
+                Violation::RemovalMark(path) if crashed => {
+                    let probe = (self.tree)(free.clone());
+                    let mut at = path.clone();
+                    at.push("sim-probe".to_owned());
+                    let put = AssertUnwindSafe(Box::pin(probe.put(at.clone(), &std::collections::BTreeMap::from([("probe", 1u8)]))))
+                        .catch_unwind()
+                        .await;
+                    let del = AssertUnwindSafe(Box::pin(probe.delete(at.clone())))
+                        .catch_unwind()
+                        .await;
+                    match (put, del) {
+                        (Ok(Ok(())), Ok(Ok(()))) => probed = true,
+                        (put, del) => errors.push(format!(
+                            "{v}, left by a crash, but a put and delete under it failed: {:?} / {:?}",
+                            put.map_err(|p| panic_message(&*p)),
+                            del.map_err(|p| panic_message(&*p)),
+                        )),
+                    }
+                }
+                _ => errors.push(v.to_string()),
+            }
+        }
+        if probed {
+            rows = Box::pin(scan_all(&*backend)).await?;
+            for v in check_rows(&rows, sc) {
+                if let Violation::RemovalMark(_) = v {
+                    errors.push(format!("{v} even after its lease ran out and a writer came"));
+                }
+            }
+        }
+        let model = Model::from_rows(&rows, sc);
+        if self.ops.iter().all(|o| o.model.is_some())
+            && let Err(e) = self.serial_check(&initial, &model, &outcomes)
+        {
+            errors.push(e);
+        }
+        let end = End {
+            outcomes: &outcomes,
+            model: &model,
+            rows: &rows,
+        };
+        for c in &self.checks {
+            if let Err(e) = c(&end) {
+                errors.push(format!("check failed: {e}"));
+            }
+        }
+        if errors.is_empty() {
+            return Ok(());
+        }
+        let mut msg = errors.join("\n");
+        msg.push_str("\noutcomes:");
+        for (i, o) in outcomes.iter().enumerate() {
+            msg.push_str(&format!("\n  op{i} {}: {o}", self.ops[i].name));
+        }
+        msg.push_str("\nobjects after recovery:");
+        for (p, v) in model.objects() {
+            msg.push_str(&format!("\n  {} = {v:?}", p.join("/")));
+        }
+        Err(msg)
+    }
+
+    /// Whether `actual` equals the model after some serial order of the operations.
+    fn serial_check(
+        &self,
+        initial: &Model,
+        actual: &Model,
+        outcomes: &[OpOutcome],
+    ) -> std::result::Result<(), String> {
+        let n = self.ops.len();
+        let mut order: Vec<usize> = (0..n).collect();
+        let mut found = false;
+        permutations(&mut order, 0, &mut |perm| {
+            if !found && self.serial_from(initial, actual, outcomes, perm) {
+                found = true;
+            }
+        });
+        if found {
+            Ok(())
+        } else {
+            Err("no serial order of the operations gives the objects in the table".into())
+        }
+    }
+
+    fn serial_from(
+        &self,
+        state: &Model,
+        actual: &Model,
+        outcomes: &[OpOutcome],
+        rest: &[usize],
+    ) -> bool {
+        let Some((&i, rest)) = rest.split_first() else {
+            return state == actual;
+        };
+        let model = self.ops[i].model.as_ref().expect("checked by the caller");
+        let applied = || {
+            let mut m = state.clone();
+            let r = model(&mut m);
+            (m, r)
+        };
+        match &outcomes[i] {
+            OpOutcome::Ok(_) => {
+                let (m, r) = applied();
+                r.is_ok() && self.serial_from(&m, actual, outcomes, rest)
+            }
+            OpOutcome::Panicked(_) => false,
+            OpOutcome::Crashed => {
+                self.serial_from(state, actual, outcomes, rest) || {
+                    let (m, r) = applied();
+                    r.is_ok() && self.serial_from(&m, actual, outcomes, rest)
+                }
+            }
+            OpOutcome::Err(e) => match e.kind() {
+                ErrorKind::Backend
+                | ErrorKind::Throttled
+                | ErrorKind::Unprocessed
+                | ErrorKind::TransactionCanceled => {
+                    self.serial_from(state, actual, outcomes, rest) || {
+                        let (m, r) = applied();
+                        r.is_ok() && self.serial_from(&m, actual, outcomes, rest)
+                    }
+                }
+                k if self.refusals.contains(&k) => self.serial_from(state, actual, outcomes, rest),
+                k => {
+                    let (m, r) = applied();
+                    r == Err(k) && self.serial_from(&m, actual, outcomes, rest)
+                }
+            },
+        }
+    }
+}
+
+fn permutations(v: &mut [usize], k: usize, f: &mut dyn FnMut(&[usize])) {
+    if k == v.len() {
+        f(v);
+        return;
+    }
+    for i in k..v.len() {
+        v.swap(k, i);
+        permutations(v, k + 1, f);
+        v.swap(k, i);
+    }
+}
+
+fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+    p.downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a non-string panic".into())
+}
+
+async fn scan_all<B: Storage>(backend: &B) -> std::result::Result<Vec<Item>, String> {
+    let mut rows = Vec::new();
+    let mut start = None;
+    loop {
+        let page = backend
+            .scan_page(None, start)
+            .await
+            .map_err(|e| format!("scan failed: {e}"))?;
+        rows.extend(page.items);
+        match page.last_key {
+            Some(k) => start = Some(k),
+            None => return Ok(rows),
+        }
+    }
+}
+
+impl Failure {
+    fn numbered(mut self, n: usize) -> Self {
+        self.schedules = n;
+        self
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Choosers: bounded depth-first search, random, replay.
+
+struct Drive {
+    current: Option<usize>,
+    preemptions: usize,
+    faults: usize,
+    steps: usize,
+}
+
+struct View<'a> {
+    parked: &'a [Parked],
+    current: Option<usize>,
+    can_wait: bool,
+    faults_used: usize,
+    preemptions_used: usize,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Choice {
+    Grant {
+        op: usize,
+        seq: u64,
+        fault: Option<SimFault>,
+    },
+    Wait,
+}
+
+impl Choice {
+    /// `op[/k][fault]`, k the rank of the request among that op's parked ones; `W` for wait.
+    fn token(&self, parked: &[Parked]) -> String {
+        match self {
+            Choice::Wait => "W".into(),
+            Choice::Grant { op, seq, fault } => {
+                let k = parked
+                    .iter()
+                    .filter(|p| p.op == *op)
+                    .position(|p| p.seq == *seq)
+                    .unwrap_or(0);
+                let mut s = op.to_string();
+                if k > 0 {
+                    s.push_str(&format!("/{k}"));
+                }
+                if let Some(f) = fault {
+                    s.push_str(&f.code());
+                }
+                s
+            }
+        }
+    }
+}
+
+impl View<'_> {
+    fn current_parked(&self) -> bool {
+        self.current
+            .is_some_and(|c| self.parked.iter().any(|p| p.op == c))
+    }
+
+    fn is_preemption(&self, c: &Choice) -> bool {
+        self.current_parked()
+            && match c {
+                Choice::Wait => true,
+                Choice::Grant { op, .. } => Some(*op) != self.current,
+            }
+    }
+
+    /// The requests in the search's order: the current operation's first, then by operation.
+    fn ordered(&self) -> Vec<&Parked> {
+        let mut v: Vec<&Parked> = self.parked.iter().collect();
+        v.sort_by_key(|p| (Some(p.op) != self.current, p.op, p.seq));
+        v
+    }
+
+    /// Every alternative, default first, within the bounds.
+    fn alternatives(
+        &self,
+        bound: Option<usize>,
+        max_faults: usize,
+        kinds: &[SimFault],
+        allow_wait: bool,
+    ) -> Vec<Choice> {
+        let may_preempt = bound.is_none_or(|b| self.preemptions_used < b);
+        let mut out = Vec::new();
+        for p in self.ordered() {
+            let grant = |fault| Choice::Grant {
+                op: p.op,
+                seq: p.seq,
+                fault,
+            };
+            if !may_preempt && self.is_preemption(&grant(None)) {
+                continue;
+            }
+            out.push(grant(None));
+            if self.faults_used < max_faults {
+                for k in kinds {
+                    if (!k.needs_write() || p.write)
+                        && (!matches!(k, SimFault::Request(Fault::Unprocessed { .. }))
+                            || p.request.starts_with("Batch"))
+                    {
+                        out.push(grant(Some(k.clone())));
+                    }
+                }
+            }
+        }
+        if allow_wait && self.can_wait && (may_preempt || !self.current_parked()) {
+            out.push(Choice::Wait);
+        }
+        out
+    }
+}
+
+trait Chooser {
+    fn choose(&mut self, view: &View<'_>) -> std::result::Result<Choice, String>;
+}
+
+struct Dfs {
+    prefix: Vec<usize>,
+    taken: Vec<(usize, usize)>,
+    bound: Option<usize>,
+    max_faults: usize,
+    kinds: Vec<SimFault>,
+    allow_wait: bool,
+}
+
+impl Dfs {
+    fn next_prefix(&self) -> Option<Vec<usize>> {
+        let i = self.taken.iter().rposition(|&(c, n)| c + 1 < n)?;
+        let mut p: Vec<usize> = self.taken[..i].iter().map(|&(c, _)| c).collect();
+        p.push(self.taken[i].0 + 1);
+        Some(p)
+    }
+}
+
+impl Chooser for Dfs {
+    fn choose(&mut self, view: &View<'_>) -> std::result::Result<Choice, String> {
+        let alts = view.alternatives(self.bound, self.max_faults, &self.kinds, self.allow_wait);
+        let step = self.taken.len();
+        let c = self.prefix.get(step).copied().unwrap_or(0);
+        let choice = alts.get(c).cloned().ok_or_else(|| {
+            "nondeterminism: the schedule's alternatives changed on rerun".to_owned()
+        })?;
+        self.taken.push((c, alts.len()));
+        Ok(choice)
+    }
+}
+
+struct Random {
+    rng: fastrand::Rng,
+    pct: bool,
+    priorities: Vec<u64>,
+    change_points: Vec<usize>,
+    step: usize,
+    max_faults: usize,
+    kinds: Vec<SimFault>,
+    allow_wait: bool,
+}
+
+impl Random {
+    fn new(
+        seed: u64,
+        pct: bool,
+        max_faults: usize,
+        kinds: Vec<SimFault>,
+        allow_wait: bool,
+    ) -> Self {
+        let mut rng = fastrand::Rng::with_seed(seed);
+        let change_points = (0..2).map(|_| rng.usize(0..40)).collect();
+        Self {
+            rng,
+            pct,
+            priorities: Vec::new(),
+            change_points,
+            step: 0,
+            max_faults,
+            kinds,
+            allow_wait,
+        }
+    }
+}
+
+impl Chooser for Random {
+    fn choose(&mut self, view: &View<'_>) -> std::result::Result<Choice, String> {
+        self.step += 1;
+        if self.allow_wait && view.can_wait && self.rng.u8(0..20) == 0 {
+            return Ok(Choice::Wait);
+        }
+        let p = if self.pct {
+            let max_op = view.parked.iter().map(|p| p.op).max().unwrap_or(0);
+            while self.priorities.len() <= max_op {
+                self.priorities.push(self.rng.u64(1000..u64::MAX));
+            }
+            let best = view
+                .parked
+                .iter()
+                .max_by_key(|p| (self.priorities[p.op], std::cmp::Reverse(p.seq)))
+                .expect("parked is not empty");
+            if let Some(cp) = self.change_points.iter().position(|&s| s == self.step) {
+                self.priorities[best.op] = cp as u64;
+            }
+            best
+        } else {
+            &view.parked[self.rng.usize(0..view.parked.len())]
+        };
+        let fault = if view.faults_used < self.max_faults && self.rng.u8(0..8) == 0 {
+            let fitting: Vec<&SimFault> = self
+                .kinds
+                .iter()
+                .filter(|k| !k.needs_write() || p.write)
+                .collect();
+            (!fitting.is_empty()).then(|| fitting[self.rng.usize(0..fitting.len())].clone())
+        } else {
+            None
+        };
+        Ok(Choice::Grant {
+            op: p.op,
+            seq: p.seq,
+            fault,
+        })
+    }
+}
+
+struct Replay {
+    tokens: Vec<String>,
+    at: usize,
+}
+
+impl Chooser for Replay {
+    fn choose(&mut self, view: &View<'_>) -> std::result::Result<Choice, String> {
+        let Some(t) = self.tokens.get(self.at).cloned() else {
+            // Past the recorded choices: the search's default.
+            return view
+                .alternatives(None, 0, &[], false)
+                .into_iter()
+                .next()
+                .ok_or_else(|| "no alternative".into());
+        };
+        self.at += 1;
+        if t == "W" {
+            return Ok(Choice::Wait);
+        }
+        let digits = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+        let op: usize = t[..digits]
+            .parse()
+            .map_err(|_| format!("bad replay token {t:?}"))?;
+        let mut rest = &t[digits..];
+        let mut k = 0;
+        if let Some(r) = rest.strip_prefix('/') {
+            let d = r.find(|c: char| !c.is_ascii_digit()).unwrap_or(r.len());
+            k = r[..d]
+                .parse()
+                .map_err(|_| format!("bad replay token {t:?}"))?;
+            rest = &r[d..];
+        }
+        let fault = if rest.is_empty() {
+            None
+        } else {
+            Some(SimFault::parse(rest).ok_or_else(|| format!("bad fault in replay token {t:?}"))?)
+        };
+        let p = view
+            .parked
+            .iter()
+            .filter(|p| p.op == op)
+            .nth(k)
+            .ok_or_else(|| {
+                format!(
+                    "replay diverged at choice {}: op{op} has no parked request #{k}",
+                    self.at
+                )
+            })?;
+        Ok(Choice::Grant {
+            op,
+            seq: p.seq,
+            fault,
+        })
+    }
+}

@@ -1,0 +1,465 @@
+//! Invariants of a tree's raw rows, and a model of its objects for the serial-order check.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+use dynatree::{ErrorKind, IntoPath, Item, LinkPolicy, OnChildren, Path};
+use serde::Serialize;
+
+/// One broken invariant found by [`check_rows`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Violation {
+    /// An object (or link) row whose listing row is missing: listing from the root never
+    /// reaches it.
+    Unreachable(Vec<String>),
+    /// A listing row whose parent's listing row is missing (listing rows must be upward closed).
+    NotUpwardClosed(Vec<String>),
+    /// A listing row still locked by a move (`SC moving`).
+    Lock(Vec<String>),
+    /// A listing row still marked for removal (`SC deleting`).
+    RemovalMark(Vec<String>),
+    /// A bookkeeping row (an intent record, `Key` starting with two reserved characters).
+    Bookkeeping(String, String),
+    /// A row without string `Key` and `Child`, or with a key that is no path's.
+    Malformed(String),
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Violation::Unreachable(p) => write!(f, "object {} is unreachable", p.join("/")),
+            Violation::NotUpwardClosed(p) => {
+                write!(
+                    f,
+                    "listing row of {} has no parent listing row",
+                    p.join("/")
+                )
+            }
+            Violation::Lock(p) => write!(f, "listing row of {} is still locked", p.join("/")),
+            Violation::RemovalMark(p) => {
+                write!(f, "listing row of {} still has a removal mark", p.join("/"))
+            }
+            Violation::Bookkeeping(h, r) => {
+                write!(f, "bookkeeping row left: Key={h:?} Child={r:?}")
+            }
+            Violation::Malformed(s) => write!(f, "malformed row: {s}"),
+        }
+    }
+}
+
+/// Checks the raw rows of a tree (all of them, e.g. [`FakeTable::rows`](crate::FakeTable::rows)
+/// or a Scan) against the invariants that must hold once no operation is running and
+/// [`Tree::resume`](dynatree::Tree::resume) has finished:
+///
+/// - every object row `SC p0 … SC pn-1 / SC` has its listing row `SC p0 … SC / pn-1`;
+/// - listing rows are upward closed (a listing row's parent listing row exists);
+/// - no listing row is locked (`SC moving`) or marked for removal (`SC deleting`);
+/// - no bookkeeping row (intent record) is left.
+///
+/// # Examples
+///
+/// ```
+/// use dynatree::{Key, Tree};
+/// use dynatree_testing::{FakeTable, sim};
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+/// # #[derive(serde::Serialize)] struct V { v: u8 }
+/// let table = FakeTable::new();
+/// let tree = Tree::new(&table);
+/// tree.create_table().await?;
+/// tree.put(["a", "b"], &V { v: 1 }).await?;
+/// assert!(sim::check_rows(&table.rows(), '¦').is_empty());
+///
+/// // Lose the listing row of `a`: `a/b` is now unreachable, and `b`'s listing row dangles.
+/// let mut rows = table.rows();
+/// rows.retain(|r| Key::from_item(r) != Some(Key::new("¦", "a")));
+/// assert_eq!(sim::check_rows(&rows, '¦').len(), 1);
+/// # Ok(()) }
+/// ```
+pub fn check_rows(rows: &[Item], reserved: char) -> Vec<Violation> {
+    let sc = reserved.to_string();
+    let sc2 = format!("{sc}{sc}");
+    let deleting = format!("{sc}deleting");
+    let moving = format!("{sc}moving");
+    let mut listings: BTreeSet<(String, String)> = BTreeSet::new();
+    for r in rows {
+        if let (Some(h), Some(c)) = (r.get_s("Key"), r.get_s("Child"))
+            && c != sc
+        {
+            listings.insert((h.to_owned(), c.to_owned()));
+        }
+    }
+    let mut out = Vec::new();
+    for r in rows {
+        let (Some(h), Some(c)) = (r.get_s("Key"), r.get_s("Child")) else {
+            out.push(Violation::Malformed(format!("{r:?}")));
+            continue;
+        };
+        if h.starts_with(&sc2) {
+            out.push(Violation::Bookkeeping(h.to_owned(), c.to_owned()));
+            continue;
+        }
+        let Some(rest) = h.strip_prefix(&sc) else {
+            out.push(Violation::Malformed(format!("Key={h:?} Child={c:?}")));
+            continue;
+        };
+        if c == sc {
+            // An object row: its listing row is (parent listing hash, last component).
+            let comps: Vec<String> = rest.split(reserved).map(str::to_owned).collect();
+            let (last, parent) = comps.split_last().expect("split yields one item");
+            if !listings.contains(&(listing_hash(parent, reserved), last.clone())) {
+                out.push(Violation::Unreachable(comps.clone()));
+            }
+        } else {
+            let parent: Vec<String> = match rest.strip_suffix(reserved) {
+                Some(p) => p.split(reserved).map(str::to_owned).collect(),
+                None if rest.is_empty() => Vec::new(),
+                None => {
+                    out.push(Violation::Malformed(format!("Key={h:?} Child={c:?}")));
+                    continue;
+                }
+            };
+            let mut path = parent.clone();
+            path.push(c.to_owned());
+            if let Some((plast, pparent)) = parent.split_last()
+                && !listings.contains(&(listing_hash(pparent, reserved), plast.clone()))
+            {
+                out.push(Violation::NotUpwardClosed(path.clone()));
+            }
+            if r.contains(&moving) {
+                out.push(Violation::Lock(path.clone()));
+            }
+            if r.contains(&deleting) {
+                out.push(Violation::RemovalMark(path));
+            }
+        }
+    }
+    out
+}
+
+fn listing_hash(prefix: &[String], sc: char) -> String {
+    let mut s = String::from(sc);
+    for c in prefix {
+        s.push_str(c);
+        s.push(sc);
+    }
+    s
+}
+
+/// What a [`Model`] holds at a path: an object's user attributes, or a link's target.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Stored {
+    /// An object: its attributes, without keys and bookkeeping.
+    Object(Item),
+    /// A link to this path.
+    Link(Vec<String>),
+}
+
+/// A model of a tree's objects (path → object or link), with the semantics of each `Tree`
+/// operation, for the serial-order check of [`Sim`](super::Sim): after a schedule, the real
+/// objects must equal the model after the operations in some serial order.
+///
+/// Each method returns the [`ErrorKind`] the real operation returns in that state (and may
+/// change the model on an error, as the real operation does, e.g. a re-parent that stops at a
+/// taken name).
+///
+/// # Examples
+///
+/// ```
+/// use dynatree::{ErrorKind, LinkPolicy};
+/// use dynatree_testing::sim::Model;
+///
+/// # #[derive(serde::Serialize)] struct V { v: u8 }
+/// let mut m = Model::default();
+/// m.put(["a", "b"], &V { v: 1 }).unwrap();
+/// assert_eq!(m.create(["a", "b"], &V { v: 2 }), Err(ErrorKind::AlreadyExists));
+/// m.move_subtree(["a"], ["c"], LinkPolicy::Report).unwrap();
+/// assert!(m.get(["c", "b"]).is_some() && !m.has_node(["a"]));
+/// ```
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Model {
+    objects: BTreeMap<Vec<String>, Stored>,
+}
+
+fn comps(p: impl IntoPath) -> Result<Vec<String>, ErrorKind> {
+    p.into_path()
+        .map(|p| p.components().to_vec())
+        .map_err(|e| e.kind())
+}
+
+fn item_of<T: Serialize + ?Sized>(v: &T) -> Result<Item, ErrorKind> {
+    Item::from_serialize(v).map_err(|e| e.kind())
+}
+
+fn under(p: &[String], prefix: &[String]) -> bool {
+    p.len() >= prefix.len() && p[..prefix.len()] == *prefix
+}
+
+impl Model {
+    /// The model of the objects in `rows` (raw rows of a tree with reserved character
+    /// `reserved`): listing rows and bookkeeping rows are skipped, bookkeeping attributes
+    /// dropped.
+    pub fn from_rows(rows: &[Item], reserved: char) -> Self {
+        let sc = reserved.to_string();
+        let mut objects = BTreeMap::new();
+        for r in rows {
+            let (Some(h), Some(c)) = (r.get_s("Key"), r.get_s("Child")) else {
+                continue;
+            };
+            if c != sc || h.starts_with(&format!("{sc}{sc}")) {
+                continue;
+            }
+            let Some(rest) = h.strip_prefix(&sc) else {
+                continue;
+            };
+            let path: Vec<String> = rest.split(reserved).map(str::to_owned).collect();
+            let stored = match r.get_s(&sc) {
+                Some(t) => Stored::Link(
+                    t.strip_prefix(&sc)
+                        .unwrap_or(t)
+                        .split(reserved)
+                        .map(str::to_owned)
+                        .collect(),
+                ),
+                None => {
+                    let item: Item = r
+                        .clone()
+                        .into_iter()
+                        .filter(|(n, _)| n != "Key" && n != "Child" && !n.starts_with(&sc))
+                        .collect();
+                    Stored::Object(item)
+                }
+            };
+            objects.insert(path, stored);
+        }
+        Self { objects }
+    }
+
+    /// Every object and link, by path.
+    pub fn objects(&self) -> &BTreeMap<Vec<String>, Stored> {
+        &self.objects
+    }
+
+    /// What is stored at `path` (links not followed).
+    pub fn get(&self, path: impl IntoPath) -> Option<&Stored> {
+        self.objects.get(&comps(path).ok()?)
+    }
+
+    /// Whether `path` is a node: an object there or below (its listing row exists).
+    pub fn has_node(&self, path: impl IntoPath) -> bool {
+        comps(path).is_ok_and(|p| self.node(&p))
+    }
+
+    fn node(&self, p: &[String]) -> bool {
+        self.objects.keys().any(|k| under(k, p))
+    }
+
+    /// [`Tree::put`](dynatree::Tree::put).
+    ///
+    /// # Errors
+    ///
+    /// As the tree's, for an invalid path or value.
+    pub fn put<T: Serialize + ?Sized>(
+        &mut self,
+        path: impl IntoPath,
+        value: &T,
+    ) -> Result<(), ErrorKind> {
+        let p = comps(path)?;
+        self.objects.insert(p, Stored::Object(item_of(value)?));
+        Ok(())
+    }
+
+    /// [`Tree::put_link`](dynatree::Tree::put_link).
+    ///
+    /// # Errors
+    ///
+    /// As the tree's, for an invalid path.
+    pub fn put_link(
+        &mut self,
+        path: impl IntoPath,
+        target: impl IntoPath,
+    ) -> Result<(), ErrorKind> {
+        let p = comps(path)?;
+        let t = comps(target)?;
+        self.objects.insert(p, Stored::Link(t));
+        Ok(())
+    }
+
+    /// [`Repository::create`](dynatree::Repository::create): `AlreadyExists` if an object or
+    /// link is at `path`.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::AlreadyExists`].
+    pub fn create<T: Serialize + ?Sized>(
+        &mut self,
+        path: impl IntoPath,
+        value: &T,
+    ) -> Result<(), ErrorKind> {
+        let p = comps(path)?;
+        if self.objects.contains_key(&p) {
+            return Err(ErrorKind::AlreadyExists);
+        }
+        self.objects.insert(p, Stored::Object(item_of(value)?));
+        Ok(())
+    }
+
+    /// [`Repository::update`](dynatree::Repository::update) of a type without a version
+    /// field: `ConditionFailed` if nothing is at `path`.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::ConditionFailed`].
+    pub fn update<T: Serialize + ?Sized>(
+        &mut self,
+        path: impl IntoPath,
+        value: &T,
+    ) -> Result<(), ErrorKind> {
+        let p = comps(path)?;
+        if !self.objects.contains_key(&p) {
+            return Err(ErrorKind::ConditionFailed);
+        }
+        self.objects.insert(p, Stored::Object(item_of(value)?));
+        Ok(())
+    }
+
+    /// [`Tree::delete`](dynatree::Tree::delete): the object only; children stay.
+    ///
+    /// # Errors
+    ///
+    /// For an invalid path.
+    pub fn delete(&mut self, path: impl IntoPath) -> Result<(), ErrorKind> {
+        let p = comps(path)?;
+        self.objects.remove(&p);
+        Ok(())
+    }
+
+    /// [`Tree::delete_subtree`](dynatree::Tree::delete_subtree): the object and every
+    /// descendant.
+    ///
+    /// # Errors
+    ///
+    /// For an invalid path.
+    pub fn delete_subtree(&mut self, path: impl IntoPath) -> Result<(), ErrorKind> {
+        let p = comps(path)?;
+        self.objects.retain(|k, _| !under(k, &p));
+        Ok(())
+    }
+
+    /// [`Tree::delete_node`](dynatree::Tree::delete_node).
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::HasChildren`] with [`OnChildren::Refuse`]; [`ErrorKind::AlreadyExists`]
+    /// when re-parenting meets a taken name (children moved before it stay moved).
+    pub fn delete_node(
+        &mut self,
+        path: impl IntoPath,
+        on_children: OnChildren,
+    ) -> Result<(), ErrorKind> {
+        let p = comps(path)?;
+        let children: BTreeSet<String> = self
+            .objects
+            .keys()
+            .filter(|k| k.len() > p.len() && under(k, &p))
+            .map(|k| k[p.len()].clone())
+            .collect();
+        match on_children {
+            OnChildren::Recursive => {
+                return self.delete_subtree(Path::new(p).map_err(|e| e.kind())?);
+            }
+            OnChildren::Reparent => {
+                let parent = &p[..p.len() - 1];
+                for c in children {
+                    let mut from = p.clone();
+                    from.push(c.clone());
+                    let mut to = parent.to_vec();
+                    to.push(c);
+                    self.relocate(&from, &to, true, LinkPolicy::Rewrite)?;
+                }
+            }
+            _ => {
+                if !children.is_empty() {
+                    return Err(ErrorKind::HasChildren);
+                }
+            }
+        }
+        self.objects.remove(&p);
+        Ok(())
+    }
+
+    /// [`Tree::move_subtree_with`](dynatree::Tree::move_subtree_with).
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidPath`] if one path contains the other, [`ErrorKind::NotFound`] if
+    /// `from` is no node, [`ErrorKind::AlreadyExists`] if `to` is one.
+    pub fn move_subtree(
+        &mut self,
+        from: impl IntoPath,
+        to: impl IntoPath,
+        links: LinkPolicy,
+    ) -> Result<(), ErrorKind> {
+        let (f, t) = (comps(from)?, comps(to)?);
+        self.relocate(&f, &t, true, links)
+    }
+
+    /// [`Tree::copy_subtree`](dynatree::Tree::copy_subtree).
+    ///
+    /// # Errors
+    ///
+    /// As [`move_subtree`](Model::move_subtree).
+    pub fn copy_subtree(
+        &mut self,
+        from: impl IntoPath,
+        to: impl IntoPath,
+    ) -> Result<(), ErrorKind> {
+        let (f, t) = (comps(from)?, comps(to)?);
+        self.relocate(&f, &t, false, LinkPolicy::Ignore)
+    }
+
+    fn relocate(
+        &mut self,
+        from: &[String],
+        to: &[String],
+        remove: bool,
+        links: LinkPolicy,
+    ) -> Result<(), ErrorKind> {
+        if under(to, from) || under(from, to) {
+            return Err(ErrorKind::InvalidPath);
+        }
+        if !self.node(from) {
+            return Err(ErrorKind::NotFound);
+        }
+        if self.node(to) {
+            return Err(ErrorKind::AlreadyExists);
+        }
+        let moved: Vec<(Vec<String>, Stored)> = self
+            .objects
+            .iter()
+            .filter(|(k, _)| under(k, from))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        for (k, v) in moved {
+            if remove {
+                self.objects.remove(&k);
+            }
+            let mut nk = to.to_vec();
+            nk.extend_from_slice(&k[from.len()..]);
+            self.objects.insert(nk, v);
+        }
+        if remove && links == LinkPolicy::Rewrite {
+            for v in self.objects.values_mut() {
+                if let Stored::Link(t) = v
+                    && under(t, from)
+                {
+                    let mut nt = to.to_vec();
+                    nt.extend_from_slice(&t[from.len()..]);
+                    *t = nt;
+                }
+            }
+        }
+        Ok(())
+    }
+}

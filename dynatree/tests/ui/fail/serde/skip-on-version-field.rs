@@ -1,0 +1,13 @@
+use dynatree::Hierarchical;
+use serde::{Deserialize, Serialize};
+
+#[derive(Hierarchical, Serialize, Deserialize)]
+#[dynatree(path = "Accounts/{id}")]
+struct Account {
+    id: String,
+    #[dynatree(version)]
+    #[serde(skip)]
+    version: u64,
+}
+
+fn main() {}
