@@ -87,6 +87,9 @@ pub fn cases<S: Storage + 'static>() -> Vec<(&'static str, Case<S>)> {
         case!(delete_subtree_removes_everything_below),
         case!(move_and_copy_subtrees),
         case!(delete_node_refuses_reparents_or_recurses),
+        case!(go_null_strings_read_as_empty_strings),
+        case!(values_dynamodb_refuses_are_refused_before_sending),
+        case!(queries_dynamodb_refuses_are_refused_before_sending),
     ]
 }
 
@@ -1730,4 +1733,189 @@ pub async fn delete_node_refuses_reparents_or_recurses<S: Storage>(table: S) {
         .await
         .unwrap();
     assert_eq!(rows(&tree).await, vec![]);
+}
+
+/// A profile as the Go library writes it: an empty string is stored as `NULL`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct GoProfile {
+    name: String,
+    nick: Option<String>,
+    tags: Vec<String>,
+    inner: GoInner,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct GoInner {
+    title: String,
+}
+
+/// A raw row with `NULL` attributes (aws-sdk-go's empty strings) reads into `String` fields as
+/// `""`, into `Option` as `None`; a mismatch names the attribute's path.
+async fn go_null_strings_read_as_empty_strings<S: Storage>(s: S) {
+    let tree = tree(s).await;
+    let mut row = Key::new("¦people¦ann", "¦").into_item();
+    row.insert("name", Value::Null);
+    row.insert("nick", Value::Null);
+    row.insert("tags", Value::Null);
+    row.insert(
+        "inner",
+        Value::M([("title".to_owned(), Value::Null)].into()),
+    );
+    tree.storage()
+        .put_item(row, Condition::Always)
+        .await
+        .expect("raw put");
+    let got: Option<GoProfile> = tree.get(["people", "ann"]).await.expect("get");
+    assert_eq!(
+        got,
+        Some(GoProfile {
+            name: String::new(),
+            nick: None,
+            tags: vec![],
+            inner: GoInner {
+                title: String::new()
+            },
+        })
+    );
+    let mut row = Key::new("¦people¦bob", "¦").into_item();
+    row.insert("name", Value::S("Bob".into()));
+    row.insert("tags", Value::L(vec![]));
+    row.insert(
+        "inner",
+        Value::M([("title".to_owned(), Value::N("7".into()))].into()),
+    );
+    tree.storage()
+        .put_item(row, Condition::Always)
+        .await
+        .expect("raw put");
+    let e = tree.get::<GoProfile>(["people", "bob"]).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Serialization);
+    assert!(
+        e.to_string()
+            .contains("attribute `inner.title`: invalid type"),
+        "{e}"
+    );
+}
+
+#[derive(Debug, Serialize)]
+struct Float {
+    x: f64,
+}
+
+/// NaN, infinities, numbers beyond DynamoDB's range or precision, empty map keys, attribute
+/// names over 64 KB and an exhausted version are refused with a typed error; nothing is sent.
+async fn values_dynamodb_refuses_are_refused_before_sending<S: Storage>(s: S) {
+    let tree = tree(s).await;
+    tree.put(["ok"], &V { v: 1 }).await.expect("put");
+    let before = rows(&tree).await;
+    for x in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, f64::MAX, 1e-200] {
+        let e = tree.put(["f"], &Float { x }).await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidValue, "{x}: {e:?}");
+        assert!(e.is_invalid_input());
+        assert!(e.to_string().contains("attribute `x`"), "{e}");
+    }
+    tree.put(["f"], &Float { x: 1e-130 })
+        .await
+        .expect("1e-130 fits");
+    tree.delete(["f"]).await.expect("delete");
+    let empty_key: std::collections::BTreeMap<String, std::collections::BTreeMap<String, u8>> =
+        [("m".to_owned(), [(String::new(), 1)].into())].into();
+    let e = tree.put(["m"], &empty_key).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidAttribute, "{e:?}");
+    let long_name: std::collections::BTreeMap<String, u8> = [("n".repeat(65_536), 1)].into();
+    let e = tree.put(["n"], &long_name).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidAttribute, "{e:?}");
+    assert_eq!(rows(&tree).await, before);
+
+    // An optimistic update at the last version: a typed error, no panic, nothing sent.
+    let links = tree.repo::<Link>();
+    let mut l = Link {
+        account_id: "a".into(),
+        short: "s".into(),
+        target: "t".into(),
+        version: 0,
+    };
+    links.create(&l).await.expect("create");
+    let stored = rows(&tree).await;
+    l.version = u64::MAX;
+    let e = links.update(&mut l).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidValue, "{e:?}");
+    assert_eq!(l.version, u64::MAX);
+    assert_eq!(rows(&tree).await, stored);
+
+    // A valid object path whose children's listing key is one byte over 2048 has no children.
+    let c = "a".repeat(1022);
+    let path = p(&[&c, &c]);
+    assert_eq!(names(&tree, path.clone()).await, Vec::<String>::new());
+    let entries: Vec<dynatree::Entry<V>> = tree
+        .list_items(path)
+        .try_collect()
+        .await
+        .expect("list_items");
+    assert!(entries.is_empty());
+}
+
+/// `between` with reversed bounds, `begins_with("")`, oversized values and cursors outside
+/// the range condition are refused before sending; a cursor at the condition's far end is an
+/// empty result.
+async fn queries_dynamodb_refuses_are_refused_before_sending<S: Storage>(s: S) {
+    use dynatree::{Cursor, KeySegment};
+    let tree = tree(s).await;
+    let readings = tree.repo::<Reading>();
+    for at in [5i64, 10, 20, 40] {
+        readings
+            .put(&Reading {
+                sensor: 1,
+                at,
+                value: 1,
+            })
+            .await
+            .expect("put");
+    }
+    let col = ReadingCollection { sensor: 1 };
+    let ats = |r: Vec<Reading>| r.into_iter().map(|r| r.at).collect::<Vec<_>>();
+    let refused = [
+        readings.query(&col).between(&40, &5),
+        readings.query(&col).begins_with(""),
+        readings.query(&col).begins_with("0".repeat(1025)),
+        readings
+            .query(&col)
+            .ge(&10)
+            .start_after(Cursor::new(KeySegment::encode(&5i64))),
+        readings
+            .query(&col)
+            .le(&10)
+            .descending()
+            .start_after(Cursor::new(KeySegment::encode(&20i64))),
+    ];
+    for q in refused {
+        let e = q.items().try_collect::<Vec<_>>().await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Validation, "{e:?}");
+    }
+    // The last page ended on the condition's far bound: nothing after it, no error.
+    let rest: Vec<Reading> = readings
+        .query(&col)
+        .le(&20)
+        .start_after(Cursor::new(KeySegment::encode(&20i64)))
+        .items()
+        .try_collect()
+        .await
+        .expect("empty rest");
+    assert!(rest.is_empty());
+    // Pages that end exactly on an inclusive far bound.
+    for forward in [true, false] {
+        let q = readings.query(&col).between(&10, &20).page_size(1);
+        let q = if forward { q } else { q.descending() };
+        let got = ats(q.items().try_collect().await.expect("between pages"));
+        assert_eq!(got, if forward { [10, 20] } else { [20, 10] });
+    }
+    let got = ats(readings
+        .query(&col)
+        .le(&10)
+        .page_size(2)
+        .items()
+        .try_collect()
+        .await
+        .expect("le pages"));
+    assert_eq!(got, [5, 10]);
 }

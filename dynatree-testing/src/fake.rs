@@ -25,6 +25,31 @@ const TRANSACT_BYTES: usize = 4 * 1024 * 1024;
 /// actions on one item) refused with the error kind DynamoDB gives, conditions, atomic
 /// transactions with per-action cancellation reasons, and a table that must be created first.
 ///
+/// It refuses what DynamoDB refuses, with the same error kind: numbers DynamoDB cannot store
+/// (NaN, infinities, more than 38 significant digits, magnitudes outside 1E-130 to
+/// 9.99…E+125), empty sets and sets with duplicates, empty or over-64 KB attribute names and
+/// map keys, index key attributes that are empty, too long or not strings, range conditions on
+/// empty or oversized values, `between` with reversed bounds, start keys outside the range
+/// condition. Numbers are stored in DynamoDB's canonical form (`"1.50"` reads back `"1.5"`).
+/// `tests/differential.rs` checks all this against DynamoDB Local with random requests. Where
+/// DynamoDB Local 3.3.1 answers in its own way, the fake follows it, documented here:
+///
+/// - Inside TransactWriteItems, an oversized table key and an index key of another scalar
+///   type (`N` or `B` for an `S` attribute) cancel the transaction with a `ValidationError`
+///   reason for that action; every other invalid input refuses the whole request
+///   ([`ErrorKind::Validation`]).
+/// - Two actions on one item are refused ([`ErrorKind::Validation`]) when the second one's
+///   condition holds (conditions are evaluated in order, each seeing the earlier actions); a
+///   failed condition cancels the transaction instead.
+/// - A start key must lie inside the range condition, and the bound the query reads towards
+///   is exclusive ([`RangeCondition::accepts_start`](dynatree::RangeCondition::accepts_start));
+///   a page that ends on that bound names no last key. A start key has no size limit.
+/// - A query's hash key over 2048 bytes is no error; it matches nothing.
+///
+/// Two quirks of DynamoDB Local the fake does not copy: Local fails with `InternalFailure` on
+/// attribute names of about 40,000 bytes and more (the service takes names up to 65,535 bytes),
+/// and returns numbers nested in lists and maps as they were sent.
+///
 /// It also **meters** every request by DynamoDB's published capacity rules
 /// ([`FakeTable::metrics`]) and **injects faults** by operation and key
 /// ([`FakeTable::inject_rule`]), so your tests can assert what a code path costs and how it
@@ -615,7 +640,7 @@ impl TableState {
                 )));
             }
         };
-        let mut late = self.check_key_parts(&key)?;
+        let late = self.check_key_parts(&key)?;
         item.check().map_err(|e| validation(e.to_string()))?;
         let size = item.size();
         if size > MAX_ITEM_BYTES {
@@ -627,37 +652,50 @@ impl TableState {
             // An oversized table key is reported before any index key problem.
             return Ok((key, late));
         }
-        for ix in &self.indexes {
-            let attrs = [(Some(&ix.hash_attr), MAX_HASH_KEY_BYTES), (ix.range_attr.as_ref(), MAX_RANGE_KEY_BYTES)];
-            for (attr, max) in attrs {
-                let Some(attr) = attr else { continue };
-                match item.get(attr) {
-                    None => {}
-                    Some(Value::S(v)) if v.is_empty() => {
-                        return Err(validation(format!(
-                            "one or more parameter values are not valid: a value specified for a secondary index key is not supported: the attribute value for a key attribute cannot contain an empty string value (index {}, key {attr})",
+        let index_keys = || {
+            self.indexes.iter().flat_map(|ix| {
+                [
+                    Some((ix, &ix.hash_attr, MAX_HASH_KEY_BYTES)),
+                    ix.range_attr.as_ref().map(|a| (ix, a, MAX_RANGE_KEY_BYTES)),
+                ]
+                .into_iter()
+                .flatten()
+            })
+        };
+        // Index keys are checked in order (each index's hash key, then its range key); the
+        // first problem found is the one reported. An index key of another scalar type is
+        // reported per action inside a transaction (DynamoDB Local 3.3.1).
+        for (ix, attr, max) in index_keys() {
+            match item.get(attr) {
+                None => {}
+                Some(Value::N(_) | Value::B(_)) => {
+                    return Ok((
+                        key,
+                        Some(format!(
+                            "one or more parameter values were invalid: type mismatch for index key `{attr}` of index {}",
                             ix.name
-                        )));
-                    }
-                    Some(Value::S(v)) if v.len() > max => {
-                        return Err(validation(format!(
-                            "one or more parameter values were invalid: size limit exceeded: index key `{attr}` of index {} is {} bytes (at most {max})",
-                            ix.name,
-                            v.len()
-                        )));
-                    }
-                    Some(Value::S(_)) => {}
-                    Some(Value::N(_) | Value::B(_)) => {
-                        late.get_or_insert_with(|| {
-                            format!("one or more parameter values were invalid: type mismatch for index key `{attr}` of index {}", ix.name)
-                        });
-                    }
-                    Some(_) => {
-                        return Err(validation(format!(
-                            "invalid attribute value type for index key `{attr}` of index {}",
-                            ix.name
-                        )));
-                    }
+                        )),
+                    ));
+                }
+                Some(Value::S(v)) if v.is_empty() => {
+                    return Err(validation(format!(
+                        "one or more parameter values are not valid: a value specified for a secondary index key is not supported: the attribute value for a key attribute cannot contain an empty string value (index {}, key {attr})",
+                        ix.name
+                    )));
+                }
+                Some(Value::S(v)) if v.len() > max => {
+                    return Err(validation(format!(
+                        "one or more parameter values were invalid: size limit exceeded: index key `{attr}` of index {} is {} bytes (at most {max})",
+                        ix.name,
+                        v.len()
+                    )));
+                }
+                Some(Value::S(_)) => {}
+                Some(_) => {
+                    return Err(validation(format!(
+                        "invalid attribute value type for index key `{attr}` of index {}",
+                        ix.name
+                    )));
                 }
             }
         }

@@ -33,9 +33,9 @@
 //!
 //! # Examples
 //!
-//! Two of your own operations racing on a [`FakeTable`](crate::FakeTable): a put under `x`
-//! while `x` is deleted. The put may land before or after the deletion, but it must never be
-//! lost while reporting success.
+//! Two of your own operations racing on a [`FakeTable`](crate::FakeTable): a put of `x/b`
+//! while `x/a` is deleted (a delete that may prune `x` when it names nothing else). Whatever the
+//! order, the put must never be lost while reporting success.
 //!
 //! ```
 //! use dynatree_testing::FakeTable;
@@ -785,7 +785,8 @@ impl<B: Storage + 'static> Sim<B> {
     /// the model after the operations in some order, where an operation that returned `Ok`
     /// is applied (and its model succeeds there), one that failed with a transient error or
     /// crashed is applied or not, one refused by a concurrency error ([`ErrorKind::Locked`],
-    /// [`ErrorKind::Conflict`], see [`refusals`](Sim::refusals)) is not applied, and any
+    /// [`ErrorKind::Conflict`], see [`refusals`](Sim::refusals)) is not applied, one taken
+    /// over by another call ([`ErrorKind::TakenOver`]) may or may not be, and any
     /// other error must be the model's error at that position.
     pub fn model(
         mut self,
@@ -1242,9 +1243,12 @@ impl<B: Storage + 'static> Sim<B> {
                     let probe = (self.tree)(free.clone());
                     let mut at = path.clone();
                     at.push("sim-probe".to_owned());
-                    let put = AssertUnwindSafe(Box::pin(probe.put(at.clone(), &std::collections::BTreeMap::from([("probe", 1u8)]))))
-                        .catch_unwind()
-                        .await;
+                    let put = AssertUnwindSafe(Box::pin(probe.put(
+                        at.clone(),
+                        &std::collections::BTreeMap::from([("probe", 1u8)]),
+                    )))
+                    .catch_unwind()
+                    .await;
                     let del = AssertUnwindSafe(Box::pin(probe.delete(at.clone())))
                         .catch_unwind()
                         .await;
@@ -1264,7 +1268,9 @@ impl<B: Storage + 'static> Sim<B> {
             rows = Box::pin(scan_all(&*backend)).await?;
             for v in check_rows(&rows, sc) {
                 if let Violation::RemovalMark(_) = v {
-                    errors.push(format!("{v} even after its lease ran out and a writer came"));
+                    errors.push(format!(
+                        "{v} even after its lease ran out and a writer came"
+                    ));
                 }
             }
         }
@@ -1353,7 +1359,9 @@ impl<B: Storage + 'static> Sim<B> {
                 ErrorKind::Backend
                 | ErrorKind::Throttled
                 | ErrorKind::Unprocessed
-                | ErrorKind::TransactionCanceled => {
+                | ErrorKind::TransactionCanceled
+                // Another call took the operation over: its outcome is that call's.
+                | ErrorKind::TakenOver => {
                     self.serial_from(state, actual, outcomes, rest) || {
                         let (m, r) = applied();
                         r.is_ok() && self.serial_from(&m, actual, outcomes, rest)

@@ -594,8 +594,18 @@ async fn move_of_a_thousand_nodes() {
         1 + 1_111,
         "pending(), then one per node"
     );
-    assert_eq!(m.requests("TransactWriteItems"), 78, "{:?}", m.requests_by_operation());
-    assert_eq!(m.requests("BatchGetItem"), 26, "{:?}", m.requests_by_operation());
+    assert_eq!(
+        m.requests("TransactWriteItems"),
+        78,
+        "{:?}",
+        m.requests_by_operation()
+    );
+    assert_eq!(
+        m.requests("BatchGetItem"),
+        26,
+        "{:?}",
+        m.requests_by_operation()
+    );
     let names: Vec<String> = tree
         .list(dynatree::Path::root())
         .try_collect()

@@ -25,8 +25,8 @@ use std::fmt::Write as _;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use dynatree::{
-    Billing, Condition, ErrorKind, IndexQuery, IndexSpec, Item, Key, Query, RangeCondition,
-    Result, Storage, TransactAction, Value, WriteRequest,
+    Billing, Condition, ErrorKind, IndexQuery, IndexSpec, Item, Key, Query, RangeCondition, Result,
+    Storage, TransactAction, Value, WriteRequest,
 };
 use dynatree_testing::{DynamoDbLocal, FakeTable};
 
@@ -179,7 +179,14 @@ fn index_value(rng: &mut Rng, range: bool) -> Value {
         10..=12 => Value::N("1".into()),
         13..=14 => Value::Null,
         15 => Value::B(vec![1]),
-        _ => Value::S((*rng.pick(if range { &["r1", "r2", "r3"] } else { &["i1", "i2"] })).to_owned()),
+        _ => Value::S(
+            (*rng.pick(if range {
+                &["r1", "r2", "r3"]
+            } else {
+                &["i1", "i2"]
+            }))
+            .to_owned(),
+        ),
     }
 }
 
@@ -207,7 +214,10 @@ fn condition(rng: &mut Rng) -> Condition {
         4 => Condition::NotExists,
         5 => Condition::attr_exists(name(rng)),
         6 => Condition::equals("v", value(rng, 1)),
-        _ => Condition::And(vec![Condition::Exists, Condition::equals("w", value(rng, 1))]),
+        _ => Condition::And(vec![
+            Condition::Exists,
+            Condition::equals("w", value(rng, 1)),
+        ]),
     }
 }
 
@@ -341,7 +351,11 @@ fn canonical_value(v: &Value) -> Value {
             Value::Bs(s)
         }
         Value::L(l) => Value::L(l.iter().map(canonical_value).collect()),
-        Value::M(m) => Value::M(m.iter().map(|(k, v)| (k.clone(), canonical_value(v))).collect()),
+        Value::M(m) => Value::M(
+            m.iter()
+                .map(|(k, v)| (k.clone(), canonical_value(v)))
+                .collect(),
+        ),
         other => other,
     }
 }
@@ -381,24 +395,36 @@ fn outcome<T>(r: Result<T>, ok: impl FnOnce(T) -> String) -> Outcome {
 
 async fn apply<S: Storage>(s: &S, req: &Req) -> Outcome {
     match req {
-        Req::Put(item, c) => outcome(s.put_item(item.clone(), c.clone()).await, |()| String::new()),
+        Req::Put(item, c) => outcome(s.put_item(item.clone(), c.clone()).await, |()| {
+            String::new()
+        }),
         Req::Get(k) => outcome(s.get_item(k, true).await, |i| {
             i.as_ref().map(describe_item).unwrap_or_default()
         }),
         Req::Delete(k, c) => outcome(s.delete_item(k, c.clone()).await, |()| String::new()),
         Req::Query(q, start) => outcome(s.query_page(q, start.clone()).await, |p| {
-            format!("{} | last {:?}", describe_items(&p.items, false), p.last_key)
+            format!(
+                "{} | last {:?}",
+                describe_items(&p.items, false),
+                p.last_key
+            )
         }),
         Req::IndexQuery(q) => outcome(s.query_index_page(q, None).await, |p| {
             describe_items(&p.items, true)
         }),
         Req::BatchGet(keys) => outcome(s.batch_get(keys.clone(), true).await, |o| {
-            format!("{} | unprocessed {}", describe_items(&o.items, true), o.unprocessed.len())
+            format!(
+                "{} | unprocessed {}",
+                describe_items(&o.items, true),
+                o.unprocessed.len()
+            )
         }),
         Req::BatchWrite(reqs) => outcome(s.batch_write(reqs.clone()).await, |u| {
             format!("unprocessed {}", u.len())
         }),
-        Req::Transact(actions) => outcome(s.transact_write(actions.clone()).await, |()| String::new()),
+        Req::Transact(actions) => {
+            outcome(s.transact_write(actions.clone()).await, |()| String::new())
+        }
     }
 }
 

@@ -58,6 +58,11 @@ pub enum ErrorKind {
     TransactionCanceled,
     /// A concurrent writer kept winning and the operation gave up after its retries.
     Conflict,
+    /// This call ran a move, copy or subtree deletion too slowly: its lease ran out and another
+    /// call (a [`Tree::resume`](crate::Tree::resume)) took the operation over. This call wrote
+    /// nothing more after that; the operation's outcome is the other call's (see
+    /// [`Tree::pending`](crate::Tree::pending)).
+    TakenOver,
     /// DynamoDB throttled the request (throughput, request limit, or provisioned capacity).
     Throttled,
     /// A batch request still had unprocessed items after every retry;
@@ -93,6 +98,7 @@ impl ErrorKind {
             ErrorKind::HasChildren => "node has children",
             ErrorKind::TransactionCanceled => "transaction canceled",
             ErrorKind::Conflict => "conflicting concurrent write",
+            ErrorKind::TakenOver => "operation taken over by another call",
             ErrorKind::Throttled => "request throttled",
             ErrorKind::Unprocessed => "batch items left unprocessed",
             ErrorKind::Validation => "request rejected as invalid",

@@ -162,7 +162,8 @@ impl Value {
             (Value::Ss(a), Value::Ss(b)) => set(a) == set(b),
             (Value::Bs(a), Value::Bs(b)) => set(a) == set(b),
             (Value::Ns(a), Value::Ns(b)) => {
-                let n = |v: &[String]| set(&v.iter().map(|n| normalize_number(n)).collect::<Vec<_>>());
+                let n =
+                    |v: &[String]| set(&v.iter().map(|n| normalize_number(n)).collect::<Vec<_>>());
                 n(a) == n(b)
             }
             (Value::L(a), Value::L(b)) => {
@@ -170,7 +171,9 @@ impl Value {
             }
             (Value::M(a), Value::M(b)) => {
                 a.len() == b.len()
-                    && a.iter().zip(b).all(|((ka, va), (kb, vb))| ka == kb && va.same_as(vb))
+                    && a.iter()
+                        .zip(b)
+                        .all(|((ka, va), (kb, vb))| ka == kb && va.same_as(vb))
             }
             (a, b) => a == b,
         }
@@ -388,7 +391,9 @@ impl std::fmt::Display for Decimal {
         }
         let d = &self.digits;
         if self.exponent >= 0 {
-            let int_len = usize::try_from(self.exponent).unwrap_or(usize::MAX).saturating_add(1);
+            let int_len = usize::try_from(self.exponent)
+                .unwrap_or(usize::MAX)
+                .saturating_add(1);
             if d.len() > int_len {
                 write!(f, "{}.{}", &d[..int_len], &d[int_len..])
             } else {
@@ -471,8 +476,9 @@ impl Item {
     /// [`ErrorKind::Serialization`](crate::ErrorKind::Serialization) if the value does not
     /// serialize to a map of DynamoDB attributes.
     pub fn from_serialize<T: Serialize + ?Sized>(value: &T) -> Result<Self> {
-        let raw: serde_dynamo::Item = serde_dynamo::to_item(value)
-            .map_err(|e| Error::serialization("value does not serialize as a map of attributes", e))?;
+        let raw: serde_dynamo::Item = serde_dynamo::to_item(value).map_err(|e| {
+            Error::serialization("value does not serialize as a map of attributes", e)
+        })?;
         let map: std::collections::HashMap<String, serde_dynamo::AttributeValue> = raw.into();
         Ok(Self {
             attrs: map.into_iter().map(|(k, v)| (k, from_dynamo(v))).collect(),
@@ -674,7 +680,17 @@ mod tests {
     #[test]
     fn numbers_follow_dynamodb() {
         for ok in [
-            "0", "-0", "0e500", "+1", "1.", ".5", "1e5", "1E+5", "00012", "1e-130", "-1e-130",
+            "0",
+            "-0",
+            "0e500",
+            "+1",
+            "1.",
+            ".5",
+            "1e5",
+            "1E+5",
+            "00012",
+            "1e-130",
+            "-1e-130",
             "9.9999999999999999999999999999999999999E+125",
             "12345678901234567890123456789012345678",
             "1234567890123456789012345678901234567800000",
@@ -683,17 +699,37 @@ mod tests {
             assert!(check_number(ok).is_ok(), "{ok}");
         }
         for bad in [
-            "NaN", "inf", "Infinity", "-Infinity", "", " 1", "abc", "--1", "1e", "0x10", "1_0",
-            "1e-131", "1E+126", "123456789012345678901234567890123456789",
-            "0.123456789012345678901234567890123456789", "1e99999999999999999999",
+            "NaN",
+            "inf",
+            "Infinity",
+            "-Infinity",
+            "",
+            " 1",
+            "abc",
+            "--1",
+            "1e",
+            "0x10",
+            "1_0",
+            "1e-131",
+            "1E+126",
+            "123456789012345678901234567890123456789",
+            "0.123456789012345678901234567890123456789",
+            "1e99999999999999999999",
         ] {
             assert!(check_number(bad).is_err(), "{bad}");
         }
         assert!(check_number(&f64::MAX.to_string()).is_err());
         assert!(check_number(&1e-200f64.to_string()).is_err());
         for (n, canonical) in [
-            ("1.0000", "1"), ("0.0", "0"), ("-0", "0"), ("+1", "1"), (".5", "0.5"),
-            ("1e5", "100000"), ("00012", "12"), ("-12.50", "-12.5"), ("1.5e-3", "0.0015"),
+            ("1.0000", "1"),
+            ("0.0", "0"),
+            ("-0", "0"),
+            ("+1", "1"),
+            (".5", "0.5"),
+            ("1e5", "100000"),
+            ("00012", "12"),
+            ("-12.50", "-12.5"),
+            ("1.5e-3", "0.0015"),
             ("123.456e1", "1234.56"),
         ] {
             assert_eq!(normalize_number(n), canonical, "{n}");
@@ -714,16 +750,28 @@ mod tests {
         assert_eq!(e.kind(), ErrorKind::InvalidValue);
         assert!(e.to_string().contains("attribute `a.b[1]`"), "{e}");
         let mut item = Item::new();
-        item.insert("m", Value::M(BTreeMap::from([(String::new(), Value::Null)])));
-        assert_eq!(item.check().unwrap_err().kind(), ErrorKind::InvalidAttribute);
+        item.insert(
+            "m",
+            Value::M(BTreeMap::from([(String::new(), Value::Null)])),
+        );
+        assert_eq!(
+            item.check().unwrap_err().kind(),
+            ErrorKind::InvalidAttribute
+        );
         let mut item = Item::new();
         item.insert("a".repeat(MAX_ATTRIBUTE_NAME_BYTES + 1), Value::Null);
-        assert_eq!(item.check().unwrap_err().kind(), ErrorKind::InvalidAttribute);
+        assert_eq!(
+            item.check().unwrap_err().kind(),
+            ErrorKind::InvalidAttribute
+        );
         let mut item = Item::new();
         item.insert("a".repeat(MAX_ATTRIBUTE_NAME_BYTES), Value::Null);
         assert!(item.check().is_ok());
         for empty in [Value::Ss(vec![]), Value::Ns(vec![]), Value::Bs(vec![])] {
-            assert_eq!(empty.check("s").unwrap_err().kind(), ErrorKind::InvalidValue);
+            assert_eq!(
+                empty.check("s").unwrap_err().kind(),
+                ErrorKind::InvalidValue
+            );
         }
         assert!(Value::Bs(vec![vec![1], vec![1]]).check("s").is_err());
         assert!(Value::Ss(vec![String::new()]).check("s").is_ok());
@@ -755,7 +803,11 @@ mod tests {
         );
         item.insert("d", Value::Null);
         let e = item.to_deserialize::<T>().unwrap_err();
-        assert!(e.to_string().starts_with("serialization failed: attribute `d`: invalid type: null"), "{e}");
+        assert!(
+            e.to_string()
+                .starts_with("serialization failed: attribute `d`: invalid type: null"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -782,7 +834,11 @@ mod tests {
         assert!(e.to_string().contains("attribute `list[1].n`"), "{e}");
         item.insert("list", Value::L(vec![Value::M(BTreeMap::new())]));
         let e = item.to_deserialize::<T>().unwrap_err();
-        assert!(e.to_string().contains("attribute `list[0]`: missing field `n`"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("attribute `list[0]`: missing field `n`"),
+            "{e}"
+        );
     }
 
     #[test]

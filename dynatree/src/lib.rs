@@ -28,7 +28,7 @@ pub mod consistency {
 pub use crate::batch::{BATCH_GET_MAX, BATCH_WRITE_MAX, RetryPolicy, TRANSACT_MAX};
 pub use crate::error::{CancellationReason, Error, ErrorKind, Result};
 pub use crate::hierarchical::{Hierarchical, IndexDef, IndexKey};
-pub use crate::item::{Item, MAX_ITEM_BYTES, Value};
+pub use crate::item::{Item, MAX_ATTRIBUTE_NAME_BYTES, MAX_ITEM_BYTES, Value};
 pub use crate::layout::{
     DEFAULT_RESERVED, HASH_KEY, MAX_HASH_KEY_BYTES, MAX_RANGE_KEY_BYTES, RANGE_KEY,
 };

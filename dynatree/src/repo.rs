@@ -450,9 +450,9 @@ impl<'t, T: Hierarchical, S: Storage> IndexQueryBuilder<'t, T, S> {
                         let next = page
                             .last
                             .filter(|last| match (&query.range, &query.index.range_attr) {
-                                (Some(r), Some(a)) => {
-                                    last.get_s(a).is_some_and(|v| r.accepts_start(v, query.forward))
-                                }
+                                (Some(r), Some(a)) => last
+                                    .get_s(a)
+                                    .is_some_and(|v| r.accepts_start(v, query.forward)),
                                 _ => true,
                             })
                             .map(Some);
@@ -683,7 +683,10 @@ impl<'t, T: Hierarchical, S: Storage> TypedQuery<'t, T, S> {
                         // A cursor at the condition's far bound (the last page ended on it) has
                         // nothing after it; one outside the condition is the caller's mistake.
                         if start.range.is_empty()
-                            || !query.range.as_ref().is_some_and(|r| r.matches(&start.range))
+                            || !query
+                                .range
+                                .as_ref()
+                                .is_some_and(|r| r.matches(&start.range))
                         {
                             return Err(Error::new(
                                 ErrorKind::Validation,

@@ -72,12 +72,14 @@ type DeResult<T> = std::result::Result<T, DeError>;
 /// Deserializes a `T` from an item's attributes.
 pub(super) fn from_attrs<T: DeserializeOwned>(attrs: &BTreeMap<String, Value>) -> Result<T> {
     T::deserialize(ItemDe(attrs)).map_err(|e| {
+        // The path is only known here, so the detail carries serde's message with it; the
+        // source is serde's error alone.
         let detail = if e.path.is_empty() {
-            e.msg
+            e.msg.clone()
         } else {
             format!("attribute `{}`: {}", e.path(), e.msg)
         };
-        Error::new(ErrorKind::Serialization, detail)
+        Error::new(ErrorKind::Serialization, detail).with_source(e)
     })
 }
 
@@ -166,7 +168,9 @@ impl<'de> de::Deserializer<'de> for ValueDe<'_> {
             Value::Bool(b) => visitor.visit_bool(*b),
             Value::Null => visitor.visit_unit(),
             Value::M(m) => visitor.visit_map(MapDe::new(m)),
-            Value::L(_) | Value::Ss(_) | Value::Ns(_) | Value::Bs(_) => self.deserialize_seq(visitor),
+            Value::L(_) | Value::Ss(_) | Value::Ns(_) | Value::Bs(_) => {
+                self.deserialize_seq(visitor)
+            }
         }
     }
 
@@ -364,7 +368,9 @@ impl<'de> de::MapAccess<'de> for MapDe<'_> {
 
     fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> DeResult<V::Value> {
         let Some((k, v)) = self.value.take() else {
-            return Err(de::Error::custom("a map value was asked for before its key"));
+            return Err(de::Error::custom(
+                "a map value was asked for before its key",
+            ));
         };
         seed.deserialize(ValueDe(v))
             .map_err(|e| e.at(Step::Name(k.to_owned())))

@@ -146,8 +146,10 @@ impl<S: Storage> TreeBuilder<S> {
         self
     }
 
-    /// How long a listing row marked for removal blocks writers before another caller may take
-    /// the mark over (default 30 s). Only matters when a deleting process dies mid-way.
+    /// How long a listing row marked for removal blocks writers before they may take the mark
+    /// off (default 30 s), and how long the owner of a move, copy or subtree deletion holds it
+    /// without renewing (renewed at half-time) before a [`Tree::resume`] elsewhere may take it
+    /// over. Only matters when a process dies or stalls mid-way.
     pub fn removal_lease(mut self, lease: Duration) -> Self {
         self.config.lease = lease;
         self
@@ -407,11 +409,7 @@ impl<S: Storage> Tree<S> {
         async {
             self.layout.check_object_path(&path)?;
             self.layout.check_object_path(&target)?;
-            let mut row = self.layout.link_row(&path, &target)?;
-            if self.config.path_index.is_some() {
-                self.add_path_index(&path, &mut row);
-                crate::layout::check_item_size(&row)?;
-            }
+            let row = self.link_row_for(&path, &target)?;
             self.write_object(&path, row, &crate::Condition::Always)
                 .await
         }
@@ -629,10 +627,15 @@ impl<S: Storage> Tree<S> {
         let attrs = Item::from_serialize(value)?;
         self.layout.check_user_item(&attrs)?;
         let mut row = self.layout.object_row(path, attrs)?;
-        if self.config.path_index.is_some() {
-            self.add_path_index(path, &mut row);
-            crate::layout::check_item_size(&row)?;
-        }
+        self.add_path_index(path, &mut row)?;
+        Ok(row)
+    }
+
+    /// The checked link row at `path` pointing at `target` (path-index attributes included).
+    pub(crate) fn link_row_for(&self, path: &Path, target: &Path) -> Result<Item> {
+        self.layout.check_object_path(target)?;
+        let mut row = self.layout.link_row(path, target)?;
+        self.add_path_index(path, &mut row)?;
         Ok(row)
     }
 

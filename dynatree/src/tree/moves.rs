@@ -70,6 +70,15 @@ pub struct Intent {
     /// may: the owner's lease.
     owner: Option<String>,
     lease: u64,
+    /// Why it was refused (`"Kind: detail"`), once it is being rolled back.
+    refusal: Option<String>,
+}
+
+/// How an owned run of an intent ended.
+enum Outcome {
+    Done(MoveReport),
+    /// Refused, and undone: the refusal.
+    RolledBack(Error),
 }
 
 impl<S: Storage> Tree<S> {
@@ -100,8 +109,12 @@ impl<S: Storage> Tree<S> {
     ///
     /// [`ErrorKind::InvalidPath`] (root, `to` inside `from`); [`ErrorKind::NotFound`] if
     /// nothing is at `from`; [`ErrorKind::AlreadyExists`] if something is at `to`;
-    /// [`ErrorKind::Locked`] if part of it is being moved by another operation; backend errors
-    /// (then call it again, or [`resume`](Tree::resume)).
+    /// [`ErrorKind::Locked`] if part of it is held by another operation (the move is rolled
+    /// back, nothing applied); [`ErrorKind::InvalidPath`] or [`ErrorKind::ItemTooLarge`] if
+    /// the moved rows or rewritten links would break a limit (rolled back too);
+    /// [`ErrorKind::TakenOver`] if this call was so slow that its lease ran out and another
+    /// call took the move over (the outcome is that call's); backend errors (then call it
+    /// again, or [`resume`](Tree::resume)).
     ///
     /// # Cancel safety
     ///
@@ -130,8 +143,9 @@ impl<S: Storage> Tree<S> {
             .await
     }
 
-    /// Copies the node at `from` and every descendant to `to`. Writers under `from` are not
-    /// stopped: what they write during the copy may or may not be copied.
+    /// Copies the node at `from` and every descendant to `to`, as one state of the source:
+    /// the source is locked while it is copied (writers under it get [`ErrorKind::Locked`]
+    /// meanwhile), and the destination too until the copy is complete.
     ///
     /// # Examples
     ///
@@ -207,18 +221,29 @@ impl<S: Storage> Tree<S> {
             }
             OnChildren::Refuse => return self.delete_leaf(&path).await,
             OnChildren::Reparent => {
-                let parent = path.parent().unwrap_or_default();
-                let children: Vec<String> = self.list_names(&path, true).try_collect().await?;
-                for c in children {
-                    let to = parent.child(c.clone())?;
-                    self.move_subtree_with(path.child(c)?, to, LinkPolicy::Rewrite)
-                        .await?;
+                // Hold the node while its children move up: new children wait (as for any
+                // removal), so none is created under it, or under a name already moved up.
+                if let Some((key, mark)) = self.mark_for_removal(&path).await? {
+                    let moved = async {
+                        let parent = path.parent().unwrap_or_default();
+                        let children: Vec<String> =
+                            self.list_names(&path, true).try_collect().await?;
+                        for c in children {
+                            let to = parent.child(c.clone())?;
+                            self.move_subtree_with(path.child(c)?, to, LinkPolicy::Rewrite)
+                                .await?;
+                        }
+                        Ok::<_, Error>(())
+                    }
+                    .await;
+                    if let Err(e) = moved {
+                        return self.abandon_removal(&key, &mark, e).await;
+                    }
                 }
             }
         }
         self.delete(&path).await
     }
-
 
     /// The recorded operations not finished yet (consistent read of the intent records).
     ///
@@ -243,8 +268,9 @@ impl<S: Storage> Tree<S> {
     ///
     /// An operation another call is running now (its owner's lease is live) is waited for;
     /// one whose owner died (the lease ran out) is taken over. An operation that can no
-    /// longer be carried out (its refusal was recorded but not yet undone) is rolled back.
-    /// Returns the reports of the operations this call finished.
+    /// longer be carried out (its refusal was recorded but not yet undone, or it is refused
+    /// now) is rolled back, which is not an error of `resume`. Returns the reports of the
+    /// operations this call finished.
     ///
     /// # Errors
     ///
@@ -259,8 +285,9 @@ impl<S: Storage> Tree<S> {
         let mut first_error = None;
         for intent in self.pending().await? {
             match self.drive(&intent.id).await {
-                Ok(Some(report)) => out.push(report),
-                Ok(None) => {}
+                Ok(Some(Outcome::Done(report))) => out.push(report),
+                // Finished elsewhere, or refused and rolled back: nothing left to do.
+                Ok(None | Some(Outcome::RolledBack(_))) => {}
                 Err(e) => {
                     first_error.get_or_insert(e);
                 }
@@ -295,7 +322,15 @@ impl<S: Storage> Tree<S> {
             .into_iter()
             .find(|i| i.op == op && i.from == from && i.to == to)
         {
-            return Ok(self.drive(&intent.id).await?.unwrap_or_default());
+            return match self.drive(&intent.id).await? {
+                Some(Outcome::Done(report)) => Ok(report),
+                Some(Outcome::RolledBack(e)) => Err(e),
+                // Finished meanwhile by the call that was running it.
+                None => Ok(MoveReport {
+                    id: intent.id,
+                    ..MoveReport::default()
+                }),
+            };
         }
         let source = self.layout.listing_key(&from);
         if self.storage.get_item(&source, true).await?.is_none() {
@@ -338,10 +373,11 @@ impl<S: Storage> Tree<S> {
             op: op.to_owned(),
             from,
             to,
-            phase: if op == "copy" { "copy" } else { "lock" }.to_owned(),
+            phase: "lock".to_owned(),
             links,
             owner: Some(token.clone()),
             lease: after_ms(self.config.lease),
+            refusal: None,
         };
         // Recorded, and owned by this call, before the first write.
         self.storage
@@ -351,21 +387,24 @@ impl<S: Storage> Tree<S> {
             intent: std::sync::Mutex::new(intent),
             token,
         };
-        Ok(self.run_owned(&guard).await?.unwrap_or_default())
+        match self.run_owned(&guard).await? {
+            Outcome::Done(report) => Ok(report),
+            Outcome::RolledBack(e) => Err(e),
+        }
     }
 
     /// Claims the intent `id` and runs it to its end. `None` if it is gone (finished by
     /// someone else) or was rolled back.
-    async fn drive(&self, id: &str) -> Result<Option<MoveReport>> {
+    async fn drive(&self, id: &str) -> Result<Option<Outcome>> {
         let Some(guard) = self.claim(id).await? else {
             return Ok(None);
         };
-        self.run_owned(&guard).await
+        self.run_owned(&guard).await.map(Some)
     }
 
     /// Runs an owned intent; on failure, gives up the ownership so that a `resume` elsewhere
     /// need not wait for the lease.
-    async fn run_owned(&self, g: &Guard) -> Result<Option<MoveReport>> {
+    async fn run_owned(&self, g: &Guard) -> Result<Outcome> {
         let result = self.run(g).await;
         if result.is_err() {
             let mut intent = g.snapshot();
@@ -396,9 +435,11 @@ impl<S: Storage> Tree<S> {
             if intent.owner.is_some() && intent.lease >= now {
                 // Someone is running it: wait for it to finish, or for its lease to run out.
                 let left = std::time::Duration::from_millis(intent.lease - now + 1);
-                let nap = self.config.retry.delay(waited.min(8)).max(
-                    std::time::Duration::from_millis(1),
-                );
+                let nap = self
+                    .config
+                    .retry
+                    .delay(waited.min(8))
+                    .max(std::time::Duration::from_millis(1));
                 tokio::time::sleep(nap.min(left)).await;
                 waited = waited.saturating_add(1);
                 continue;
@@ -432,7 +473,7 @@ impl<S: Storage> Tree<S> {
     }
 
     /// The phases, from the recorded one to the end.
-    async fn run(&self, g: &Guard) -> Result<Option<MoveReport>> {
+    async fn run(&self, g: &Guard) -> Result<Outcome> {
         let op = g.snapshot().op;
         let (from, to) = {
             let i = g.snapshot();
@@ -450,7 +491,7 @@ impl<S: Storage> Tree<S> {
                 "lock" => {
                     let levels = match self.lock_walk(g).await {
                         Ok(levels) => levels,
-                        Err(e) if e.kind() == ErrorKind::Locked => {
+                        Err(e) if matches!(e.kind(), ErrorKind::Locked | ErrorKind::Conflict) => {
                             return self.refuse(g, e).await;
                         }
                         Err(e) => return Err(e),
@@ -458,7 +499,7 @@ impl<S: Storage> Tree<S> {
                     if op == "delete" && levels.first().is_none_or(Vec::is_empty) {
                         // Deleted by an operation that came first: nothing left to do.
                         self.finish(g).await?;
-                        return Ok(Some(report));
+                        return Ok(Outcome::Done(report));
                     }
                     if levels.first().is_none_or(Vec::is_empty) {
                         // The source went away before it was locked (moved or deleted by
@@ -466,42 +507,28 @@ impl<S: Storage> Tree<S> {
                         let e = Error::new(ErrorKind::NotFound, format!("nothing at {from}"));
                         return self.refuse(g, e).await;
                     }
-                    if op == "move"
+                    if op != "delete"
                         && let Err(e) = self.validate(g, &levels).await
                     {
                         return self.refuse(g, e).await;
                     }
                     known = Some(levels);
-                    self.set_phase(g, if op == "move" { "copy" } else { "delete" })
+                    self.set_phase(g, if op == "delete" { "delete" } else { "copy" })
                         .await?;
                 }
                 "copy" => {
-                    let levels = if op == "move" {
-                        match known.take() {
-                            Some(levels) => levels,
-                            None => self.walk_held(&from, &g.id()).await?,
-                        }
-                    } else {
-                        let levels = self.plain_walk(&from).await?;
-                        if let Err(e) = self.validate(g, &levels).await {
-                            return self.refuse(g, e).await;
-                        }
-                        levels
+                    let levels = match known.take() {
+                        Some(levels) => levels,
+                        None => self.walk_held(&from, &g.id()).await?,
                     };
                     match self.copy_levels(g, &levels).await {
                         Ok((nodes, objects)) => {
                             report.nodes = nodes;
                             report.objects = objects;
                         }
-                        // Refused at the destination before anything was written there.
-                        Err(e)
-                            if matches!(
-                                e.kind(),
-                                ErrorKind::Locked | ErrorKind::AlreadyExists | ErrorKind::Conflict
-                            ) =>
-                        {
-                            return self.refuse(g, e).await;
-                        }
+                        // Refused at the destination, or by a limit: the source is intact and
+                        // everything written under the destination is ours, so undo it.
+                        Err(e) if refuses(e.kind()) => return self.refuse(g, e).await,
                         Err(e) => return Err(e),
                     }
                     known = Some(levels);
@@ -522,7 +549,7 @@ impl<S: Storage> Tree<S> {
                     self.prune_above(&from).await?;
                     if op == "delete" {
                         self.finish(g).await?;
-                        return Ok(Some(report));
+                        return Ok(Outcome::Done(report));
                     }
                     self.set_phase(g, "unlock").await?;
                 }
@@ -539,19 +566,28 @@ impl<S: Storage> Tree<S> {
                         None => self.walk_held(&to, &g.id()).await?.concat(),
                     };
                     self.unlock_paths(g, &dest).await?;
+                    if op == "copy" {
+                        // A copy holds its source too, so that it copies one state of it.
+                        match &known {
+                            Some(levels) => self.unlock_paths(g, &levels.concat()).await?,
+                            None => self.unlock(g, &from).await?,
+                        }
+                    }
                     let links = g.snapshot().links;
                     if op == "move" && links != LinkPolicy::Ignore {
                         report.links = self.links_into(&from).await?;
                         if links == LinkPolicy::Rewrite {
-                            self.rewrite_links(&from, &to, &report.links).await?;
+                            self.rewrite_links(g, &report.links).await?;
                         }
                     }
                     self.finish(g).await?;
-                    return Ok(Some(report));
+                    return Ok(Outcome::Done(report));
                 }
                 "rollback" => {
                     self.roll_back(g).await?;
-                    return Ok(None);
+                    return Ok(Outcome::RolledBack(decode_refusal(
+                        g.snapshot().refusal.as_deref(),
+                    )));
                 }
                 other => {
                     return Err(Error::new(
@@ -565,10 +601,14 @@ impl<S: Storage> Tree<S> {
 
     /// The operation cannot be carried out: record that, undo what it wrote, and fail with
     /// `e`.
-    async fn refuse(&self, g: &Guard, e: Error) -> Result<Option<MoveReport>> {
-        self.set_phase(g, "rollback").await?;
+    async fn refuse(&self, g: &Guard, e: Error) -> Result<Outcome> {
+        let mut intent = g.snapshot();
+        intent.phase = "rollback".to_owned();
+        intent.lease = after_ms(self.config.lease);
+        intent.refusal = Some(encode_refusal(&e));
+        self.write_intent(g, intent).await?;
         self.roll_back(g).await?;
-        Err(e)
+        Ok(Outcome::RolledBack(e))
     }
 
     /// Undoes a move, copy or deletion that has not started deleting: unlocks the source
@@ -595,14 +635,14 @@ impl<S: Storage> Tree<S> {
                 let dest = dest_of(&intent, p)?;
                 self.layout.check_object_path(&dest)?;
                 if let Some(src) = sources.get(&self.layout.object_key(p).hash) {
-                    crate::layout::check_item_size(&self.moved_row(src, &dest))?;
+                    self.moved_row(src, &dest)?;
                 }
             }
         }
         if intent.op == "move" && intent.links == LinkPolicy::Rewrite {
             for (link, target) in self.links_into(&intent.from).await? {
                 let new_target = dest_of(&intent, &target)?;
-                self.layout.link_row(&link, &new_target)?;
+                self.link_row_for(&link, &new_target)?;
             }
         }
         Ok(())
@@ -616,7 +656,7 @@ impl<S: Storage> Tree<S> {
         let lock = Value::S(id.clone());
         let mut levels = Vec::new();
         let mut level = vec![g.snapshot().from];
-        let mut rounds = 0;
+        let (mut rounds, mut waited, mut waiting) = (0, 0, false);
         while !level.is_empty() {
             self.renew_if_due(g).await?;
             let actions: Vec<TransactAction> = level
@@ -626,8 +666,11 @@ impl<S: Storage> Tree<S> {
                     row.insert(self.layout.moving_attr(), lock.clone());
                     TransactAction::Put {
                         item: row,
+                        // Not while a removal of the row is under way (it may be about to
+                        // go): that is waited for below.
                         condition: Condition::And(vec![
                             Condition::Exists,
+                            Condition::attr_not_exists(self.layout.deleting_attr()),
                             Condition::Or(vec![
                                 Condition::attr_not_exists(self.layout.moving_attr()),
                                 Condition::equals(self.layout.moving_attr(), lock.clone()),
@@ -656,10 +699,28 @@ impl<S: Storage> Tree<S> {
                     Some(r) if r.contains(self.layout.moving_attr()) => {
                         return Err(self.locked_error(&p));
                     }
-                    Some(_) => again.push(p),
+                    Some(r) => {
+                        if let Some(mark) = r.get_s(self.layout.deleting_attr()) {
+                            if self.mark_expired(mark) {
+                                self.clear_expired_mark(&self.layout.listing_key(&p), mark)
+                                    .await?;
+                            } else {
+                                // A live removal: wait for it, outside the retry budget (the
+                                // mark's lease bounds the wait).
+                                waiting = true;
+                            }
+                        }
+                        again.push(p);
+                    }
                 }
             }
             if !again.is_empty() {
+                if std::mem::take(&mut waiting) {
+                    self.config.retry.sleep(waited.min(8)).await;
+                    waited += 1;
+                    level = held.into_iter().chain(again).collect();
+                    continue;
+                }
                 if rounds + 1 >= self.config.retry.max_attempts() {
                     return Err(Error::new(
                         ErrorKind::Conflict,
@@ -729,28 +790,6 @@ impl<S: Storage> Tree<S> {
         Ok(levels)
     }
 
-    async fn plain_walk(&self, from: &Path) -> Result<Vec<Vec<Path>>> {
-        let mut levels = Vec::new();
-        let exists = self
-            .storage
-            .get_item(&self.layout.listing_key(from), true)
-            .await?
-            .is_some();
-        let mut level = if exists { vec![from.clone()] } else { vec![] };
-        while !level.is_empty() {
-            let mut next = Vec::new();
-            for dir in &level {
-                let names: Vec<String> = self.list_names(dir, true).try_collect().await?;
-                for n in names {
-                    next.push(dir.child(n)?);
-                }
-            }
-            levels.push(level);
-            level = next;
-        }
-        Ok(levels)
-    }
-
     /// Writes every node and object under the destination, top-down, each listing row locked
     /// by the operation (so writers there are refused until it ends, and nothing of theirs is
     /// overwritten). Returns (nodes, objects).
@@ -792,7 +831,7 @@ impl<S: Storage> Tree<S> {
                     level_nodes += 1;
                     if let Some(src) = sources.get(&self.layout.object_key(p).hash) {
                         actions.push(TransactAction::Put {
-                            item: self.moved_row(src, &dest),
+                            item: self.moved_row(src, &dest)?,
                             condition: Condition::Always,
                         });
                         level_objects += 1;
@@ -839,8 +878,9 @@ impl<S: Storage> Tree<S> {
         Ok((nodes, objects))
     }
 
-    /// An object row re-keyed for `dest`, its path-index attributes recomputed.
-    fn moved_row(&self, src: &Item, dest: &Path) -> Item {
+    /// An object row re-keyed for `dest`, its path-index attributes recomputed, checked
+    /// against the limits.
+    fn moved_row(&self, src: &Item, dest: &Path) -> Result<Item> {
         let sc = self.layout.reserved();
         let mut row: Item = src
             .iter()
@@ -850,8 +890,9 @@ impl<S: Storage> Tree<S> {
         let key = self.layout.object_key(dest);
         row.insert(HASH_KEY, Value::S(key.hash));
         row.insert(RANGE_KEY, Value::S(key.range));
-        self.add_path_index(dest, &mut row);
-        row
+        self.add_path_index(dest, &mut row)?;
+        crate::layout::check_item_size(&row)?;
+        Ok(row)
     }
 
     /// Deletes held nodes bottom-up: objects, and listing rows conditional on our lock, so the
@@ -902,21 +943,31 @@ impl<S: Storage> Tree<S> {
         Ok(())
     }
 
-    /// Points links into `from` at their new place under `to`, each only if it still points
-    /// where it did (a link changed meanwhile is left alone).
-    async fn rewrite_links(&self, from: &Path, to: &Path, links: &[(Path, Path)]) -> Result<()> {
+    /// Points links into the source at their new place under the destination, each only if
+    /// it still points where it did (a link changed meanwhile is left alone) and its node is
+    /// not held by another operation, each in a transaction fenced by our ownership. A link
+    /// whose new target would break a limit (one created during the move) is left as it was.
+    async fn rewrite_links(&self, g: &Guard, links: &[(Path, Path)]) -> Result<()> {
+        let intent = g.snapshot();
         for (link, target) in links {
-            let rest = &target.components()[from.len()..];
-            let new_target = Path::new(to.components().iter().chain(rest).cloned())?;
-            let row = self.layout.link_row(link, &new_target)?;
+            let Ok(row) = dest_of(&intent, target).and_then(|t| self.link_row_for(link, &t)) else {
+                continue;
+            };
             let unchanged = Condition::equals(
                 self.layout.link_attr(),
                 Value::S(self.layout.encode_target(target)),
             );
-            match self.write_object(link, row, &unchanged).await {
-                Err(e) if e.kind() == ErrorKind::ConditionFailed => {}
-                other => other?,
-            }
+            let actions = vec![
+                TransactAction::ConditionCheck {
+                    key: self.layout.listing_key(link),
+                    condition: self.free_row(),
+                },
+                TransactAction::Put {
+                    item: row,
+                    condition: unchanged,
+                },
+            ];
+            self.fenced(g, actions, false).await?;
         }
         Ok(())
     }
@@ -954,11 +1005,7 @@ impl<S: Storage> Tree<S> {
                             .get(pending.len())
                             .is_some_and(crate::CancellationReason::is_condition_failed)
                         {
-                            return Err(Error::new(
-                                ErrorKind::Conflict,
-                                "another call took the operation over",
-                            )
-                            .with_source(e));
+                            return Err(taken_over().with_source(e));
                         }
                         let failed: Vec<usize> = reasons
                             .iter()
@@ -1029,11 +1076,7 @@ impl<S: Storage> Tree<S> {
                 g.set(intent);
                 Ok(())
             }
-            Err(e) if e.kind() == ErrorKind::ConditionFailed => Err(Error::new(
-                ErrorKind::Conflict,
-                "another call took the operation over",
-            )
-            .with_source(e)),
+            Err(e) if e.kind() == ErrorKind::ConditionFailed => Err(taken_over().with_source(e)),
             Err(e) => Err(e),
         }
     }
@@ -1046,11 +1089,7 @@ impl<S: Storage> Tree<S> {
             .delete_item(&key, self.owned_by(&g.token))
             .await
         {
-            Err(e) if e.kind() == ErrorKind::ConditionFailed => Err(Error::new(
-                ErrorKind::Conflict,
-                "another call took the operation over",
-            )
-            .with_source(e)),
+            Err(e) if e.kind() == ErrorKind::ConditionFailed => Err(taken_over().with_source(e)),
             other => {
                 if other.is_ok() {
                     g.release();
@@ -1079,7 +1118,10 @@ impl<S: Storage> Tree<S> {
         let found = get_all(&self.storage, keys.clone(), true, &self.config.retry).await?;
         let mut actions = Vec::new();
         for (i, k) in keys.iter().enumerate() {
-            if found.iter().any(|it| Key::from_item(it).as_ref() == Some(k)) {
+            if found
+                .iter()
+                .any(|it| Key::from_item(it).as_ref() == Some(k))
+            {
                 continue;
             }
             // Each new row with proof that its parent row is there (upward closure).
@@ -1150,6 +1192,9 @@ impl<S: Storage> Tree<S> {
             item.insert(self.owner_attr(), Value::S(owner.clone()));
             item.insert(format!("{sc}lease"), Value::N(intent.lease.to_string()));
         }
+        if let Some(refusal) = &intent.refusal {
+            item.insert(format!("{sc}refusal"), Value::S(refusal.clone()));
+        }
         item
     }
 
@@ -1179,6 +1224,7 @@ impl<S: Storage> Tree<S> {
             },
             owner: item.get_s(&self.owner_attr()).map(str::to_owned),
             lease,
+            refusal: item.get_s(&format!("{sc}refusal")).map(str::to_owned),
         })
     }
 }
@@ -1187,6 +1233,55 @@ impl<S: Storage> Tree<S> {
 fn dest_of(intent: &Intent, p: &Path) -> Result<Path> {
     let rest = p.components().get(intent.from.len()..).unwrap_or_default();
     Path::new(intent.to.components().iter().chain(rest).cloned())
+}
+
+/// Errors that refuse an operation in its copy phase: it is rolled back.
+fn refuses(kind: ErrorKind) -> bool {
+    matches!(
+        kind,
+        ErrorKind::Locked
+            | ErrorKind::AlreadyExists
+            | ErrorKind::Conflict
+            | ErrorKind::InvalidPath
+            | ErrorKind::ItemTooLarge
+            | ErrorKind::InvalidValue
+            | ErrorKind::Validation
+    )
+}
+
+fn taken_over() -> Error {
+    Error::new(
+        ErrorKind::TakenOver,
+        "another call took the operation over after this call's lease ran out",
+    )
+}
+
+/// A refusal as recorded in the intent: the kind's name, then the detail.
+fn encode_refusal(e: &Error) -> String {
+    format!("{:?}: {e}", e.kind())
+}
+
+/// The refusal recorded in an intent, as the error it was.
+fn decode_refusal(s: Option<&str>) -> Error {
+    let s = s.unwrap_or("Conflict: refused");
+    let (kind, detail) = s.split_once(": ").unwrap_or(("Conflict", s));
+    let kind = [
+        ErrorKind::Locked,
+        ErrorKind::AlreadyExists,
+        ErrorKind::NotFound,
+        ErrorKind::InvalidPath,
+        ErrorKind::ItemTooLarge,
+        ErrorKind::InvalidValue,
+        ErrorKind::Validation,
+        ErrorKind::Conflict,
+    ]
+    .into_iter()
+    .find(|k| format!("{k:?}") == kind)
+    .unwrap_or(ErrorKind::Conflict);
+    Error::new(
+        kind,
+        format!("the operation was refused and rolled back ({detail})"),
+    )
 }
 
 /// A fresh owner token.

@@ -62,17 +62,29 @@ impl<S: Storage> Tree<S> {
         })
     }
 
-    /// Adds the path index attributes to an object row.
-    pub(crate) fn add_path_index(&self, path: &Path, row: &mut Item) {
-        if let (Some(depth), Some(spec)) = (self.config.path_index, self.path_index_spec()) {
-            let hash = self
-                .layout
-                .object_hash(&path.components()[..depth.min(path.len())]);
-            row.insert(spec.hash_attr, Value::S(hash));
-            if let Some(r) = spec.range_attr {
-                row.insert(r, Value::S(self.layout.object_hash(path.components())));
-            }
+    /// Adds the path index attributes to an object row (nothing without a path index), and
+    /// checks them against DynamoDB's limits for index keys (hash 2048 bytes, range 1024) and
+    /// the row against the item size limit.
+    pub(crate) fn add_path_index(&self, path: &Path, row: &mut Item) -> Result<()> {
+        let (Some(depth), Some(spec)) = (self.config.path_index, self.path_index_spec()) else {
+            return Ok(());
+        };
+        let hash = self
+            .layout
+            .object_hash(&path.components()[..depth.min(path.len())]);
+        let range = self.layout.object_hash(path.components());
+        if hash.len() > crate::MAX_HASH_KEY_BYTES || range.len() > crate::MAX_RANGE_KEY_BYTES {
+            return Err(Error::invalid_path(format!(
+                "{path} is {} bytes as a key: with a path index, at most {} (the index's range key)",
+                range.len(),
+                crate::MAX_RANGE_KEY_BYTES
+            )));
         }
+        row.insert(spec.hash_attr, Value::S(hash));
+        if let Some(r) = spec.range_attr {
+            row.insert(r, Value::S(range));
+        }
+        crate::layout::check_item_size(row)
     }
 
     /// Every existing ancestor object of `path`, root first: one BatchGetItem per 100

@@ -45,7 +45,9 @@ impl<S: Storage> Tree<S> {
     pub(super) fn locked_error(&self, path: &Path) -> Error {
         Error::new(
             ErrorKind::Locked,
-            format!("{path} is inside a subtree that another operation holds (a move, copy or subtree deletion)"),
+            format!(
+                "{path} is inside a subtree that another operation holds (a move, copy or subtree deletion)"
+            ),
         )
     }
 
@@ -303,13 +305,44 @@ impl<S: Storage> Tree<S> {
     /// After a failure part-way through a removal: takes our mark off again if it is still
     /// ours (best effort; if this fails too, the mark's lease runs out instead), and returns
     /// the original error.
-    async fn abandon_removal<T>(&self, key: &Key, mark: &str, e: Error) -> Result<T> {
+    pub(super) async fn abandon_removal<T>(&self, key: &Key, mark: &str, e: Error) -> Result<T> {
         for _ in 0..2 {
             if self.clear_mark(key, mark).await.is_ok() {
                 break;
             }
         }
         Err(e)
+    }
+
+    /// Marks `path`'s listing row for removal (taking any mark over): writers under it wait
+    /// until the mark is gone. `None` if the row does not exist.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::Locked`] if the row is held by a move, copy or subtree deletion.
+    pub(super) async fn mark_for_removal(&self, path: &Path) -> Result<Option<(Key, String)>> {
+        let key = self.layout.listing_key(path);
+        self.known.remove(&key);
+        let mark = self.new_mark();
+        match self
+            .storage
+            .put_item(self.marked_row(&key, &mark), self.markable())
+            .await
+        {
+            Ok(()) => Ok(Some((key, mark))),
+            Err(e) if e.kind() == ErrorKind::ConditionFailed => {
+                match self.storage.get_item(&key, true).await? {
+                    None => Ok(None),
+                    Some(_) => Err(self.locked_error(path)),
+                }
+            }
+            Err(e) => self.abandon_removal(&key, &mark, e).await,
+        }
+    }
+
+    /// Takes an expired removal mark off `key` (conditional on exactly that mark).
+    pub(super) async fn clear_expired_mark(&self, key: &Key, mark: &str) -> Result<()> {
+        self.clear_mark(key, mark).await
     }
 
     async fn clear_mark(&self, key: &Key, mark: &str) -> Result<()> {
@@ -480,7 +513,8 @@ impl<S: Storage> Tree<S> {
     /// Removes L(q) if q has neither object nor children. Returns whether it is now absent
     /// (removed, or already gone), in which case the parent is the next to look at.
     ///
-    /// A locked row is left to its operation (`false`); a removal mark is taken over.
+    /// A locked row is left to its operation, a row with a live removal mark to its remover
+    /// (`false`); an expired mark is taken over.
     pub(super) async fn remove_if_empty(&self, q: &Path) -> Result<bool> {
         // A cheap look first: most parents still have other children.
         if self.has_children(q).await? {
@@ -497,10 +531,24 @@ impl<S: Storage> Tree<S> {
             if row.contains(self.layout.moving_attr()) {
                 return Ok(false);
             }
+            // A live removal mark belongs to a removal (or a re-parenting) under way: it is
+            // theirs to finish. An expired one is taken over, conditional on exactly it.
+            let condition = match row.get_s(self.layout.deleting_attr()) {
+                Some(old) if !self.mark_expired(old) => return Ok(false),
+                Some(old) => Condition::And(vec![
+                    Condition::attr_not_exists(self.layout.moving_attr()),
+                    Condition::equals(self.layout.deleting_attr(), Value::S(old.to_owned())),
+                ]),
+                None => Condition::And(vec![
+                    Condition::Exists,
+                    Condition::attr_not_exists(self.layout.moving_attr()),
+                    Condition::attr_not_exists(self.layout.deleting_attr()),
+                ]),
+            };
             let mark = self.new_mark();
             match self
                 .storage
-                .put_item(self.marked_row(&key, &mark), self.markable())
+                .put_item(self.marked_row(&key, &mark), condition)
                 .await
             {
                 Ok(()) => {
@@ -555,10 +603,7 @@ impl<S: Storage> Tree<S> {
                 Err(e) => return self.abandon_removal(&key, &mark, e).await,
             };
             if has_children {
-                let e = Error::new(
-                    ErrorKind::HasChildren,
-                    format!("{path} still has children"),
-                );
+                let e = Error::new(ErrorKind::HasChildren, format!("{path} still has children"));
                 return self.abandon_removal(&key, &mark, e).await;
             }
             let tx = vec![
