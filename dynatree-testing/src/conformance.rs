@@ -1571,6 +1571,9 @@ pub async fn descendants_by_walk_and_path_index<S: Storage>(table: S) {
         sorted_paths(index(&["t1", "a"], Some(1)).await.unwrap()),
         ["/t1/a/link", "/t1/a/x"]
     );
+    // Depth 0: nothing below the prefix, by either strategy.
+    assert!(walk(&["t1", "a"], Some(0)).await.unwrap().is_empty());
+    assert!(index(&["t1", "a"], Some(0)).await.unwrap().is_empty());
     // Shorter than the index depth: Auto walks; the whole tree from the root.
     let all = tree
         .descendants(Path::root())
