@@ -528,6 +528,74 @@ fn copy_vs_put_under_source() {
 }
 
 #[test]
+fn move_ignore_vs_put_under_source_with_faults() {
+    with_faults(scenario(
+        "move s->d Ignore vs put s/n",
+        &[(&["s", "1"], 1)],
+        &[
+            Act::Move(&["s"], &["d"], LinkPolicy::Ignore),
+            Act::Put(&["s", "n"], 2),
+        ],
+    ))
+    .run();
+}
+
+#[test]
+fn put_link_vs_delete_subtree_of_its_node() {
+    with_faults(scenario(
+        "put_link x/l->y vs delete_subtree x",
+        &[(&["x", "a"], 1), (&["y"], 2)],
+        &[
+            Act::PutLink(&["x", "l"], &["y"]),
+            Act::DeleteSubtree(&["x"]),
+        ],
+    ))
+    .run();
+}
+
+#[test]
+fn update_vs_update_same_node() {
+    scenario(
+        "update d/n=2 vs update d/n=3",
+        &[],
+        &[
+            Act::Create("d", "n", 1),
+            Act::Update("d", "n", 2),
+            Act::Update("d", "n", 3),
+        ],
+    )
+    .run();
+}
+
+#[test]
+fn copy_vs_copy_into_each_other() {
+    scenario(
+        "copy a->b/a vs copy b->a/b",
+        &[(&["a", "1"], 1), (&["b", "2"], 2)],
+        &[
+            Act::Copy(&["a"], &["b", "a"]),
+            Act::Copy(&["b"], &["a", "b"]),
+        ],
+    )
+    .run();
+}
+
+#[test]
+fn delete_node_recursive_vs_move_into_it_vs_resume() {
+    with_faults(scenario(
+        "delete_node x Recursive vs move s->x/s vs resume",
+        &[(&["x", "a"], 1), (&["s", "1"], 2)],
+        &[
+            Act::DeleteNode(&["x"], OnChildren::Recursive),
+            Act::Move(&["s"], &["x", "s"], LinkPolicy::Report),
+            Act::Resume,
+        ],
+    ))
+    .schedules(600)
+    .run();
+}
+
+#[test]
 fn copy_vs_delete_subtree_of_destination_parent() {
     with_faults(scenario(
         "copy s->d/c vs delete_subtree d",
