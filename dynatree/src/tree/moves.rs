@@ -325,11 +325,15 @@ impl<S: Storage> Tree<S> {
             return match self.drive(&intent.id).await? {
                 Some(Outcome::Done(report)) => Ok(report),
                 Some(Outcome::RolledBack(e)) => Err(e),
-                // Finished meanwhile by the call that was running it.
-                None => Ok(MoveReport {
-                    id: intent.id,
-                    ..MoveReport::default()
-                }),
+                // Run to its end meanwhile by the call that owned it: completed or refused,
+                // which this call cannot tell.
+                None => Err(Error::new(
+                    ErrorKind::TakenOver,
+                    format!(
+                        "operation {} was run to its end by another call, which has its outcome",
+                        intent.id
+                    ),
+                )),
             };
         }
         let source = self.layout.listing_key(&from);
@@ -944,30 +948,52 @@ impl<S: Storage> Tree<S> {
     }
 
     /// Points links into the source at their new place under the destination, each only if
-    /// it still points where it did (a link changed meanwhile is left alone) and its node is
-    /// not held by another operation, each in a transaction fenced by our ownership. A link
-    /// whose new target would break a limit (one created during the move) is left as it was.
+    /// it still points where it did (a link changed or deleted meanwhile is left alone), each
+    /// in a transaction fenced by our ownership. A link whose node is held by another
+    /// operation is waited for, and the links are looked up again (that operation may have
+    /// moved it). A link whose new target would break a limit (one created during the move)
+    /// is left as it was.
     async fn rewrite_links(&self, g: &Guard, links: &[(Path, Path)]) -> Result<()> {
         let intent = g.snapshot();
-        for (link, target) in links {
-            let Ok(row) = dest_of(&intent, target).and_then(|t| self.link_row_for(link, &t)) else {
-                continue;
-            };
-            let unchanged = Condition::equals(
-                self.layout.link_attr(),
-                Value::S(self.layout.encode_target(target)),
-            );
-            let actions = vec![
-                TransactAction::ConditionCheck {
-                    key: self.layout.listing_key(link),
-                    condition: self.free_row(),
-                },
-                TransactAction::Put {
-                    item: row,
-                    condition: unchanged,
-                },
-            ];
-            self.fenced(g, actions, false).await?;
+        let mut pending: Vec<(Path, Path)> = links.to_vec();
+        let mut round = 0;
+        while !pending.is_empty() {
+            let mut held_elsewhere = false;
+            for (link, target) in &pending {
+                let Ok(row) = dest_of(&intent, target).and_then(|t| self.link_row_for(link, &t))
+                else {
+                    continue;
+                };
+                let unchanged = Condition::equals(
+                    self.layout.link_attr(),
+                    Value::S(self.layout.encode_target(target)),
+                );
+                // The link's object exists (the put is conditional on its old target), so a
+                // removal mark on its listing row cannot end in the row's deletion: only a
+                // lock matters.
+                let actions = vec![
+                    TransactAction::ConditionCheck {
+                        key: self.layout.listing_key(link),
+                        condition: Condition::And(vec![
+                            Condition::Exists,
+                            Condition::attr_not_exists(self.layout.moving_attr()),
+                        ]),
+                    },
+                    TransactAction::Put {
+                        item: row,
+                        condition: unchanged,
+                    },
+                ];
+                if self.fenced(g, actions, false).await?.contains(&0) {
+                    held_elsewhere = true;
+                }
+            }
+            if !held_elsewhere || round + 1 >= self.config.retry.max_attempts() {
+                break;
+            }
+            self.config.retry.sleep(round).await;
+            round += 1;
+            pending = self.links_into(&intent.from).await?;
         }
         Ok(())
     }
