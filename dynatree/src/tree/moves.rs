@@ -202,47 +202,32 @@ impl<S: Storage> Tree<S> {
     /// # Ok(()) }
     /// ```
     ///
+    /// With [`OnChildren::Reparent`] the operation is recorded as an intent (see
+    /// [`Tree::pending`]) and the node's listing row is locked while its children move up,
+    /// each with its own recorded move: writers under the node get [`ErrorKind::Locked`]
+    /// meanwhile, and nothing can take the lock but this operation or [`Tree::resume`].
+    ///
     /// # Errors
     ///
-    /// [`ErrorKind::HasChildren`] with [`OnChildren::Refuse`]; [`ErrorKind::AlreadyExists`]
-    /// if a child's name is taken under the parent (children moved so far stay moved; fix the
-    /// name and call again); as [`move_subtree`](Tree::move_subtree).
+    /// [`ErrorKind::HasChildren`] with [`OnChildren::Refuse`] (the node is left as it was);
+    /// [`ErrorKind::AlreadyExists`] if a child's name is taken under the parent (children moved
+    /// so far stay moved, the node is released; fix the name and call again);
+    /// [`ErrorKind::Locked`] if the node is held by another operation; as
+    /// [`move_subtree`](Tree::move_subtree).
     ///
     /// # Cancel safety
     ///
-    /// Each child's move is recorded; calling it again finishes.
+    /// A dropped future leaves a re-parenting recorded: [`Tree::resume`], or the same call
+    /// again, finishes it. A dropped refusing or recursive delete may or may not have applied;
+    /// the same call again completes it.
     pub async fn delete_node(&self, path: impl IntoPath, on_children: OnChildren) -> Result<()> {
         let path = path.into_path()?;
         self.layout.check_object_path(&path)?;
         match on_children {
-            OnChildren::Recursive => {
-                self.delete_subtree(&path).await?;
-                return Ok(());
-            }
-            OnChildren::Refuse => return self.delete_leaf(&path).await,
-            OnChildren::Reparent => {
-                // Hold the node while its children move up: new children wait (as for any
-                // removal), so none is created under it, or under a name already moved up.
-                if let Some((key, mark)) = self.mark_for_removal(&path).await? {
-                    let moved = async {
-                        let parent = path.parent().unwrap_or_default();
-                        let children: Vec<String> =
-                            self.list_names(&path, true).try_collect().await?;
-                        for c in children {
-                            let to = parent.child(c.clone())?;
-                            self.move_subtree_with(path.child(c)?, to, LinkPolicy::Rewrite)
-                                .await?;
-                        }
-                        Ok::<_, Error>(())
-                    }
-                    .await;
-                    if let Err(e) = moved {
-                        return self.abandon_removal(&key, &mark, e).await;
-                    }
-                }
-            }
+            OnChildren::Recursive => self.delete_subtree(&path).await.map(|_| ()),
+            OnChildren::Refuse => self.delete_leaf(&path).await,
+            OnChildren::Reparent => self.reparent(&path).await,
         }
-        self.delete(&path).await
     }
 
     /// The recorded operations not finished yet (consistent read of the intent records).
@@ -479,6 +464,9 @@ impl<S: Storage> Tree<S> {
     /// The phases, from the recorded one to the end.
     async fn run(&self, g: &Guard) -> Result<Outcome> {
         let op = g.snapshot().op;
+        if op == "reparent" {
+            return self.run_reparent(g).await;
+        }
         let (from, to) = {
             let i = g.snapshot();
             (i.from, i.to)
@@ -487,8 +475,11 @@ impl<S: Storage> Tree<S> {
             id: g.snapshot().id,
             ..MoveReport::default()
         };
-        // The nodes held, once known in this call (a resumed call walks them again).
+        // The nodes held, once known in this call (a resumed call walks them again). A call
+        // that started at the lock phase copied everything under the destination itself, so
+        // it may unlock the destination from what it knows; a resumed one walks it.
         let mut known: Option<Vec<Vec<Path>>> = None;
+        let fresh = g.snapshot().phase == "lock";
         loop {
             let phase = g.snapshot().phase;
             match phase.as_str() {
@@ -523,7 +514,19 @@ impl<S: Storage> Tree<S> {
                 "copy" => {
                     let levels = match known.take() {
                         Some(levels) => levels,
-                        None => self.walk_held(&from, &g.id()).await?,
+                        None => {
+                            let levels = self.walk_held(&from, &g.id(), true).await?;
+                            if !self.holds_whole(&from, &levels) {
+                                // A writer that ignores locks (the Go library) rewrote part of
+                                // the source: there is no one state of it left to copy.
+                                let e = Error::new(
+                                    ErrorKind::Conflict,
+                                    format!("{from} changed under the operation's locks"),
+                                );
+                                return self.refuse(g, e).await;
+                            }
+                            levels
+                        }
                     };
                     match self.copy_levels(g, &levels).await {
                         Ok((nodes, objects)) => {
@@ -544,7 +547,7 @@ impl<S: Storage> Tree<S> {
                     // walks now is not the whole subtree, so it is not kept for the unlock.
                     let levels = match &known {
                         Some(levels) => levels.clone(),
-                        None => self.walk_held(&from, &g.id()).await?,
+                        None => self.walk_held(&from, &g.id(), true).await?,
                     };
                     let deleted = self.delete_levels(g, &levels, op == "delete").await?;
                     if op == "delete" {
@@ -558,7 +561,7 @@ impl<S: Storage> Tree<S> {
                     self.set_phase(g, "unlock").await?;
                 }
                 "unlock" => {
-                    let dest = match known.take() {
+                    let dest = match known.take().filter(|_| fresh) {
                         Some(levels) => {
                             let intent = g.snapshot();
                             levels
@@ -567,7 +570,7 @@ impl<S: Storage> Tree<S> {
                                 .map(|p| dest_of(&intent, p))
                                 .collect::<Result<Vec<Path>>>()?
                         }
-                        None => self.walk_held(&to, &g.id()).await?.concat(),
+                        None => self.walk_held(&to, &g.id(), true).await?.concat(),
                     };
                     self.unlock_paths(g, &dest).await?;
                     if op == "copy" {
@@ -603,6 +606,187 @@ impl<S: Storage> Tree<S> {
         }
     }
 
+    /// `delete_node(path, Reparent)`: recorded as an intent, like a move.
+    async fn reparent(&self, path: &Path) -> Result<()> {
+        if let Some(intent) = self
+            .pending()
+            .await?
+            .into_iter()
+            .find(|i| i.op == "reparent" && i.from == *path)
+        {
+            return match self.drive(&intent.id).await? {
+                Some(Outcome::Done(_)) => Ok(()),
+                Some(Outcome::RolledBack(e)) => Err(e),
+                None => Err(Error::new(
+                    ErrorKind::TakenOver,
+                    format!(
+                        "operation {} was run to its end by another call, which has its outcome",
+                        intent.id
+                    ),
+                )),
+            };
+        }
+        if self
+            .storage
+            .get_item(&self.layout.listing_key(path), true)
+            .await?
+            .is_none()
+        {
+            // No listing row: no children and (by the invariants) no object.
+            return self.delete(path).await;
+        }
+        let token = new_token();
+        let intent = Intent {
+            id: format!("{:013}-{:016x}", now_ms(), fastrand::u64(..)),
+            op: "reparent".to_owned(),
+            from: path.clone(),
+            to: path.parent().unwrap_or_default(),
+            phase: "lock".to_owned(),
+            links: LinkPolicy::Rewrite,
+            owner: Some(token.clone()),
+            lease: after_ms(self.config.lease),
+            refusal: None,
+        };
+        self.storage
+            .put_item(self.encode_intent(&intent), Condition::NotExists)
+            .await?;
+        let guard = Guard {
+            intent: std::sync::Mutex::new(intent),
+            token,
+        };
+        match self.run_owned(&guard).await? {
+            Outcome::Done(_) => Ok(()),
+            Outcome::RolledBack(e) => Err(e),
+        }
+    }
+
+    /// The phases of a re-parenting: lock the node's listing row (writers under it are
+    /// refused, removers leave it alone, and only this operation or `resume` can release it),
+    /// move each child up (each its own recorded move), then delete the node.
+    async fn run_reparent(&self, g: &Guard) -> Result<Outcome> {
+        let (path, parent, id) = {
+            let i = g.snapshot();
+            (i.from, i.to, i.id)
+        };
+        let lock = Value::S(id.clone());
+        let key = self.layout.listing_key(&path);
+        let (mut rounds, mut waited) = (0, 0);
+        loop {
+            let phase = g.snapshot().phase;
+            match phase.as_str() {
+                "lock" => {
+                    let mut row = self.layout.listing_row(&path);
+                    row.insert(self.layout.moving_attr(), lock.clone());
+                    let action = TransactAction::Put {
+                        item: row,
+                        condition: Condition::And(vec![
+                            Condition::Exists,
+                            Condition::attr_not_exists(self.layout.deleting_attr()),
+                            Condition::Or(vec![
+                                Condition::attr_not_exists(self.layout.moving_attr()),
+                                Condition::equals(self.layout.moving_attr(), lock.clone()),
+                            ]),
+                        ]),
+                    };
+                    if self.fenced(g, vec![action], false).await?.is_empty() {
+                        self.set_phase(g, "move").await?;
+                        continue;
+                    }
+                    match self.storage.get_item(&key, true).await? {
+                        // Gone meanwhile: nothing left to re-parent or delete.
+                        None => {
+                            self.finish(g).await?;
+                            return Ok(Outcome::Done(MoveReport::default()));
+                        }
+                        Some(r) if r.contains(self.layout.moving_attr()) => {
+                            let e = self.locked_error(&path);
+                            return self.refuse(g, e).await;
+                        }
+                        Some(r) => {
+                            match r.get_s(self.layout.deleting_attr()) {
+                                Some(mark) if self.mark_expired(mark) => {
+                                    self.clear_expired_mark(&key, mark).await?;
+                                }
+                                // A live removal: wait for it (outside the budget).
+                                Some(_) => {
+                                    self.config.retry.sleep(waited.min(8)).await;
+                                    waited += 1;
+                                    continue;
+                                }
+                                None => {}
+                            }
+                            if rounds + 1 >= self.config.retry.max_attempts() {
+                                let e = Error::new(
+                                    ErrorKind::Conflict,
+                                    format!("{path} kept changing while it was being locked"),
+                                );
+                                return self.refuse(g, e).await;
+                            }
+                            self.config.retry.sleep(rounds).await;
+                            rounds += 1;
+                        }
+                    }
+                }
+                "move" => {
+                    let children: Vec<String> = self.list_names(&path, true).try_collect().await?;
+                    for c in children {
+                        let to = parent.child(c.clone())?;
+                        // Boxed: a move runs intents, and this is one.
+                        let child = path.child(c)?;
+                        match Box::pin(self.move_subtree_with(child, to, LinkPolicy::Rewrite)).await
+                        {
+                            // A child that went away meanwhile has nothing to move.
+                            Ok(_) => {}
+                            Err(e) if e.kind() == ErrorKind::NotFound => {}
+                            // A name taken under the parent, a limit: the children moved so far
+                            // stay moved; the node is released.
+                            Err(e) if refuses(e.kind()) => return self.refuse(g, e).await,
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    self.set_phase(g, "delete").await?;
+                }
+                "delete" => {
+                    if self.has_children_consistent(&path).await? {
+                        // Only possible if a writer ignored the lock (the Go library).
+                        let e = Error::new(
+                            ErrorKind::HasChildren,
+                            format!("{path} got children that ignored its lock"),
+                        );
+                        return self.refuse(g, e).await;
+                    }
+                    let actions = vec![
+                        TransactAction::Delete {
+                            key: self.layout.object_key(&path),
+                            condition: Condition::Always,
+                        },
+                        TransactAction::Delete {
+                            key: key.clone(),
+                            condition: Condition::equals(self.layout.moving_attr(), lock.clone()),
+                        },
+                    ];
+                    self.fenced_groups(g, actions, true, 2).await?;
+                    self.known.remove(&key);
+                    self.prune_above(&path).await?;
+                    self.finish(g).await?;
+                    return Ok(Outcome::Done(MoveReport::default()));
+                }
+                "rollback" => {
+                    self.roll_back(g).await?;
+                    return Ok(Outcome::RolledBack(decode_refusal(
+                        g.snapshot().refusal.as_deref(),
+                    )));
+                }
+                other => {
+                    return Err(Error::new(
+                        ErrorKind::Backend,
+                        format!("intent record with an unknown phase `{other}`"),
+                    ));
+                }
+            }
+        }
+    }
+
     /// The operation cannot be carried out: record that, undo what it wrote, and fail with
     /// `e`.
     async fn refuse(&self, g: &Guard, e: Error) -> Result<Outcome> {
@@ -619,9 +803,17 @@ impl<S: Storage> Tree<S> {
     /// rows it holds, removes what it wrote under the destination, drops the intent.
     async fn roll_back(&self, g: &Guard) -> Result<()> {
         let intent = g.snapshot();
+        if intent.op == "reparent" {
+            // Only the node itself is held; children moved so far stay moved.
+            self.unlock_paths(g, std::slice::from_ref(&intent.from))
+                .await?;
+            return self.finish(g).await;
+        }
         self.unlock(g, &intent.from).await?;
         if intent.op != "delete" {
-            let levels = self.walk_held(&intent.to, &intent.id).await?;
+            // Through rows not held: a writer that ignores locks may have erased the lock of
+            // a row we created; only rows with our lock are removed.
+            let levels = self.walk_held(&intent.to, &intent.id, true).await?;
             self.delete_levels(g, &levels, false).await?;
             self.prune_above(&intent.to).await?;
         }
@@ -753,23 +945,25 @@ impl<S: Storage> Tree<S> {
     }
 
     /// The nodes under `root` (itself included) whose listing rows this operation holds, by
-    /// depth. Rows held by nobody or by others, and everything under them, are not ours.
-    async fn walk_held(&self, root: &Path, id: &str) -> Result<Vec<Vec<Path>>> {
+    /// depth. With `through`, the walk also descends through rows it does not hold (a lock
+    /// erased by a writer that ignores locks, such as the Go library, must not hide the locks
+    /// below it); without, it stops at them (under a root that is not ours, nothing is).
+    async fn walk_held(&self, root: &Path, id: &str, through: bool) -> Result<Vec<Vec<Path>>> {
         let held = |row: &Item| row.get(self.layout.moving_attr()) == Some(&Value::S(id.into()));
-        let mut levels = Vec::new();
-        let root_held = self
+        let mut levels: Vec<Vec<Path>> = Vec::new();
+        let root_row = self
             .storage
             .get_item(&self.layout.listing_key(root), true)
-            .await?
-            .is_some_and(|r| held(&r));
-        let mut level = if root_held {
-            vec![root.clone()]
-        } else {
-            vec![]
+            .await?;
+        let root_held = root_row.as_ref().is_some_and(&held);
+        // (node, held) pairs of the current depth that the walk goes on from.
+        let mut level: Vec<(Path, bool)> = match root_row {
+            Some(_) if root_held || through => vec![(root.clone(), root_held)],
+            _ => vec![],
         };
         while !level.is_empty() {
             let mut children = Vec::new();
-            for dir in &level {
+            for (dir, _) in &level {
                 let names: Vec<String> = self.list_names(dir, true).try_collect().await?;
                 for n in names {
                     children.push(dir.child(n)?);
@@ -785,13 +979,39 @@ impl<S: Storage> Tree<S> {
                 .filter(|r| held(r))
                 .filter_map(Key::from_item)
                 .collect();
-            levels.push(level);
+            levels.push(
+                level
+                    .iter()
+                    .filter(|(_, h)| *h)
+                    .map(|(p, _)| p.clone())
+                    .collect(),
+            );
             level = children
                 .into_iter()
-                .filter(|p| held_keys.contains(&self.layout.listing_key(p)))
+                .map(|p| {
+                    let h = held_keys.contains(&self.layout.listing_key(&p));
+                    (p, h)
+                })
+                .filter(|(_, h)| *h || through)
                 .collect();
         }
         Ok(levels)
+    }
+
+    /// Whether `levels` (held nodes by depth, from [`walk_held`](Self::walk_held) through
+    /// rows not held) is a whole subtree of `root`: the root is held and every held node's
+    /// parent is.
+    fn holds_whole(&self, root: &Path, levels: &[Vec<Path>]) -> bool {
+        if levels
+            .first()
+            .is_none_or(|l| l.as_slice() != std::slice::from_ref(root))
+        {
+            return false;
+        }
+        levels.windows(2).all(|w| {
+            w[1].iter()
+                .all(|p| p.parent().is_some_and(|parent| w[0].contains(&parent)))
+        })
     }
 
     /// Writes every node and object under the destination, top-down, each listing row locked
@@ -905,6 +1125,10 @@ impl<S: Storage> Tree<S> {
     async fn delete_levels(&self, g: &Guard, levels: &[Vec<Path>], count: bool) -> Result<usize> {
         let lock = Value::S(g.id());
         let mut deleted = 0;
+        // Nodes that keep their listing row: a child of theirs was not ours to delete (its
+        // lock was erased by a writer that ignores locks, which may have written since), so
+        // removing the row would break upward closure. Their own rows are only unlocked.
+        let mut keep: std::collections::HashSet<Path> = std::collections::HashSet::new();
         for level in levels.iter().rev() {
             if count {
                 deleted += self.objects_of(level, true).await?.len();
@@ -917,19 +1141,34 @@ impl<S: Storage> Tree<S> {
                     key: self.layout.object_key(p),
                     condition: Condition::Always,
                 });
-                actions.push(TransactAction::Delete {
-                    key,
-                    condition: Condition::equals(self.layout.moving_attr(), lock.clone()),
+                let ours = Condition::equals(self.layout.moving_attr(), lock.clone());
+                actions.push(if keep.contains(p) {
+                    TransactAction::Put {
+                        item: self.layout.listing_row(p),
+                        condition: ours,
+                    }
+                } else {
+                    TransactAction::Delete {
+                        key,
+                        condition: ours,
+                    }
                 });
             }
-            self.fenced(g, actions, true).await?;
+            // A node whose lock is gone keeps its object too: only rows still proven ours are
+            // deleted.
+            let failed = self.fenced_groups(g, actions, true, 2).await?;
+            for (i, p) in level.iter().enumerate() {
+                if failed.iter().any(|&f| f / 2 == i) || keep.contains(p) {
+                    keep.extend(p.parent());
+                }
+            }
         }
         Ok(deleted)
     }
 
     /// Takes the operation's locks off the rows it holds under `root`.
     async fn unlock(&self, g: &Guard, root: &Path) -> Result<()> {
-        let levels = self.walk_held(root, &g.id()).await?;
+        let levels = self.walk_held(root, &g.id(), true).await?;
         self.unlock_paths(g, &levels.concat()).await
     }
 
@@ -950,15 +1189,18 @@ impl<S: Storage> Tree<S> {
     /// Points links into the source at their new place under the destination, each only if
     /// it still points where it did (a link changed or deleted meanwhile is left alone), each
     /// in a transaction fenced by our ownership. A link whose node is held by another
-    /// operation is waited for, and the links are looked up again (that operation may have
-    /// moved it). A link whose new target would break a limit (one created during the move)
-    /// is left as it was.
+    /// operation waits for that operation (helped to its end, as `resume` would), and the
+    /// links are looked up again (it may have moved or copied them) until a look finds none
+    /// left. A link whose new target would break a limit (one created during the move) is
+    /// left as it was.
     async fn rewrite_links(&self, g: &Guard, links: &[(Path, Path)]) -> Result<()> {
         let intent = g.snapshot();
         let mut pending: Vec<(Path, Path)> = links.to_vec();
         let mut round = 0;
-        while !pending.is_empty() {
+        let mut blockers = std::collections::BTreeSet::new();
+        loop {
             let mut held_elsewhere = false;
+            let mut rewritten = 0;
             for (link, target) in &pending {
                 let Ok(row) = dest_of(&intent, target).and_then(|t| self.link_row_for(link, &t))
                 else {
@@ -984,16 +1226,46 @@ impl<S: Storage> Tree<S> {
                         condition: unchanged,
                     },
                 ];
-                if self.fenced(g, actions, false).await?.contains(&0) {
+                let failed = self.fenced(g, actions, false).await?;
+                if failed.contains(&0) {
                     held_elsewhere = true;
+                    if let Some(Value::S(other)) = self
+                        .storage
+                        .get_item(&self.layout.listing_key(link), true)
+                        .await?
+                        .and_then(|r| r.get(self.layout.moving_attr()).cloned())
+                    {
+                        blockers.insert(other);
+                    }
+                } else if failed.is_empty() {
+                    rewritten += 1;
                 }
             }
-            if !held_elsewhere || round + 1 >= self.config.retry.max_attempts() {
+            // The operations holding links: help them to their end (waiting while their owner
+            // runs them, taking them over if their owner died), as `resume` would. They hold
+            // nothing of ours, so this cannot wait in a circle.
+            for other in std::mem::take(&mut blockers) {
+                if other != intent.id {
+                    let _ = Box::pin(self.drive(&other)).await;
+                }
+            }
+            // Look again: a link copied or moved meanwhile (with its old target) is as much a
+            // link into the old place as the ones found before. The operation is not over
+            // until a look finds none left, so every link created before it ends is rewritten.
+            if rewritten == 0 && !held_elsewhere {
                 break;
             }
-            self.config.retry.sleep(round).await;
+            if round + 1 >= self.config.retry.max_attempts() {
+                break;
+            }
+            if held_elsewhere {
+                self.config.retry.sleep(round).await;
+            }
             round += 1;
             pending = self.links_into(&intent.from).await?;
+            if pending.is_empty() {
+                break;
+            }
         }
         Ok(())
     }
@@ -1009,11 +1281,26 @@ impl<S: Storage> Tree<S> {
         actions: Vec<TransactAction>,
         resend_rest: bool,
     ) -> Result<Vec<usize>> {
+        self.fenced_groups(g, actions, resend_rest, 1).await
+    }
+
+    /// [`fenced`](Self::fenced) for actions that go in groups of `group` consecutive actions
+    /// (an object and its listing row): a group is never split between transactions, and
+    /// when one action of a group fails, the whole group is dropped.
+    async fn fenced_groups(
+        &self,
+        g: &Guard,
+        actions: Vec<TransactAction>,
+        resend_rest: bool,
+        group: usize,
+    ) -> Result<Vec<usize>> {
+        let group = group.max(1);
         let intent_key = Key::new(self.layout.intents_hash(), g.id());
         let policy = self.config.retry;
         let mut failed_all = Vec::new();
         let indexed: Vec<(usize, TransactAction)> = actions.into_iter().enumerate().collect();
-        for chunk in indexed.chunks(TRANSACT_MAX - 1) {
+        let chunk_size = (TRANSACT_MAX - 1) / group * group;
+        for chunk in indexed.chunks(chunk_size) {
             let mut pending: Vec<(usize, TransactAction)> = chunk.to_vec();
             let mut retry = 0;
             while !pending.is_empty() {
@@ -1045,12 +1332,9 @@ impl<S: Storage> Tree<S> {
                             if !resend_rest {
                                 return Ok(failed_all);
                             }
-                            pending = pending
-                                .into_iter()
-                                .enumerate()
-                                .filter(|(i, _)| !failed.contains(i))
-                                .map(|(_, a)| a)
-                                .collect();
+                            let dropped: std::collections::HashSet<usize> =
+                                failed.iter().map(|&i| pending[i].0 / group).collect();
+                            pending.retain(|(i, _)| !dropped.contains(&(i / group)));
                             continue;
                         }
                         if retry + 1 >= policy.max_attempts() {
@@ -1203,10 +1487,12 @@ impl<S: Storage> Tree<S> {
             format!("{sc}from"),
             Value::S(self.layout.encode_target(&intent.from)),
         );
-        item.insert(
-            format!("{sc}to"),
-            Value::S(self.layout.encode_target(&intent.to)),
-        );
+        let to = if intent.to.is_root() {
+            String::new()
+        } else {
+            self.layout.encode_target(&intent.to)
+        };
+        item.insert(format!("{sc}to"), Value::S(to));
         item.insert(format!("{sc}phase"), Value::S(intent.phase.clone()));
         let links = match intent.links {
             LinkPolicy::Ignore => "ignore",
@@ -1241,7 +1527,11 @@ impl<S: Storage> Tree<S> {
             id: item.get_s(RANGE_KEY).unwrap_or_default().to_owned(),
             op: field("op")?,
             from: self.layout.decode_target(&field("from")?)?,
-            to: self.layout.decode_target(&field("to")?)?,
+            // A re-parenting of a top-level node moves its children to the root: stored empty.
+            to: match field("to")?.as_str() {
+                "" => Path::root(),
+                to => self.layout.decode_target(to)?,
+            },
             phase: field("phase")?,
             links: match field("links")?.as_str() {
                 "ignore" => LinkPolicy::Ignore,

@@ -314,32 +314,6 @@ impl<S: Storage> Tree<S> {
         Err(e)
     }
 
-    /// Marks `path`'s listing row for removal (taking any mark over): writers under it wait
-    /// until the mark is gone. `None` if the row does not exist.
-    ///
-    /// # Errors
-    ///
-    /// [`ErrorKind::Locked`] if the row is held by a move, copy or subtree deletion.
-    pub(super) async fn mark_for_removal(&self, path: &Path) -> Result<Option<(Key, String)>> {
-        let key = self.layout.listing_key(path);
-        self.known.remove(&key);
-        let mark = self.new_mark();
-        match self
-            .storage
-            .put_item(self.marked_row(&key, &mark), self.markable())
-            .await
-        {
-            Ok(()) => Ok(Some((key, mark))),
-            Err(e) if e.kind() == ErrorKind::ConditionFailed => {
-                match self.storage.get_item(&key, true).await? {
-                    None => Ok(None),
-                    Some(_) => Err(self.locked_error(path)),
-                }
-            }
-            Err(e) => self.abandon_removal(&key, &mark, e).await,
-        }
-    }
-
     /// Takes an expired removal mark off `key` (conditional on exactly that mark).
     pub(super) async fn clear_expired_mark(&self, key: &Key, mark: &str) -> Result<()> {
         self.clear_mark(key, mark).await
@@ -630,6 +604,11 @@ impl<S: Storage> Tree<S> {
             policy.sleep(retry).await;
             retry += 1;
         }
+    }
+
+    /// Whether `q` has a child (one consistent Query of one item).
+    pub(super) async fn has_children_consistent(&self, q: &Path) -> Result<bool> {
+        self.has_children(q).await
     }
 
     async fn has_children(&self, q: &Path) -> Result<bool> {
