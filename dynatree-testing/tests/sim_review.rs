@@ -108,10 +108,22 @@ impl Act {
                 {
                     Err(e)
                 }
-                Err(_) => t
-                    .delete_node(p, OnChildren::Reparent)
-                    .await
-                    .map(|()| "second call".to_owned()),
+                Err(first) => match t.delete_node(p, OnChildren::Reparent).await {
+                    Ok(()) => Ok("second call".to_owned()),
+                    // Documented: the first call may have completed with its response lost;
+                    // the same call again then acts on the tree as it is now (here refused).
+                    // The outcome stays the first failure's (applied or not), which the
+                    // serial check then decides from the state.
+                    Err(e)
+                        if matches!(
+                            e.kind(),
+                            ErrorKind::AlreadyExists | ErrorKind::NotFound | ErrorKind::HasChildren
+                        ) =>
+                    {
+                        Err(first)
+                    }
+                    Err(e) => Err(e),
+                },
             },
             Act::Move(f, to, l) => t
                 .move_subtree_with(f, to, l)

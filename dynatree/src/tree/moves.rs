@@ -747,6 +747,18 @@ impl<S: Storage> Tree<S> {
                     self.set_phase(g, "delete").await?;
                 }
                 "delete" => {
+                    let held = self
+                        .storage
+                        .get_item(&key, true)
+                        .await?
+                        .is_some_and(|r| r.get(self.layout.moving_attr()) == Some(&lock));
+                    if !held {
+                        // Only this operation takes its lock off, and only by deleting the
+                        // node: an earlier call got this far (whatever is at the path now
+                        // came after).
+                        self.finish(g).await?;
+                        return Ok(Outcome::Done(MoveReport::default()));
+                    }
                     if self.has_children_consistent(&path).await? {
                         // Only possible if a writer ignored the lock (the Go library).
                         let e = Error::new(
