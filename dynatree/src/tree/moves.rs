@@ -821,7 +821,14 @@ impl<S: Storage> Tree<S> {
                 .await?;
             return self.finish(g).await;
         }
-        self.unlock(g, &intent.from).await?;
+        let held = self.walk_held(&intent.from, &intent.id, true).await?;
+        self.unlock_paths(g, &held.concat()).await?;
+        // Rows the operation held that name nothing now (another operation's rollback may have
+        // emptied them meanwhile) go, as after any removal; each keeps the invariants alone.
+        // (Below the root only: the root was there before the operation and stays.)
+        for p in held.iter().skip(1).rev().flatten() {
+            self.remove_if_empty(p).await?;
+        }
         if intent.op != "delete" {
             // Through rows not held: a writer that ignores locks may have erased the lock of
             // a row we created; only rows with our lock are removed.
@@ -1047,7 +1054,7 @@ impl<S: Storage> Tree<S> {
                 if depth == 0
                     && let Some(parent) = &parent
                 {
-                    self.ensure_listing(parent).await?;
+                    self.ensure_listing(g, parent).await?;
                     // The destination's parent exists and is neither locked nor being removed.
                     actions.push(TransactAction::ConditionCheck {
                         key: self.layout.listing_key(parent),
@@ -1429,8 +1436,10 @@ impl<S: Storage> Tree<S> {
         Condition::equals(self.owner_attr(), Value::S(token.to_owned()))
     }
 
-    /// Creates the listing rows of `path` and its ancestors that are missing.
-    async fn ensure_listing(&self, path: &Path) -> Result<()> {
+    /// Creates the listing rows of `path` and its ancestors that are missing, fenced by our
+    /// ownership (a call that lost its lease creates nothing). A failed check (an ancestor
+    /// removed meanwhile) is left to the caller's own check of `path`.
+    async fn ensure_listing(&self, g: &Guard, path: &Path) -> Result<()> {
         let keys: Vec<Key> = (1..=path.len())
             .map(|i| self.layout.listing_key(&path.prefix(i)))
             .collect();
@@ -1458,8 +1467,8 @@ impl<S: Storage> Tree<S> {
                 condition: self.not_marked(),
             });
         }
-        if !actions.is_empty() {
-            self.transact_chunks(actions, false).await?;
+        if !actions.is_empty() && !self.fenced(g, actions, false).await?.is_empty() {
+            return Ok(());
         }
         self.known.insert_all(keys);
         Ok(())

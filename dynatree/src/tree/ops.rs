@@ -5,12 +5,11 @@ use std::collections::VecDeque;
 use futures::{Stream, StreamExt, TryStreamExt};
 use serde::de::DeserializeOwned;
 
-use crate::batch::TRANSACT_MAX;
 use crate::error::{Error, ErrorKind, Result};
 use crate::item::{Item, Value};
 use crate::layout::{HASH_KEY, RANGE_KEY};
 use crate::path::{IntoPath, Path};
-use crate::storage::{IndexQuery, IndexSpec, RangeCondition, Storage, TransactAction};
+use crate::storage::{IndexQuery, IndexSpec, RangeCondition, Storage};
 
 use super::Tree;
 
@@ -228,67 +227,6 @@ impl<S: Storage> Tree<S> {
             .start("delete", path.clone(), path, super::LinkPolicy::Ignore)
             .await?;
         Ok(report.objects)
-    }
-
-    /// Sends `actions` as transactions of at most 100; with `skip_missing`, rows that vanished
-    /// meanwhile (a condition `Exists` failing) are dropped and the rest resent. Returns the
-    /// keys of the actions applied.
-    pub(super) async fn transact_chunks(
-        &self,
-        actions: Vec<TransactAction>,
-        skip_missing: bool,
-    ) -> Result<Vec<crate::Key>> {
-        let mut retry = 0;
-        let mut applied = Vec::new();
-        for chunk in actions.chunks(TRANSACT_MAX) {
-            let mut pending = chunk.to_vec();
-            while !pending.is_empty() {
-                match self.storage.transact_write(pending.clone()).await {
-                    Ok(()) => {
-                        applied.extend(pending.iter().filter_map(TransactAction::key));
-                        break;
-                    }
-                    Err(e) if e.kind() == ErrorKind::TransactionCanceled => {
-                        let reasons = e.cancellation_reasons().to_vec();
-                        let failed: Vec<usize> = reasons
-                            .iter()
-                            .enumerate()
-                            .filter(|(_, r)| r.is_condition_failed())
-                            .map(|(i, _)| i)
-                            .collect();
-                        if skip_missing && !failed.is_empty() {
-                            pending = pending
-                                .into_iter()
-                                .enumerate()
-                                .filter(|(i, _)| !failed.contains(i))
-                                .map(|(_, a)| a)
-                                .collect();
-                        } else if !failed.is_empty() {
-                            // A mark was taken over by another remover: theirs to finish.
-                            return Err(Error::new(
-                                ErrorKind::Conflict,
-                                "another removal took over part of the subtree",
-                            )
-                            .with_source(e));
-                        }
-                        if retry + 1 >= self.config.retry.max_attempts() {
-                            return Err(e);
-                        }
-                        self.config.retry.sleep(retry).await;
-                        retry += 1;
-                    }
-                    Err(e) if e.kind() == ErrorKind::Throttled => {
-                        if retry + 1 >= self.config.retry.max_attempts() {
-                            return Err(e);
-                        }
-                        self.config.retry.sleep(retry).await;
-                        retry += 1;
-                    }
-                    Err(e) => return Err(e),
-                }
-            }
-        }
-        Ok(applied)
     }
 }
 
