@@ -29,7 +29,8 @@
 //!
 //! Budget knobs (environment): `DYNATREE_SIM_SCHEDULES` (schedules per scenario),
 //! `DYNATREE_SIM_SEED` (seed of the random phase), `DYNATREE_SIM_REPLAY` (replay one schedule
-//! instead of exploring: run a single test with it).
+//! instead of exploring: run a single test with it), `DYNATREE_SIM_TRACE=1` (print each step
+//! as it happens, for a schedule that hangs).
 //!
 //! # Examples
 //!
@@ -189,6 +190,9 @@ impl Gate {
     }
 
     fn note(&self, line: String) {
+        if live_trace() {
+            eprintln!("{line}");
+        }
         self.lock().trace.push(line);
     }
 }
@@ -352,7 +356,7 @@ impl<B: Storage> SimStorage<B> {
 
     fn note_result<T>(&self, r: &Result<T>) {
         if let Some(op) = self.op {
-            self.gate.lock().trace.push(match r {
+            self.gate.note(match r {
                 Ok(_) => format!("    op{op} <- ok"),
                 Err(e) => format!("    op{op} <- {:?}: {e}", e.kind()),
             });
@@ -709,6 +713,13 @@ impl fmt::Display for Failure {
 }
 
 impl std::error::Error for Failure {}
+
+/// `DYNATREE_SIM_TRACE=1`: print every step of the trace as it happens (for a schedule that
+/// hangs instead of failing).
+fn live_trace() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var_os("DYNATREE_SIM_TRACE").is_some_and(|v| v == "1"))
+}
 
 fn env_num(name: &str) -> Option<u64> {
     std::env::var(name).ok()?.trim().parse().ok()
@@ -1182,7 +1193,7 @@ impl<B: Storage + 'static> Sim<B> {
                             .parked
                             .remove(&(op, seq))
                             .expect("chosen from the parked");
-                        st.trace.push(format!(
+                        let line = format!(
                             "op{op} #{seq} {} {}{}",
                             p.request,
                             p.detail,
@@ -1190,7 +1201,11 @@ impl<B: Storage + 'static> Sim<B> {
                                 .as_ref()
                                 .map(|f| format!("  [fault {f:?}]"))
                                 .unwrap_or_default()
-                        ));
+                        );
+                        if live_trace() {
+                            eprintln!("{line}");
+                        }
+                        st.trace.push(line);
                         if fault.is_some() {
                             drive.faults += 1;
                         }

@@ -212,8 +212,9 @@ impl<S: Storage> Tree<S> {
     /// [`ErrorKind::HasChildren`] with [`OnChildren::Refuse`] (the node is left as it was);
     /// [`ErrorKind::AlreadyExists`] if a child's name is taken under the parent (children moved
     /// so far stay moved, the node is released; fix the name and call again);
-    /// [`ErrorKind::Locked`] if the node is held by another operation; as
-    /// [`move_subtree`](Tree::move_subtree).
+    /// [`ErrorKind::Locked`] if the node is held by another operation;
+    /// [`ErrorKind::TakenOver`] if another call ran the same re-parenting to its end meanwhile
+    /// (or took it over from this one); as [`move_subtree`](Tree::move_subtree).
     ///
     /// # Cancel safety
     ///
@@ -321,6 +322,20 @@ impl<S: Storage> Tree<S> {
                 )),
             };
         }
+        // The destination first, then the source: a source that moved into this very
+        // destination meanwhile reads as gone (`NotFound`), as it would serially; a missing
+        // source is reported before a taken destination.
+        let dest_taken = op != "delete"
+            && (self
+                .storage
+                .get_item(&self.layout.listing_key(&to), true)
+                .await?
+                .is_some()
+                || self
+                    .storage
+                    .get_item(&self.layout.object_key(&to), true)
+                    .await?
+                    .is_some());
         let source = self.layout.listing_key(&from);
         if self.storage.get_item(&source, true).await?.is_none() {
             if op == "delete" {
@@ -338,23 +353,11 @@ impl<S: Storage> Tree<S> {
                 format!("nothing at {from}"),
             ));
         }
-        if op != "delete" {
-            let dest_taken = self
-                .storage
-                .get_item(&self.layout.listing_key(&to), true)
-                .await?
-                .is_some()
-                || self
-                    .storage
-                    .get_item(&self.layout.object_key(&to), true)
-                    .await?
-                    .is_some();
-            if dest_taken {
-                return Err(Error::new(
-                    ErrorKind::AlreadyExists,
-                    format!("something is already at {to}"),
-                ));
-            }
+        if dest_taken {
+            return Err(Error::new(
+                ErrorKind::AlreadyExists,
+                format!("something is already at {to}"),
+            ));
         }
         let token = new_token();
         let intent = Intent {
@@ -709,7 +712,7 @@ impl<S: Storage> Tree<S> {
                                 }
                                 // A live removal: wait for it (outside the budget).
                                 Some(_) => {
-                                    self.config.retry.sleep(waited.min(8)).await;
+                                    self.owner_sleep(g, waited.min(8)).await?;
                                     waited += 1;
                                     continue;
                                 }
@@ -722,27 +725,50 @@ impl<S: Storage> Tree<S> {
                                 );
                                 return self.refuse(g, e).await;
                             }
-                            self.config.retry.sleep(rounds).await;
+                            self.owner_sleep(g, rounds).await?;
                             rounds += 1;
                         }
                     }
                 }
                 "move" => {
+                    self.renew_if_due(g).await?;
                     let children: Vec<String> = self.list_names(&path, true).try_collect().await?;
+                    let mut again = false;
                     for c in children {
                         let to = parent.child(c.clone())?;
-                        // Boxed: a move runs intents, and this is one.
+                        // Boxed: a move runs intents, and this is one. The parent's lease is
+                        // renewed while the child moves.
                         let child = path.child(c)?;
-                        match Box::pin(self.move_subtree_with(child, to, LinkPolicy::Rewrite)).await
-                        {
+                        let moved = self
+                            .renewing(
+                                g,
+                                Box::pin(self.move_subtree_with(child, to, LinkPolicy::Rewrite)),
+                            )
+                            .await?;
+                        match moved {
                             // A child that went away meanwhile has nothing to move.
                             Ok(_) => {}
                             Err(e) if e.kind() == ErrorKind::NotFound => {}
+                            // Joined an identical move that another call ran to its end
+                            // (completed or refused): look at the children again.
+                            Err(e) if e.kind() == ErrorKind::TakenOver => again = true,
                             // A name taken under the parent, a limit: the children moved so far
                             // stay moved; the node is released.
                             Err(e) if refuses(e.kind()) => return self.refuse(g, e).await,
                             Err(e) => return Err(e),
                         }
+                    }
+                    if again {
+                        if rounds + 1 >= self.config.retry.max_attempts() {
+                            let e = Error::new(
+                                ErrorKind::Conflict,
+                                format!("the children of {path} kept being moved by others"),
+                            );
+                            return self.refuse(g, e).await;
+                        }
+                        self.owner_sleep(g, rounds).await?;
+                        rounds += 1;
+                        continue;
                     }
                     self.set_phase(g, "delete").await?;
                 }
@@ -931,7 +957,7 @@ impl<S: Storage> Tree<S> {
             }
             if !again.is_empty() {
                 if std::mem::take(&mut waiting) {
-                    self.config.retry.sleep(waited.min(8)).await;
+                    self.owner_sleep(g, waited.min(8)).await?;
                     waited += 1;
                     level = held.into_iter().chain(again).collect();
                     continue;
@@ -942,7 +968,7 @@ impl<S: Storage> Tree<S> {
                         format!("{} kept changing while it was being locked", again[0]),
                     ));
                 }
-                self.config.retry.sleep(rounds).await;
+                self.owner_sleep(g, rounds).await?;
                 rounds += 1;
                 held.sort();
                 // The rows held so far stay held; the others are tried again with this level.
@@ -1114,7 +1140,7 @@ impl<S: Storage> Tree<S> {
                         format!("the destination's parent {parent} kept being removed"),
                     ));
                 }
-                self.config.retry.sleep(attempt).await;
+                self.owner_sleep(g, attempt).await?;
                 attempt += 1;
             }
         }
@@ -1231,38 +1257,55 @@ impl<S: Storage> Tree<S> {
                 );
                 // The link's object exists (the put is conditional on its old target), so a
                 // removal mark on its listing row cannot end in the row's deletion: only a
-                // lock matters.
-                let actions = vec![
-                    TransactAction::ConditionCheck {
-                        key: self.layout.listing_key(link),
-                        condition: Condition::And(vec![
-                            Condition::Exists,
-                            Condition::attr_not_exists(self.layout.moving_attr()),
+                // lock matters. A re-parenting's lock is no obstacle either: it never copies
+                // its node's own row (it deletes it at its end), so waiting for it is needless
+                // and could wait in a circle (the re-parenting may be waiting for this move).
+                let mut allowed: Option<Value> = None;
+                loop {
+                    let free = Condition::attr_not_exists(self.layout.moving_attr());
+                    let check = match &allowed {
+                        None => free,
+                        Some(v) => Condition::Or(vec![
+                            free,
+                            Condition::equals(self.layout.moving_attr(), v.clone()),
                         ]),
-                    },
-                    TransactAction::Put {
-                        item: row,
-                        condition: unchanged,
-                    },
-                ];
-                let failed = self.fenced(g, actions, false).await?;
-                if failed.contains(&0) {
-                    held_elsewhere = true;
-                    if let Some(Value::S(other)) = self
-                        .storage
-                        .get_item(&self.layout.listing_key(link), true)
-                        .await?
-                        .and_then(|r| r.get(self.layout.moving_attr()).cloned())
-                    {
-                        blockers.insert(other);
+                    };
+                    let actions = vec![
+                        TransactAction::ConditionCheck {
+                            key: self.layout.listing_key(link),
+                            condition: Condition::And(vec![Condition::Exists, check]),
+                        },
+                        TransactAction::Put {
+                            item: row.clone(),
+                            condition: unchanged.clone(),
+                        },
+                    ];
+                    let failed = self.fenced(g, actions, false).await?;
+                    if failed.is_empty() {
+                        rewritten += 1;
+                    } else if failed.contains(&0) {
+                        let holder = self
+                            .storage
+                            .get_item(&self.layout.listing_key(link), true)
+                            .await?
+                            .and_then(|r| r.get(self.layout.moving_attr()).cloned());
+                        if let Some(Value::S(other)) = holder {
+                            if allowed.is_none() && self.is_reparenting(&other).await? {
+                                allowed = Some(Value::S(other));
+                                continue;
+                            }
+                            blockers.insert(other);
+                        }
+                        held_elsewhere = true;
                     }
-                } else if failed.is_empty() {
-                    rewritten += 1;
+                    break;
                 }
             }
-            // The operations holding links: help them to their end (waiting while their owner
-            // runs them, taking them over if their owner died), as `resume` would. They hold
-            // nothing of ours, so this cannot wait in a circle.
+            // The moves, copies and subtree deletions holding links: help them to their end
+            // (waiting while their owner runs them, taking them over if their owner died), as
+            // `resume` would. None of them waits for another operation while it holds rows (a
+            // move in this phase holds none; re-parentings, which do wait for their child
+            // moves, are not waited for, see above), so this cannot wait in a circle.
             for other in std::mem::take(&mut blockers) {
                 if other != intent.id {
                     let _ = Box::pin(self.drive(&other)).await;
@@ -1278,7 +1321,7 @@ impl<S: Storage> Tree<S> {
                 break;
             }
             if held_elsewhere {
-                self.config.retry.sleep(round).await;
+                self.owner_sleep(g, round).await?;
             }
             round += 1;
             pending = self.links_into(&intent.from).await?;
@@ -1374,6 +1417,45 @@ impl<S: Storage> Tree<S> {
             }
         }
         Ok(failed_all)
+    }
+
+    /// Whether the intent `id` is a re-parenting (false if it is gone).
+    async fn is_reparenting(&self, id: &str) -> Result<bool> {
+        let key = Key::new(self.layout.intents_hash(), id.to_owned());
+        Ok(match self.storage.get_item(&key, true).await? {
+            Some(item) => self.decode_intent(&item)?.op == "reparent",
+            None => false,
+        })
+    }
+
+    /// A backoff sleep of an intent's owner: never longer than a third of the lease, and the
+    /// lease renewed after it, so waiting never lets the lease run out.
+    async fn owner_sleep(&self, g: &Guard, retry: u32) -> Result<()> {
+        let cap = self.config.lease / 3;
+        let d = self.config.retry.delay(retry).min(cap);
+        if !d.is_zero() {
+            tokio::time::sleep(d).await;
+        }
+        self.renew_if_due(g).await
+    }
+
+    /// Runs `work` (a child operation of a re-parenting) while renewing `g`'s lease every
+    /// third of it, so a long child does not let the parent's lease run out.
+    async fn renewing<T>(&self, g: &Guard, work: impl Future<Output = T>) -> Result<T> {
+        let period = (self.config.lease / 3).max(std::time::Duration::from_millis(1));
+        // Both are polled together: the work goes on while a renewal is in flight.
+        let renewals = async {
+            loop {
+                tokio::time::sleep(period).await;
+                if let Err(e) = self.renew_if_due(g).await {
+                    return e;
+                }
+            }
+        };
+        match futures::future::select(std::pin::pin!(work), std::pin::pin!(renewals)).await {
+            futures::future::Either::Left((out, _)) => Ok(out),
+            futures::future::Either::Right((e, _)) => Err(e),
+        }
     }
 
     /// Records a new phase (renewing the lease), conditional on our ownership.
