@@ -337,7 +337,16 @@ impl<S: Storage> Tree<S> {
                     .await?
                     .is_some());
         let source = self.layout.listing_key(&from);
-        if self.storage.get_item(&source, true).await?.is_none() {
+        let source_row = self.storage.get_item(&source, true).await?;
+        if source_row
+            .as_ref()
+            .is_some_and(|r| r.contains(self.layout.moving_attr()))
+        {
+            // Held by another operation (moved, copied or deleted right now, or by one whose
+            // process died: `resume` finishes it): refused, nothing written.
+            return Err(self.locked_error(&from));
+        }
+        if source_row.is_none() {
             if op == "delete" {
                 // No listing row: no children, and by the invariants no object either.
                 let object = self.layout.object_key(&from);
@@ -742,9 +751,29 @@ impl<S: Storage> Tree<S> {
                         let moved = self
                             .renewing(
                                 g,
-                                Box::pin(self.move_subtree_with(child, to, LinkPolicy::Rewrite)),
+                                Box::pin(self.move_subtree_with(
+                                    child.clone(),
+                                    to,
+                                    LinkPolicy::Rewrite,
+                                )),
                             )
                             .await?;
+                        // A child held by another operation (a user's move of it, say) is that
+                        // operation's: help it to its end, then look at the children again.
+                        if let Err(e) = &moved
+                            && matches!(e.kind(), ErrorKind::AlreadyExists | ErrorKind::Locked)
+                        {
+                            let holder = self
+                                .storage
+                                .get_item(&self.layout.listing_key(&child), true)
+                                .await?
+                                .and_then(|r| r.get(self.layout.moving_attr()).cloned());
+                            if let Some(Value::S(other)) = holder {
+                                let _ = self.renewing(g, Box::pin(self.drive(&other))).await?;
+                                again = true;
+                                continue;
+                            }
+                        }
                         match moved {
                             // A child that went away meanwhile has nothing to move.
                             Ok(_) => {}
