@@ -1,0 +1,347 @@
+//! Scenario vocabulary shared by the review rounds' simulator tests (`sim_review2.rs`,
+//! `sim_review3.rs`): the operations as data, their model, lock-ignoring writes, scenario
+//! builders and checks. Each test crate uses a part of it.
+#![allow(dead_code)]
+
+pub use std::time::Duration;
+
+pub use dynatree::{
+    Condition, ErrorKind, Item, Key, LinkPolicy, OnChildren, Storage, TransactAction, Tree, Value,
+};
+pub use dynatree_testing::FakeTable;
+pub use dynatree_testing::sim::{End, Model, OpOutcome, Sim, SimFault, SimStorage, Stored};
+pub use serde::{Deserialize, Serialize};
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct V {
+    pub v: u32,
+}
+
+pub type P = Vec<String>;
+pub type T = Tree<SimStorage<FakeTable>>;
+
+pub const SC: char = '¦';
+
+pub fn p(parts: &[&str]) -> P {
+    parts.iter().map(|s| (*s).to_owned()).collect()
+}
+
+/// One operation of a scenario, with its model.
+#[derive(Clone, Debug)]
+pub enum Act {
+    Put(P, u32),
+    PutLink(P, P),
+    Delete(P),
+    DeleteSubtree(P),
+    DeleteNode(P, OnChildren),
+    /// `delete_node(Reparent)`, called again once after an error that is not a refusal (the
+    /// documented recovery: "call again finishes").
+    ReparentTwice(P),
+    Move(P, P, LinkPolicy),
+    /// A move that may join the same move of another process (documented: "the same call
+    /// again (from this process or another) joins the recorded operation and returns its
+    /// result"). `Ok` must mean: the move was applied (by this call or the one it joined).
+    MoveJoining(P, P),
+    /// The same for `delete_subtree`.
+    DeleteSubtreeJoining(P),
+    Copy(P, P),
+    Resume,
+    /// The Go library's `Put` (REFERENCE §7): every listing row of the path and the object row
+    /// written with unconditional PutItem (erasing any bookkeeping attribute there). No model.
+    GoPut(P, u32),
+    /// The Go library's `Delete`: unconditional DeleteItem of the object row and of its own
+    /// listing row. No model.
+    GoDelete(P),
+    /// A Go put of `P`, then (strictly after, same client) a dynatree put of `P` with
+    /// another value. No model.
+    GoPutThenPut(P, u32, u32),
+}
+
+pub fn short(p: &P) -> String {
+    p.iter()
+        .map(|c| {
+            if c.len() > 12 {
+                format!("{}…({}B)", &c[..4], c.len())
+            } else {
+                c.clone()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+pub fn transient(k: ErrorKind) -> bool {
+    matches!(
+        k,
+        ErrorKind::Backend
+            | ErrorKind::Throttled
+            | ErrorKind::Unprocessed
+            | ErrorKind::TransactionCanceled
+    )
+}
+
+pub fn listing_key(path: &P) -> Key {
+    let (last, parent) = path.split_last().expect("a non-empty path");
+    let mut h = String::from(SC);
+    for c in parent {
+        h.push_str(c);
+        h.push(SC);
+    }
+    Key::new(h, last.clone())
+}
+
+pub fn object_key(path: &P) -> Key {
+    let mut h = String::new();
+    for c in path {
+        h.push(SC);
+        h.push_str(c);
+    }
+    Key::new(h, SC.to_string())
+}
+
+/// A lock-ignoring writer modelled on the Go library's Put: every listing row and the object
+/// row, bare and unconditional (it erases locks and removal marks), here in ONE transaction.
+/// The real Go put sends them as separate writes, and then, racing any delete (its own or
+/// dynatree's), can itself leave an object whose listing row is gone (REFERENCE §2, defects 4
+/// and 7): no protocol of dynatree's can prevent that, so these scenarios isolate what dynatree
+/// is answerable for, the effect of erased locks on its own operations.
+pub async fn go_put(t: &T, path: &P, v: u32) -> dynatree::Result<()> {
+    let mut actions: Vec<TransactAction> = (1..=path.len())
+        .map(|i| TransactAction::Put {
+            item: listing_key(&path[..i].to_vec()).into_item(),
+            condition: Condition::Always,
+        })
+        .collect();
+    let mut row: Item = object_key(path).into_item();
+    row.insert("v", Value::N(v.to_string()));
+    actions.push(TransactAction::Put {
+        item: row,
+        condition: Condition::Always,
+    });
+    t.storage().transact_write(actions).await
+}
+
+/// The Go library's Delete: the object row and its listing row, unconditionally.
+pub async fn go_delete(t: &T, path: &P) -> dynatree::Result<()> {
+    t.storage()
+        .delete_item(&object_key(path), Condition::Always)
+        .await?;
+    t.storage()
+        .delete_item(&listing_key(path), Condition::Always)
+        .await
+}
+
+impl Act {
+    pub fn name(&self) -> String {
+        match self {
+            Act::Put(p, v) => format!("put {}={v}", short(p)),
+            Act::PutLink(p, t) => format!("put_link {}->{}", short(p), short(t)),
+            Act::Delete(p) => format!("delete {}", short(p)),
+            Act::DeleteSubtree(p) => format!("delete_subtree {}", short(p)),
+            Act::DeleteNode(p, c) => format!("delete_node {} {c:?}", short(p)),
+            Act::ReparentTwice(p) => format!("delete_node {} Reparent (x2)", short(p)),
+            Act::Move(f, t, l) => format!("move {}->{} {l:?}", short(f), short(t)),
+            Act::MoveJoining(f, t) => format!("move {}->{} (may join)", short(f), short(t)),
+            Act::DeleteSubtreeJoining(p) => format!("delete_subtree {} (may join)", short(p)),
+            Act::Copy(f, t) => format!("copy {}->{}", short(f), short(t)),
+            Act::Resume => "resume".into(),
+            Act::GoPut(p, v) => format!("Go put {}={v}", short(p)),
+            Act::GoDelete(p) => format!("Go delete {}", short(p)),
+            Act::GoPutThenPut(p, a, b) => format!("Go put {}={a}, then put ={b}", short(p)),
+        }
+    }
+
+    pub fn has_model(&self) -> bool {
+        !matches!(
+            self,
+            Act::GoPut(..) | Act::GoDelete(_) | Act::GoPutThenPut(..)
+        )
+    }
+
+    pub async fn run(self, t: T) -> dynatree::Result<String> {
+        match self {
+            Act::Put(p, v) => t.put(p, &V { v }).await.map(|()| String::new()),
+            Act::PutLink(p, to) => t.put_link(p, to).await.map(|()| String::new()),
+            Act::Delete(p) => t.delete(p).await.map(|()| String::new()),
+            Act::DeleteSubtree(p) | Act::DeleteSubtreeJoining(p) => {
+                t.delete_subtree(p).await.map(|n| n.to_string())
+            }
+            Act::DeleteNode(p, c) => t.delete_node(p, c).await.map(|()| String::new()),
+            Act::ReparentTwice(p) => match t.delete_node(p.clone(), OnChildren::Reparent).await {
+                Ok(()) => Ok(String::new()),
+                Err(e) if !transient(e.kind()) => Err(e),
+                Err(first) => match t.delete_node(p, OnChildren::Reparent).await {
+                    Ok(()) => Ok("second call".to_owned()),
+                    // Documented: the first call may have completed with its response lost;
+                    // the same call again then acts on the tree as it is now (here refused).
+                    // The outcome stays the first failure's (applied or not), which the
+                    // serial check then decides from the state.
+                    Err(e)
+                        if matches!(
+                            e.kind(),
+                            ErrorKind::AlreadyExists | ErrorKind::NotFound | ErrorKind::HasChildren
+                        ) =>
+                    {
+                        Err(first)
+                    }
+                    Err(e) => Err(e),
+                },
+            },
+            Act::Move(f, to, l) => t
+                .move_subtree_with(f, to, l)
+                .await
+                .map(|r| format!("{} objects", r.objects)),
+            Act::MoveJoining(f, to) => t
+                .move_subtree(f, to)
+                .await
+                .map(|r| format!("{} objects, id {:?}", r.objects, r.id)),
+            Act::Copy(f, to) => t
+                .copy_subtree(f, to)
+                .await
+                .map(|r| format!("{} objects", r.objects)),
+            Act::Resume => t.resume().await.map(|r| format!("{} resumed", r.len())),
+            Act::GoPut(p, v) => go_put(&t, &p, v).await.map(|()| String::new()),
+            Act::GoDelete(p) => go_delete(&t, &p).await.map(|()| String::new()),
+            Act::GoPutThenPut(p, a, b) => {
+                go_put(&t, &p, a).await?;
+                t.put(p, &V { v: b })
+                    .await
+                    .map(|()| "put acknowledged".to_owned())
+            }
+        }
+    }
+
+    pub fn model(&self, m: &mut Model) -> Result<(), ErrorKind> {
+        match self {
+            Act::Put(p, v) => m.put(p, &V { v: *v }),
+            Act::PutLink(p, t) => m.put_link(p, t),
+            Act::Delete(p) => m.delete(p),
+            Act::DeleteSubtree(p) | Act::DeleteSubtreeJoining(p) => m.delete_subtree(p),
+            Act::DeleteNode(p, c) => m.delete_node(p, *c),
+            Act::ReparentTwice(p) => m.delete_node(p, OnChildren::Reparent),
+            Act::Move(f, t, l) => m.move_subtree(f, t, *l),
+            // Only used without the serial model (see `ok_means_applied`).
+            Act::MoveJoining(f, t) => m.move_subtree(f, t, LinkPolicy::Report),
+            Act::Copy(f, t) => m.copy_subtree(f, t),
+            Act::Resume => Ok(()),
+            Act::GoPut(..) | Act::GoDelete(_) | Act::GoPutThenPut(..) => Ok(()),
+        }
+    }
+}
+
+pub fn plain_tree(s: SimStorage<FakeTable>) -> T {
+    Tree::new(s)
+}
+
+pub fn pix_tree(s: SimStorage<FakeTable>) -> T {
+    Tree::builder(s)
+        .path_index(1)
+        .build()
+        .expect("a tree with a path index")
+}
+
+pub fn short_lease_tree(s: SimStorage<FakeTable>) -> T {
+    Tree::builder(s)
+        .removal_lease(Duration::from_millis(200))
+        .build()
+        .expect("a tree with a short lease")
+}
+
+/// A scenario: `setup` objects and links, then `acts` concurrently (each checked against its
+/// model when every act has one), on trees built by `tree`.
+pub fn scenario_with(
+    name: &str,
+    tree: fn(SimStorage<FakeTable>) -> T,
+    setup: Vec<(P, u32)>,
+    links: Vec<(P, P)>,
+    acts: &[Act],
+) -> Sim<FakeTable> {
+    let mut sim = Sim::new(name, FakeTable::new)
+        .schedules(200)
+        .tree(tree)
+        .setup(move |t| {
+            let setup = setup.clone();
+            let links = links.clone();
+            async move {
+                for (p, v) in setup {
+                    t.put(p, &V { v }).await?;
+                }
+                for (p, to) in links {
+                    t.put_link(p, to).await?;
+                }
+                Ok(())
+            }
+        });
+    for a in acts {
+        let (run, model) = (a.clone(), a.clone());
+        sim = sim.op(a.name(), move |t| run.clone().run(t));
+        if a.has_model() {
+            sim = sim.model(move |m| model.model(m));
+        }
+    }
+    sim
+}
+
+pub fn scenario(name: &str, setup: &[(&[&str], u32)], acts: &[Act]) -> Sim<FakeTable> {
+    let setup = setup.iter().map(|(q, v)| (p(q), *v)).collect();
+    scenario_with(name, plain_tree, setup, Vec::new(), acts)
+}
+
+pub fn with_faults(sim: Sim<FakeTable>) -> Sim<FakeTable> {
+    sim.faults(1, SimFault::all())
+}
+
+pub fn request_faults() -> [SimFault; 3] {
+    [
+        SimFault::Request(dynatree_testing::Fault::Fail),
+        SimFault::Request(dynatree_testing::Fault::FailAfterApply),
+        SimFault::Request(dynatree_testing::Fault::Throttle),
+    ]
+}
+
+/// Runs exactly `replay` and panics with the failure (trace included) if a check breaks.
+pub fn replay_exact(sim: Sim<FakeTable>, replay: &str) {
+    if let Err(f) = sim.replay(replay) {
+        panic!("{f}");
+    }
+}
+
+/// Every object row of a tree with a path index of depth 1 carries the index attributes of
+/// its own path (so the index and the walk agree).
+pub fn pix_attrs_match(end: &End<'_>) -> Result<(), String> {
+    let sc = SC.to_string();
+    for r in end.rows {
+        let (Some(h), Some(c)) = (r.get_s("Key"), r.get_s("Child")) else {
+            continue;
+        };
+        if c != sc || h.starts_with(&format!("{sc}{sc}")) {
+            continue;
+        }
+        let first: String = {
+            let rest = &h[sc.len()..];
+            let end = rest.find(SC).unwrap_or(rest.len());
+            format!("{sc}{}", &rest[..end])
+        };
+        let ph = r.get_s(&format!("{sc}pix.h"));
+        let pr = r.get_s(&format!("{sc}pix.r"));
+        if ph != Some(first.as_str()) || pr != Some(h) {
+            return Err(format!(
+                "object row {h:?} has path index attributes {ph:?}/{pr:?}, expected {first:?}/{h:?}: the index no longer finds it"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The objects with value `v` (user attribute `v`), by path.
+pub fn paths_with_value(end: &End<'_>, v: u32) -> Vec<P> {
+    end.model
+        .objects()
+        .iter()
+        .filter(|(_, s)| match s {
+            Stored::Object(item) => item.get("v") == Some(&Value::N(v.to_string())),
+            Stored::Link(_) => false,
+        })
+        .map(|(k, _)| k.clone())
+        .collect()
+}
