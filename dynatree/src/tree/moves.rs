@@ -308,19 +308,7 @@ impl<S: Storage> Tree<S> {
             .into_iter()
             .find(|i| i.op == op && i.from == from && i.to == to)
         {
-            return match self.drive(&intent.id).await? {
-                Some(Outcome::Done(report)) => Ok(report),
-                Some(Outcome::RolledBack(e)) => Err(e),
-                // Run to its end meanwhile by the call that owned it: completed or refused,
-                // which this call cannot tell.
-                None => Err(Error::new(
-                    ErrorKind::TakenOver,
-                    format!(
-                        "operation {} was run to its end by another call, which has its outcome",
-                        intent.id
-                    ),
-                )),
-            };
+            return self.join(&intent.id).await;
         }
         // The destination first, then the source: a source that moved into this very
         // destination meanwhile reads as gone (`NotFound`), as it would serially; a missing
@@ -368,6 +356,18 @@ impl<S: Storage> Tree<S> {
                 format!("something is already at {to}"),
             ));
         }
+        self.record_and_run(op, from, to, links).await
+    }
+
+    /// Records a new intent owned by this call (before the first write of the operation),
+    /// then runs it to its end.
+    async fn record_and_run(
+        &self,
+        op: &str,
+        from: Path,
+        to: Path,
+        links: LinkPolicy,
+    ) -> Result<MoveReport> {
         let token = new_token();
         let intent = Intent {
             id: format!("{:013}-{:016x}", now_ms(), fastrand::u64(..)),
@@ -380,7 +380,6 @@ impl<S: Storage> Tree<S> {
             lease: after_ms(self.config.lease),
             refusal: None,
         };
-        // Recorded, and owned by this call, before the first write.
         self.storage
             .put_item(self.encode_intent(&intent), Condition::NotExists)
             .await?;
@@ -391,6 +390,21 @@ impl<S: Storage> Tree<S> {
         match self.run_owned(&guard).await? {
             Outcome::Done(report) => Ok(report),
             Outcome::RolledBack(e) => Err(e),
+        }
+    }
+
+    /// Joins the recorded operation `id` (the same call made again): runs it if nobody does,
+    /// else waits for it.
+    async fn join(&self, id: &str) -> Result<MoveReport> {
+        match self.drive(id).await? {
+            Some(Outcome::Done(report)) => Ok(report),
+            Some(Outcome::RolledBack(e)) => Err(e),
+            // Run to its end meanwhile by the call that owned it: completed or refused,
+            // which this call cannot tell.
+            None => Err(Error::new(
+                ErrorKind::TakenOver,
+                format!("operation {id} was run to its end by another call, which has its outcome"),
+            )),
         }
     }
 
@@ -626,17 +640,7 @@ impl<S: Storage> Tree<S> {
             .into_iter()
             .find(|i| i.op == "reparent" && i.from == *path)
         {
-            return match self.drive(&intent.id).await? {
-                Some(Outcome::Done(_)) => Ok(()),
-                Some(Outcome::RolledBack(e)) => Err(e),
-                None => Err(Error::new(
-                    ErrorKind::TakenOver,
-                    format!(
-                        "operation {} was run to its end by another call, which has its outcome",
-                        intent.id
-                    ),
-                )),
-            };
+            return self.join(&intent.id).await.map(|_| ());
         }
         if self
             .storage
@@ -647,29 +651,10 @@ impl<S: Storage> Tree<S> {
             // No listing row: no children and (by the invariants) no object.
             return self.delete(path).await;
         }
-        let token = new_token();
-        let intent = Intent {
-            id: format!("{:013}-{:016x}", now_ms(), fastrand::u64(..)),
-            op: "reparent".to_owned(),
-            from: path.clone(),
-            to: path.parent().unwrap_or_default(),
-            phase: "lock".to_owned(),
-            links: LinkPolicy::Rewrite,
-            owner: Some(token.clone()),
-            lease: after_ms(self.config.lease),
-            refusal: None,
-        };
-        self.storage
-            .put_item(self.encode_intent(&intent), Condition::NotExists)
-            .await?;
-        let guard = Guard {
-            intent: std::sync::Mutex::new(intent),
-            token,
-        };
-        match self.run_owned(&guard).await? {
-            Outcome::Done(_) => Ok(()),
-            Outcome::RolledBack(e) => Err(e),
-        }
+        let parent = path.parent().unwrap_or_default();
+        self.record_and_run("reparent", path.clone(), parent, LinkPolicy::Rewrite)
+            .await
+            .map(|_| ())
     }
 
     /// The phases of a re-parenting: lock the node's listing row (writers under it are
