@@ -5,9 +5,7 @@
 //!
 //! In-memory by default; `DYNATREE_TABLE=<name>` runs it on DynamoDB (see `links.rs`).
 
-use std::sync::Arc;
-
-use dynatree::{DynamoDbTable, Path, Storage, Tree};
+use dynatree::{DynamoDbTable, Path, Tree};
 use dynatree_testing::FakeTable;
 use futures::TryStreamExt;
 use serde::{Deserialize, Serialize};
@@ -29,13 +27,13 @@ enum Kind {
 }
 
 /// One account's file system.
-struct Fs<S> {
-    tree: Arc<Tree<S>>,
+struct Fs {
+    tree: Tree,
     account: String,
     max_depth: usize,
 }
 
-impl<S: Storage + 'static> Fs<S> {
+impl Fs {
     fn root(&self) -> Path {
         Path::new(["fs", self.account.as_str()]).expect("valid")
     }
@@ -123,10 +121,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
 }
 
-async fn run<S: Storage + 'static>(tree: Tree<S>) -> Result<(), Box<dyn std::error::Error>> {
+async fn run(tree: Tree) -> Result<(), Box<dyn std::error::Error>> {
     tree.create_table().await?;
     let fs = Fs {
-        tree: Arc::new(tree),
+        tree,
         account: format!("acct-{}", Ulid::new()),
         max_depth: 3,
     };
@@ -176,7 +174,7 @@ async fn run<S: Storage + 'static>(tree: Tree<S>) -> Result<(), Box<dyn std::err
     // Move a folder in the background, watching its intent record for progress.
     let dest = docs.child(trips.name().unwrap_or_default())?;
     let task = {
-        let tree = Arc::clone(&fs.tree);
+        let tree = fs.tree.clone();
         let (from, to) = (trips.clone(), dest.clone());
         tokio::spawn(async move { tree.move_subtree(&from, &to).await })
     };

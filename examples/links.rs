@@ -9,7 +9,7 @@
 //! chain (creating the table if missing); for DynamoDB Local, also set
 //! `AWS_ENDPOINT_URL_DYNAMODB=http://127.0.0.1:8000`, `AWS_REGION` and test credentials.
 
-use dynatree::{DynamoDbTable, Hierarchical, Storage, Tree};
+use dynatree::{DynamoDbTable, Hierarchical, Tree};
 use dynatree_testing::FakeTable;
 use futures::TryStreamExt;
 use serde::{Deserialize, Serialize};
@@ -48,19 +48,19 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 }
 
 /// Creates a link and the `Links/<short>` symbolic link that makes redirects one lookup.
-async fn shorten<S: Storage>(tree: &Tree<S>, link: &Link) -> dynatree::Result<()> {
+async fn shorten(tree: &Tree, link: &Link) -> dynatree::Result<()> {
     tree.repo::<Link>().create(link).await?;
     tree.put_link(["Links", &link.short], link.key().path()?)
         .await
 }
 
 /// A redirect: one call, no account id needed.
-async fn redirect<S: Storage>(tree: &Tree<S>, short: &str) -> dynatree::Result<Option<String>> {
+async fn redirect(tree: &Tree, short: &str) -> dynatree::Result<Option<String>> {
     let link: Option<Link> = tree.get(["Links", short]).await?;
     Ok(link.map(|l| l.target))
 }
 
-async fn run<S: Storage>(tree: Tree<S>) -> Result<(), Box<dyn std::error::Error>> {
+async fn run(tree: Tree) -> Result<(), Box<dyn std::error::Error>> {
     tree.create_table().await?;
     println!("create_table: ready (hash key `Key`, range key `Child`)");
     let accounts = tree.repo::<Account>();
@@ -163,7 +163,7 @@ async fn run<S: Storage>(tree: Tree<S>) -> Result<(), Box<dyn std::error::Error>
     Ok(())
 }
 
-async fn print_rows<S: Storage>(tree: &Tree<S>) -> Result<(), Box<dyn std::error::Error>> {
+async fn print_rows(tree: &Tree) -> Result<(), Box<dyn std::error::Error>> {
     let mut rows: Vec<dynatree::Item> = tree.scan().try_collect().await?;
     rows.sort_by(|a, b| {
         (a.get_s("Key"), a.get_s("Child")).cmp(&(b.get_s("Key"), b.get_s("Child")))

@@ -5,7 +5,7 @@
 //!
 //! In-memory by default; `DYNATREE_TABLE=<name>` runs it on DynamoDB (see `links.rs`).
 
-use dynatree::{DynamoDbTable, OnChildren, Path, Storage, Tree};
+use dynatree::{DynamoDbTable, OnChildren, Path, Tree};
 use dynatree_testing::FakeTable;
 use futures::TryStreamExt;
 use serde::{Deserialize, Serialize};
@@ -40,12 +40,7 @@ fn show(path: &Path) -> String {
     path.components().join(" > ")
 }
 
-async fn hire<S: Storage>(
-    tree: &Tree<S>,
-    path: &[&str],
-    name: &str,
-    title: &str,
-) -> dynatree::Result<()> {
+async fn hire(tree: &Tree, path: &[&str], name: &str, title: &str) -> dynatree::Result<()> {
     tree.put(
         path,
         &Person {
@@ -56,7 +51,7 @@ async fn hire<S: Storage>(
     .await
 }
 
-async fn run<S: Storage>(tree: Tree<S>) -> Result<(), Box<dyn std::error::Error>> {
+async fn run(tree: Tree) -> Result<(), Box<dyn std::error::Error>> {
     tree.create_table().await?;
     // Two disjoint trees; ids as components, people as objects.
     for (path, name, title) in [

@@ -134,6 +134,17 @@ fn expand(input: &Input<'_>, plan: &Plan<'_>) -> TokenStream {
 
     let key_std_impls = std_impls(&key_ident, &key_names, &key_types);
     let coll_std_impls = std_impls(&coll_ident, coll_names, coll_types);
+    let key_display = display_impl(ident, &key_ident, &quote!(key_components));
+    let coll_display = display_impl(ident, &coll_ident, &quote!(collection_components));
+
+    // The names the fields are stored under in the item, so a key serializes like the item.
+    let rename_all = input.attrs.rename_all.as_ref().map(syn::LitStr::value);
+    let key_serde_names: Vec<String> = plan
+        .placeholders
+        .iter()
+        .map(|f| f.attribute_name(rename_all.as_deref()))
+        .collect();
+    let coll_serde_names = &key_serde_names[..key_serde_names.len() - 1];
 
     let index_defs = plan.indexes.iter().map(|ix| {
         let name = &ix.name;
@@ -164,13 +175,20 @@ fn expand(input: &Input<'_>, plan: &Plan<'_>) -> TokenStream {
              [`Repository::index`]({}::Repository::index).",
             "dynatree"
         );
-        let encode =
-            quote_spanned!(hty.span()=> (__dynatree::__private::seg::<#hty>().encode)(#hf));
+        let doc_borrowed = "\n\nTakes the field's type or a borrowed form of it (`&str` for a \
+             `String`): any [`AsKeySegment`](dynatree::AsKeySegment) of it.";
         quote! {
             #[doc = #doc]
+            #[doc = #doc_borrowed]
             #[must_use]
-            #vis fn #fn_name(#hf: &#hty) -> __dynatree::IndexKey {
-                __dynatree::IndexKey::new(#name, #encode, __dynatree::__private::None)
+            #vis fn #fn_name(
+                #hf: &(impl ?::core::marker::Sized + __dynatree::__private::AsKeySegment<#hty>),
+            ) -> __dynatree::IndexKey {
+                __dynatree::IndexKey::new(
+                    #name,
+                    __dynatree::__private::AsKeySegment::<#hty>::encode_segment(#hf),
+                    __dynatree::__private::None,
+                )
             }
         }
     });
@@ -202,19 +220,40 @@ fn expand(input: &Input<'_>, plan: &Plan<'_>) -> TokenStream {
         "The collection [`{ident}`] values live in: the placeholders of `{}` but the last.",
         template.value()
     );
+    // What both structs implement (`#[doc]` lines join with a newline, so this is a paragraph).
+    let traits_doc = "\nDisplays as its path, as `path()?.to_string()` prints it \
+        (`/Accounts/a1`); never fails: where `path()` is an error (an encoded component is \
+        empty), the empty component shows as nothing between two slashes. Serializes as a \
+        struct of its fields, under the names the item stores them under, when every field \
+        type implements serde's traits. `Debug`, `Clone`, `PartialEq`, `Eq`, `Hash`; \
+        `PartialOrd` and `Ord` when every field is `Ord`, comparing fields in template order, \
+        which is the order of the paths.";
+    let key_doc = format!("{key_doc}\n{traits_doc}");
+    let coll_doc = format!("{coll_doc}\n{traits_doc}");
+
+    let key_struct = struct_def(
+        &krate,
+        vis,
+        &key_ident,
+        &key_doc,
+        &key_names,
+        &key_types,
+        &key_serde_names,
+    );
+    let coll_struct = struct_def(
+        &krate,
+        vis,
+        &coll_ident,
+        &coll_doc,
+        coll_names,
+        coll_types,
+        coll_serde_names,
+    );
 
     quote! {
-        #[doc = #key_doc]
-        #[derive(::core::fmt::Debug, ::core::clone::Clone, ::core::cmp::PartialEq)]
-        #vis struct #key_ident {
-            #( #[allow(missing_docs)] pub #key_names: #key_types, )*
-        }
+        #key_struct
 
-        #[doc = #coll_doc]
-        #[derive(::core::fmt::Debug, ::core::clone::Clone, ::core::cmp::PartialEq)]
-        #vis struct #coll_ident {
-            #( #[allow(missing_docs)] pub #coll_names: #coll_types, )*
-        }
+        #coll_struct
 
         const _: () = {
             use #krate as __dynatree;
@@ -275,6 +314,8 @@ fn expand(input: &Input<'_>, plan: &Plan<'_>) -> TokenStream {
 
             #key_std_impls
             #coll_std_impls
+            #key_display
+            #coll_display
 
             #[automatically_derived]
             #[allow(unused_qualifications, clippy::absolute_paths)]
@@ -310,14 +351,46 @@ fn expand(input: &Input<'_>, plan: &Plan<'_>) -> TokenStream {
     }
 }
 
-/// `Eq` and `Hash` for a key struct (`Debug`, `Clone`, `PartialEq` are derived): `Hash` goes
-/// through the `KeySegment`-bounded `seg` table, so a field of the wrong type reports only that.
+/// `Eq`, `Hash`, `PartialOrd` and `Ord` for a key struct (`Debug`, `Clone`, `PartialEq` are
+/// derived): `Hash` goes through the `KeySegment`-bounded `seg` table, so a field of the wrong
+/// type reports only that. The order compares the fields in template order, so it is the order of
+/// the paths (segments encode in their own order); it exists when every field is `Ord`, the
+/// bounds made conditional with `for<'__dt>` as in [`struct_def`].
 fn std_impls(ident: &syn::Ident, names: &[&syn::Ident], types: &[&syn::Type]) -> TokenStream {
     let hashes: Vec<TokenStream> = types
         .iter()
         .map(|ty| quote_spanned!(ty.span()=> (__dynatree::__private::seg::<#ty>().hash)))
         .collect();
+    let ord_types = unique_types(types);
     quote! {
+        #[automatically_derived]
+        impl ::core::cmp::PartialOrd for #ident
+        where
+            #( for<'__dt> #ord_types: ::core::cmp::Ord, )*
+        {
+            fn partial_cmp(
+                &self,
+                __other: &Self,
+            ) -> ::core::option::Option<::core::cmp::Ordering> {
+                ::core::option::Option::Some(::core::cmp::Ord::cmp(self, __other))
+            }
+        }
+        #[automatically_derived]
+        impl ::core::cmp::Ord for #ident
+        where
+            #( for<'__dt> #ord_types: ::core::cmp::Ord, )*
+        {
+            fn cmp(&self, __other: &Self) -> ::core::cmp::Ordering {
+                let _ = &__other;
+                #(
+                    match ::core::cmp::Ord::cmp(&self.#names, &__other.#names) {
+                        ::core::cmp::Ordering::Equal => {}
+                        __ordering => return __ordering,
+                    }
+                )*
+                ::core::cmp::Ordering::Equal
+            }
+        }
         #[automatically_derived]
         impl ::core::cmp::Eq for #ident {}
         #[automatically_derived]
@@ -325,6 +398,78 @@ fn std_impls(ident: &syn::Ident, names: &[&syn::Ident], types: &[&syn::Type]) ->
             fn hash<__H: ::core::hash::Hasher>(&self, __state: &mut __H) {
                 let _ = &__state;
                 #( #hashes(&self.#names, __state); )*
+            }
+        }
+    }
+}
+
+/// A key or collection struct: the fields of `names`, `pub`, with `Debug`, `Clone`,
+/// `PartialEq` and serde's traits derived. serde is reached through `__private` (no `serde`
+/// dependency needed by the user), the fields are renamed to the names the item stores them
+/// under, and the serde bounds are the fields' own, made conditional with `for<'__dt>` (a bound
+/// that names no generic parameter is otherwise checked, and refused, where the impl is
+/// written): a field type without serde support leaves the struct without it instead of
+/// failing the derive.
+fn struct_def(
+    krate: &TokenStream,
+    vis: &syn::Visibility,
+    ident: &syn::Ident,
+    doc: &str,
+    names: &[&syn::Ident],
+    types: &[&syn::Type],
+    serde_names: &[String],
+) -> TokenStream {
+    let serde_path = format!("{krate}::__private::serde");
+    let bound = |tr: &str| {
+        unique_types(types)
+            .iter()
+            .map(|ty| format!("for<'__dt> {}: {serde_path}::{tr}", quote!(#ty)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let ser_bound = bound("Serialize");
+    let de_bound = bound("Deserialize<'de>");
+    quote! {
+        #[doc = #doc]
+        #[derive(
+            ::core::fmt::Debug,
+            ::core::clone::Clone,
+            ::core::cmp::PartialEq,
+            #krate::__private::serde::Serialize,
+            #krate::__private::serde::Deserialize,
+        )]
+        #[serde(crate = #serde_path, bound(serialize = #ser_bound, deserialize = #de_bound))]
+        #vis struct #ident {
+            #( #[allow(missing_docs)] #[serde(rename = #serde_names)] pub #names: #types, )*
+        }
+    }
+}
+
+/// Each type once (by its tokens), so a bound is not repeated in a where clause.
+fn unique_types<'a>(types: &[&'a syn::Type]) -> Vec<&'a syn::Type> {
+    let mut seen = Vec::new();
+    let mut out = Vec::new();
+    for ty in types {
+        let key = quote!(#ty).to_string();
+        if !seen.contains(&key) {
+            seen.push(key);
+            out.push(*ty);
+        }
+    }
+    out
+}
+
+/// `Display` (the path, through `components`, a `Hierarchical` function) for a key struct.
+fn display_impl(item: &syn::Ident, ident: &syn::Ident, components: &TokenStream) -> TokenStream {
+    quote! {
+        #[automatically_derived]
+        #[allow(unused_qualifications, clippy::absolute_paths)]
+        impl ::core::fmt::Display for #ident {
+            fn fmt(&self, __f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+                __dynatree::__private::fmt_components(
+                    &<#item as __dynatree::Hierarchical>::#components(self),
+                    __f,
+                )
             }
         }
     }

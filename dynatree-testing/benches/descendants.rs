@@ -4,12 +4,15 @@
 
 use std::time::Instant;
 
-use dynatree::{Storage, Strategy, Tree};
-use dynatree_testing::conformance::V;
+use dynatree::{Strategy, Tree};
 use dynatree_testing::{DynamoDbLocal, FakeTable};
+use fixtures::V;
 use futures::TryStreamExt;
 
-async fn build<S: Storage>(tree: &Tree<S>) {
+#[path = "../tests/fixtures/mod.rs"]
+mod fixtures;
+
+async fn build(tree: &Tree) {
     tree.create_table().await.unwrap();
     for a in 0..10 {
         for b in 0..10 {
@@ -30,7 +33,7 @@ async fn build<S: Storage>(tree: &Tree<S>) {
     }
 }
 
-async fn time<S: Storage>(tree: &Tree<S>, strategy: Strategy) -> (usize, f64) {
+async fn time(tree: &Tree, strategy: Strategy) -> (usize, f64) {
     let start = Instant::now();
     let found: Vec<dynatree::Descendant> = tree
         .descendants(["tenant"])

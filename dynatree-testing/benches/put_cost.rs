@@ -7,9 +7,13 @@
 
 use std::time::Instant;
 
-use dynatree::{Key, RetryPolicy, Storage, Tree, WriteRequest, batch};
-use dynatree_testing::conformance::V;
+use dynatree::storage::{Key, Storage, WriteRequest};
+use dynatree::{RetryPolicy, Tree, storage};
 use dynatree_testing::{DynamoDbLocal, FakeTable};
+use fixtures::V;
+
+#[path = "../tests/fixtures/mod.rs"]
+mod fixtures;
 
 const DEPTHS: [usize; 3] = [1, 4, 20];
 
@@ -38,8 +42,8 @@ fn go_rows(path: &[String], v: u32) -> Vec<WriteRequest> {
     out
 }
 
-async fn go_put<S: Storage>(s: &S, path: &[String], v: u32) {
-    batch::write_all(s, go_rows(path, v), &RetryPolicy::default())
+async fn go_put<S: Storage + 'static>(s: &S, path: &[String], v: u32) {
+    storage::write_all(s, go_rows(path, v), &RetryPolicy::default())
         .await
         .expect("go put");
 }
@@ -78,7 +82,7 @@ async fn counts() {
     println!();
 }
 
-async fn timed<S: Storage>(label: &str, make: impl Fn() -> S, n: usize) {
+async fn timed<S: Storage + Clone + 'static>(label: &str, make: impl Fn() -> S, n: usize) {
     println!(
         "## Sequential puts per second, {label}\n\n{n} puts per cell to 50 leaves in turn under \
          existing ancestors (the first 50 create names, the rest replace objects), after an \
@@ -105,7 +109,7 @@ async fn timed<S: Storage>(label: &str, make: impl Fn() -> S, n: usize) {
         let ours = n as f64 / start.elapsed().as_secs_f64();
 
         let go = make();
-        Tree::new(&go).create_table().await.unwrap();
+        Tree::new(go.clone()).create_table().await.unwrap();
         let start = Instant::now();
         for i in 0..n {
             go_put(&go, &path(depth, i % 50), 1).await;

@@ -9,10 +9,10 @@ use std::collections::BTreeSet;
 use std::future::Future;
 use std::pin::Pin;
 
-use dynatree::{
-    Condition, ErrorKind, Hierarchical, Item, Key, Path, Query, RangeCondition, RetryPolicy,
-    Storage, TransactAction, Tree, Value, WriteRequest, batch,
+use dynatree::storage::{
+    Condition, Key, Query, RangeCondition, Storage, TransactAction, WriteRequest,
 };
+use dynatree::{ErrorKind, Hierarchical, Item, Path, RetryPolicy, Tree, Value, storage};
 use futures::{StreamExt, TryStreamExt};
 use serde::{Deserialize, Serialize};
 
@@ -95,7 +95,7 @@ pub fn cases<S: Storage + 'static>() -> Vec<(&'static str, Case<S>)> {
 
 /// A small value type for the cases.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct V {
+pub(crate) struct V {
     /// A number.
     pub v: u32,
 }
@@ -104,7 +104,7 @@ fn p(components: &[&str]) -> Path {
     Path::new(components.iter().copied()).expect("test paths are non-empty")
 }
 
-async fn tree<S: Storage>(table: S) -> Tree<S> {
+async fn tree<S: Storage + 'static>(table: S) -> Tree {
     let tree = Tree::builder(table)
         .retry_policy(fast_retry())
         .build()
@@ -121,19 +121,19 @@ fn fast_retry() -> RetryPolicy {
     )
 }
 
-async fn names<S: Storage>(tree: &Tree<S>, prefix: Path) -> Vec<String> {
+async fn names(tree: &Tree, prefix: Path) -> Vec<String> {
     tree.list(prefix).try_collect().await.expect("list")
 }
 
 /// Every row of the table as `(Key, Child, other attribute names)`, sorted.
-pub async fn rows<S: Storage>(tree: &Tree<S>) -> Vec<(String, String, Vec<String>)> {
+pub async fn rows(tree: &Tree) -> Vec<(String, String, Vec<String>)> {
     let mut rows: Vec<_> = tree
         .scan()
         .map_ok(|item| {
             let key = Key::from_item(&item).expect("every row has a key");
             let attrs = item
                 .names()
-                .filter(|n| *n != dynatree::HASH_KEY && *n != dynatree::RANGE_KEY)
+                .filter(|n| *n != dynatree::storage::HASH_KEY && *n != dynatree::storage::RANGE_KEY)
                 .map(str::to_owned)
                 .collect();
             (key.hash, key.range, attrs)
@@ -147,7 +147,7 @@ pub async fn rows<S: Storage>(tree: &Tree<S>) -> Vec<(String, String, Vec<String
 
 /// Asserts the tree's invariants on the raw rows: every listing row's ancestors exist (upward
 /// closure) and every object row's listing row exists (reachability).
-pub async fn assert_invariants<S: Storage>(tree: &Tree<S>) {
+pub async fn assert_invariants(tree: &Tree) {
     let sc = tree.reserved();
     let all = rows(tree).await;
     let keys: BTreeSet<(String, String)> =
@@ -198,7 +198,7 @@ pub async fn assert_invariants<S: Storage>(tree: &Tree<S>) {
 
 /// Creating the table twice succeeds; the tree works after. The table is on-demand and active
 /// when `create_table` returns (dynamotree defect 8: 1/1 provisioned, no wait).
-pub async fn create_table_is_idempotent<S: Storage>(table: S) {
+pub async fn create_table_is_idempotent<S: Storage + 'static>(table: S) {
     assert!(table.describe_table().await.unwrap().is_none());
     let e = table
         .get_item(&Key::new("a", "b"), false)
@@ -207,7 +207,7 @@ pub async fn create_table_is_idempotent<S: Storage>(table: S) {
     assert_eq!(e.kind(), ErrorKind::TableNotFound, "{e:?}");
     let tree = tree(table).await;
     let d = tree.storage().describe_table().await.unwrap().unwrap();
-    assert_eq!(d.status, dynatree::TableStatus::Active);
+    assert_eq!(d.status, dynatree::storage::TableStatus::Active);
     assert_eq!(d.billing, dynatree::Billing::OnDemand);
     tree.create_table().await.expect("second create");
     let d = tree.storage().describe_table().await.unwrap().unwrap();
@@ -218,7 +218,7 @@ pub async fn create_table_is_idempotent<S: Storage>(table: S) {
 }
 
 /// dynamotree's basic scenario: put, link, get through the link, list, delete.
-pub async fn basic_sequence<S: Storage>(table: S) {
+pub async fn basic_sequence<S: Storage + 'static>(table: S) {
     let tree = tree(table).await;
     #[derive(Debug, PartialEq, Serialize, Deserialize)]
     struct Link {
@@ -275,7 +275,7 @@ pub async fn basic_sequence<S: Storage>(table: S) {
 }
 
 /// The exact rows of REFERENCE §2's worked example.
-pub async fn worked_example_rows<S: Storage>(table: S) {
+pub async fn worked_example_rows<S: Storage + 'static>(table: S) {
     let tree = tree(table).await;
     #[derive(Serialize)]
     struct Link {
@@ -317,7 +317,7 @@ pub async fn worked_example_rows<S: Storage>(table: S) {
 }
 
 /// A link is stored as in dynamotree: one attribute named SC holding `SC t0 SC t1`.
-pub async fn link_rows<S: Storage>(table: S) {
+pub async fn link_rows<S: Storage + 'static>(table: S) {
     let tree = tree(table).await;
     tree.put_link(
         ["AccountsByEmail", "alice@example.com"],
@@ -350,7 +350,7 @@ pub async fn link_rows<S: Storage>(table: S) {
 }
 
 /// dynamotree's test with reserved character `X`.
-pub async fn reserved_character_x<S: Storage>(table: S) {
+pub async fn reserved_character_x<S: Storage + 'static>(table: S) {
     let tree = Tree::builder(table)
         .reserved('X')
         .retry_policy(fast_retry())
@@ -373,7 +373,7 @@ pub async fn reserved_character_x<S: Storage>(table: S) {
 }
 
 /// Every kind of invalid input is a typed error and writes nothing.
-pub async fn invalid_input_writes_nothing<S: Storage>(table: S) {
+pub async fn invalid_input_writes_nothing<S: Storage + 'static>(table: S) {
     let tree = tree(table).await;
     let bad_paths: Vec<Vec<String>> = vec![
         vec!["a¦b".into()],
@@ -446,7 +446,7 @@ pub async fn invalid_input_writes_nothing<S: Storage>(table: S) {
 }
 
 /// dynamotree defect 1: a component containing SC given to Get addresses another path.
-pub async fn get_validates_paths<S: Storage>(table: S) {
+pub async fn get_validates_paths<S: Storage + 'static>(table: S) {
     let tree = tree(table).await;
     tree.put(["a", "b"], &V { v: 1 }).await.unwrap();
     let e = tree.get::<V>(["a¦b"]).await.unwrap_err();
@@ -457,7 +457,7 @@ pub async fn get_validates_paths<S: Storage>(table: S) {
 }
 
 /// dynamotree defect 2: listing the root returns the top-level names.
-pub async fn root_listing_works<S: Storage>(table: S) {
+pub async fn root_listing_works<S: Storage + 'static>(table: S) {
     let tree = tree(table).await;
     assert!(names(&tree, Path::root()).await.is_empty());
     tree.put(["b", "x"], &V { v: 1 }).await.unwrap();
@@ -466,7 +466,7 @@ pub async fn root_listing_works<S: Storage>(table: S) {
 }
 
 /// dynamotree defect 3: deleting a one-component path works; an empty path is an error.
-pub async fn delete_one_component_path<S: Storage>(table: S) {
+pub async fn delete_one_component_path<S: Storage + 'static>(table: S) {
     let tree = tree(table).await;
     tree.put(["top"], &V { v: 1 }).await.unwrap();
     tree.delete(["top"]).await.unwrap();
@@ -484,7 +484,7 @@ pub async fn delete_one_component_path<S: Storage>(table: S) {
 }
 
 /// dynamotree defect 4: deleting a node with children keeps the subtree reachable.
-pub async fn delete_keeps_children_reachable<S: Storage>(table: S) {
+pub async fn delete_keeps_children_reachable<S: Storage + 'static>(table: S) {
     let tree = tree(table).await;
     tree.put(["a"], &V { v: 1 }).await.unwrap();
     tree.put(["a", "b"], &V { v: 2 }).await.unwrap();
@@ -500,7 +500,7 @@ pub async fn delete_keeps_children_reachable<S: Storage>(table: S) {
 }
 
 /// Deleting the last object below a chain of names removes the names; siblings stay.
-pub async fn delete_prunes_empty_ancestors<S: Storage>(table: S) {
+pub async fn delete_prunes_empty_ancestors<S: Storage + 'static>(table: S) {
     let tree = tree(table).await;
     tree.put(["a", "b", "c", "d"], &V { v: 1 }).await.unwrap();
     tree.put(["a", "x"], &V { v: 2 }).await.unwrap();
@@ -513,7 +513,7 @@ pub async fn delete_prunes_empty_ancestors<S: Storage>(table: S) {
 }
 
 /// dynamotree defect 5: a link cycle is an error, not a hang; long chains hit the hop limit.
-pub async fn link_cycle_is_an_error<S: Storage>(table: S) {
+pub async fn link_cycle_is_an_error<S: Storage + 'static>(table: S) {
     let tree = Tree::builder(table)
         .max_link_hops(3)
         .retry_policy(fast_retry())
@@ -545,7 +545,7 @@ pub async fn link_cycle_is_an_error<S: Storage>(table: S) {
 
 /// dynamotree defect 6: user attributes named `Key`/`Child` are refused, not overwritten, and
 /// a delimiter that starts `Key` or `Child` is refused when the tree is built.
-pub async fn key_and_child_attributes_refused<S: Storage>(table: S) {
+pub async fn key_and_child_attributes_refused<S: Storage + 'static>(table: S) {
     let tree = tree(table).await;
     for name in ["Key", "Child"] {
         let mut m = std::collections::BTreeMap::new();
@@ -557,7 +557,7 @@ pub async fn key_and_child_attributes_refused<S: Storage>(table: S) {
 }
 
 /// Serialization fails on write (not a map) and on read (wrong shape), as typed errors.
-pub async fn serialization_failures<S: Storage>(table: S) {
+pub async fn serialization_failures<S: Storage + 'static>(table: S) {
     let tree = tree(table).await;
     let e = tree.put(["n"], &5u32).await.unwrap_err();
     assert!(e.is_serialization());
@@ -576,7 +576,7 @@ pub async fn serialization_failures<S: Storage>(table: S) {
 }
 
 /// read_link: not found and not a link are distinct; a dangling link reads as nothing.
-pub async fn link_failures<S: Storage>(table: S) {
+pub async fn link_failures<S: Storage + 'static>(table: S) {
     let tree = tree(table).await;
     assert!(
         tree.read_link(["nothing"])
@@ -605,7 +605,7 @@ pub async fn link_failures<S: Storage>(table: S) {
 }
 
 /// A listing stopped early returns the first names and sends no further pages.
-pub async fn early_stop_of_a_listing<S: Storage>(table: S) {
+pub async fn early_stop_of_a_listing<S: Storage + 'static>(table: S) {
     let tree = Tree::builder(table)
         .page_size(2)
         .retry_policy(fast_retry())
@@ -624,7 +624,7 @@ pub async fn early_stop_of_a_listing<S: Storage>(table: S) {
 }
 
 /// dynamotree's 50-component path.
-pub async fn fifty_component_path<S: Storage>(table: S) {
+pub async fn fifty_component_path<S: Storage + 'static>(table: S) {
     let tree = tree(table).await;
     let comps: Vec<String> = (0..50).map(|i| format!("c{i}")).collect();
     tree.put(&comps, &V { v: 50 }).await.unwrap();
@@ -640,7 +640,7 @@ pub async fn fifty_component_path<S: Storage>(table: S) {
 }
 
 /// A path with more listing rows than one transaction holds is written in chunks.
-pub async fn path_deeper_than_one_transaction<S: Storage>(table: S) {
+pub async fn path_deeper_than_one_transaction<S: Storage + 'static>(table: S) {
     let tree = tree(table).await;
     let comps: Vec<String> = (0..230).map(|i| format!("{i}")).collect();
     tree.put(&comps, &V { v: 230 }).await.unwrap();
@@ -655,7 +655,7 @@ pub async fn path_deeper_than_one_transaction<S: Storage>(table: S) {
 }
 
 /// list_items returns each child with its object (links followed), across BatchGet chunks.
-pub async fn list_items_reads_objects_and_follows_links<S: Storage>(table: S) {
+pub async fn list_items_reads_objects_and_follows_links<S: Storage + 'static>(table: S) {
     let tree = Tree::builder(table)
         .page_size(150)
         .retry_policy(fast_retry())
@@ -687,7 +687,7 @@ pub async fn list_items_reads_objects_and_follows_links<S: Storage>(table: S) {
 }
 
 /// Children come in UTF-8 byte order (`"B" < "Z" < "a" < "é"`), across small pages.
-pub async fn listing_is_in_byte_order_across_pages<S: Storage>(table: S) {
+pub async fn listing_is_in_byte_order_across_pages<S: Storage + 'static>(table: S) {
     let tree = Tree::builder(table)
         .page_size(2)
         .retry_policy(fast_retry())
@@ -705,7 +705,7 @@ pub async fn listing_is_in_byte_order_across_pages<S: Storage>(table: S) {
 
 /// Rows as the Go library writes them (every row, by BatchWriteItem) are read, listed and
 /// deleted by dynatree.
-pub async fn go_written_rows_are_readable<S: Storage>(table: S) {
+pub async fn go_written_rows_are_readable<S: Storage + 'static>(table: S) {
     let tree = tree(table).await;
     let go_rows = |path: &[&str], attrs: &[(&str, &str)]| {
         let mut out = Vec::new();
@@ -731,7 +731,7 @@ pub async fn go_written_rows_are_readable<S: Storage>(table: S) {
         WriteRequest::Put(i) => seen.insert(Key::from_item(i).unwrap()),
         WriteRequest::Delete(_) => true,
     });
-    batch::write_all(tree.storage(), reqs, &fast_retry())
+    storage::write_all(tree.storage(), reqs, &fast_retry())
         .await
         .unwrap();
     #[derive(Debug, PartialEq, Deserialize)]
@@ -750,7 +750,7 @@ pub async fn go_written_rows_are_readable<S: Storage>(table: S) {
 }
 
 /// Conditional PutItem / DeleteItem report `ConditionFailed` and change nothing.
-pub async fn conditional_writes<S: Storage>(table: S) {
+pub async fn conditional_writes<S: Storage + 'static>(table: S) {
     let tree = tree(table).await;
     let s = tree.storage();
     let k = Key::new("h", "r");
@@ -784,7 +784,7 @@ pub async fn conditional_writes<S: Storage>(table: S) {
 }
 
 /// A cancelled transaction applies nothing and gives one reason per action, in order.
-pub async fn transaction_cancellation_reasons<S: Storage>(table: S) {
+pub async fn transaction_cancellation_reasons<S: Storage + 'static>(table: S) {
     let tree = tree(table).await;
     let s = tree.storage();
     let a = Key::new("a", "1");
@@ -842,7 +842,7 @@ pub async fn transaction_cancellation_reasons<S: Storage>(table: S) {
 }
 
 /// The service's limits are refused as validation errors, with nothing applied.
-pub async fn service_limits_are_enforced<S: Storage>(table: S) {
+pub async fn service_limits_are_enforced<S: Storage + 'static>(table: S) {
     let tree = tree(table).await;
     let s = tree.storage();
     let validation = |r: dynatree::Result<()>| {
@@ -913,7 +913,7 @@ pub async fn service_limits_are_enforced<S: Storage>(table: S) {
 }
 
 /// Key conditions on the range key, descending order, limits and resumption.
-pub async fn query_ranges_and_pages<S: Storage>(table: S) {
+pub async fn query_ranges_and_pages<S: Storage + 'static>(table: S) {
     let tree = tree(table).await;
     let s = tree.storage();
     for c in ["a", "ab", "abc", "b", "c", "d"] {
@@ -974,7 +974,7 @@ pub async fn query_ranges_and_pages<S: Storage>(table: S) {
 }
 
 /// Query pages stop at 1 MB.
-pub async fn one_megabyte_pages<S: Storage>(table: S) {
+pub async fn one_megabyte_pages<S: Storage + 'static>(table: S) {
     let tree = tree(table).await;
     let s = tree.storage();
     for i in 0..12 {
@@ -1000,28 +1000,30 @@ pub async fn one_megabyte_pages<S: Storage>(table: S) {
 }
 
 /// The batch helpers read and write any number of items through 100 / 25 item requests.
-pub async fn batches_of_any_size<S: Storage>(table: S) {
+pub async fn batches_of_any_size<S: Storage + 'static>(table: S) {
     let tree = tree(table).await;
     let s = tree.storage();
     let puts: Vec<WriteRequest> = (0..260)
         .map(|i| WriteRequest::Put(Key::new(format!("p{}", i % 7), format!("{i}")).into_item()))
         .collect();
-    batch::write_all(s, puts, &fast_retry()).await.unwrap();
+    storage::write_all(s, puts, &fast_retry()).await.unwrap();
     let keys: Vec<Key> = (0..260)
         .map(|i| Key::new(format!("p{}", i % 7), format!("{i}")))
         .chain([Key::new("missing", "x")])
         .collect();
-    let found = batch::get_all(s, keys, true, &fast_retry()).await.unwrap();
+    let found = storage::get_all(s, keys, true, &fast_retry())
+        .await
+        .unwrap();
     assert_eq!(found.len(), 260);
     let deletes: Vec<WriteRequest> = (0..260)
         .map(|i| WriteRequest::Delete(Key::new(format!("p{}", i % 7), format!("{i}"))))
         .collect();
-    batch::write_all(s, deletes, &fast_retry()).await.unwrap();
+    storage::write_all(s, deletes, &fast_retry()).await.unwrap();
     assert_eq!(rows(&tree).await, vec![]);
 }
 
 /// Concurrent puts under a node and deletes of its objects never leave an object unreachable.
-pub async fn concurrent_puts_and_deletes_keep_objects_reachable<S: Storage>(table: S) {
+pub async fn concurrent_puts_and_deletes_keep_objects_reachable<S: Storage + 'static>(table: S) {
     let tree = tree(table).await;
     let tree = &tree;
     let writer = |id: u32| async move {
@@ -1072,7 +1074,7 @@ pub async fn concurrent_puts_and_deletes_keep_objects_reachable<S: Storage>(tabl
 /// An account, as in the dynamotree README.
 #[derive(Hierarchical, Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[dynatree(path = "Accounts/{id}")]
-pub struct Account {
+pub(crate) struct Account {
     /// Its id.
     pub id: String,
     /// Display name.
@@ -1082,7 +1084,7 @@ pub struct Account {
 /// A short link owned by an account.
 #[derive(Hierarchical, Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[dynatree(path = "Accounts/{account_id}/Links/{short}", parent = Account)]
-pub struct Link {
+pub(crate) struct Link {
     /// The owner.
     pub account_id: String,
     /// The short name.
@@ -1097,7 +1099,7 @@ pub struct Link {
 /// A reading keyed by a signed timestamp (negatives sort first).
 #[derive(Hierarchical, Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[dynatree(path = "Sensors/{sensor}/Readings/{at}")]
-pub struct Reading {
+pub(crate) struct Reading {
     /// The sensor number.
     pub sensor: u32,
     /// Seconds from an epoch.
@@ -1109,7 +1111,7 @@ pub struct Reading {
 /// A type checked against another reserved character.
 #[derive(Hierarchical, Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[dynatree(path = "Pipes/{id}", reserved = "|")]
-pub struct Piped {
+pub(crate) struct Piped {
     /// Its id.
     pub id: String,
 }
@@ -1125,7 +1127,7 @@ fn link(account: &str, short: &str) -> Link {
 
 /// put, create, get, delete and list through a repository; values read back equal the values
 /// written; keys are recovered from paths.
-pub async fn typed_repository_crud<S: Storage>(table: S) {
+pub async fn typed_repository_crud<S: Storage + 'static>(table: S) {
     let tree = tree(table).await;
     let accounts = tree.repo::<Account>();
     let links = tree.repo::<Link>();
@@ -1170,7 +1172,7 @@ pub async fn typed_repository_crud<S: Storage>(table: S) {
 }
 
 /// With a version field, `update` is optimistic: a stale writer loses and nothing changes.
-pub async fn typed_optimistic_update<S: Storage>(table: S) {
+pub async fn typed_optimistic_update<S: Storage + 'static>(table: S) {
     let tree = tree(table).await;
     let links = tree.repo::<Link>();
     let mut missing = link("a1", "nope");
@@ -1194,7 +1196,7 @@ pub async fn typed_optimistic_update<S: Storage>(table: S) {
 
 /// Range conditions on the last placeholder, descending order, limits, page sizes and
 /// resumption from a cursor, all as key conditions on `Child`.
-pub async fn typed_range_queries<S: Storage>(table: S) {
+pub async fn typed_range_queries<S: Storage + 'static>(table: S) {
     let tree = tree(table).await;
     let readings = tree.repo::<Reading>();
     let times = [-30i64, -5, 0, 7, 10, 25, 100, 1000];
@@ -1271,17 +1273,17 @@ pub async fn typed_range_queries<S: Storage>(table: S) {
         .try_collect::<Vec<_>>()
         .await
         .unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::Validation);
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument);
 }
 
-async fn run<S: Storage>(q: dynatree::TypedQuery<'_, Reading, S>) -> Vec<i64> {
+async fn run(q: dynatree::TypedQuery<Reading>) -> Vec<i64> {
     let items: Vec<Reading> = q.items().try_collect().await.unwrap();
     items.into_iter().map(|r| r.at).collect()
 }
 
 /// Key values are checked on every call: a reserved character or an empty string in a key
 /// field is a typed error and nothing is written.
-pub async fn typed_values_are_checked_at_run_time<S: Storage>(table: S) {
+pub async fn typed_values_are_checked_at_run_time<S: Storage + 'static>(table: S) {
     let tree = tree(table).await;
     let links = tree.repo::<Link>();
     let e = links.put(&link("a¦b", "x")).await.unwrap_err();
@@ -1308,7 +1310,7 @@ pub async fn typed_values_are_checked_at_run_time<S: Storage>(table: S) {
 
 /// A symbolic link `Links/{short}` to a typed value is followed by the tree and the
 /// repository; a type checked against another reserved character is refused.
-pub async fn typed_links_and_reserved_character<S: Storage>(table: S) {
+pub async fn typed_links_and_reserved_character<S: Storage + 'static>(table: S) {
     let tree = tree(table).await;
     let links = tree.repo::<Link>();
     let l = link("a1", "xyz");
@@ -1322,7 +1324,7 @@ pub async fn typed_links_and_reserved_character<S: Storage>(table: S) {
         .put(&Piped { id: "p".into() })
         .await
         .unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::InvalidDelimiter);
+    assert_eq!(e.kind(), ErrorKind::InvalidReserved);
 }
 
 /// A user with two secondary indexes.
@@ -1332,7 +1334,7 @@ pub async fn typed_links_and_reserved_character<S: Storage>(table: S) {
     index(name = "by_email", hash = email),
     index(name = "by_team", hash = team, range = joined)
 )]
-pub struct User {
+pub(crate) struct User {
     /// Its id.
     pub id: String,
     /// Unique e-mail.
@@ -1346,7 +1348,7 @@ pub struct User {
 /// Another type using an index of the same name: its values never mix with `User`'s.
 #[derive(Hierarchical, Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[dynatree(path = "Robots/{id}", index(name = "by_email", hash = email))]
-pub struct Robot {
+pub(crate) struct Robot {
     /// Its id.
     pub id: String,
     /// Its e-mail.
@@ -1364,7 +1366,7 @@ fn user(id: &str, email: &str, team: &str, joined: u32) -> User {
 
 /// Index queries: exact hash lookups, range order and conditions, updates and deletes move
 /// index entries, types sharing an index name stay apart.
-pub async fn typed_secondary_indexes<S: Storage>(table: S) {
+pub async fn typed_secondary_indexes<S: Storage + 'static>(table: S) {
     let tree = Tree::builder(table)
         .indexes_of::<User>()
         .indexes_of::<Robot>()
@@ -1449,7 +1451,7 @@ pub async fn typed_secondary_indexes<S: Storage>(table: S) {
 }
 
 /// A tree whose types gained indexes adds them to an existing table and waits for them.
-pub async fn indexes_are_added_to_an_existing_table<S: Storage>(table: S) {
+pub async fn indexes_are_added_to_an_existing_table<S: Storage + 'static>(table: S) {
     table
         .create_table(dynatree::Billing::OnDemand, &[])
         .await
@@ -1465,7 +1467,7 @@ pub async fn indexes_are_added_to_an_existing_table<S: Storage>(table: S) {
     assert!(
         d.indexes
             .iter()
-            .all(|(_, s)| *s == dynatree::TableStatus::Active)
+            .all(|(_, s)| *s == dynatree::storage::TableStatus::Active)
     );
     tree.repo::<User>()
         .put(&user("u1", "ann@example.com", "red", 1))
@@ -1485,7 +1487,7 @@ pub async fn indexes_are_added_to_an_existing_table<S: Storage>(table: S) {
 // ---- tree operations ------------------------------------------------------------------------
 
 /// Ancestors come root first; names without objects are left out.
-pub async fn ancestors_root_first<S: Storage>(table: S) {
+pub async fn ancestors_root_first<S: Storage + 'static>(table: S) {
     let tree = tree(table).await;
     tree.put(["a"], &V { v: 1 }).await.unwrap();
     tree.put(["a", "b", "c"], &V { v: 3 }).await.unwrap();
@@ -1513,7 +1515,7 @@ fn sorted_paths(d: Vec<dynatree::Descendant>) -> Vec<String> {
 }
 
 /// The walk and the path index return the same descendants; depth bounds hold.
-pub async fn descendants_by_walk_and_path_index<S: Storage>(table: S) {
+pub async fn descendants_by_walk_and_path_index<S: Storage + 'static>(table: S) {
     let tree = Tree::builder(table)
         .path_index(2)
         .retry_policy(fast_retry())
@@ -1589,7 +1591,7 @@ pub async fn descendants_by_walk_and_path_index<S: Storage>(table: S) {
         .await
         .unwrap();
     assert_eq!(t1.len(), 6);
-    assert!(index(&["t1"], None).await.unwrap_err().kind() == ErrorKind::Validation);
+    assert!(index(&["t1"], None).await.unwrap_err().kind() == ErrorKind::InvalidArgument);
     let d = walk(&["t1", "a", "x"], None).await.unwrap();
     assert_eq!(d[0].value::<V>().unwrap(), V { v: 0 });
     // Deleting removes objects from the index too.
@@ -1599,7 +1601,7 @@ pub async fn descendants_by_walk_and_path_index<S: Storage>(table: S) {
 
 /// delete_subtree removes the node and every descendant, keeps siblings, and a repeat is a
 /// no-op.
-pub async fn delete_subtree_removes_everything_below<S: Storage>(table: S) {
+pub async fn delete_subtree_removes_everything_below<S: Storage + 'static>(table: S) {
     let tree = tree(table).await;
     for o in [
         &["org"][..],
@@ -1620,7 +1622,7 @@ pub async fn delete_subtree_removes_everything_below<S: Storage>(table: S) {
 
 /// move_subtree moves every node and object (listing entries without objects too), reports
 /// or rewrites links into it, refuses bad targets; copy_subtree leaves the source.
-pub async fn move_and_copy_subtrees<S: Storage>(table: S) {
+pub async fn move_and_copy_subtrees<S: Storage + 'static>(table: S) {
     let tree = tree(table).await;
     for (o, v) in [
         (&["org", "eng"][..], 1),
@@ -1700,7 +1702,7 @@ pub async fn move_and_copy_subtrees<S: Storage>(table: S) {
 
 /// delete_node: a node with children is refused by default, re-parents its children on
 /// request (name clashes refused), or deletes recursively.
-pub async fn delete_node_refuses_reparents_or_recurses<S: Storage>(table: S) {
+pub async fn delete_node_refuses_reparents_or_recurses<S: Storage + 'static>(table: S) {
     let tree = tree(table).await;
     for o in [
         &["root"][..],
@@ -1754,7 +1756,7 @@ struct GoInner {
 
 /// A raw row with `NULL` attributes (aws-sdk-go's empty strings) reads into `String` fields as
 /// `""`, into `Option` as `None`; a mismatch names the attribute's path.
-async fn go_null_strings_read_as_empty_strings<S: Storage>(s: S) {
+async fn go_null_strings_read_as_empty_strings<S: Storage + 'static>(s: S) {
     let tree = tree(s).await;
     let mut row = Key::new("¦people¦ann", "¦").into_item();
     row.insert("name", Value::Null);
@@ -1807,7 +1809,7 @@ struct Float {
 
 /// NaN, infinities, numbers beyond DynamoDB's range or precision, empty map keys, attribute
 /// names over 64 KB and an exhausted version are refused with a typed error; nothing is sent.
-async fn values_dynamodb_refuses_are_refused_before_sending<S: Storage>(s: S) {
+async fn values_dynamodb_refuses_are_refused_before_sending<S: Storage + 'static>(s: S) {
     let tree = tree(s).await;
     tree.put(["ok"], &V { v: 1 }).await.expect("put");
     let before = rows(&tree).await;
@@ -1858,11 +1860,9 @@ async fn values_dynamodb_refuses_are_refused_before_sending<S: Storage>(s: S) {
     assert!(entries.is_empty());
 }
 
-/// `between` with reversed bounds, `begins_with("")`, oversized values and cursors outside
-/// the range condition are refused before sending; a cursor at the condition's far end is an
-/// empty result.
-async fn queries_dynamodb_refuses_are_refused_before_sending<S: Storage>(s: S) {
-    use dynatree::{Cursor, KeySegment};
+/// `between` with reversed bounds, `begins_with("")`, oversized values and cursors of another
+/// query are refused before sending; a cursor at the condition's far end is an empty result.
+async fn queries_dynamodb_refuses_are_refused_before_sending<S: Storage + 'static>(s: S) {
     let tree = tree(s).await;
     let readings = tree.repo::<Reading>();
     for at in [5i64, 10, 20, 40] {
@@ -1877,34 +1877,69 @@ async fn queries_dynamodb_refuses_are_refused_before_sending<S: Storage>(s: S) {
     }
     let col = ReadingCollection { sensor: 1 };
     let ats = |r: Vec<Reading>| r.into_iter().map(|r| r.at).collect::<Vec<_>>();
+    let cursor_of = |q: dynatree::TypedQuery<Reading>, what: &'static str| async move {
+        q.page_size(1)
+            .pages()
+            .try_next()
+            .await
+            .expect("a page")
+            .expect("a page")
+            .cursor
+            .expect(what)
+    };
+    let at_5 = cursor_of(readings.query(&col).ge(&5), "ge 5").await;
     let refused = [
         readings.query(&col).between(&40, &5),
-        readings.query(&col).begins_with(""),
-        readings.query(&col).begins_with("0".repeat(1025)),
+        readings.query(&col).ge(&10).start_after(at_5.clone()),
         readings
             .query(&col)
-            .ge(&10)
-            .start_after(Cursor::new(KeySegment::encode(&5i64))),
-        readings
-            .query(&col)
-            .le(&10)
+            .ge(&5)
             .descending()
-            .start_after(Cursor::new(KeySegment::encode(&20i64))),
+            .start_after(at_5.clone()),
+        readings.query(&col).ge(&5).lt(&7),
     ];
     for q in refused {
         let e = q.items().try_collect::<Vec<_>>().await.unwrap_err();
-        assert_eq!(e.kind(), ErrorKind::Validation, "{e:?}");
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e:?}");
     }
-    // The last page ended on the condition's far bound: nothing after it, no error.
-    let rest: Vec<Reading> = readings
+    let links = tree.repo::<Link>();
+    let a1 = LinkCollection {
+        account_id: "a1".into(),
+    };
+    for prefix in [String::new(), "0".repeat(1025)] {
+        let e = links
+            .query(&a1)
+            .begins_with(&prefix)
+            .items()
+            .try_collect::<Vec<_>>()
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e:?}");
+    }
+    // On its own query (page size aside), the cursor continues after its page.
+    assert_eq!(
+        ats(readings
+            .query(&col)
+            .ge(&5)
+            .start_after(at_5)
+            .items()
+            .try_collect()
+            .await
+            .expect("rest")),
+        [10, 20, 40]
+    );
+    // A page that ends on the condition's far bound is the last: no cursor, nothing more sent.
+    let pages: Vec<dynatree::TypedPage<Reading>> = readings
         .query(&col)
         .le(&20)
-        .start_after(Cursor::new(KeySegment::encode(&20i64)))
-        .items()
+        .page_size(3)
+        .pages()
         .try_collect()
         .await
-        .expect("empty rest");
-    assert!(rest.is_empty());
+        .expect("pages");
+    assert_eq!(pages.len(), 1);
+    assert_eq!(ats(pages[0].items.clone()), [5, 10, 20]);
+    assert!(pages[0].cursor.is_none());
     // Pages that end exactly on an inclusive far bound.
     for forward in [true, false] {
         let q = readings.query(&col).between(&10, &20).page_size(1);

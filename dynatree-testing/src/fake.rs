@@ -3,11 +3,13 @@
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use dynatree::{
-    BatchGetOutput, Billing, CancellationReason, Condition, Error, ErrorKind, IndexPage,
-    IndexQuery, IndexSpec, Item, Key, MAX_HASH_KEY_BYTES, MAX_ITEM_BYTES, MAX_RANGE_KEY_BYTES,
-    Page, Query, Result, Storage, TableDescription, TableStatus, TransactAction, Value,
+use dynatree::storage::{
+    BatchGetOutput, Condition, IndexPage, IndexQuery, IndexSpec, Key, MAX_HASH_KEY_BYTES,
+    MAX_RANGE_KEY_BYTES, Page, Query, Storage, TableDescription, TableStatus, TransactAction,
     WriteRequest,
+};
+use dynatree::{
+    Billing, CancellationReason, Error, ErrorKind, Item, MAX_ITEM_BYTES, Result, Value,
 };
 
 use crate::fault::{Fault, FaultPlan, FaultRule, Op};
@@ -42,7 +44,7 @@ const TRANSACT_BYTES: usize = 4 * 1024 * 1024;
 ///   condition holds (conditions are evaluated in order, each seeing the earlier actions); a
 ///   failed condition cancels the transaction instead.
 /// - A start key must lie inside the range condition, and the bound the query reads towards
-///   is exclusive ([`RangeCondition::accepts_start`](dynatree::RangeCondition::accepts_start));
+///   is exclusive ([`RangeCondition::accepts_start`](dynatree::storage::RangeCondition::accepts_start));
 ///   a page that ends on that bound names no last key. A start key has no size limit.
 /// - A query's hash key over 2048 bytes is no error; it matches nothing.
 ///
@@ -125,7 +127,7 @@ struct TableState {
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
 /// # #[derive(serde::Serialize)] struct V { v: u8 }
 /// let table = FakeTable::new();
-/// let tree = Tree::new(&table);
+/// let tree = Tree::new(table.clone());
 /// tree.create_table().await?;
 /// tree.put(["a"], &V { v: 1 }).await?;
 /// table.reset_metrics();
@@ -271,7 +273,7 @@ impl FakeTable {
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
     /// # #[derive(serde::Serialize, serde::Deserialize)] struct V { v: u8 }
     /// let table = FakeTable::new();
-    /// let tree = Tree::new(&table);
+    /// let tree = Tree::new(table.clone());
     /// tree.create_table().await?;
     /// table.inject_always(Fault::Fail);
     /// assert!(tree.get::<V>(["a"]).await.is_err());
@@ -292,7 +294,7 @@ impl FakeTable {
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
     /// # #[derive(serde::Serialize, serde::Deserialize, Debug)] struct V { v: u8 }
     /// let table = FakeTable::new();
-    /// let tree = Tree::new(&table);
+    /// let tree = Tree::new(table.clone());
     /// tree.create_table().await?;
     /// table.inject_rule(FaultRule::new(Fault::Throttle).operation(Op::GetItem).always());
     /// tree.put(["a"], &V { v: 1 }).await?; // writes are untouched
@@ -312,7 +314,7 @@ impl FakeTable {
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
     /// # #[derive(serde::Serialize, serde::Deserialize)] struct V { v: u8 }
     /// let table = FakeTable::new();
-    /// let tree = Tree::new(&table);
+    /// let tree = Tree::new(table.clone());
     /// tree.create_table().await?;
     /// table.inject_always(Fault::Fail);
     /// table.clear_faults();
@@ -333,7 +335,7 @@ impl FakeTable {
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
     /// # #[derive(serde::Serialize)] struct V { v: u8 }
     /// let table = FakeTable::new();
-    /// let tree = Tree::new(&table);
+    /// let tree = Tree::new(table.clone());
     /// tree.create_table().await?;
     /// table.inject_rule(FaultRule::new(Fault::Throttle).operation(Op::TransactWriteItems));
     /// tree.put(["a"], &V { v: 1 }).await?; // retried after the throttle
@@ -368,7 +370,7 @@ impl FakeTable {
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
     /// # #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)] struct V { v: u8 }
     /// let table = FakeTable::eventually_consistent(1);
-    /// let tree = Tree::new(&table);
+    /// let tree = Tree::new(table.clone());
     /// tree.create_table().await?;
     /// tree.put(["a"], &V { v: 1 }).await?;
     /// assert_eq!(tree.get::<V>(["a"]).await?, None); // not replicated yet
@@ -398,10 +400,11 @@ impl FakeTable {
     /// # Examples
     ///
     /// ```
-    /// # use dynatree::{Condition, Key, Storage, Tree}; use dynatree_testing::FakeTable;
+    /// # use dynatree::Tree;
+    /// # use dynatree::storage::{Condition, Key, Storage}; use dynatree_testing::FakeTable;
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
     /// let table = FakeTable::new();
-    /// Tree::new(&table).create_table().await?;
+    /// Tree::new(table.clone()).create_table().await?;
     /// table.set_read_lag(2);
     /// let key = Key::new("h", "r");
     /// table.put_item(key.clone().into_item(), Condition::Always).await?;
@@ -432,10 +435,11 @@ impl FakeTable {
     /// # Examples
     ///
     /// ```
-    /// # use dynatree::{Condition, Key, Storage, Tree}; use dynatree_testing::FakeTable;
+    /// # use dynatree::Tree;
+    /// # use dynatree::storage::{Condition, Key, Storage}; use dynatree_testing::FakeTable;
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
     /// let table = FakeTable::eventually_consistent(5);
-    /// Tree::new(&table).create_table().await?;
+    /// Tree::new(table.clone()).create_table().await?;
     /// let key = Key::new("h", "r");
     /// table.put_item(key.clone().into_item(), Condition::Always).await?;
     /// assert_eq!(table.get_item(&key, false).await?, None);
@@ -823,7 +827,7 @@ impl Storage for FakeTable {
         let t = inner.table()?;
         // An empty hash key, a limit of 0, a range condition on an empty or oversized value or
         // with reversed bounds. (A hash key over 2048 bytes is no error: it matches nothing.)
-        query.check()?;
+        query.check().map_err(|e| validation(e.to_string()))?;
         if let Some(s) = &start {
             // No size limit: DynamoDB Local 3.3.1 takes a 1025-byte range key as a start key.
             if s.hash.is_empty() || s.range.is_empty() {
@@ -922,11 +926,11 @@ impl Storage for FakeTable {
             inner.stale_changes(None)
         };
         let t = inner.table()?;
-        if keys.is_empty() || keys.len() > dynatree::BATCH_GET_MAX {
+        if keys.is_empty() || keys.len() > dynatree::storage::BATCH_GET_MAX {
             return Err(validation(format!(
                 "too many items requested for the BatchGetItem call: {} (1 to {} allowed)",
                 keys.len(),
-                dynatree::BATCH_GET_MAX
+                dynatree::storage::BATCH_GET_MAX
             )));
         }
         let mut seen = HashSet::new();
@@ -980,11 +984,11 @@ impl Storage for FakeTable {
             .collect();
         let fault = self.begin(&mut inner, Op::BatchWriteItem, &touched)?;
         let t = inner.table()?;
-        if requests.is_empty() || requests.len() > dynatree::BATCH_WRITE_MAX {
+        if requests.is_empty() || requests.len() > dynatree::storage::BATCH_WRITE_MAX {
             return Err(validation(format!(
                 "too many items in the BatchWriteItem request: {} (1 to {} allowed)",
                 requests.len(),
-                dynatree::BATCH_WRITE_MAX
+                dynatree::storage::BATCH_WRITE_MAX
             )));
         }
         // Validate everything first: a batch with one invalid request writes nothing.
@@ -1047,10 +1051,10 @@ impl Storage for FakeTable {
         let touched: Vec<Key> = actions.iter().filter_map(TransactAction::key).collect();
         let fault = self.begin(&mut inner, Op::TransactWriteItems, &touched)?;
         let t = inner.table()?;
-        if actions.is_empty() || actions.len() > dynatree::TRANSACT_MAX {
+        if actions.is_empty() || actions.len() > dynatree::storage::TRANSACT_MAX {
             return Err(validation(format!(
                 "member must have length between 1 and {}: {} actions",
-                dynatree::TRANSACT_MAX,
+                dynatree::storage::TRANSACT_MAX,
                 actions.len()
             )));
         }
@@ -1173,8 +1177,8 @@ impl Storage for FakeTable {
             ));
         }
         inner.table = Some(TableState {
-            hash_name: dynatree::HASH_KEY.to_owned(),
-            range_name: dynatree::RANGE_KEY.to_owned(),
+            hash_name: dynatree::storage::HASH_KEY.to_owned(),
+            range_name: dynatree::storage::RANGE_KEY.to_owned(),
             billing,
             indexes: indexes.to_vec(),
             building: None,
@@ -1191,8 +1195,8 @@ impl Storage for FakeTable {
         let t = inner.table()?;
         if t.building.is_some() {
             return Err(Error::new(
-                ErrorKind::Throttled,
-                "limit exceeded: only 1 online index can be created or deleted simultaneously per table",
+                ErrorKind::LimitExceeded,
+                "only 1 online index can be created or deleted simultaneously per table",
             ));
         }
         if t.indexes.iter().any(|i| i.name == index.name) {
@@ -1234,7 +1238,7 @@ impl Storage for FakeTable {
             ));
         }
         if let Some(r) = &query.range {
-            r.check()?;
+            r.check().map_err(|e| validation(e.to_string()))?;
         }
         // The index is sparse: only items with its key attributes (strings) are in it. Order:
         // the index range key, then the table key.

@@ -6,7 +6,7 @@
 use std::fmt;
 use std::sync::{Mutex, MutexGuard};
 
-use dynatree::Key;
+use dynatree::storage::Key;
 
 /// A failure to inject into a request of a [`FakeTable`](crate::FakeTable) or a
 /// [`Faulty`](crate::Faulty) backend.
@@ -14,14 +14,15 @@ use dynatree::Key;
 /// # Examples
 ///
 /// ```
-/// # use dynatree::{batch, Key, RetryPolicy, Tree, WriteRequest};
+/// # use dynatree::{storage, RetryPolicy, Tree};
+/// # use dynatree::storage::{Key, WriteRequest};
 /// # use dynatree_testing::{FakeTable, Fault};
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
 /// let table = FakeTable::new();
-/// # Tree::new(&table).create_table().await?;
+/// # Tree::new(table.clone()).create_table().await?;
 /// table.inject_always(Fault::Unprocessed { processed: 0 });
 /// let rows = vec![WriteRequest::Put(Key::new("h", "r").into_item())];
-/// let err = batch::write_all(&table, rows, &RetryPolicy::default()).await.unwrap_err();
+/// let err = storage::write_all(&table, rows, &RetryPolicy::default()).await.unwrap_err();
 /// assert_eq!(err.unprocessed_count(), 1);
 /// # Ok(()) }
 /// ```
@@ -143,7 +144,7 @@ impl fmt::Display for Op {
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
 /// # #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)] struct V { v: u8 }
 /// let table = FakeTable::new();
-/// let tree = Tree::new(&table);
+/// let tree = Tree::new(table.clone());
 /// tree.create_table().await?;
 /// tree.put(["a", "x"], &V { v: 0 }).await?;
 /// table.inject_rule(
@@ -212,7 +213,7 @@ impl FaultRule {
     /// # Examples
     ///
     /// ```
-    /// use dynatree::Key;
+    /// use dynatree::storage::Key;
     /// use dynatree_testing::{Fault, FaultRule, Op};
     ///
     /// let rule = FaultRule::new(Fault::Fail).key(Key::new("¦a", "¦"));
@@ -233,7 +234,7 @@ impl FaultRule {
     /// # Examples
     ///
     /// ```
-    /// use dynatree::Key;
+    /// use dynatree::storage::Key;
     /// use dynatree_testing::{Fault, FaultRule, Op};
     ///
     /// let rule = FaultRule::new(Fault::Fail).key_prefix("¦a¦");
@@ -257,7 +258,7 @@ impl FaultRule {
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
     /// # #[derive(serde::Serialize, serde::Deserialize)] struct V { v: u8 }
     /// let table = FakeTable::new();
-    /// let tree = Tree::new(&table);
+    /// let tree = Tree::new(table.clone());
     /// tree.create_table().await?;
     /// table.inject_rule(FaultRule::new(Fault::Fail).operation(Op::GetItem).nth(1));
     /// assert!(tree.get::<V>(["a"]).await.is_ok());
@@ -281,7 +282,7 @@ impl FaultRule {
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
     /// # #[derive(serde::Serialize)] struct V { v: u8 }
     /// let table = FakeTable::new();
-    /// let tree = Tree::new(&table);
+    /// let tree = Tree::new(table.clone());
     /// tree.create_table().await?;
     /// // Two throttles in a row: dynatree's retry policy absorbs them.
     /// table.inject_rule(FaultRule::new(Fault::Throttle).operation(Op::TransactWriteItems).times(2));
@@ -305,7 +306,7 @@ impl FaultRule {
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
     /// # #[derive(serde::Serialize, serde::Deserialize)] struct V { v: u8 }
     /// let table = FakeTable::new();
-    /// let tree = Tree::new(&table);
+    /// let tree = Tree::new(table.clone());
     /// tree.create_table().await?;
     /// table.inject_rule(FaultRule::new(Fault::Fail).operation(Op::GetItem).always());
     /// assert!(tree.get::<V>(["a"]).await.is_err());
@@ -338,7 +339,7 @@ impl FaultRule {
     /// # Examples
     ///
     /// ```
-    /// use dynatree::Key;
+    /// use dynatree::storage::Key;
     /// use dynatree_testing::{Fault, FaultRule, Op};
     ///
     /// let rule = FaultRule::new(Fault::Fail)
@@ -388,7 +389,7 @@ impl FaultRule {
 /// # Examples
 ///
 /// ```
-/// use dynatree::Key;
+/// use dynatree::storage::Key;
 /// use dynatree_testing::{Fault, FaultPlan, FaultRule, Op};
 ///
 /// let plan = FaultPlan::new();
@@ -574,7 +575,7 @@ impl FaultPlan {
     /// # Examples
     ///
     /// ```
-    /// use dynatree::Key;
+    /// use dynatree::storage::Key;
     /// use dynatree_testing::{Fault, FaultPlan, FaultRule, Op};
     ///
     /// let plan = FaultPlan::new();

@@ -1,11 +1,13 @@
 //! [`Faulty`]: fault injection for any [`Storage`], DynamoDB Local included.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use dynatree::{
-    BatchGetOutput, Billing, Condition, Error, ErrorKind, IndexPage, IndexQuery, IndexSpec, Item,
-    Key, Page, Query, Result, Storage, TableDescription, TransactAction, WriteRequest,
+use dynatree::storage::{
+    BatchGetOutput, Condition, IndexPage, IndexQuery, IndexSpec, Key, Page, Query, Storage,
+    TableDescription, TransactAction, WriteRequest,
 };
+use dynatree::{Billing, Error, ErrorKind, Item, Result};
 
 use crate::fault::{Fault, FaultPlan, FaultRule, Op};
 
@@ -29,7 +31,7 @@ use crate::fault::{Fault, FaultPlan, FaultRule, Op};
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
 /// # #[derive(serde::Serialize)] struct V { v: u8 }
 /// let table = Faulty::new(FakeTable::new());
-/// let tree = Tree::new(&table);
+/// let tree = Tree::new(table.clone());
 /// tree.create_table().await?;
 /// table.inject(0, Fault::Fail); // the next request fails
 /// assert!(tree.put(["a"], &V { v: 1 }).await.is_err());
@@ -37,14 +39,29 @@ use crate::fault::{Fault, FaultPlan, FaultRule, Op};
 /// assert!(table.requests() > 3);
 /// # Ok(()) }
 /// ```
+///
+/// Clones share the backend, the request counter and the fault plan.
 #[derive(Debug)]
 pub struct Faulty<S> {
+    shared: Arc<Shared<S>>,
+}
+
+#[derive(Debug)]
+struct Shared<S> {
     inner: S,
     count: AtomicU64,
     faults: FaultPlan,
 }
 
-impl<S: Storage> Faulty<S> {
+impl<S> Clone for Faulty<S> {
+    fn clone(&self) -> Self {
+        Self {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+impl<S: Storage + 'static> Faulty<S> {
     /// `inner`, with no faults yet.
     ///
     /// # Examples
@@ -57,9 +74,11 @@ impl<S: Storage> Faulty<S> {
     /// ```
     pub fn new(inner: S) -> Self {
         Self {
-            inner,
-            count: AtomicU64::new(0),
-            faults: FaultPlan::new(),
+            shared: Arc::new(Shared {
+                inner,
+                count: AtomicU64::new(0),
+                faults: FaultPlan::new(),
+            }),
         }
     }
 
@@ -74,7 +93,7 @@ impl<S: Storage> Faulty<S> {
     /// assert!(table.inner().rows().is_empty());
     /// ```
     pub fn inner(&self) -> &S {
-        &self.inner
+        &self.shared.inner
     }
 
     /// Requests served so far (those failed by a fault included).
@@ -85,12 +104,12 @@ impl<S: Storage> Faulty<S> {
     /// # use dynatree::Tree; use dynatree_testing::{FakeTable, Faulty};
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
     /// let table = Faulty::new(FakeTable::new());
-    /// Tree::new(&table).create_table().await?;
+    /// Tree::new(table.clone()).create_table().await?;
     /// assert!(table.requests() >= 1);
     /// # Ok(()) }
     /// ```
     pub fn requests(&self) -> u64 {
-        self.count.load(Ordering::SeqCst)
+        self.shared.count.load(Ordering::SeqCst)
     }
 
     /// Makes request number `nth` (0-based, counted from now, whatever its operation) suffer
@@ -104,7 +123,7 @@ impl<S: Storage> Faulty<S> {
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
     /// # #[derive(serde::Serialize, serde::Deserialize)] struct V { v: u8 }
     /// let table = Faulty::new(FakeTable::new());
-    /// let tree = Tree::new(&table);
+    /// let tree = Tree::new(table.clone());
     /// tree.create_table().await?;
     /// table.inject(1, Fault::Fail);
     /// assert!(tree.get::<V>(["a"]).await.is_ok());
@@ -112,7 +131,7 @@ impl<S: Storage> Faulty<S> {
     /// # Ok(()) }
     /// ```
     pub fn inject(&self, nth: u64, fault: Fault) {
-        self.faults.inject_nth(nth, fault);
+        self.shared.faults.inject_nth(nth, fault);
     }
 
     /// Makes every request suffer `fault` until [`clear_faults`](Self::clear_faults).
@@ -124,14 +143,14 @@ impl<S: Storage> Faulty<S> {
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
     /// # #[derive(serde::Serialize, serde::Deserialize, Debug)] struct V { v: u8 }
     /// let table = Faulty::new(FakeTable::new());
-    /// let tree = Tree::new(&table);
+    /// let tree = Tree::new(table.clone());
     /// tree.create_table().await?;
     /// table.inject_always(Fault::Throttle);
     /// assert!(tree.get::<V>(["a"]).await.unwrap_err().is_throttled());
     /// # Ok(()) }
     /// ```
     pub fn inject_always(&self, fault: Fault) {
-        self.faults.add(FaultRule::new(fault).always());
+        self.shared.faults.add(FaultRule::new(fault).always());
     }
 
     /// Injects a fault where `rule` says: by operation, key or hash-key prefix, on the n-th
@@ -140,24 +159,25 @@ impl<S: Storage> Faulty<S> {
     /// # Examples
     ///
     /// ```
-    /// # use dynatree::{batch, Key, RetryPolicy, Tree, WriteRequest};
+    /// # use dynatree::{storage, RetryPolicy, Tree};
+    /// # use dynatree::storage::{Key, WriteRequest};
     /// # use dynatree_testing::{FakeTable, Fault, FaultRule, Faulty, Op};
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
     /// let table = Faulty::new(FakeTable::new());
-    /// Tree::new(&table).create_table().await?;
+    /// Tree::new(table.clone()).create_table().await?;
     /// table.inject_rule(
     ///     FaultRule::new(Fault::Unprocessed { processed: 1 }).operation(Op::BatchWriteItem),
     /// );
     /// let rows = (0..3)
     ///     .map(|i| WriteRequest::Put(Key::new("h", i.to_string()).into_item()))
     ///     .collect();
-    /// batch::write_all(&table, rows, &RetryPolicy::default()).await?; // the rest is resent
+    /// storage::write_all(&table, rows, &RetryPolicy::default()).await?; // the rest is resent
     /// assert_eq!(table.inner().rows().len(), 3);
     /// assert_eq!(table.inner().metrics().requests("BatchWriteItem"), 2);
     /// # Ok(()) }
     /// ```
     pub fn inject_rule(&self, rule: FaultRule) {
-        self.faults.add(rule);
+        self.shared.faults.add(rule);
     }
 
     /// Removes every injected fault (the log of [`fired`](Self::fired) faults stays).
@@ -172,7 +192,7 @@ impl<S: Storage> Faulty<S> {
     /// assert!(!table.plan().is_armed());
     /// ```
     pub fn clear_faults(&self) {
-        self.faults.clear();
+        self.shared.faults.clear();
     }
 
     /// The faults that fired so far, in order, with the operation they struck.
@@ -184,7 +204,7 @@ impl<S: Storage> Faulty<S> {
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
     /// # #[derive(serde::Serialize)] struct V { v: u8 }
     /// let table = Faulty::new(FakeTable::new());
-    /// let tree = Tree::new(&table);
+    /// let tree = Tree::new(table.clone());
     /// tree.create_table().await?;
     /// table.inject_rule(FaultRule::new(Fault::Throttle).operation(Op::TransactWriteItems));
     /// tree.put(["a"], &V { v: 1 }).await?; // retried after the throttle
@@ -192,7 +212,7 @@ impl<S: Storage> Faulty<S> {
     /// # Ok(()) }
     /// ```
     pub fn fired(&self) -> Vec<(Op, Fault)> {
-        self.faults.fired()
+        self.shared.faults.fired()
     }
 
     /// The wrapper's fault plan.
@@ -206,14 +226,14 @@ impl<S: Storage> Faulty<S> {
     /// assert!(table.plan().is_armed());
     /// ```
     pub fn plan(&self) -> &FaultPlan {
-        &self.faults
+        &self.shared.faults
     }
 
     /// Starts a request: counts it, fails it now if its fault says so, else returns the fault
     /// to apply later.
     fn begin(&self, op: Op, keys: &[Key]) -> Result<Option<Fault>> {
-        self.count.fetch_add(1, Ordering::SeqCst);
-        match self.faults.on_request(op, keys) {
+        self.shared.count.fetch_add(1, Ordering::SeqCst);
+        match self.shared.faults.on_request(op, keys) {
             Some(Fault::Throttle) => Err(Error::new(
                 ErrorKind::Throttled,
                 format!("injected throttle on {op}"),
@@ -253,13 +273,13 @@ macro_rules! faulty {
     }};
 }
 
-impl<S: Storage> Storage for Faulty<S> {
+impl<S: Storage + 'static> Storage for Faulty<S> {
     async fn get_item(&self, key: &Key, consistent: bool) -> Result<Option<Item>> {
         faulty!(
             self,
             Op::GetItem,
             std::slice::from_ref(key),
-            self.inner.get_item(key, consistent)
+            self.shared.inner.get_item(key, consistent)
         )
     }
     async fn put_item(&self, item: Item, condition: Condition) -> Result<()> {
@@ -268,7 +288,7 @@ impl<S: Storage> Storage for Faulty<S> {
             self,
             Op::PutItem,
             key.as_slice(),
-            self.inner.put_item(item, condition)
+            self.shared.inner.put_item(item, condition)
         )
     }
     async fn delete_item(&self, key: &Key, condition: Condition) -> Result<()> {
@@ -276,7 +296,7 @@ impl<S: Storage> Storage for Faulty<S> {
             self,
             Op::DeleteItem,
             std::slice::from_ref(key),
-            self.inner.delete_item(key, condition)
+            self.shared.inner.delete_item(key, condition)
         )
     }
     async fn query_page(&self, query: &Query, start: Option<Key>) -> Result<Page> {
@@ -284,11 +304,16 @@ impl<S: Storage> Storage for Faulty<S> {
             self,
             Op::Query,
             &[Key::new(query.hash.clone(), "")],
-            self.inner.query_page(query, start)
+            self.shared.inner.query_page(query, start)
         )
     }
     async fn scan_page(&self, limit: Option<u32>, start: Option<Key>) -> Result<Page> {
-        faulty!(self, Op::Scan, &[], self.inner.scan_page(limit, start))
+        faulty!(
+            self,
+            Op::Scan,
+            &[],
+            self.shared.inner.scan_page(limit, start)
+        )
     }
     async fn batch_get(&self, mut keys: Vec<Key>, consistent: bool) -> Result<BatchGetOutput> {
         let op = Op::BatchGetItem;
@@ -297,7 +322,7 @@ impl<S: Storage> Storage for Faulty<S> {
         let r = if keys.is_empty() && !rest.is_empty() {
             Ok(BatchGetOutput::default())
         } else {
-            self.inner.batch_get(keys, consistent).await
+            self.shared.inner.batch_get(keys, consistent).await
         };
         let r = r.map(|mut out| {
             out.unprocessed.extend(rest);
@@ -319,7 +344,7 @@ impl<S: Storage> Storage for Faulty<S> {
         let r = if requests.is_empty() && !rest.is_empty() {
             Ok(Vec::new())
         } else {
-            self.inner.batch_write(requests).await
+            self.shared.inner.batch_write(requests).await
         };
         let r = r.map(|mut unprocessed| {
             unprocessed.extend(rest);
@@ -333,7 +358,7 @@ impl<S: Storage> Storage for Faulty<S> {
             self,
             Op::TransactWriteItems,
             &keys,
-            self.inner.transact_write(actions)
+            self.shared.inner.transact_write(actions)
         )
     }
     async fn create_table(&self, billing: Billing, indexes: &[IndexSpec]) -> Result<bool> {
@@ -341,7 +366,7 @@ impl<S: Storage> Storage for Faulty<S> {
             self,
             Op::CreateTable,
             &[],
-            self.inner.create_table(billing, indexes)
+            self.shared.inner.create_table(billing, indexes)
         )
     }
     async fn add_index(&self, billing: Billing, index: &IndexSpec) -> Result<()> {
@@ -349,7 +374,7 @@ impl<S: Storage> Storage for Faulty<S> {
             self,
             Op::UpdateTable,
             &[],
-            self.inner.add_index(billing, index)
+            self.shared.inner.add_index(billing, index)
         )
     }
     async fn query_index_page(&self, query: &IndexQuery, start: Option<Item>) -> Result<IndexPage> {
@@ -357,10 +382,15 @@ impl<S: Storage> Storage for Faulty<S> {
             self,
             Op::Query,
             &[],
-            self.inner.query_index_page(query, start)
+            self.shared.inner.query_index_page(query, start)
         )
     }
     async fn describe_table(&self) -> Result<Option<TableDescription>> {
-        faulty!(self, Op::DescribeTable, &[], self.inner.describe_table())
+        faulty!(
+            self,
+            Op::DescribeTable,
+            &[],
+            self.shared.inner.describe_table()
+        )
     }
 }

@@ -3,14 +3,20 @@
 //! agree and the raw rows must keep the tree's invariants
 //! ([`crate::conformance::assert_invariants`]).
 //!
-//! [`run_fake`] runs it on [`FakeTable`]; [`run_local`] on DynamoDB Local.
+//! [`run_fake`] runs it on [`FakeTable`]; `run_local` (with the `local` feature) on DynamoDB
+//! Local.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::marker::PhantomData;
+#[cfg(feature = "local")]
 use std::sync::OnceLock;
+#[cfg(feature = "local")]
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use dynatree::{DynamoDbTable, ErrorKind, Path, Storage, Tree};
+#[cfg(feature = "local")]
+use dynatree::DynamoDbTable;
+use dynatree::storage::Storage;
+use dynatree::{ErrorKind, Path, Tree};
 use futures::TryStreamExt;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
@@ -166,13 +172,18 @@ impl Backend for Fake {
     }
 }
 
+#[cfg(feature = "local")]
 static LOCAL_ENDPOINT: OnceLock<String> = OnceLock::new();
+#[cfg(feature = "local")]
 static LOCAL_TABLES: AtomicU64 = AtomicU64::new(0);
 
 /// DynamoDB Local (at the endpoint given to [`run_local`]) as a model backend.
+#[cfg(feature = "local")]
+#[cfg_attr(docsrs, doc(cfg(feature = "local")))]
 #[derive(Debug)]
 pub struct Local;
 
+#[cfg(feature = "local")]
 impl Backend for Local {
     type Storage = DynamoDbTable;
     fn make() -> DynamoDbTable {
@@ -188,7 +199,8 @@ impl Backend for Local {
 /// The system under test: a tree on its own runtime.
 pub struct Sut<B: Backend> {
     rt: tokio::runtime::Runtime,
-    tree: Tree<B::Storage>,
+    tree: Tree,
+    _backend: PhantomData<B>,
 }
 
 impl<B: Backend> std::fmt::Debug for Sut<B> {
@@ -215,7 +227,11 @@ impl<B: Backend> StateMachineTest for TreeTest<B> {
             .build()
             .expect("tree");
         rt.block_on(tree.create_table()).expect("create table");
-        Sut { rt, tree }
+        Sut {
+            rt,
+            tree,
+            _backend: PhantomData,
+        }
     }
 
     fn apply(sut: Sut<B>, model: &Model, op: Op) -> Sut<B> {
@@ -284,6 +300,8 @@ pub fn run_fake(cases: u32) {
 }
 
 /// Runs `cases` random sequences of up to 25 steps on DynamoDB Local at `endpoint`.
+#[cfg(feature = "local")]
+#[cfg_attr(docsrs, doc(cfg(feature = "local")))]
 pub fn run_local(endpoint: &str, cases: u32) {
     LOCAL_ENDPOINT.get_or_init(|| endpoint.to_owned());
     run::<Local>(cases, 1..25);

@@ -75,10 +75,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use dynatree::{
-    BatchGetOutput, Billing, Condition, Error, ErrorKind, IndexPage, IndexQuery, IndexSpec, Item,
-    Key, Page, Query, Result, Storage, TableDescription, TransactAction, Tree, WriteRequest,
+use dynatree::storage::{
+    BatchGetOutput, Condition, IndexPage, IndexQuery, IndexSpec, Key, Page, Query, Storage,
+    TableDescription, TransactAction, WriteRequest,
 };
+use dynatree::{Billing, Error, ErrorKind, Item, Result, Tree};
 use futures::FutureExt;
 use futures::future::LocalBoxFuture;
 
@@ -263,7 +264,7 @@ impl<B> Clone for SimStorage<B> {
     }
 }
 
-impl<B: Storage> SimStorage<B> {
+impl<B: Storage + 'static> SimStorage<B> {
     /// The shared backend.
     pub fn backend(&self) -> &B {
         &self.backend
@@ -408,7 +409,7 @@ fn action_str(a: &TransactAction) -> String {
     }
 }
 
-impl<B: Storage> Storage for SimStorage<B> {
+impl<B: Storage + 'static> Storage for SimStorage<B> {
     async fn get_item(&self, key: &Key, consistent: bool) -> Result<Option<Item>> {
         self.gated(
             "GetItem",
@@ -605,14 +606,14 @@ pub struct End<'a> {
     pub rows: &'a [Item],
 }
 
-type TreeFactory<B> = Box<dyn Fn(SimStorage<B>) -> Tree<SimStorage<B>>>;
-type OpFn<B> = Box<dyn Fn(Tree<SimStorage<B>>) -> LocalBoxFuture<'static, Result<String>>>;
+type TreeFactory<B> = Box<dyn Fn(SimStorage<B>) -> Tree>;
+type OpFn = Box<dyn Fn(Tree) -> LocalBoxFuture<'static, Result<String>>>;
 type ModelFn = Box<dyn Fn(&mut Model) -> std::result::Result<(), ErrorKind>>;
 type CheckFn = Box<dyn Fn(&End<'_>) -> std::result::Result<(), String>>;
 
-struct OpSpec<B> {
+struct OpSpec {
     name: String,
-    run: OpFn<B>,
+    run: OpFn,
     model: Option<ModelFn>,
 }
 
@@ -623,8 +624,8 @@ pub struct Sim<B> {
     name: String,
     backend: Box<dyn Fn() -> B>,
     tree: TreeFactory<B>,
-    setup: Vec<OpFn<B>>,
-    ops: Vec<OpSpec<B>>,
+    setup: Vec<OpFn>,
+    ops: Vec<OpSpec>,
     checks: Vec<CheckFn>,
     schedules: usize,
     max_faults: usize,
@@ -751,13 +752,13 @@ impl<B: Storage + 'static> Sim<B> {
     }
 
     /// How each process builds its tree (e.g. a short removal lease); default `Tree::new`.
-    pub fn tree(mut self, f: impl Fn(SimStorage<B>) -> Tree<SimStorage<B>> + 'static) -> Self {
+    pub fn tree(mut self, f: impl Fn(SimStorage<B>) -> Tree + 'static) -> Self {
         self.tree = Box::new(f);
         self
     }
 
     /// A step run before the operations, alone and without faults (e.g. creating objects).
-    pub fn setup<F, T>(mut self, f: impl Fn(Tree<SimStorage<B>>) -> F + 'static) -> Self
+    pub fn setup<F, T>(mut self, f: impl Fn(Tree) -> F + 'static) -> Self
     where
         F: Future<Output = Result<T>> + 'static,
         T: fmt::Debug,
@@ -771,11 +772,7 @@ impl<B: Storage + 'static> Sim<B> {
 
     /// An operation, run concurrently with the others in its own process (own tree). The
     /// closure gets the tree by value; return what the operation returns.
-    pub fn op<F, T>(
-        mut self,
-        name: impl Into<String>,
-        f: impl Fn(Tree<SimStorage<B>>) -> F + 'static,
-    ) -> Self
+    pub fn op<F, T>(mut self, name: impl Into<String>, f: impl Fn(Tree) -> F + 'static) -> Self
     where
         F: Future<Output = Result<T>> + 'static,
         T: fmt::Debug,
@@ -1411,7 +1408,7 @@ fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
         .unwrap_or_else(|| "a non-string panic".into())
 }
 
-async fn scan_all<B: Storage>(backend: &B) -> std::result::Result<Vec<Item>, String> {
+async fn scan_all<B: Storage + 'static>(backend: &B) -> std::result::Result<Vec<Item>, String> {
     let mut rows = Vec::new();
     let mut start = None;
     loop {

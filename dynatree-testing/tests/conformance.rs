@@ -7,9 +7,12 @@
 
 use std::sync::{Arc, OnceLock};
 
-use dynatree::{Billing, DynamoDbTable, ErrorKind, Storage, Tree};
+use dynatree::storage::Storage;
+use dynatree::{Billing, DynamoDbTable, ErrorKind, Tree};
 use dynatree_testing::{DynamoDbLocal, FakeTable, conformance, model};
 use libtest_mimic::{Arguments, Failed, Trial};
+
+mod fixtures;
 
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
@@ -112,7 +115,7 @@ fn main() {
 }
 
 /// Objects as (Key, v), from a raw scan (intent records left out).
-async fn objects<S: Storage>(tree: &Tree<S>) -> Vec<(String, String)> {
+async fn objects(tree: &Tree) -> Vec<(String, String)> {
     use futures::TryStreamExt;
     let rows: Vec<dynatree::Item> = tree.scan().try_collect().await.unwrap();
     let mut out: Vec<(String, String)> = rows
@@ -131,8 +134,8 @@ async fn objects<S: Storage>(tree: &Tree<S>) -> Vec<(String, String)> {
     out
 }
 
-async fn build_team<S: Storage>(tree: &Tree<S>) {
-    use conformance::V;
+async fn build_team(tree: &Tree) {
+    use fixtures::V;
     // 4 teams × 5 groups × 10 people, with the team nodes: 224 nodes to move.
     tree.put(["org", "eng"], &V { v: 1 }).await.unwrap();
     for t in 0..4u32 {
@@ -163,7 +166,7 @@ async fn build_team<S: Storage>(tree: &Tree<S>) {
 
 /// A failure at `samples` request indices spread over a 224-node move on this backend (through
 /// `Faulty`), then resume or the same call: the objects equal the model of the completed move.
-async fn move_fault_sample<S: Storage>(make: impl Fn() -> S, samples: u64) {
+async fn move_fault_sample<S: Storage + 'static>(make: impl Fn() -> S, samples: u64) {
     use dynatree_testing::{Fault, Faulty};
     let model = Tree::new(FakeTable::new());
     model.create_table().await.unwrap();
@@ -175,7 +178,7 @@ async fn move_fault_sample<S: Storage>(make: impl Fn() -> S, samples: u64) {
     let expected = objects(&model).await;
 
     let probe = Faulty::new(make());
-    let tree = Tree::new(&probe);
+    let tree = Tree::new(probe.clone());
     tree.create_table().await.unwrap();
     build_team(&tree).await;
     let before = probe.requests();
@@ -190,14 +193,14 @@ async fn move_fault_sample<S: Storage>(make: impl Fn() -> S, samples: u64) {
     while at < requests {
         for fault in [Fault::Fail, Fault::FailAfterApply] {
             let table = Faulty::new(make());
-            let tree = Tree::new(&table);
+            let tree = Tree::new(table.clone());
             tree.create_table().await.unwrap();
             build_team(&tree).await;
             table.inject(at, fault.clone());
             let first = tree.move_subtree(["org", "eng"], ["org", "tech"]).await;
             table.clear_faults();
             if first.is_err() {
-                let other = Tree::new(&table);
+                let other = Tree::new(table.clone());
                 other.resume().await.unwrap();
                 match tree.move_subtree(["org", "eng"], ["org", "tech"]).await {
                     Ok(_) => {}
@@ -213,13 +216,13 @@ async fn move_fault_sample<S: Storage>(make: impl Fn() -> S, samples: u64) {
     }
 }
 
-async fn refuses_other_schema<S: Storage>(table: S) {
+async fn refuses_other_schema<S: Storage + 'static>(table: S) {
     let tree = Tree::new(table);
     let e = tree.create_table().await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::TableMismatch, "{e:?}");
 }
 
-async fn provisioned_billing<S: Storage>(table: S) {
+async fn provisioned_billing<S: Storage + 'static>(table: S) {
     let tree = Tree::builder(table)
         .billing(Billing::Provisioned { read: 7, write: 3 })
         .build()

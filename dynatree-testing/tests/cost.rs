@@ -3,16 +3,20 @@
 
 use std::time::Duration;
 
-use dynatree::{ErrorKind, Key, RetryPolicy, Tree, WriteRequest, batch};
-use dynatree_testing::conformance::{V, assert_invariants};
+use dynatree::storage::{Key, WriteRequest};
+use dynatree::{ErrorKind, RetryPolicy, Tree, storage};
+use dynatree_testing::conformance::assert_invariants;
 use dynatree_testing::{FakeTable, Fault};
+use fixtures::V;
 use futures::{StreamExt, TryStreamExt};
+
+mod fixtures;
 
 fn fast() -> RetryPolicy {
     RetryPolicy::new(6, Duration::from_millis(1), Duration::from_millis(5))
 }
 
-async fn setup() -> (FakeTable, Tree<FakeTable>) {
+async fn setup() -> (FakeTable, Tree) {
     let fake = FakeTable::new();
     let tree = Tree::builder(fake.clone())
         .retry_policy(fast())
@@ -141,13 +145,13 @@ async fn unprocessed_batch_items_are_retried() {
         .collect();
     fake.inject(0, Fault::Unprocessed { processed: 10 });
     fake.inject(1, Fault::Throttle);
-    batch::write_all(tree.storage(), rows, &fast())
+    storage::write_all(tree.storage(), rows, &fast())
         .await
         .unwrap();
     assert_eq!(fake.rows().len(), 30);
     let keys: Vec<Key> = (0..30).map(|i| Key::new("h", format!("{i:02}"))).collect();
     fake.inject(0, Fault::Unprocessed { processed: 3 });
-    let found = batch::get_all(tree.storage(), keys, true, &fast())
+    let found = storage::get_all(tree.storage(), keys, true, &fast())
         .await
         .unwrap();
     assert_eq!(found.len(), 30);
@@ -160,7 +164,7 @@ async fn batch_gives_up_with_a_count_of_what_was_not_written() {
     let rows: Vec<WriteRequest> = (0..60)
         .map(|i| WriteRequest::Put(Key::new("g", format!("{i:02}")).into_item()))
         .collect();
-    let e = batch::write_all(tree.storage(), rows, &fast())
+    let e = storage::write_all(tree.storage(), rows, &fast())
         .await
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Unprocessed);
@@ -393,7 +397,7 @@ async fn snapshot(fake: &FakeTable) -> Vec<(String, u32)> {
     out
 }
 
-async fn build_org(tree: &Tree<FakeTable>) {
+async fn build_org(tree: &Tree) {
     // 4 teams × 5 groups × 10 people + the team and group nodes: 224 nodes.
     tree.put(["org", "eng"], &V { v: 1 }).await.unwrap();
     for t in 0..4u32 {

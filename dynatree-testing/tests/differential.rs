@@ -24,10 +24,11 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use dynatree::{
-    Billing, Condition, ErrorKind, IndexQuery, IndexSpec, Item, Key, Query, RangeCondition, Result,
-    Storage, TransactAction, Value, WriteRequest,
+use dynatree::storage::{
+    Condition, IndexQuery, IndexSpec, Key, Query, RangeCondition, Storage, TransactAction,
+    WriteRequest,
 };
+use dynatree::{Billing, ErrorKind, Item, Result, Value};
 use dynatree_testing::{DynamoDbLocal, FakeTable};
 
 /// A small deterministic generator (SplitMix64), so a seed replays a run.
@@ -393,7 +394,7 @@ fn outcome<T>(r: Result<T>, ok: impl FnOnce(T) -> String) -> Outcome {
     }
 }
 
-async fn apply<S: Storage>(s: &S, req: &Req) -> Outcome {
+async fn apply<S: Storage + 'static>(s: &S, req: &Req) -> Outcome {
     match req {
         Req::Put(item, c) => outcome(s.put_item(item.clone(), c.clone()).await, |()| {
             String::new()
@@ -507,7 +508,7 @@ fn short(req: &Req) -> String {
     }
 }
 
-async fn all_rows<S: Storage>(s: &S) -> Vec<String> {
+async fn all_rows<S: Storage + 'static>(s: &S) -> Vec<String> {
     let mut rows = Vec::new();
     let mut start = None;
     loop {

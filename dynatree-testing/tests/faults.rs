@@ -4,15 +4,19 @@
 
 use std::time::Duration;
 
-use dynatree::{ErrorKind, Key, RetryPolicy, Storage, Tree, WriteRequest, batch};
-use dynatree_testing::conformance::{V, assert_invariants};
+use dynatree::storage::{Key, Storage, WriteRequest};
+use dynatree::{ErrorKind, RetryPolicy, Tree, storage};
+use dynatree_testing::conformance::assert_invariants;
 use dynatree_testing::{FakeTable, Fault, FaultRule, Faulty, Op};
+use fixtures::V;
+
+mod fixtures;
 
 fn fast() -> RetryPolicy {
     RetryPolicy::new(6, Duration::from_millis(1), Duration::from_millis(5))
 }
 
-async fn tree_on<S: Storage>(storage: S) -> Tree<S> {
+async fn tree_on<S: Storage + 'static>(storage: S) -> Tree {
     let tree = Tree::builder(storage).retry_policy(fast()).build().unwrap();
     tree.create_table().await.unwrap();
     tree
@@ -97,7 +101,7 @@ async fn a_failed_first_transaction_of_a_new_path_is_retried_by_the_caller() {
 #[tokio::test]
 async fn faulty_takes_the_same_rules() {
     let table = Faulty::new(FakeTable::new());
-    let tree = tree_on(&table).await;
+    let tree = tree_on(table.clone()).await;
     tree.put(["a", "x"], &V { v: 0 }).await.unwrap();
     table.inject_rule(
         FaultRule::new(Fault::Fail)
@@ -222,14 +226,14 @@ fn keys(prefix: &str, n: usize) -> Vec<Key> {
 #[tokio::test]
 async fn faulty_unprocessed_batch_items_are_retried_by_the_batch_helpers() {
     let table = Faulty::new(FakeTable::new());
-    tree_on(&table).await;
+    tree_on(table.clone()).await;
     table.inject_rule(
         FaultRule::new(Fault::Unprocessed { processed: 10 })
             .operation(Op::BatchWriteItem)
             .times(2),
     );
     // 30 rows: chunk of 25 → 10 written, 15 back; 15 → 10 written, 5 back; 5; then 5.
-    batch::write_all(&table, rows("h", 30), &fast())
+    storage::write_all(&table, rows("h", 30), &fast())
         .await
         .unwrap();
     assert_eq!(table.inner().rows().len(), 30);
@@ -242,7 +246,7 @@ async fn faulty_unprocessed_batch_items_are_retried_by_the_batch_helpers() {
             .operation(Op::BatchGetItem)
             .times(3),
     );
-    let found = batch::get_all(&table, keys("h", 30), true, &fast())
+    let found = storage::get_all(&table, keys("h", 30), true, &fast())
         .await
         .unwrap();
     assert_eq!(found.len(), 30);
@@ -255,9 +259,9 @@ async fn faulty_unprocessed_batch_items_are_retried_by_the_batch_helpers() {
 #[tokio::test]
 async fn faulty_unprocessed_forever_gives_up_with_a_count() {
     let table = Faulty::new(FakeTable::new());
-    tree_on(&table).await;
+    tree_on(table.clone()).await;
     table.inject_always(Fault::Unprocessed { processed: 0 });
-    let e = batch::write_all(&table, rows("g", 30), &fast())
+    let e = storage::write_all(&table, rows("g", 30), &fast())
         .await
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Unprocessed);
@@ -265,7 +269,7 @@ async fn faulty_unprocessed_forever_gives_up_with_a_count() {
     assert!(table.inner().rows().is_empty());
     assert_eq!(table.inner().metrics().requests("BatchWriteItem"), 0);
 
-    let e = batch::get_all(&table, keys("g", 5), false, &fast())
+    let e = storage::get_all(&table, keys("g", 5), false, &fast())
         .await
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Unprocessed);
@@ -276,7 +280,7 @@ async fn faulty_unprocessed_forever_gives_up_with_a_count() {
 #[tokio::test]
 async fn faulty_unprocessed_items_are_added_to_the_backends_own() {
     let table = Faulty::new(FakeTable::new());
-    tree_on(&table).await;
+    tree_on(table.clone()).await;
     // The backend itself leaves all but 2 of what it is sent unprocessed.
     table.inner().inject_rule(
         FaultRule::new(Fault::Unprocessed { processed: 2 }).operation(Op::BatchWriteItem),

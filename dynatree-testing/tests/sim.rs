@@ -6,7 +6,7 @@
 
 use dynatree::{ErrorKind, Hierarchical, LinkPolicy, OnChildren, Tree};
 use dynatree_testing::FakeTable;
-use dynatree_testing::sim::{End, Model, OpOutcome, Sim, SimFault, SimStorage};
+use dynatree_testing::sim::{End, Model, OpOutcome, Sim, SimFault};
 use serde::{Deserialize, Serialize};
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
@@ -24,7 +24,7 @@ struct Doc {
 }
 
 type P = &'static [&'static str];
-type T = Tree<SimStorage<FakeTable>>;
+type T = Tree;
 
 /// One operation of a scenario, with its model.
 #[derive(Clone, Debug)]

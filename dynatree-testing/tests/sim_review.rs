@@ -22,7 +22,7 @@ struct V {
 }
 
 type P = Vec<String>;
-type T = Tree<SimStorage<FakeTable>>;
+type T = Tree;
 
 const SC: char = '¦';
 

@@ -43,7 +43,11 @@ fn record(st: &SimStorage<FakeTable>, took: Duration) {
 /// Runs `a` and records its virtual time and the request count.
 async fn measured(a: Act, t: T) -> dynatree::Result<String> {
     let started = tokio::time::Instant::now();
-    let st = t.storage().clone();
+    let st = t
+        .storage()
+        .downcast_ref::<SimStorage<FakeTable>>()
+        .expect("a simulated backend")
+        .clone();
     let r = a.run(t).await;
     record(&st, started.elapsed());
     r

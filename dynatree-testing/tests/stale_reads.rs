@@ -15,10 +15,14 @@
 
 use std::time::Duration;
 
-use dynatree::{OnChildren, Path, RetryPolicy, Storage, Strategy, Tree};
+use dynatree::storage::Storage;
+use dynatree::{OnChildren, Path, RetryPolicy, Strategy, Tree};
 use dynatree_testing::FakeTable;
-use dynatree_testing::conformance::{User, UserKey, V, assert_invariants};
+use dynatree_testing::conformance::assert_invariants;
+use fixtures::{User, UserKey, V};
 use futures::TryStreamExt;
+
+mod fixtures;
 
 /// Reads lag this many writes: in these tests, "until `settle()`".
 const FROZEN: usize = 1_000_000;
@@ -27,7 +31,7 @@ fn fast() -> RetryPolicy {
     RetryPolicy::new(8, Duration::from_millis(1), Duration::from_millis(20))
 }
 
-async fn tree_on(fake: &FakeTable, consistent: bool, path_index: Option<usize>) -> Tree<FakeTable> {
+async fn tree_on(fake: &FakeTable, consistent: bool, path_index: Option<usize>) -> Tree {
     let mut b = Tree::builder(fake.clone())
         .retry_policy(fast())
         .consistent_reads(consistent)
@@ -45,11 +49,7 @@ fn p(components: &[&str]) -> Path {
 }
 
 /// Every object under `prefix` as (path, value), by the given strategy.
-async fn objects(
-    tree: &Tree<FakeTable>,
-    prefix: &[&str],
-    strategy: Strategy,
-) -> Vec<(String, u32)> {
+async fn objects(tree: &Tree, prefix: &[&str], strategy: Strategy) -> Vec<(String, u32)> {
     let mut out: Vec<(String, u32)> = tree
         .descendants(p(prefix))
         .strategy(strategy)
@@ -145,14 +145,14 @@ async fn consistent_reads_are_never_stale() {
 
     // The raw backend: consistent GetItem, BatchGetItem and Query see the latest; the others
     // still see nothing of what was written (the table was empty before the first put).
-    let key = dynatree::Key::new("¦x", "¦");
+    let key = dynatree::storage::Key::new("¦x", "¦");
     assert!(fake.get_item(&key, true).await.unwrap().is_some());
     assert!(fake.get_item(&key, false).await.unwrap().is_none());
     let both = fake.batch_get(vec![key.clone()], true).await.unwrap();
     assert_eq!(both.items.len(), 1);
     let stale = fake.batch_get(vec![key], false).await.unwrap();
     assert!(stale.items.is_empty());
-    let q = dynatree::Query::new("¦x¦");
+    let q = dynatree::storage::Query::new("¦x¦");
     let latest = fake
         .query_page(&q.clone().consistent(true), None)
         .await
@@ -267,7 +267,7 @@ async fn descendants_by_the_path_index_after_a_move() {
         .unwrap();
     for d in &all {
         assert_eq!(
-            dynatree::Key::from_item(&d.item).map(|k| k.range),
+            dynatree::storage::Key::from_item(&d.item).map(|k| k.range),
             Some(tree.reserved().to_string()),
             "{}",
             d.path
@@ -342,7 +342,7 @@ async fn typed_index_queries_are_a_past_state_until_settled() {
 #[tokio::test]
 async fn writes_do_not_depend_on_stale_reads() {
     /// Stale reads between the writes, in case what they return leaks into a write.
-    async fn read_around(tree: &Tree<FakeTable>) {
+    async fn read_around(tree: &Tree) {
         for dir in [
             &[][..],
             &["org"],
@@ -362,7 +362,7 @@ async fn writes_do_not_depend_on_stale_reads() {
     fn p_or_root(dir: &[&str]) -> Path {
         if dir.is_empty() { Path::root() } else { p(dir) }
     }
-    async fn script(tree: &Tree<FakeTable>) {
+    async fn script(tree: &Tree) {
         for path in [
             &["org"][..],
             &["org", "eng"],
@@ -408,7 +408,7 @@ async fn writes_do_not_depend_on_stale_reads() {
     let expected_index = objects(&reference, &["org"], Strategy::PathIndex).await;
     let keys = |rows: Vec<dynatree::Item>| {
         rows.iter()
-            .filter_map(dynatree::Key::from_item)
+            .filter_map(dynatree::storage::Key::from_item)
             .filter(|k| !k.hash.contains("intents"))
             .collect::<Vec<_>>()
     };

@@ -2,6 +2,7 @@
 //! items resent with exponential backoff and full jitter, and a typed error after a bound.
 
 use std::collections::HashSet;
+use std::future::Future;
 use std::time::Duration;
 
 use crate::error::{Error, ErrorKind, Result};
@@ -16,10 +17,25 @@ pub const BATCH_WRITE_MAX: usize = 25;
 pub const TRANSACT_MAX: usize = 100;
 
 /// How often and how patiently dynatree retries unprocessed batch items, throttled requests
-/// and lost races.
+/// and lost races: the one retry budget of a tree
+/// ([`TreeBuilder::retry_policy`](crate::TreeBuilder::retry_policy)).
 ///
 /// The delay before retry `n` (from 0) is a random duration between zero and
 /// `min(max_delay, base_delay * 2^n)` ("full jitter").
+///
+/// # The budget
+///
+/// Each request a tree operation needs is tried at most [`max_attempts`](Self::max_attempts)
+/// times in all: a throttled request ([`ErrorKind::Throttled`]) is resent after a delay, and
+/// after the last try the operation fails with the last error (a typed
+/// [`Unprocessed`](ErrorKind::Unprocessed) count for batches, [`Conflict`](ErrorKind::Conflict)
+/// for a race lost every time). Nothing else resends it:
+/// [`DynamoDbTable`](crate::DynamoDbTable) turns the SDK's own retries off, so with the default
+/// policy one throttled request costs at most 10 requests, not the SDK's 3 attempts times 10.
+/// Other errors (a failed condition, a validation error, a missing table) are not retried:
+/// they are sent once. A batch of any size is tried at most `max_attempts` times per chunk of
+/// [`BATCH_GET_MAX`] keys or [`BATCH_WRITE_MAX`] requests. An operation made of several steps
+/// (read the listing rows, then write) has this budget for each step.
 ///
 /// # Examples
 ///
@@ -30,6 +46,18 @@ pub const TRANSACT_MAX: usize = 100;
 /// let fast = RetryPolicy::new(5, Duration::from_millis(1), Duration::from_millis(10));
 /// assert_eq!(fast.max_attempts(), 5);
 /// assert!(fast.delay(10) <= Duration::from_millis(10));
+/// ```
+///
+/// On a tree:
+///
+/// ```
+/// # use std::time::Duration;
+/// # use dynatree::{RetryPolicy, Tree};
+/// # use dynatree_testing::FakeTable;
+/// let tree = Tree::builder(FakeTable::new())
+///     .retry_policy(RetryPolicy::new(3, Duration::from_millis(5), Duration::from_millis(50)))
+///     .build()?;
+/// # Ok::<(), dynatree::Error>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RetryPolicy {
@@ -47,6 +75,16 @@ impl Default for RetryPolicy {
 
 impl RetryPolicy {
     /// A policy of `max_attempts` tries (at least 1) with the given delays.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use dynatree::RetryPolicy;
+    ///
+    /// let once = RetryPolicy::new(0, Duration::ZERO, Duration::ZERO);
+    /// assert_eq!(once.max_attempts(), 1); // every request is sent at least once
+    /// ```
     pub fn new(max_attempts: u32, base_delay: Duration, max_delay: Duration) -> Self {
         Self {
             max_attempts: max_attempts.max(1),
@@ -55,12 +93,31 @@ impl RetryPolicy {
         }
     }
 
-    /// How many times one request is tried in all.
+    /// How many times one request is tried in all (the first try included).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::RetryPolicy;
+    ///
+    /// assert_eq!(RetryPolicy::default().max_attempts(), 10);
+    /// ```
     pub fn max_attempts(&self) -> u32 {
         self.max_attempts
     }
 
     /// The (random) delay before retry number `retry` (0-based).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use dynatree::RetryPolicy;
+    ///
+    /// let p = RetryPolicy::new(5, Duration::from_millis(10), Duration::from_millis(50));
+    /// assert!(p.delay(0) <= Duration::from_millis(10));
+    /// assert!(p.delay(30) <= Duration::from_millis(50));
+    /// ```
     pub fn delay(&self, retry: u32) -> Duration {
         let cap = self
             .base_delay
@@ -74,6 +131,53 @@ impl RetryPolicy {
         let d = self.delay(retry);
         if !d.is_zero() {
             tokio::time::sleep(d).await;
+        }
+    }
+
+    /// Runs one request, `op`, resending it while it is throttled, at most
+    /// [`max_attempts`](Self::max_attempts) times in all, with this policy's delays in
+    /// between: the loop the tree runs around each request, for code that calls a
+    /// [`Storage`] directly.
+    ///
+    /// # Errors
+    ///
+    /// The first error that is not [`ErrorKind::Throttled`], at once; the last
+    /// [`Throttled`](ErrorKind::Throttled) error after the last try.
+    ///
+    /// # Cancel safety
+    ///
+    /// As cancel safe as `op`: a dropped future may have sent any number of tries.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use dynatree::{RetryPolicy, Tree};
+    /// # use dynatree::storage::{Key, Storage};
+    /// # use dynatree_testing::FakeTable;
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// let table = FakeTable::new();
+    /// # Tree::new(table.clone()).create_table().await?;
+    /// let policy = RetryPolicy::new(4, Duration::from_millis(1), Duration::from_millis(5));
+    /// let key = Key::new("h", "r");
+    /// let row = policy.retry_throttled(|| table.get_item(&key, true)).await?;
+    /// assert!(row.is_none());
+    /// # Ok(()) }
+    /// ```
+    pub async fn retry_throttled<T, F, Fut>(&self, mut op: F) -> Result<T>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T>>,
+    {
+        let mut retry = 0;
+        loop {
+            match op().await {
+                Err(e) if e.kind() == ErrorKind::Throttled && retry + 1 < self.max_attempts => {
+                    self.sleep(retry).await;
+                    retry += 1;
+                }
+                other => return other,
+            }
         }
     }
 }
@@ -94,13 +198,14 @@ impl RetryPolicy {
 /// # Examples
 ///
 /// ```
-/// # use dynatree::{batch, Key, RetryPolicy, Tree};
+/// # use dynatree::{storage, RetryPolicy, Tree};
+/// # use dynatree::storage::Key;
 /// # use dynatree_testing::FakeTable;
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
 /// let table = FakeTable::new();
 /// # Tree::new(table.clone()).create_table().await?;
 /// let keys: Vec<Key> = (0..250).map(|i| Key::new("h", format!("{i:03}"))).collect();
-/// let found = batch::get_all(&table, keys, true, &RetryPolicy::default()).await?;
+/// let found = storage::get_all(&table, keys, true, &RetryPolicy::default()).await?;
 /// assert!(found.is_empty());
 /// assert_eq!(table.metrics().requests("BatchGetItem"), 3); // 100 + 100 + 50
 /// # Ok(()) }
@@ -160,13 +265,14 @@ pub async fn get_all<S: Storage>(
 /// # Examples
 ///
 /// ```
-/// # use dynatree::{batch, Key, RetryPolicy, Tree, WriteRequest};
+/// # use dynatree::{storage, RetryPolicy, Tree};
+/// # use dynatree::storage::{Key, WriteRequest};
 /// # use dynatree_testing::FakeTable;
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
 /// let table = FakeTable::new();
 /// # Tree::new(table.clone()).create_table().await?;
 /// let rows = (0..30).map(|i| WriteRequest::Put(Key::new("h", format!("{i:02}")).into_item()));
-/// batch::write_all(&table, rows.collect(), &RetryPolicy::default()).await?;
+/// storage::write_all(&table, rows.collect(), &RetryPolicy::default()).await?;
 /// assert_eq!(table.metrics().requests("BatchWriteItem"), 2); // 25 + 5
 /// # Ok(()) }
 /// ```
@@ -208,6 +314,47 @@ pub async fn write_all<S: Storage>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn retry_throttled_spends_exactly_the_budget() {
+        let p = RetryPolicy::new(4, Duration::ZERO, Duration::ZERO);
+        let tries = std::cell::Cell::new(0);
+        // Always throttled: 4 tries, then the last error.
+        let r: Result<()> = p
+            .retry_throttled(|| {
+                tries.set(tries.get() + 1);
+                async { Err(Error::new(ErrorKind::Throttled, "")) }
+            })
+            .await;
+        assert!(r.unwrap_err().is_throttled());
+        assert_eq!(tries.get(), 4);
+        // Throttled twice, then done: 3 tries.
+        tries.set(0);
+        let r = p
+            .retry_throttled(|| {
+                tries.set(tries.get() + 1);
+                let n = tries.get();
+                async move {
+                    if n <= 2 {
+                        Err(Error::new(ErrorKind::Throttled, ""))
+                    } else {
+                        Ok(n)
+                    }
+                }
+            })
+            .await;
+        assert_eq!(r.unwrap(), 3);
+        // Any other error: once.
+        tries.set(0);
+        let r: Result<()> = p
+            .retry_throttled(|| {
+                tries.set(tries.get() + 1);
+                async { Err(Error::new(ErrorKind::Validation, "")) }
+            })
+            .await;
+        assert!(r.unwrap_err().is_validation());
+        assert_eq!(tries.get(), 1);
+    }
 
     #[test]
     fn delay_is_capped() {

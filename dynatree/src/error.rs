@@ -7,76 +7,160 @@ pub type Result<T, E = Error> = core::result::Result<T, E>;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
-/// What went wrong, as a stable category.
+/// Who was wrong when an operation failed, the party at fault: the caller, the data, or the
+/// service ([`ErrorKind::party`], [`Error::party`]).
 ///
-/// New kinds may be added in minor releases, so match with a wildcard arm.
+/// The three parties are the ones a caller reacts to differently: fix the call, look at the
+/// data (or tell your own caller about it), or wait and retry / alert an operator. In an HTTP
+/// service they map to a 4xx for a bad request, a 404/409/412 for the data, and a 5xx (503 for
+/// throttling) for the service.
+///
+/// Every kind has exactly one party, so the enum is exhaustive and a `match` on it needs no
+/// wildcard arm. (Not named `Fault`: `dynatree_testing::Fault` is the fault a test injects.)
 ///
 /// # Examples
 ///
 /// ```
-/// use dynatree::{ErrorKind, Path};
+/// use dynatree::{Error, ErrorKind, Party};
+///
+/// fn status(err: &Error) -> u16 {
+///     match err.party() {
+///         Party::Caller => 400,
+///         Party::Data if err.is_not_found() => 404,
+///         Party::Data => 409,
+///         Party::Service if err.is_throttled() => 503,
+///         Party::Service => 500,
+///     }
+/// }
+///
+/// assert_eq!(status(&Error::new(ErrorKind::InvalidPath, "")), 400);
+/// assert_eq!(status(&Error::new(ErrorKind::NotFound, "")), 404);
+/// assert_eq!(status(&Error::new(ErrorKind::ConditionFailed, "")), 409);
+/// assert_eq!(status(&Error::new(ErrorKind::Throttled, "")), 503);
+/// assert_eq!(ErrorKind::Validation.party(), Party::Service);
+/// assert_eq!(Party::Data.to_string(), "data");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Party {
+    /// The caller's mistake: a bad argument or a misuse, refused by dynatree before anything
+    /// was sent. The same call will fail again; fix the call.
+    Caller,
+    /// The state of the data: what the call expected of the table's items did not hold (nothing
+    /// at the path, a failed condition, something already there, a concurrent writer, a
+    /// stored item that does not fit the type). A later call may succeed once the data changed.
+    Data,
+    /// The service or its setup: DynamoDB throttled or refused the request, the table is
+    /// missing or unusable, or the backend failed (network, timeout, internal error).
+    Service,
+}
+
+impl Party {
+    fn as_str(self) -> &'static str {
+        match self {
+            Party::Caller => "caller",
+            Party::Data => "data",
+            Party::Service => "service",
+        }
+    }
+}
+
+impl fmt::Display for Party {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What went wrong, as a stable category.
+///
+/// New kinds may be added in minor releases, so match with a wildcard arm, or match on the
+/// kind's [`party`](ErrorKind::party), which is total. Each variant says its party.
+///
+/// # Examples
+///
+/// ```
+/// use dynatree::{ErrorKind, Party, Path};
 ///
 /// let err = Path::new(["a¦b"])?.validate('¦').unwrap_err();
 /// assert_eq!(err.kind(), ErrorKind::InvalidPath);
+/// assert_eq!(err.kind().party(), Party::Caller);
 /// assert!(err.is_invalid_input());
 /// # Ok::<(), dynatree::Error>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ErrorKind {
-    /// A path was empty where one is required, had an empty component, contained the reserved
-    /// character, or would produce a key over DynamoDB's byte limits. Nothing was sent.
+    /// Caller: a path was empty where one is required, had an empty component, contained the
+    /// reserved character, or would produce a key over DynamoDB's byte limits. Nothing was
+    /// sent.
     InvalidPath,
-    /// An attribute name was reserved (`Key`, `Child`, or starting with the reserved character).
-    /// Nothing was sent.
+    /// Caller: an attribute name was reserved (`Key`, `Child`, or starting with the reserved
+    /// character). Nothing was sent.
     InvalidAttribute,
-    /// The reserved character chosen for a tree cannot be used.
-    InvalidDelimiter,
-    /// An item would exceed DynamoDB's 400 KB item size limit. Nothing was sent.
+    /// Caller: the reserved character chosen for a tree cannot be used.
+    InvalidReserved,
+    /// Caller: an item would exceed DynamoDB's 400 KB item size limit. Nothing was sent.
     ItemTooLarge,
-    /// A value DynamoDB cannot store: NaN or infinity, a number beyond 38 significant digits
-    /// or outside 1E-130 to 9.99…E+125 in magnitude, an empty set or a set with duplicate
-    /// members, a version field that cannot be incremented. Nothing was sent.
+    /// Caller: a value DynamoDB cannot store: NaN or infinity, a number beyond 38 significant
+    /// digits or outside 1E-130 to 9.99…E+125 in magnitude, an empty set or a set with
+    /// duplicate members, a version field that cannot be incremented. Nothing was sent.
     InvalidValue,
-    /// A value could not be converted to or from DynamoDB attributes.
+    /// Caller: dynatree refused an argument or a use before sending anything, because it is
+    /// wrong whatever the data: a query DynamoDB would reject (a range condition on an empty or
+    /// oversized value, `between` with its bounds reversed, two range conditions), a cursor
+    /// outside the query's range condition, an index the type does not declare, a strategy
+    /// the tree was not built for.
+    InvalidArgument,
+    /// Data: a value could not be converted to or from DynamoDB attributes: usually a stored
+    /// item that does not fit the type it is read as (a value of a type that does not
+    /// serialize as a map of attributes, a bug in the caller's type, is reported the same way).
     Serialization,
-    /// The path holds no object (for operations that need one, such as `read_link`).
+    /// Data: the path holds no object (for operations that need one, such as `read_link`).
     NotFound,
-    /// The path holds an object that is not a link.
+    /// Data: the path holds an object that is not a link.
     NotALink,
-    /// Following links went around a cycle or past the hop limit.
+    /// Data: following links went around a cycle or past the hop limit.
     LinkLoop,
-    /// A conditional write's condition did not hold.
+    /// Data: a conditional write's condition did not hold.
     ConditionFailed,
-    /// `create` found something already at the path.
+    /// Data: `create` found something already at the path.
     AlreadyExists,
-    /// The path is inside a subtree that is being moved; write again when the move is done.
+    /// Data: the path is inside a subtree that is being moved; write again when the move is
+    /// done.
     Locked,
-    /// The node still has children and the call was not asked to deal with them.
+    /// Data: the node still has children and the call was not asked to deal with them.
     HasChildren,
-    /// A transaction was cancelled; [`Error::cancellation_reasons`] has one entry per action.
+    /// Data (usually): a transaction was cancelled; [`Error::cancellation_reasons`] has one
+    /// entry per action. [`Error::party`] is [`Party::Service`] when DynamoDB cancelled it for
+    /// throttling or validation rather than for a condition or a conflict.
     TransactionCanceled,
-    /// A concurrent writer kept winning and the operation gave up after its retries.
+    /// Data: a concurrent writer kept winning and the operation gave up after its retries.
     Conflict,
-    /// This call ran a move, copy or subtree deletion too slowly: its lease ran out and another
-    /// call (a [`Tree::resume`](crate::Tree::resume)) took the operation over. This call wrote
-    /// nothing more after that; the operation's outcome is the other call's (see
+    /// Data: this call ran a move, copy or subtree deletion too slowly: its lease ran out and
+    /// another call (a [`Tree::resume`](crate::Tree::resume)) took the operation over. This call
+    /// wrote nothing more after that; the operation's outcome is the other call's (see
     /// [`Tree::pending`](crate::Tree::pending)).
     TakenOver,
-    /// DynamoDB throttled the request (throughput, request limit, or provisioned capacity).
+    /// Service: DynamoDB throttled the request for throughput (`ThrottlingException`,
+    /// `ProvisionedThroughputExceededException`, the account's `RequestLimitExceeded`), every
+    /// try that the tree's [`RetryPolicy`](crate::RetryPolicy) allowed.
     Throttled,
-    /// A batch request still had unprocessed items after every retry;
+    /// Service: a control-plane limit of DynamoDB (`LimitExceededException`): too many table or
+    /// index operations at once (one index is built at a time per table), or an account quota.
+    LimitExceeded,
+    /// Service: a batch request still had unprocessed items after every retry;
     /// [`Error::unprocessed_count`] says how many.
     Unprocessed,
-    /// DynamoDB rejected the request as invalid (`ValidationException`), or dynatree refused a
-    /// query DynamoDB would reject (a range condition on an empty or oversized value, `between`
-    /// with its bounds reversed, a start cursor outside the range condition) before sending it.
+    /// Service: DynamoDB (or a backend that checks as it does) rejected the request as
+    /// invalid (`ValidationException`, `ItemCollectionSizeLimitExceededException`); the detail
+    /// is DynamoDB's message. What dynatree refuses before sending is
+    /// [`InvalidArgument`](ErrorKind::InvalidArgument) or another caller kind.
     Validation,
-    /// The table does not exist (or is not active yet).
+    /// Service: the table does not exist (or is not active yet).
     TableNotFound,
-    /// The table exists with a key schema this tree cannot use.
+    /// Service: the table exists with a key schema this tree cannot use.
     TableMismatch,
-    /// Any other failure of the storage backend (network, service error, timeout).
+    /// Service: any other failure of the storage backend (network, timeout, access denied,
+    /// internal error of the service).
     Backend,
 }
 
@@ -85,9 +169,10 @@ impl ErrorKind {
         match self {
             ErrorKind::InvalidPath => "invalid path",
             ErrorKind::InvalidAttribute => "invalid attribute name",
-            ErrorKind::InvalidDelimiter => "invalid reserved character",
+            ErrorKind::InvalidReserved => "invalid reserved character",
             ErrorKind::ItemTooLarge => "item too large",
             ErrorKind::InvalidValue => "invalid attribute value",
+            ErrorKind::InvalidArgument => "invalid argument",
             ErrorKind::Serialization => "serialization failed",
             ErrorKind::NotFound => "not found",
             ErrorKind::NotALink => "not a link",
@@ -100,11 +185,56 @@ impl ErrorKind {
             ErrorKind::Conflict => "conflicting concurrent write",
             ErrorKind::TakenOver => "operation taken over by another call",
             ErrorKind::Throttled => "request throttled",
+            ErrorKind::LimitExceeded => "service limit exceeded",
             ErrorKind::Unprocessed => "batch items left unprocessed",
             ErrorKind::Validation => "request rejected as invalid",
             ErrorKind::TableNotFound => "table not found",
             ErrorKind::TableMismatch => "table key schema mismatch",
             ErrorKind::Backend => "storage backend error",
+        }
+    }
+
+    /// Who was wrong: the caller, the data, or the service (see [`Party`]).
+    ///
+    /// For [`TransactionCanceled`](ErrorKind::TransactionCanceled) this is the usual answer,
+    /// [`Party::Data`]; [`Error::party`] looks at the cancellation reasons.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::{ErrorKind, Party};
+    ///
+    /// assert_eq!(ErrorKind::InvalidArgument.party(), Party::Caller);
+    /// assert_eq!(ErrorKind::AlreadyExists.party(), Party::Data);
+    /// assert_eq!(ErrorKind::Validation.party(), Party::Service);
+    /// assert_eq!(ErrorKind::Throttled.party(), Party::Service);
+    /// ```
+    pub fn party(self) -> Party {
+        match self {
+            ErrorKind::InvalidPath
+            | ErrorKind::InvalidAttribute
+            | ErrorKind::InvalidReserved
+            | ErrorKind::ItemTooLarge
+            | ErrorKind::InvalidValue
+            | ErrorKind::InvalidArgument => Party::Caller,
+            ErrorKind::Serialization
+            | ErrorKind::NotFound
+            | ErrorKind::NotALink
+            | ErrorKind::LinkLoop
+            | ErrorKind::ConditionFailed
+            | ErrorKind::AlreadyExists
+            | ErrorKind::Locked
+            | ErrorKind::HasChildren
+            | ErrorKind::TransactionCanceled
+            | ErrorKind::Conflict
+            | ErrorKind::TakenOver => Party::Data,
+            ErrorKind::Throttled
+            | ErrorKind::LimitExceeded
+            | ErrorKind::Unprocessed
+            | ErrorKind::Validation
+            | ErrorKind::TableNotFound
+            | ErrorKind::TableMismatch
+            | ErrorKind::Backend => Party::Service,
         }
     }
 }
@@ -170,9 +300,11 @@ impl CancellationReason {
 
 /// The error of every fallible dynatree operation.
 ///
-/// Opaque: inspect it with [`Error::kind`] and the `is_*` predicates. The underlying SDK or
-/// serde error, when there is one, is available through [`std::error::Error::source`]; the
-/// `Display` output is a short phrase that does not repeat it.
+/// Opaque: inspect it with [`Error::kind`], [`Error::party`] and the `is_*` predicates. When
+/// the service answered, its error code and request id are [`Error::service_code`] and
+/// [`Error::request_id`] (quote the request id to AWS Support). The underlying SDK or serde
+/// error, when there is one, is available through [`std::error::Error::source`]; the `Display`
+/// output is a short lowercase phrase that does not repeat it.
 ///
 /// # Examples
 ///
@@ -191,6 +323,8 @@ struct Inner {
     source: Option<BoxError>,
     reasons: Vec<CancellationReason>,
     unprocessed: usize,
+    service_code: Option<String>,
+    request_id: Option<String>,
 }
 
 impl Error {
@@ -202,13 +336,77 @@ impl Error {
             source: None,
             reasons: Vec::new(),
             unprocessed: 0,
+            service_code: None,
+            request_id: None,
         }))
     }
 
     /// Attaches the underlying error, reported by `source()`.
+    ///
+    /// When the source is itself a dynatree [`Error`], its [`service_code`](Error::service_code)
+    /// and [`request_id`](Error::request_id) carry over (unless this error has its own), so
+    /// wrapping an error never loses what the service said.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::{Error, ErrorKind};
+    ///
+    /// let sent = Error::new(ErrorKind::ConditionFailed, "")
+    ///     .with_service_code("ConditionalCheckFailedException")
+    ///     .with_request_id("R1");
+    /// let wrapped = Error::new(ErrorKind::AlreadyExists, "/a").with_source(sent);
+    /// assert_eq!(wrapped.service_code(), Some("ConditionalCheckFailedException"));
+    /// assert_eq!(wrapped.request_id(), Some("R1"));
+    /// assert!(std::error::Error::source(&wrapped).is_some());
+    /// ```
     #[must_use]
     pub fn with_source(mut self, source: impl Into<BoxError>) -> Self {
-        self.0.source = Some(source.into());
+        let source = source.into();
+        if let Some(inner) = source.downcast_ref::<Error>() {
+            if self.0.service_code.is_none() {
+                self.0.service_code.clone_from(&inner.0.service_code);
+            }
+            if self.0.request_id.is_none() {
+                self.0.request_id.clone_from(&inner.0.request_id);
+            }
+        }
+        self.0.source = Some(source);
+        self
+    }
+
+    /// Records the service's error code (for backends: DynamoDB's exception name, such as
+    /// `"ConditionalCheckFailedException"`), reported by [`Error::service_code`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::{Error, ErrorKind};
+    ///
+    /// let e = Error::new(ErrorKind::Throttled, "").with_service_code("ThrottlingException");
+    /// assert_eq!(e.service_code(), Some("ThrottlingException"));
+    /// assert_eq!(e.to_string(), "request throttled"); // Display does not repeat it
+    /// ```
+    #[must_use]
+    pub fn with_service_code(mut self, code: impl Into<String>) -> Self {
+        self.0.service_code = Some(code.into());
+        self
+    }
+
+    /// Records the id the service gave the failed request (DynamoDB's `x-amzn-RequestId`),
+    /// reported by [`Error::request_id`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::{Error, ErrorKind};
+    ///
+    /// let e = Error::new(ErrorKind::Backend, "").with_request_id("4KBNVRGD25RG1KEO9UT4V3FQDJ");
+    /// assert!(e.request_id().is_some_and(|id| id.starts_with("4KBN")));
+    /// ```
+    #[must_use]
+    pub fn with_request_id(mut self, id: impl Into<String>) -> Self {
+        self.0.request_id = Some(id.into());
         self
     }
 
@@ -220,7 +418,8 @@ impl Error {
             .filter(|(_, r)| r.is_failure())
             .map(|(i, r)| format!("action {i}: {}", r.code()))
             .collect();
-        let mut e = Self::new(ErrorKind::TransactionCanceled, failed.join(", "));
+        let mut e = Self::new(ErrorKind::TransactionCanceled, failed.join(", "))
+            .with_service_code("TransactionCanceledException");
         e.0.reasons = reasons;
         e
     }
@@ -236,8 +435,87 @@ impl Error {
     }
 
     /// The category of this error.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::{Error, ErrorKind};
+    ///
+    /// assert_eq!(Error::new(ErrorKind::Locked, "").kind(), ErrorKind::Locked);
+    /// ```
     pub fn kind(&self) -> ErrorKind {
         self.0.kind
+    }
+
+    /// Who was wrong: the caller, the data, or the service (see [`Party`]).
+    ///
+    /// The kind's [`party`](ErrorKind::party), except for a cancelled transaction: it is the
+    /// data's fault when every failed action failed for a condition or a concurrent
+    /// transaction (`ConditionalCheckFailed`, `TransactionConflict`), and the service's when
+    /// DynamoDB cancelled an action for another reason (`ThrottlingError`,
+    /// `ValidationError`, `ProvisionedThroughputExceeded`, …).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::{CancellationReason, Error, ErrorKind, Party};
+    ///
+    /// assert_eq!(Error::new(ErrorKind::InvalidArgument, "").party(), Party::Caller);
+    /// let lost = Error::transaction_canceled(vec![
+    ///     CancellationReason::none(),
+    ///     CancellationReason::new("ConditionalCheckFailed", None),
+    /// ]);
+    /// assert_eq!(lost.party(), Party::Data);
+    /// let throttled = Error::transaction_canceled(vec![CancellationReason::new("ThrottlingError", None)]);
+    /// assert_eq!(throttled.party(), Party::Service);
+    /// ```
+    pub fn party(&self) -> Party {
+        match self.kind() {
+            ErrorKind::TransactionCanceled
+                if self.0.reasons.iter().any(|r| {
+                    r.is_failure()
+                        && !matches!(r.code(), "ConditionalCheckFailed" | "TransactionConflict")
+                }) =>
+            {
+                Party::Service
+            }
+            kind => kind.party(),
+        }
+    }
+
+    /// The service's error code, when the service answered with an error: DynamoDB's exception
+    /// name without its namespace (`"ConditionalCheckFailedException"`,
+    /// `"ProvisionedThroughputExceededException"`, `"ValidationException"`, …). `None` for
+    /// errors dynatree raised itself before sending and for failures with no answer (network,
+    /// timeout).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::{Error, ErrorKind};
+    ///
+    /// assert_eq!(Error::new(ErrorKind::InvalidPath, "").service_code(), None);
+    /// let e = Error::new(ErrorKind::Validation, "").with_service_code("ValidationException");
+    /// assert_eq!(e.service_code(), Some("ValidationException"));
+    /// ```
+    pub fn service_code(&self) -> Option<&str> {
+        self.0.service_code.as_deref()
+    }
+
+    /// The id the service gave the failed request (DynamoDB's `x-amzn-RequestId` header),
+    /// when there was an answer. Quote it to AWS Support.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::{Error, ErrorKind};
+    ///
+    /// assert_eq!(Error::new(ErrorKind::NotFound, "").request_id(), None);
+    /// let e = Error::new(ErrorKind::Backend, "").with_request_id("R2");
+    /// assert_eq!(e.request_id(), Some("R2"));
+    /// ```
+    pub fn request_id(&self) -> Option<&str> {
+        self.0.request_id.as_deref()
     }
 
     /// For [`ErrorKind::TransactionCanceled`]: one reason per action, in request order.
@@ -251,16 +529,31 @@ impl Error {
     }
 
     /// The input was rejected before anything was sent (path, attribute, value, size,
-    /// delimiter).
+    /// reserved character, argument): the same as `self.party() == Party::Caller`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::{Error, ErrorKind};
+    ///
+    /// assert!(Error::new(ErrorKind::InvalidArgument, "").is_invalid_input());
+    /// assert!(!Error::new(ErrorKind::Validation, "").is_invalid_input());
+    /// ```
     pub fn is_invalid_input(&self) -> bool {
-        matches!(
-            self.kind(),
-            ErrorKind::InvalidPath
-                | ErrorKind::InvalidAttribute
-                | ErrorKind::InvalidDelimiter
-                | ErrorKind::ItemTooLarge
-                | ErrorKind::InvalidValue
-        )
+        self.party() == Party::Caller
+    }
+
+    /// [`ErrorKind::InvalidArgument`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::{Error, ErrorKind};
+    ///
+    /// assert!(Error::new(ErrorKind::InvalidArgument, "a query takes one range condition").is_invalid_argument());
+    /// ```
+    pub fn is_invalid_argument(&self) -> bool {
+        self.kind() == ErrorKind::InvalidArgument
     }
 
     /// [`ErrorKind::InvalidPath`].
@@ -313,7 +606,7 @@ impl Error {
         self.kind() == ErrorKind::Throttled
     }
 
-    /// [`ErrorKind::Validation`].
+    /// [`ErrorKind::Validation`]: DynamoDB refused the request as invalid.
     pub fn is_validation(&self) -> bool {
         self.kind() == ErrorKind::Validation
     }
@@ -323,11 +616,15 @@ impl Error {
         self.kind() == ErrorKind::Serialization
     }
 
-    /// Whether retrying the same call later may succeed (throttling, conflicts, unprocessed
-    /// batch items, transaction conflicts, transient backend failures).
+    /// Whether retrying the same call later may succeed (throttling, service limits,
+    /// conflicts, unprocessed batch items, transaction conflicts, transient backend failures).
+    ///
+    /// These were already retried within the tree's [`RetryPolicy`](crate::RetryPolicy)
+    /// where dynatree retries them at all: retry the call later, not in a tight loop.
     pub fn is_retryable(&self) -> bool {
         match self.kind() {
             ErrorKind::Throttled
+            | ErrorKind::LimitExceeded
             | ErrorKind::Conflict
             | ErrorKind::Unprocessed
             | ErrorKind::Backend => true,
@@ -356,6 +653,12 @@ impl fmt::Debug for Error {
             .field("detail", &self.0.detail);
         if !self.0.reasons.is_empty() {
             d.field("reasons", &self.0.reasons);
+        }
+        if let Some(code) = &self.0.service_code {
+            d.field("service_code", code);
+        }
+        if let Some(id) = &self.0.request_id {
+            d.field("request_id", id);
         }
         if let Some(s) = &self.0.source {
             d.field("source", s);
@@ -409,6 +712,98 @@ mod tests {
             "transaction canceled: action 1: ConditionalCheckFailed"
         );
         assert_eq!(e.cancellation_reasons().len(), 2);
+    }
+
+    #[test]
+    fn every_kind_has_one_party() {
+        use ErrorKind::*;
+        let caller = [
+            InvalidPath,
+            InvalidAttribute,
+            InvalidReserved,
+            ItemTooLarge,
+            InvalidValue,
+            InvalidArgument,
+        ];
+        let data = [
+            Serialization,
+            NotFound,
+            NotALink,
+            LinkLoop,
+            ConditionFailed,
+            AlreadyExists,
+            Locked,
+            HasChildren,
+            TransactionCanceled,
+            Conflict,
+            TakenOver,
+        ];
+        let service = [
+            Throttled,
+            LimitExceeded,
+            Unprocessed,
+            Validation,
+            TableNotFound,
+            TableMismatch,
+            Backend,
+        ];
+        for k in caller {
+            assert_eq!(k.party(), Party::Caller, "{k:?}");
+            assert!(Error::new(k, "").is_invalid_input(), "{k:?}");
+        }
+        for k in data {
+            assert_eq!(k.party(), Party::Data, "{k:?}");
+        }
+        for k in service {
+            assert_eq!(k.party(), Party::Service, "{k:?}");
+        }
+        // Display: a short lowercase phrase, no trailing period.
+        for k in caller.into_iter().chain(data).chain(service) {
+            let s = k.to_string();
+            assert!(
+                !s.is_empty() && s == s.to_lowercase() && !s.ends_with('.'),
+                "{s}"
+            );
+        }
+    }
+
+    #[test]
+    fn canceled_transaction_party_follows_reasons() {
+        let conflict = Error::transaction_canceled(vec![
+            CancellationReason::new("TransactionConflict", None),
+            CancellationReason::none(),
+        ]);
+        assert_eq!(conflict.party(), Party::Data);
+        let invalid = Error::transaction_canceled(vec![
+            CancellationReason::new("ConditionalCheckFailed", None),
+            CancellationReason::new("ValidationError", None),
+        ]);
+        assert_eq!(invalid.party(), Party::Service);
+        assert_eq!(invalid.service_code(), Some("TransactionCanceledException"));
+    }
+
+    #[test]
+    fn service_metadata_survives_wrapping() {
+        let sent = Error::new(ErrorKind::ConditionFailed, "")
+            .with_service_code("ConditionalCheckFailedException")
+            .with_request_id("R1");
+        let once = Error::new(ErrorKind::AlreadyExists, "/a").with_source(sent);
+        let twice = Error::new(ErrorKind::Conflict, "").with_source(once);
+        assert_eq!(
+            twice.service_code(),
+            Some("ConditionalCheckFailedException")
+        );
+        assert_eq!(twice.request_id(), Some("R1"));
+        assert_eq!(twice.to_string(), "conflicting concurrent write");
+        // An error's own metadata wins over its source's.
+        let own = Error::new(ErrorKind::Backend, "")
+            .with_request_id("R2")
+            .with_source(twice);
+        assert_eq!(own.request_id(), Some("R2"));
+        assert_eq!(own.service_code(), Some("ConditionalCheckFailedException"));
+        // A source that is not a dynatree error carries nothing over.
+        let io = Error::new(ErrorKind::Backend, "").with_source(std::io::Error::other("x"));
+        assert_eq!(io.service_code(), None);
     }
 
     #[test]

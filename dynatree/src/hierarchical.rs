@@ -192,8 +192,8 @@ impl IndexDef {
     }
 
     /// The table's index definition for a tree with reserved character `sc`.
-    pub fn spec(&self, sc: char) -> crate::IndexSpec {
-        crate::IndexSpec::new(
+    pub fn spec(&self, sc: char) -> crate::storage::IndexSpec {
+        crate::storage::IndexSpec::new(
             self.name,
             format!("{sc}ix.{}.h", self.name),
             self.has_range.then(|| format!("{sc}ix.{}.r", self.name)),
@@ -278,6 +278,27 @@ pub(crate) mod support {
                 ),
             ))
         }
+    }
+
+    /// Writes path components as [`Path`](crate::Path)'s `Display` does (`/a/b`, `/` for none),
+    /// but never fails: an empty component, which `Path::new` refuses, shows as nothing
+    /// between two slashes. The generated key structs' `Display` uses it.
+    ///
+    /// # Errors
+    ///
+    /// Only the formatter's.
+    pub fn fmt_components(
+        components: &[String],
+        f: &mut std::fmt::Formatter<'_>,
+    ) -> std::fmt::Result {
+        if components.is_empty() {
+            return f.write_str("/");
+        }
+        for c in components {
+            f.write_str("/")?;
+            f.write_str(c)?;
+        }
+        Ok(())
     }
 
     /// Whether `child`'s template starts with every component of `parent`'s, placeholders

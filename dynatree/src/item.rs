@@ -1,6 +1,6 @@
 //! dynatree's own attribute values and items, independent of any SDK.
 //!
-//! The [`Storage`](crate::Storage) trait speaks these types so that backends (the AWS SDK, the
+//! The [`Storage`](crate::storage::Storage) trait speaks these types so that backends (the AWS SDK, the
 //! in-memory fake) can change without breaking users.
 
 use std::collections::{BTreeMap, HashSet};

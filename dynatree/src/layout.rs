@@ -45,7 +45,7 @@ impl Layout {
         // `Child` would make them collide with the key attributes (dynamotree defect 6).
         if HASH_KEY.starts_with(&s) || RANGE_KEY.starts_with(&s) {
             return Err(Error::new(
-                ErrorKind::InvalidDelimiter,
+                ErrorKind::InvalidReserved,
                 format!(
                     "{reserved:?} starts the key attribute name `{}`",
                     if HASH_KEY.starts_with(&s) {
@@ -58,7 +58,7 @@ impl Layout {
         }
         if reserved.is_control() {
             return Err(Error::new(
-                ErrorKind::InvalidDelimiter,
+                ErrorKind::InvalidReserved,
                 format!("{reserved:?} is a control character"),
             ));
         }
@@ -288,7 +288,7 @@ mod tests {
     fn delimiters_that_collide_are_refused() {
         for c in ['K', 'C'] {
             let e = Layout::new(c).unwrap_err();
-            assert_eq!(e.kind(), ErrorKind::InvalidDelimiter);
+            assert_eq!(e.kind(), ErrorKind::InvalidReserved);
         }
         assert!(Layout::new('X').is_ok());
         assert!(Layout::new('\0').is_err());

@@ -4,15 +4,17 @@
 #![deny(missing_debug_implementations)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-pub mod batch;
+mod batch;
 mod error;
 mod hierarchical;
+pub mod iam;
 mod item;
 mod layout;
 mod path;
+mod query;
 mod repo;
 mod segment;
-mod storage;
+pub mod storage;
 mod stream;
 mod tree;
 
@@ -25,24 +27,20 @@ pub mod consistency {
     #![doc = include_str!("tree/moves.md")]
 }
 
-pub use crate::batch::{BATCH_GET_MAX, BATCH_WRITE_MAX, RetryPolicy, TRANSACT_MAX};
-pub use crate::error::{CancellationReason, Error, ErrorKind, Result};
+pub use crate::batch::RetryPolicy;
+pub use crate::error::{CancellationReason, Error, ErrorKind, Party, Result};
 pub use crate::hierarchical::{Hierarchical, IndexDef, IndexKey};
 pub use crate::item::{Item, MAX_ATTRIBUTE_NAME_BYTES, MAX_ITEM_BYTES, Value};
-pub use crate::layout::{
-    DEFAULT_RESERVED, HASH_KEY, MAX_HASH_KEY_BYTES, MAX_RANGE_KEY_BYTES, RANGE_KEY,
-};
+pub use crate::layout::DEFAULT_RESERVED;
 
 pub use crate::path::{IntoPath, Path};
-pub use crate::repo::{Cursor, IndexQueryBuilder, Repository, TypedPage, TypedQuery};
-pub use crate::segment::KeySegment;
+pub use crate::query::{Cursor, IndexQueryBuilder, TypedPage, TypedQuery};
+pub use crate::repo::Repository;
+pub use crate::segment::{AsKeySegment, KeySegment};
+pub use crate::storage::Billing;
 #[cfg(feature = "dynamodb")]
 #[cfg_attr(docsrs, doc(cfg(feature = "dynamodb")))]
 pub use crate::storage::dynamodb::DynamoDbTable;
-pub use crate::storage::{
-    BatchGetOutput, Billing, Condition, IndexPage, IndexQuery, IndexSpec, Key, Page, Query,
-    RangeCondition, Storage, TableDescription, TableStatus, TransactAction, WriteRequest,
-};
 pub use crate::tree::{
     Descendant, Descendants, Entry, Intent, LinkPolicy, MoveReport, OnChildren, PATH_INDEX,
     Strategy, Tree, TreeBuilder,
@@ -51,7 +49,12 @@ pub use crate::tree::{
 ///
 /// On a struct with named fields. Generates the trait impl, a key struct `<Name>Key` (every
 /// placeholder field, `pub`) and a collection struct `<Name>Collection` (every placeholder
-/// but the last), both with `path()`; and checks at compile time everything it can.
+/// but the last), both with `path()`; and checks at compile time everything it can. Both
+/// structs display as their path (`key.to_string()` is `key.path()?.to_string()`, and never
+/// fails: an empty encoded component shows as `//`), serialize as a struct of their fields
+/// (under the names the item stores them under, through dynatree's own serde), and implement
+/// `Debug`, `Clone`, `PartialEq`, `Eq`, `Hash`, and `PartialOrd`/`Ord` (the order of the paths)
+/// when every field is `Ord`.
 ///
 /// Attributes:
 ///
@@ -64,7 +67,9 @@ pub use crate::tree::{
 /// - `#[dynatree(crate = "path::to::dynatree")]`: where to find this crate when it is
 ///   re-exported.
 /// - `#[dynatree(index(name = "by_email", hash = email, range = created))]` (repeatable): a
-///   secondary index; generates `T::index_by_email(&email)` for [`Repository::index`]. Register
+///   secondary index; generates `T::index_by_email(&email)` for [`Repository::index`], which
+///   also takes a borrowed form (`T::index_by_email("a@b")` for a `String` field; see
+///   [`AsKeySegment`]). Register
 ///   it with [`TreeBuilder::indexes_of`] so [`Tree::create_table`] creates it.
 /// - `#[dynatree(version)]` on a `u64` field: optimistic locking in
 ///   [`Repository::update`].
@@ -98,6 +103,7 @@ pub use crate::tree::{
 ///
 /// let key = LinkKey { account_id: "a1".into(), short: "xyz".into() };
 /// assert_eq!(key.path()?.to_string(), "/Accounts/a1/Links/xyz");
+/// assert_eq!(key.to_string(), "/Accounts/a1/Links/xyz");
 /// assert_eq!(key.collection().path()?.to_string(), "/Accounts/a1/Links");
 /// assert_eq!(Link::key_from_path(&key.path()?)?, key);
 /// # Ok::<(), dynatree::Error>(())

@@ -2,14 +2,11 @@
 
 use std::marker::PhantomData;
 
-use futures::{Stream, StreamExt, TryStreamExt};
-
 use crate::error::{Error, ErrorKind, Result};
 use crate::hierarchical::Hierarchical;
 use crate::item::{Item, Value};
-use crate::segment::KeySegment;
-use crate::storage::{Condition, Key, Query, RangeCondition, Storage};
-use crate::stream::query_pages;
+use crate::query::{IndexQueryBuilder, Shape, TypedQuery};
+use crate::storage::{Condition, SharedStorage, Storage};
 use crate::tree::Tree;
 
 /// Typed access to the values of `T` in a tree: `tree.repo::<T>()`.
@@ -39,29 +36,48 @@ use crate::tree::Tree;
 /// assert_eq!(all, [link]);
 /// # Ok(()) }
 /// ```
-#[derive(Debug)]
-pub struct Repository<'t, T, S> {
-    tree: &'t Tree<S>,
+///
+/// A repository owns a clone of its tree (cheap): keep it in your state, move it into tasks.
+pub struct Repository<T, S = SharedStorage> {
+    tree: Tree<S>,
     _type: PhantomData<fn() -> T>,
 }
 
-impl<S: Storage> Tree<S> {
-    /// Typed access to the values of `T`.
-    pub fn repo<T: Hierarchical>(&self) -> Repository<'_, T, S> {
-        Repository {
-            tree: self,
+impl<T, S> Clone for Repository<T, S> {
+    fn clone(&self) -> Self {
+        Self {
+            tree: self.tree.clone(),
             _type: PhantomData,
         }
     }
 }
 
-impl<'t, T: Hierarchical, S: Storage> Repository<'t, T, S> {
+impl<T, S: std::fmt::Debug> std::fmt::Debug for Repository<T, S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Repository")
+            .field("type", &std::any::type_name::<T>())
+            .field("tree", &self.tree)
+            .finish()
+    }
+}
+
+impl<S: Storage + 'static> Tree<S> {
+    /// Typed access to the values of `T`.
+    pub fn repo<T: Hierarchical>(&self) -> Repository<T, S> {
+        Repository {
+            tree: self.clone(),
+            _type: PhantomData,
+        }
+    }
+}
+
+impl<T: Hierarchical, S: Storage + 'static> Repository<T, S> {
     fn check_reserved(&self) -> Result<()> {
         if T::RESERVED == self.tree.reserved() {
             Ok(())
         } else {
             Err(Error::new(
-                ErrorKind::InvalidDelimiter,
+                ErrorKind::InvalidReserved,
                 format!(
                     "`{}` was checked against the reserved character {:?}, the tree uses {:?}",
                     std::any::type_name::<T>(),
@@ -89,10 +105,10 @@ impl<'t, T: Hierarchical, S: Storage> Repository<'t, T, S> {
                 })?;
             let spec = def.spec(sc);
             let hash = index_hash::<T>(sc, key.hash());
-            check_index_value(&hash, crate::MAX_HASH_KEY_BYTES, def.name())?;
+            check_index_value(&hash, crate::storage::MAX_HASH_KEY_BYTES, def.name())?;
             row.insert(spec.hash_attr, Value::S(hash));
             if let (Some(attr), Some(r)) = (spec.range_attr, key.range()) {
-                check_index_value(r, crate::MAX_RANGE_KEY_BYTES, def.name())?;
+                check_index_value(r, crate::storage::MAX_RANGE_KEY_BYTES, def.name())?;
                 row.insert(attr, Value::S(r.to_owned()));
             }
         }
@@ -112,6 +128,120 @@ impl<'t, T: Hierarchical, S: Storage> Repository<'t, T, S> {
     pub async fn put(&self, value: &T) -> Result<()> {
         let (path, row) = self.row(value)?;
         self.tree.write_object(&path, row, &Condition::Always).await
+    }
+
+    /// Stores every value of `values`, replacing what is at their paths, at batch cost: the
+    /// listing rows of the whole batch are read once (deduplicated), missing ancestors are
+    /// created once, and each transaction writes up to 50 objects (each with the check, or
+    /// the creation, of its own listing row), where [`put`](Repository::put) sends one
+    /// transaction per object. The invariants are those of `put`: no object is written where
+    /// its listing row is missing, being removed or locked.
+    ///
+    /// Not atomic: each transaction commits on its own. Values whose transaction lost a race
+    /// with a concurrent removal are written again one by one.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::{Hierarchical, Tree};
+    /// use dynatree_testing::FakeTable;
+    /// use serde::{Deserialize, Serialize};
+    ///
+    /// #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+    /// #[dynatree(path = "Accounts/{account_id}/Links/{short}")]
+    /// struct Link { account_id: String, short: String, target: String }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// let table = FakeTable::new();
+    /// let tree = Tree::new(table.clone());
+    /// tree.create_table().await?;
+    /// let links = tree.repo::<Link>();
+    /// let batch: Vec<Link> = (0..100)
+    ///     .map(|i| Link { account_id: "a1".into(), short: format!("{i:03}"), target: "https://example.com".into() })
+    ///     .collect();
+    /// table.reset_metrics();
+    /// links.put_all(&batch).await?;
+    /// // The 103 listing rows read in 2 BatchGetItem, the 3 ancestors created in one
+    /// // transaction, the 100 objects (each with its listing row) in 3: 6 requests, where
+    /// // 100 puts send 100 transactions and more.
+    /// assert_eq!(table.metrics().requests("BatchGetItem"), 2);
+    /// assert_eq!(table.metrics().requests("TransactWriteItems"), 4);
+    /// assert_eq!(table.metrics().total_requests(), 6);
+    /// let keys: Vec<LinkKey> = batch.iter().map(|l| l.key()).collect();
+    /// assert_eq!(links.get_many(&keys).await?.len(), 100);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`put`](Repository::put), checked for every value before anything is sent;
+    /// [`ErrorKind::InvalidArgument`] if two values have one path. After a backend error, the
+    /// values written so far stay written.
+    ///
+    /// # Cancel safety
+    ///
+    /// A dropped future may have written any subset of the values (each reachable); calling
+    /// `put_all` again completes it.
+    pub async fn put_all<'v, I>(&self, values: I) -> Result<()>
+    where
+        I: IntoIterator<Item = &'v T>,
+    {
+        let rows = values
+            .into_iter()
+            .map(|v| self.row(v))
+            .collect::<Result<Vec<_>>>()?;
+        self.tree.write_objects(rows).await
+    }
+
+    /// The values at `keys`, in the order of `keys`, `None` where nothing is: one BatchGetItem
+    /// per 100 distinct keys (unprocessed keys sent again under the retry policy), plus one
+    /// per round of links to follow.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::{Hierarchical, Tree};
+    /// use dynatree_testing::FakeTable;
+    /// use serde::{Deserialize, Serialize};
+    ///
+    /// #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+    /// #[dynatree(path = "Accounts/{id}")]
+    /// struct Account { id: String, name: String }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// let tree = Tree::new(FakeTable::new());
+    /// tree.create_table().await?;
+    /// let accounts = tree.repo::<Account>();
+    /// let alice = Account { id: "1".into(), name: "Alice".into() };
+    /// accounts.put(&alice).await?;
+    /// let keys = [AccountKey { id: "2".into() }, alice.key(), alice.key()];
+    /// assert_eq!(accounts.get_many(&keys).await?, [None, Some(alice.clone()), Some(alice)]);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`get`](Repository::get), checked for every key before anything is sent;
+    /// [`ErrorKind::Unprocessed`] if keys stayed unprocessed after every retry.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe.
+    pub async fn get_many<'k, I>(&self, keys: I) -> Result<Vec<Option<T>>>
+    where
+        I: IntoIterator<Item = &'k T::Key>,
+    {
+        self.check_reserved()?;
+        let paths = keys
+            .into_iter()
+            .map(|k| T::key_path(k))
+            .collect::<Result<Vec<_>>>()?;
+        self.tree
+            .read_many(&paths)
+            .await?
+            .into_iter()
+            .map(|item| item.map(|i| self.tree.to_value(i)).transpose())
+            .collect()
     }
 
     /// Stores `value` only if nothing is at its path yet.
@@ -261,29 +391,27 @@ impl<'t, T: Hierarchical, S: Storage> Repository<'t, T, S> {
     /// # Cancel safety
     ///
     /// Cancel safe.
-    pub fn list(&self, collection: &T::Collection) -> impl Stream<Item = Result<T>> + Send + 't {
+    pub fn list(
+        &self,
+        collection: &T::Collection,
+    ) -> futures::stream::BoxStream<'static, Result<T>> {
         self.query(collection).items()
     }
 
     /// A query on a collection: range conditions on the last placeholder, order, limits,
     /// resumption. It compiles to a DynamoDB key condition on `Child`.
-    pub fn query(&self, collection: &T::Collection) -> TypedQuery<'t, T, S> {
+    pub fn query(&self, collection: &T::Collection) -> TypedQuery<T, S> {
         TypedQuery {
-            tree: self.tree,
+            tree: self.tree.clone(),
             collection: collection.clone(),
-            range: Ok(None),
-            forward: true,
-            limit: None,
-            page_size: None,
-            start_after: None,
-            consistent: false,
+            shape: Shape::default(),
         }
     }
 }
 
 /// The stored hash value of an index key: the type's template, the reserved character, the
 /// encoded value. Types sharing an index name never see each other's values.
-fn index_hash<T: Hierarchical>(sc: char, encoded: &str) -> String {
+pub(crate) fn index_hash<T: Hierarchical>(sc: char, encoded: &str) -> String {
     format!("{}{sc}{encoded}", T::TEMPLATE)
 }
 
@@ -300,7 +428,7 @@ fn check_index_value(v: &str, max: usize, index: &str) -> Result<()> {
     Ok(())
 }
 
-impl<'t, T: Hierarchical, S: Storage> Repository<'t, T, S> {
+impl<T: Hierarchical, S: Storage + 'static> Repository<T, S> {
     /// A query on one of `T`'s secondary indexes, for the hash value in `key` (built by the
     /// derive's `T::index_<name>(..)` functions). Index reads are eventually consistent.
     ///
@@ -330,428 +458,12 @@ impl<'t, T: Hierarchical, S: Storage> Repository<'t, T, S> {
     /// assert_eq!(found, [alice]);
     /// # Ok(()) }
     /// ```
-    pub fn index(&self, key: crate::IndexKey) -> IndexQueryBuilder<'t, T, S> {
+    pub fn index(&self, key: crate::IndexKey) -> IndexQueryBuilder<T, S> {
         IndexQueryBuilder {
-            tree: self.tree,
+            tree: self.tree.clone(),
             key,
-            range: Ok(None),
-            forward: true,
-            limit: None,
+            shape: Shape::default(),
             _type: PhantomData,
         }
     }
-}
-
-/// A query on a secondary index, built by [`Repository::index`]; see its example.
-#[derive(Debug)]
-#[must_use = "a query does nothing until `items()` is polled"]
-pub struct IndexQueryBuilder<'t, T, S> {
-    tree: &'t Tree<S>,
-    key: crate::IndexKey,
-    range: Result<Option<RangeCondition>>,
-    forward: bool,
-    limit: Option<usize>,
-    _type: PhantomData<fn() -> T>,
-}
-
-impl<'t, T: Hierarchical, S: Storage> IndexQueryBuilder<'t, T, S> {
-    fn with(mut self, range: RangeCondition) -> Self {
-        self.range = one_range(self.range, range);
-        self
-    }
-
-    /// Index range key at least `v` (encoded like the range field).
-    pub fn ge(self, v: &impl KeySegment) -> Self {
-        self.with(RangeCondition::Ge(v.encode()))
-    }
-
-    /// Index range key at most `v`.
-    pub fn le(self, v: &impl KeySegment) -> Self {
-        self.with(RangeCondition::Le(v.encode()))
-    }
-
-    /// Index range key from `low` to `high`, both included.
-    pub fn between<K: KeySegment>(self, low: &K, high: &K) -> Self {
-        self.with(RangeCondition::Between(low.encode(), high.encode()))
-    }
-
-    /// Index range key whose encoding starts with `prefix`.
-    pub fn begins_with(self, prefix: impl Into<String>) -> Self {
-        self.with(RangeCondition::BeginsWith(prefix.into()))
-    }
-
-    /// Descending order of the index range key.
-    pub fn descending(mut self) -> Self {
-        self.forward = false;
-        self
-    }
-
-    /// At most `n` values in all.
-    pub fn limit(mut self, n: usize) -> Self {
-        self.limit = Some(n);
-        self
-    }
-
-    /// The values, lazily, one Query per page.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe.
-    pub fn items(self) -> impl Stream<Item = Result<T>> + Send + Unpin + 't {
-        let tree = self.tree;
-        let setup = (|| {
-            let range = self.range?;
-            if let Some(r) = &range {
-                r.check()?;
-            }
-            let def = T::INDEXES
-                .iter()
-                .find(|d| d.name() == self.key.index())
-                .ok_or_else(|| {
-                    Error::new(
-                        ErrorKind::Validation,
-                        format!(
-                            "`{}` declares no index `{}`",
-                            std::any::type_name::<T>(),
-                            self.key.index()
-                        ),
-                    )
-                })?;
-            let sc = tree.reserved();
-            Ok(crate::IndexQuery {
-                index: def.spec(sc),
-                hash: index_hash::<T>(sc, self.key.hash()),
-                range,
-                forward: self.forward,
-                limit: self
-                    .limit
-                    .map(|l| u32::try_from(l.max(1)).unwrap_or(u32::MAX)),
-            })
-        })();
-        let limit = self.limit.unwrap_or(usize::MAX);
-        let stream = match setup {
-            Ok(query) => {
-                futures::stream::try_unfold((Some(None::<Item>), limit), move |(state, left)| {
-                    let query = query.clone();
-                    async move {
-                        let (Some(start), true) = (state, left > 0) else {
-                            return Ok(None);
-                        };
-                        let page = tree.storage().query_index_page(&query, start).await?;
-                        let mut items = page
-                            .items
-                            .into_iter()
-                            .map(|i| tree.to_value::<T>(i))
-                            .collect::<Result<Vec<T>>>()?;
-                        items.truncate(left);
-                        let left = left - items.len();
-                        // A page that ended on the condition's far bound has nothing after
-                        // it, and DynamoDB refuses that key as a start key.
-                        let next = page
-                            .last
-                            .filter(|last| match (&query.range, &query.index.range_attr) {
-                                (Some(r), Some(a)) => last
-                                    .get_s(a)
-                                    .is_some_and(|v| r.accepts_start(v, query.forward)),
-                                _ => true,
-                            })
-                            .map(Some);
-                        Ok(Some((items, (next, left))))
-                    }
-                })
-                .map_ok(|items| futures::stream::iter(items.into_iter().map(Ok)))
-                .try_flatten()
-                .left_stream()
-            }
-            Err(e) => futures::stream::once(async move { Err(e) }).right_stream(),
-        };
-        Box::pin(stream)
-    }
-}
-
-/// Adds a range condition to a query that takes only one.
-fn one_range(
-    current: Result<Option<RangeCondition>>,
-    range: RangeCondition,
-) -> Result<Option<RangeCondition>> {
-    match current {
-        Ok(None) => Ok(Some(range)),
-        Ok(Some(_)) => Err(Error::new(
-            ErrorKind::Validation,
-            "a query takes one range condition",
-        )),
-        Err(e) => Err(e),
-    }
-}
-
-/// Where a query stopped: pass it to [`TypedQuery::start_after`] to continue.
-///
-/// # Examples
-///
-/// ```
-/// let c = dynatree::Cursor::new("0000000042");
-/// assert_eq!(c.as_str(), "0000000042");
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Cursor(String);
-
-impl Cursor {
-    /// A cursor at the encoded last component `s` (what [`Cursor::as_str`] returned).
-    pub fn new(s: impl Into<String>) -> Self {
-        Self(s.into())
-    }
-
-    /// The encoded last component.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-/// One page of a typed query.
-#[derive(Debug, Clone, PartialEq)]
-pub struct TypedPage<T> {
-    /// The values of this page.
-    pub items: Vec<T>,
-    /// Where to continue; `None` after the last page.
-    pub cursor: Option<Cursor>,
-}
-
-/// A typed query on a collection, built by [`Repository::query`].
-///
-/// # Examples
-///
-/// ```
-/// use dynatree::{Hierarchical, Tree};
-/// use dynatree_testing::FakeTable;
-/// use futures::TryStreamExt;
-/// use serde::{Deserialize, Serialize};
-///
-/// #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
-/// #[dynatree(path = "Sensors/{sensor}/Readings/{at}")]
-/// struct Reading { sensor: String, at: u64, value: f64 }
-///
-/// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
-/// let tree = Tree::new(FakeTable::new());
-/// tree.create_table().await?;
-/// let readings = tree.repo::<Reading>();
-/// for at in [5, 10, 20, 40] {
-///     readings.put(&Reading { sensor: "s1".into(), at, value: 1.0 }).await?;
-/// }
-/// let s1 = ReadingCollection { sensor: "s1".into() };
-/// let recent: Vec<Reading> = readings.query(&s1).ge(&10).descending().limit(2).items().try_collect().await?;
-/// assert_eq!(recent.iter().map(|r| r.at).collect::<Vec<_>>(), [40, 20]);
-/// # Ok(()) }
-/// ```
-#[derive(Debug)]
-#[must_use = "a query does nothing until `items()` or `pages()` is polled"]
-pub struct TypedQuery<'t, T: Hierarchical, S> {
-    tree: &'t Tree<S>,
-    collection: T::Collection,
-    range: Result<Option<RangeCondition>>,
-    forward: bool,
-    limit: Option<usize>,
-    page_size: Option<u32>,
-    start_after: Option<Cursor>,
-    consistent: bool,
-}
-
-impl<'t, T: Hierarchical, S: Storage> TypedQuery<'t, T, S> {
-    fn with(mut self, range: RangeCondition) -> Self {
-        self.range = one_range(self.range, range);
-        self
-    }
-
-    /// Last component equal to `v`.
-    pub fn eq(self, v: &T::Last) -> Self
-    where
-        T::Last: KeySegment,
-    {
-        self.with(RangeCondition::Eq(v.encode()))
-    }
-
-    /// Last component below `v`.
-    pub fn lt(self, v: &T::Last) -> Self
-    where
-        T::Last: KeySegment,
-    {
-        self.with(RangeCondition::Lt(v.encode()))
-    }
-
-    /// Last component at most `v`.
-    pub fn le(self, v: &T::Last) -> Self
-    where
-        T::Last: KeySegment,
-    {
-        self.with(RangeCondition::Le(v.encode()))
-    }
-
-    /// Last component above `v`.
-    pub fn gt(self, v: &T::Last) -> Self
-    where
-        T::Last: KeySegment,
-    {
-        self.with(RangeCondition::Gt(v.encode()))
-    }
-
-    /// Last component at least `v`.
-    pub fn ge(self, v: &T::Last) -> Self
-    where
-        T::Last: KeySegment,
-    {
-        self.with(RangeCondition::Ge(v.encode()))
-    }
-
-    /// Last component from `low` to `high`, both included.
-    pub fn between(self, low: &T::Last, high: &T::Last) -> Self
-    where
-        T::Last: KeySegment,
-    {
-        self.with(RangeCondition::Between(low.encode(), high.encode()))
-    }
-
-    /// Last component whose encoding starts with `prefix` (for strings, a string prefix; for
-    /// dates, `"2026-11"` selects a month).
-    pub fn begins_with(self, prefix: impl Into<String>) -> Self {
-        self.with(RangeCondition::BeginsWith(prefix.into()))
-    }
-
-    /// Descending order of the last component.
-    pub fn descending(mut self) -> Self {
-        self.forward = false;
-        self
-    }
-
-    /// At most `n` values in all.
-    pub fn limit(mut self, n: usize) -> Self {
-        self.limit = Some(n);
-        self
-    }
-
-    /// At most `n` names per DynamoDB request.
-    pub fn page_size(mut self, n: u32) -> Self {
-        self.page_size = Some(n.max(1));
-        self
-    }
-
-    /// Continue after a cursor from an earlier page.
-    pub fn start_after(mut self, cursor: Cursor) -> Self {
-        self.start_after = Some(cursor);
-        self
-    }
-
-    /// Strongly consistent reads.
-    pub fn consistent(mut self, yes: bool) -> Self {
-        self.consistent = yes;
-        self
-    }
-
-    /// The values, page by page, with a cursor after each page.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe.
-    pub fn pages(self) -> impl Stream<Item = Result<TypedPage<T>>> + Send + Unpin + 't {
-        let tree = self.tree;
-        let setup = (|| {
-            let range = self.range?;
-            if T::RESERVED != tree.reserved() {
-                return Err(Error::new(
-                    ErrorKind::InvalidDelimiter,
-                    "the type was checked against another reserved character than the tree's",
-                ));
-            }
-            if let Some(r) = &range {
-                r.check()?;
-            }
-            let prefix = T::collection_path(&self.collection)?;
-            let mut query = tree.listing_query_for(&prefix)?;
-            query.range = range;
-            query.forward = self.forward;
-            query.consistent = self.consistent;
-            let cap = self
-                .limit
-                .map(|l| u32::try_from(l.max(1)).unwrap_or(u32::MAX));
-            query.limit = match (self.page_size, cap) {
-                (Some(p), Some(c)) => Some(p.min(c)),
-                (p, c) => p.or(c),
-            };
-            let start = match self.start_after {
-                None => None,
-                Some(c) => {
-                    let start = Key::new(query.hash.clone(), c.0);
-                    if !query.accepts_start(&start) {
-                        // A cursor at the condition's far bound (the last page ended on it) has
-                        // nothing after it; one outside the condition is the caller's mistake.
-                        if start.range.is_empty()
-                            || !query
-                                .range
-                                .as_ref()
-                                .is_some_and(|r| r.matches(&start.range))
-                        {
-                            return Err(Error::new(
-                                ErrorKind::Validation,
-                                format!(
-                                    "the cursor {:?} is outside the query's range condition",
-                                    start.range
-                                ),
-                            ));
-                        }
-                        return Ok(None);
-                    }
-                    Some(start)
-                }
-            };
-            Ok(Some((prefix, query, start)))
-        })();
-        let limit = self.limit;
-        Box::pin(match setup {
-            Ok(Some((prefix, query, start))) => {
-                typed_pages::<T, S>(tree, prefix, query, start, limit).left_stream()
-            }
-            // Ok(None): the cursor is at the end; send nothing.
-            other => futures::stream::iter(other.err().map(Err)).right_stream(),
-        })
-    }
-
-    /// The values, lazily.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe.
-    pub fn items(self) -> impl Stream<Item = Result<T>> + Send + Unpin + 't {
-        self.pages()
-            .map_ok(|p| futures::stream::iter(p.items.into_iter().map(Ok)))
-            .try_flatten()
-    }
-}
-
-fn typed_pages<'t, T: Hierarchical, S: Storage>(
-    tree: &'t Tree<S>,
-    prefix: crate::Path,
-    query: Query,
-    start: Option<Key>,
-    limit: Option<usize>,
-) -> impl Stream<Item = Result<TypedPage<T>>> + Send + 't {
-    let pages = query_pages(tree.storage(), query, start);
-    futures::stream::try_unfold(
-        (Box::pin(pages), limit.unwrap_or(usize::MAX)),
-        move |(mut pages, left)| {
-            let prefix = prefix.clone();
-            async move {
-                if left == 0 {
-                    return Ok(None);
-                }
-                let Some(page) = pages.try_next().await? else {
-                    return Ok(None);
-                };
-                let last_name = page.last_key.as_ref().map(|k| Cursor(k.range.clone()));
-                let entries = tree.entries_for::<T>(&prefix, page.items).await?;
-                let mut items: Vec<T> = entries.into_iter().filter_map(|e| e.value).collect();
-                items.truncate(left);
-                let left = left - items.len();
-                let cursor = if left == 0 { None } else { last_name };
-                Ok(Some((TypedPage { items, cursor }, (pages, left))))
-            }
-        },
-    )
 }

@@ -52,6 +52,84 @@ pub trait KeySegment: Clone + std::fmt::Debug + Eq + std::hash::Hash + Sized {
     fn decode(s: &str) -> Result<Self>;
 }
 
+/// A value that encodes as the key segment `T`: `T` itself, or a borrowed form of it (`str`,
+/// `Box<str>`, `Cow<str>` and `Arc<str>` for `String`).
+///
+/// Generated index constructors take `&impl AsKeySegment<T>` for an index field of type `T`,
+/// so `Account::index_by_email("alice@example.com")` and `Account::index_by_email(&email)`
+/// (a `&String`) both work, as does `&42` for a `u64` field. Every [`KeySegment`] gets the
+/// impl for itself. For your own segment type, add impls for its borrowed forms; the encoding
+/// must equal `T`'s for the value the borrowed form stands for.
+///
+/// The argument's type must be known: `&"a".into()` is ambiguous (a `String` or a `str`?).
+///
+/// # Examples
+///
+/// ```
+/// use dynatree::{AsKeySegment, KeySegment};
+///
+/// fn encoded(v: &(impl AsKeySegment<String> + ?Sized)) -> String {
+///     v.encode_segment()
+/// }
+/// assert_eq!(encoded("alice@example.com"), "alice@example.com");
+/// assert_eq!(encoded(&String::from("bob")), "bob");
+/// assert_eq!(AsKeySegment::<u32>::encode_segment(&42u32), 42u32.encode());
+///
+/// // A borrowed form of your own segment type.
+/// #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+/// struct UserId(String);
+/// impl KeySegment for UserId {
+///     fn encode(&self) -> String { self.0.clone() }
+///     fn decode(s: &str) -> dynatree::Result<Self> { Ok(UserId(s.to_owned())) }
+/// }
+/// impl AsKeySegment<UserId> for str {
+///     fn encode_segment(&self) -> String { self.to_owned() }
+/// }
+/// fn user(v: &(impl AsKeySegment<UserId> + ?Sized)) -> String {
+///     v.encode_segment()
+/// }
+/// assert_eq!(user("u1"), user(&UserId("u1".into())));
+/// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a `{T}` key segment or a borrowed form of one",
+    label = "expected `&{T}` or a borrowed form of it",
+    note = "index constructors take a reference to the field's type, or to a borrowed form (`&str` for `String`)"
+)]
+pub trait AsKeySegment<T: ?Sized> {
+    /// The encoding of the `T` this value stands for: `T::encode` of it.
+    fn encode_segment(&self) -> String;
+}
+
+impl<T: KeySegment> AsKeySegment<T> for T {
+    fn encode_segment(&self) -> String {
+        self.encode()
+    }
+}
+
+impl AsKeySegment<String> for str {
+    fn encode_segment(&self) -> String {
+        self.to_owned()
+    }
+}
+
+impl AsKeySegment<String> for Box<str> {
+    fn encode_segment(&self) -> String {
+        (**self).to_owned()
+    }
+}
+
+impl AsKeySegment<String> for std::borrow::Cow<'_, str> {
+    fn encode_segment(&self) -> String {
+        (**self).to_owned()
+    }
+}
+
+impl AsKeySegment<String> for std::sync::Arc<str> {
+    fn encode_segment(&self) -> String {
+        (**self).to_owned()
+    }
+}
+
 fn bad(s: &str, ty: &str) -> Error {
     Error::new(
         ErrorKind::InvalidPath,
@@ -248,6 +326,21 @@ mod tests {
         round_trip_and_order(&[i8::MIN, -1, 0, i8::MAX]);
         round_trip_and_order(&[0u128, u128::MAX]);
         round_trip_and_order(&[false, true]);
+    }
+
+    #[test]
+    fn borrowed_forms_encode_like_the_segment() {
+        fn enc<T>(v: &(impl AsKeySegment<T> + ?Sized)) -> String {
+            v.encode_segment()
+        }
+        let s = String::from("alice@example.com");
+        assert_eq!(enc::<String>(s.as_str()), s.encode());
+        assert_eq!(enc::<String>(&s), s.encode());
+        assert_eq!(enc::<String>(&Box::<str>::from("x")), "x");
+        assert_eq!(enc::<String>(&std::borrow::Cow::Borrowed("x")), "x");
+        assert_eq!(enc::<String>(&std::sync::Arc::<str>::from("x")), "x");
+        assert_eq!(enc::<u64>(&7), 7u64.encode());
+        assert_eq!(enc::<i32>(&-7), (-7i32).encode());
     }
 
     #[test]

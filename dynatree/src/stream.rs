@@ -16,17 +16,21 @@ enum State {
 }
 
 /// Pages of `query`, lazily, starting after `start` (a resumption cursor) if given.
-pub(crate) fn query_pages<S: Storage>(
-    storage: &S,
+pub(crate) fn query_pages<H>(
+    storage: H,
     query: Query,
     start: Option<Key>,
-) -> impl Stream<Item = Result<Page>> + Send + '_ {
+) -> impl Stream<Item = Result<Page>> + Send + use<H>
+where
+    H: Storage + Clone,
+{
     let initial = match start {
         None => State::Start,
         Some(k) => State::After(k),
     };
     futures::stream::try_unfold(initial, move |state| {
         let query = query.clone();
+        let storage = storage.clone();
         async move {
             let start = match state {
                 State::Done => return Ok(None),
@@ -48,22 +52,28 @@ pub(crate) fn query_pages<S: Storage>(
 }
 
 /// Pages of a whole-table scan, lazily.
-pub(crate) fn scan_pages<S: Storage>(
-    storage: &S,
+pub(crate) fn scan_pages<H>(
+    storage: H,
     limit: Option<u32>,
-) -> impl Stream<Item = Result<Page>> + Send + '_ {
-    futures::stream::try_unfold(State::Start, move |state| async move {
-        let start = match state {
-            State::Done => return Ok(None),
-            State::Start => None,
-            State::After(k) => Some(k),
-        };
-        let page = storage.scan_page(limit, start.clone()).await?;
-        let next = match &page.last_key {
-            None => State::Done,
-            Some(k) if Some(k) == start.as_ref() => State::Done,
-            Some(k) => State::After(k.clone()),
-        };
-        Ok(Some((page, next)))
+) -> impl Stream<Item = Result<Page>> + Send + use<H>
+where
+    H: Storage + Clone,
+{
+    futures::stream::try_unfold(State::Start, move |state| {
+        let storage = storage.clone();
+        async move {
+            let start = match state {
+                State::Done => return Ok(None),
+                State::Start => None,
+                State::After(k) => Some(k),
+            };
+            let page = storage.scan_page(limit, start.clone()).await?;
+            let next = match &page.last_key {
+                None => State::Done,
+                Some(k) if Some(k) == start.as_ref() => State::Done,
+                Some(k) => State::After(k.clone()),
+            };
+            Ok(Some((page, next)))
+        }
     })
 }

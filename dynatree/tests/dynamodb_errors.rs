@@ -2,12 +2,22 @@
 //! JSON with `__type`), no server.
 
 use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::config::http::HttpResponse;
 use aws_smithy_mocks::{RuleMode, mock, mock_client};
-use dynatree::{Billing, Condition, DynamoDbTable, ErrorKind, Key, Storage, TransactAction, Tree};
+use dynatree::storage::{Condition, Key, Storage, TransactAction};
+use dynatree::{Billing, DynamoDbTable, ErrorKind, Party, Tree};
 
-/// The SDK's own retries (with real sleeps) are not what these tests are about.
+/// The SDK's own retries (with real sleeps) are not what these tests are about (the table
+/// turns them off anyway; `retry_budget.rs` checks that).
 fn no_retry(c: aws_sdk_dynamodb::config::Builder) -> aws_sdk_dynamodb::config::Builder {
     c.retry_config(aws_sdk_dynamodb::config::retry::RetryConfig::disabled())
+}
+
+/// A canned error response with a request id header, as DynamoDB sends it.
+fn response(status: u16, body: String, request_id: &'static str) -> HttpResponse {
+    let mut r = HttpResponse::new(status.try_into().unwrap(), body.into());
+    r.headers_mut().insert("x-amzn-RequestId", request_id);
+    r
 }
 
 fn body(error_type: &str, extra: &str) -> String {
@@ -26,7 +36,13 @@ async fn service_errors_map_to_kinds() {
         ),
         ("ThrottlingException", 400, ErrorKind::Throttled),
         ("RequestLimitExceeded", 400, ErrorKind::Throttled),
+        ("LimitExceededException", 400, ErrorKind::LimitExceeded),
         ("ValidationException", 400, ErrorKind::Validation),
+        (
+            "ItemCollectionSizeLimitExceededException",
+            400,
+            ErrorKind::Validation,
+        ),
         ("ResourceNotFoundException", 400, ErrorKind::TableNotFound),
         ("InternalServerError", 500, ErrorKind::Backend),
         ("AccessDeniedException", 400, ErrorKind::Backend),
@@ -44,6 +60,9 @@ async fn service_errors_map_to_kinds() {
             .await
             .unwrap_err();
         assert_eq!(e.kind(), kind, "{error_type}: {e:?}");
+        // Every error DynamoDB answers with here is the service's fault, with its code kept.
+        assert_eq!(e.party(), Party::Service, "{error_type}");
+        assert_eq!(e.service_code(), Some(error_type));
         // The SDK error is the source; Display does not repeat it (except a validation
         // message, which says what DynamoDB refused).
         assert!(std::error::Error::source(&e).is_some(), "{error_type}");
@@ -67,7 +86,85 @@ async fn conditional_check_failure() {
         .await
         .unwrap_err();
     assert!(e.is_condition_failed(), "{e:?}");
+    assert_eq!(e.party(), Party::Data);
     assert_eq!(e.to_string(), "condition failed");
+    assert_eq!(e.service_code(), Some("ConditionalCheckFailedException"));
+}
+
+#[tokio::test]
+async fn service_code_and_request_id_without_downcasting() {
+    let rule = mock!(Client::get_item)
+        .sequence()
+        .http_response(|| {
+            response(
+                400,
+                body("ValidationException", ""),
+                "4KBNVRGD25RG1KEO9UT4V3FQDJVV4KQNSO5AEMVJF66Q9ASUAAJG",
+            )
+        })
+        .repeatedly()
+        .build();
+    let client = mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, [&rule], no_retry);
+    let table = DynamoDbTable::new(client, "t");
+    let e = table
+        .get_item(&Key::new("a", "b"), false)
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Validation);
+    assert_eq!(e.service_code(), Some("ValidationException"));
+    assert_eq!(
+        e.request_id(),
+        Some("4KBNVRGD25RG1KEO9UT4V3FQDJVV4KQNSO5AEMVJF66Q9ASUAAJG")
+    );
+    // Display stays a short lowercase phrase (with DynamoDB's message for a validation error),
+    // and the SDK error stays the source.
+    assert_eq!(
+        e.to_string(),
+        "request rejected as invalid: canned ValidationException"
+    );
+    let source = std::error::Error::source(&e).unwrap();
+    assert!(
+        source
+            .downcast_ref::<aws_sdk_dynamodb::error::SdkError<
+                aws_sdk_dynamodb::operation::get_item::GetItemError,
+                HttpResponse,
+            >>()
+            .is_some()
+    );
+    // Wrapping keeps both.
+    let wrapped = dynatree::Error::new(ErrorKind::Conflict, "").with_source(e);
+    assert_eq!(wrapped.service_code(), Some("ValidationException"));
+    assert!(wrapped.request_id().is_some());
+
+    // A transaction's cancellation keeps them too, with its reasons.
+    let tx = mock!(Client::transact_write_items)
+        .sequence()
+        .http_response(|| {
+            response(
+                400,
+                body(
+                    "TransactionCanceledException",
+                    r#","CancellationReasons":[{"Code":"ThrottlingError"}]"#,
+                ),
+                "TXREQ",
+            )
+        })
+        .repeatedly()
+        .build();
+    let client = mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, [&tx], no_retry);
+    let table = DynamoDbTable::new(client, "t");
+    let e = table
+        .transact_write(vec![TransactAction::ConditionCheck {
+            key: Key::new("a", "b"),
+            condition: Condition::Exists,
+        }])
+        .await
+        .unwrap_err();
+    assert!(e.is_transaction_canceled(), "{e:?}");
+    assert_eq!(e.service_code(), Some("TransactionCanceledException"));
+    assert_eq!(e.request_id(), Some("TXREQ"));
+    // Cancelled for throttling: the service's fault, not the data's.
+    assert_eq!(e.party(), Party::Service);
 }
 
 #[tokio::test]

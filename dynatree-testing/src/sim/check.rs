@@ -60,13 +60,14 @@ impl fmt::Display for Violation {
 /// # Examples
 ///
 /// ```
-/// use dynatree::{Key, Tree};
+/// use dynatree::Tree;
+/// use dynatree::storage::Key;
 /// use dynatree_testing::{FakeTable, sim};
 ///
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
 /// # #[derive(serde::Serialize)] struct V { v: u8 }
 /// let table = FakeTable::new();
-/// let tree = Tree::new(&table);
+/// let tree = Tree::new(table.clone());
 /// tree.create_table().await?;
 /// tree.put(["a", "b"], &V { v: 1 }).await?;
 /// assert!(sim::check_rows(&table.rows(), '¦').is_empty());

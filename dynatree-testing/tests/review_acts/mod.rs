@@ -5,9 +5,8 @@
 
 pub use std::time::Duration;
 
-pub use dynatree::{
-    Condition, ErrorKind, Item, Key, LinkPolicy, OnChildren, Storage, TransactAction, Tree, Value,
-};
+pub use dynatree::storage::{Condition, Key, Storage, TransactAction};
+pub use dynatree::{ErrorKind, Item, LinkPolicy, OnChildren, Tree, Value};
 pub use dynatree_testing::FakeTable;
 pub use dynatree_testing::sim::{End, Model, OpOutcome, Sim, SimFault, SimStorage, Stored};
 pub use serde::{Deserialize, Serialize};
@@ -18,7 +17,7 @@ pub struct V {
 }
 
 pub type P = Vec<String>;
-pub type T = Tree<SimStorage<FakeTable>>;
+pub type T = Tree;
 
 pub const SC: char = '¦';
 

@@ -7,7 +7,10 @@
 use std::collections::HashMap;
 
 use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::config::http::HttpResponse;
+use aws_sdk_dynamodb::config::retry::RetryConfig;
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
+use aws_sdk_dynamodb::operation::RequestId;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::primitives::Blob;
 use aws_sdk_dynamodb::types::{
@@ -25,6 +28,29 @@ use crate::storage::{
 };
 
 /// One DynamoDB table, through an `aws_sdk_dynamodb::Client` built by the caller.
+///
+/// # Retries: one budget
+///
+/// The table turns the SDK's own retries off on the client it is given (the SDK's default,
+/// standard mode with 3 attempts, would otherwise run inside dynatree's loop and multiply with
+/// it). Every call of [`Storage`] sends exactly one request; throttled requests, unprocessed
+/// batch items and lost races are retried by the tree, within its
+/// [`RetryPolicy`](crate::RetryPolicy). So one throttled request of a tree operation is sent
+/// at most [`RetryPolicy::max_attempts`](crate::RetryPolicy::max_attempts) times (10 by
+/// default), not 3 × 10. Everything else about the client (credentials, region, endpoint,
+/// timeouts, interceptors, HTTP client) is kept.
+///
+/// # Errors
+///
+/// Service errors map to [`ErrorKind`]s (`ConditionalCheckFailedException` to
+/// [`ConditionFailed`](ErrorKind::ConditionFailed), throttling to
+/// [`Throttled`](ErrorKind::Throttled), `LimitExceededException` to
+/// [`LimitExceeded`](ErrorKind::LimitExceeded), `ValidationException` to
+/// [`Validation`](ErrorKind::Validation), `ResourceNotFoundException` to
+/// [`TableNotFound`](ErrorKind::TableNotFound), anything else to
+/// [`Backend`](ErrorKind::Backend)); the error keeps DynamoDB's code
+/// ([`Error::service_code`]) and request id ([`Error::request_id`]), and the SDK's error is its
+/// [`source`](std::error::Error::source).
 ///
 /// # Examples
 ///
@@ -45,23 +71,78 @@ pub struct DynamoDbTable {
 }
 
 impl DynamoDbTable {
-    /// The table `table_name`, reached through `client`.
+    /// The table `table_name`, reached through `client`, with the SDK's retries turned off (see
+    /// [Retries](DynamoDbTable#retries-one-budget)): a copy of `client` whose configuration is
+    /// the same but for `RetryConfig::disabled()`. Clones of `client` used elsewhere keep their
+    /// retries.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use dynatree::DynamoDbTable;
+    ///
+    /// # async fn run() {
+    /// let config = aws_config::load_from_env().await;
+    /// let table = DynamoDbTable::new(aws_sdk_dynamodb::Client::new(&config), "my-tree");
+    /// let retry = table.client().config().retry_config().unwrap();
+    /// assert_eq!(retry.max_attempts(), 1);
+    /// # }
+    /// ```
     pub fn new(client: Client, table_name: impl Into<String>) -> Self {
         Self {
-            client,
+            client: without_retries(&client),
             table: table_name.into(),
         }
     }
 
     /// The table's name.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use dynatree::DynamoDbTable;
+    /// # async fn run() {
+    /// # let config = aws_config::load_from_env().await;
+    /// let table = DynamoDbTable::new(aws_sdk_dynamodb::Client::new(&config), "my-tree");
+    /// assert_eq!(table.table_name(), "my-tree");
+    /// # }
+    /// ```
     pub fn table_name(&self) -> &str {
         &self.table
     }
 
-    /// The SDK client.
+    /// The SDK client the table sends with: the one it was given, with the SDK's retries
+    /// turned off.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use dynatree::DynamoDbTable;
+    /// # async fn run() {
+    /// # let config = aws_config::load_from_env().await;
+    /// let table = DynamoDbTable::new(aws_sdk_dynamodb::Client::new(&config), "my-tree");
+    /// let tables = table.client().list_tables().send().await;
+    /// # }
+    /// ```
     pub fn client(&self) -> &Client {
         &self.client
     }
+}
+
+/// `client` with the same configuration but no SDK retries: dynatree's `RetryPolicy` is the
+/// only retry loop.
+fn without_retries(client: &Client) -> Client {
+    let config = client.config();
+    if config.retry_config().is_some_and(|r| r.max_attempts() <= 1) {
+        return client.clone();
+    }
+    // A valid client's configuration with retries off is valid: `from_conf` does not panic.
+    Client::from_conf(
+        config
+            .to_builder()
+            .retry_config(RetryConfig::disabled())
+            .build(),
+    )
 }
 
 /// One span per DynamoDB call, named `DynamoDB.<Operation>`, with OpenTelemetry's database
@@ -256,38 +337,63 @@ fn gsi(ix: &IndexSpec, billing: Billing) -> Result<t::GlobalSecondaryIndex> {
 
 // ---- errors ----
 
-fn map_err<E, R>(err: SdkError<E, R>) -> Error
-where
-    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
-    R: std::fmt::Debug + Send + Sync + 'static,
-{
-    let kind = match err.code() {
+/// The kind of a DynamoDB error code.
+fn kind_of(code: Option<&str>) -> ErrorKind {
+    match code {
         Some("ConditionalCheckFailedException") => ErrorKind::ConditionFailed,
         Some("TransactionCanceledException") => ErrorKind::TransactionCanceled,
         Some(
             "ProvisionedThroughputExceededException"
             | "ThrottlingException"
-            | "RequestLimitExceeded"
-            // "Only 1 online index can be created or deleted simultaneously per table", and
-            // other control-plane limits: try again later.
-            | "LimitExceededException",
+            // The account's throughput limit (on-demand tables): throttling too.
+            | "RequestLimitExceeded",
         ) => ErrorKind::Throttled,
+        // "Only 1 online index can be created or deleted simultaneously per table", too many
+        // table operations at once, account quotas.
+        Some("LimitExceededException") => ErrorKind::LimitExceeded,
         Some("ValidationException" | "ItemCollectionSizeLimitExceededException") => {
             ErrorKind::Validation
         }
         Some("ResourceNotFoundException") => ErrorKind::TableNotFound,
         Some("TransactionConflictException") => ErrorKind::Conflict,
         _ => ErrorKind::Backend,
-    };
+    }
+}
+
+/// DynamoDB's code and request id on `e`, when the service answered.
+fn with_metadata<E>(e: Error, err: &SdkError<E, HttpResponse>) -> Error
+where
+    E: ProvideErrorMetadata,
+{
+    let mut e = e;
+    if let Some(code) = err.code() {
+        e = e.with_service_code(code);
+    }
+    let id = RequestId::request_id(err).or_else(|| match err {
+        SdkError::ServiceError(s) => s.err().meta().request_id(),
+        _ => None,
+    });
+    if let Some(id) = id {
+        e = e.with_request_id(id);
+    }
+    e
+}
+
+fn map_err<E>(err: SdkError<E, HttpResponse>) -> Error
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+{
+    let kind = kind_of(err.code());
     let detail = match (kind, err.message()) {
         (ErrorKind::Validation, Some(m)) => m.to_owned(),
         _ => String::new(),
     };
-    Error::new(kind, detail).with_source(err)
+    with_metadata(Error::new(kind, detail), &err).with_source(err)
 }
 
+/// The SDK refused to build a request (a required field missing): nothing was sent.
 fn build_err(e: aws_sdk_dynamodb::error::BuildError) -> Error {
-    Error::new(ErrorKind::Validation, "request could not be built").with_source(e)
+    Error::new(ErrorKind::InvalidArgument, "request could not be built").with_source(e)
 }
 
 impl Storage for DynamoDbTable {
@@ -601,7 +707,8 @@ impl Storage for DynamoDbTable {
                                 )
                             })
                             .collect();
-                        return Err(Error::transaction_canceled(reasons).with_source(err));
+                        let e = with_metadata(Error::transaction_canceled(reasons), &err);
+                        return Err(e.with_source(err));
                     }
                     Err(map_err(err))
                 }

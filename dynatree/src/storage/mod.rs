@@ -1,5 +1,7 @@
-//! The [`Storage`] trait: one DynamoDB table with a string hash key `Key` and a string range key
-//! `Child`, spoken to in dynatree's own types.
+//! The backend interface, for those who write or wrap a backend: the [`Storage`] trait (one
+//! DynamoDB table with a string hash key `Key` and a string range key `Child`, spoken to in
+//! dynatree's own types), its requests and pages, raw keys, and batch helpers. Applications
+//! only need [`Tree`](crate::Tree) and a backend.
 //!
 //! Two backends implement it: [`DynamoDbTable`](crate::DynamoDbTable) (feature `dynamodb`) and
 //! `dynatree_testing::FakeTable`. Both give DynamoDB's semantics: UTF-8 byte order of keys, 1 MB
@@ -9,18 +11,23 @@
 #[cfg(feature = "dynamodb")]
 pub(crate) mod dynamodb;
 
+use std::any::Any;
+use std::fmt;
 use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
 
+pub use crate::batch::{BATCH_GET_MAX, BATCH_WRITE_MAX, TRANSACT_MAX, get_all, write_all};
 use crate::error::{Error, ErrorKind, Result};
 use crate::item::{Item, Value};
-use crate::layout::{HASH_KEY, MAX_RANGE_KEY_BYTES, RANGE_KEY};
+pub use crate::layout::{HASH_KEY, MAX_HASH_KEY_BYTES, MAX_RANGE_KEY_BYTES, RANGE_KEY};
 
 /// The primary key of one row: the `Key` (hash) and `Child` (range) strings.
 ///
 /// # Examples
 ///
 /// ```
-/// use dynatree::Key;
+/// use dynatree::storage::Key;
 ///
 /// let k = Key::new("¦Accounts¦", "123456");
 /// let item = k.clone().into_item();
@@ -62,7 +69,8 @@ impl Key {
 /// # Examples
 ///
 /// ```
-/// use dynatree::{Condition, Item, Value};
+/// use dynatree::{Item, Value};
+/// use dynatree::storage::Condition;
 ///
 /// let mut item = Item::new();
 /// item.insert("v", Value::N("1".into()));
@@ -135,7 +143,7 @@ impl Condition {
 /// # Examples
 ///
 /// ```
-/// use dynatree::RangeCondition;
+/// use dynatree::storage::RangeCondition;
 ///
 /// assert!(RangeCondition::BeginsWith("2026-".into()).matches("2026-11-21"));
 /// assert!(RangeCondition::Between("b".into(), "d".into()).matches("c"));
@@ -194,12 +202,12 @@ impl RangeCondition {
     ///
     /// # Errors
     ///
-    /// [`ErrorKind::Validation`].
+    /// [`ErrorKind::InvalidArgument`].
     ///
     /// # Examples
     ///
     /// ```
-    /// use dynatree::RangeCondition;
+    /// use dynatree::storage::RangeCondition;
     ///
     /// assert!(RangeCondition::Between("a".into(), "b".into()).check().is_ok());
     /// assert!(RangeCondition::Between("b".into(), "a".into()).check().unwrap_err().is_validation());
@@ -209,13 +217,13 @@ impl RangeCondition {
         for v in self.values() {
             if v.is_empty() {
                 return Err(Error::new(
-                    ErrorKind::Validation,
+                    ErrorKind::InvalidArgument,
                     "a range key condition cannot compare with an empty string",
                 ));
             }
             if v.len() > MAX_RANGE_KEY_BYTES {
                 return Err(Error::new(
-                    ErrorKind::Validation,
+                    ErrorKind::InvalidArgument,
                     format!(
                         "a range key condition value is {} bytes, over DynamoDB's {MAX_RANGE_KEY_BYTES}-byte sort key limit",
                         v.len()
@@ -227,7 +235,7 @@ impl RangeCondition {
             && a.as_bytes() > b.as_bytes()
         {
             return Err(Error::new(
-                ErrorKind::Validation,
+                ErrorKind::InvalidArgument,
                 "`between` needs its lower bound at or below its upper bound",
             ));
         }
@@ -247,7 +255,7 @@ impl RangeCondition {
     /// # Examples
     ///
     /// ```
-    /// use dynatree::RangeCondition;
+    /// use dynatree::storage::RangeCondition;
     ///
     /// let le = RangeCondition::Le("c".into());
     /// assert!(le.accepts_start("b", true));
@@ -292,7 +300,7 @@ impl RangeCondition {
 /// # Examples
 ///
 /// ```
-/// use dynatree::{Query, RangeCondition};
+/// use dynatree::storage::{Query, RangeCondition};
 ///
 /// let q = Query::new("¦Accounts¦")
 ///     .with_range(RangeCondition::BeginsWith("12".into()))
@@ -357,12 +365,12 @@ impl Query {
     ///
     /// # Errors
     ///
-    /// [`ErrorKind::Validation`].
+    /// [`ErrorKind::InvalidArgument`].
     ///
     /// # Examples
     ///
     /// ```
-    /// use dynatree::{Query, RangeCondition};
+    /// use dynatree::storage::{Query, RangeCondition};
     ///
     /// assert!(Query::new("h").check().is_ok());
     /// assert!(Query::new("").check().is_err());
@@ -371,13 +379,13 @@ impl Query {
     pub fn check(&self) -> Result<()> {
         if self.hash.is_empty() {
             return Err(Error::new(
-                ErrorKind::Validation,
+                ErrorKind::InvalidArgument,
                 "the hash key value of a query cannot be empty",
             ));
         }
         if self.limit == Some(0) {
             return Err(Error::new(
-                ErrorKind::Validation,
+                ErrorKind::InvalidArgument,
                 "a query limit must be at least 1",
             ));
         }
@@ -391,7 +399,7 @@ impl Query {
     /// # Examples
     ///
     /// ```
-    /// use dynatree::{Key, Query, RangeCondition};
+    /// use dynatree::storage::{Key, Query, RangeCondition};
     ///
     /// let q = Query::new("h").with_range(RangeCondition::Ge("b".into()));
     /// assert!(q.accepts_start(&Key::new("h", "c")));
@@ -413,9 +421,10 @@ impl Query {
 /// # Examples
 ///
 /// ```
-/// # use dynatree::{Condition, Key, Query, Storage, Tree}; use dynatree_testing::FakeTable;
+/// # use dynatree::Tree;
+/// # use dynatree::storage::{Condition, Key, Query, Storage}; use dynatree_testing::FakeTable;
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
-/// # let table = FakeTable::new(); Tree::new(&table).create_table().await?;
+/// # let table = FakeTable::new(); Tree::new(table.clone()).create_table().await?;
 /// for r in ["a", "b", "c"] {
 ///     table.put_item(Key::new("h", r).into_item(), Condition::Always).await?;
 /// }
@@ -433,12 +442,12 @@ pub struct Page {
     pub last_key: Option<Key>,
 }
 
-/// One request of a BatchWriteItem (see [`batch::write_all`](crate::batch::write_all)).
+/// One request of a BatchWriteItem (see [`storage::write_all`](crate::batch::write_all)).
 ///
 /// # Examples
 ///
 /// ```
-/// use dynatree::{Key, WriteRequest};
+/// use dynatree::storage::{Key, WriteRequest};
 ///
 /// let put = WriteRequest::Put(Key::new("h", "r").into_item());
 /// let delete = WriteRequest::Delete(Key::new("h", "r"));
@@ -457,9 +466,10 @@ pub enum WriteRequest {
 /// # Examples
 ///
 /// ```
-/// # use dynatree::{Key, Storage, Tree}; use dynatree_testing::FakeTable;
+/// # use dynatree::Tree;
+/// # use dynatree::storage::{Key, Storage}; use dynatree_testing::FakeTable;
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
-/// # let table = FakeTable::new(); Tree::new(&table).create_table().await?;
+/// # let table = FakeTable::new(); Tree::new(table.clone()).create_table().await?;
 /// let out = table.batch_get(vec![Key::new("h", "missing")], true).await?;
 /// assert!(out.items.is_empty() && out.unprocessed.is_empty());
 /// # Ok(()) }
@@ -477,9 +487,10 @@ pub struct BatchGetOutput {
 /// # Examples
 ///
 /// ```
-/// # use dynatree::{Condition, Key, Storage, TransactAction, Tree}; use dynatree_testing::FakeTable;
+/// # use dynatree::Tree;
+/// # use dynatree::storage::{Condition, Key, Storage, TransactAction}; use dynatree_testing::FakeTable;
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
-/// # let table = FakeTable::new(); Tree::new(&table).create_table().await?;
+/// # let table = FakeTable::new(); Tree::new(table.clone()).create_table().await?;
 /// let err = table
 ///     .transact_write(vec![
 ///         TransactAction::Put { item: Key::new("a", "1").into_item(), condition: Condition::Always },
@@ -533,7 +544,7 @@ impl TransactAction {
 /// # Examples
 ///
 /// ```
-/// use dynatree::IndexSpec;
+/// use dynatree::storage::IndexSpec;
 ///
 /// let ix = IndexSpec::new("by_email", "¦ix.by_email.h", None);
 /// assert_eq!(ix.name, "by_email");
@@ -621,10 +632,11 @@ pub enum Billing {
 /// # Examples
 ///
 /// ```
-/// # use dynatree::{Storage, TableStatus, Tree}; use dynatree_testing::FakeTable;
+/// # use dynatree::Tree;
+/// # use dynatree::storage::{Storage, TableStatus}; use dynatree_testing::FakeTable;
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
 /// let table = FakeTable::new();
-/// Tree::new(&table).create_table().await?;
+/// Tree::new(table.clone()).create_table().await?;
 /// assert_eq!(table.describe_table().await?.unwrap().status, TableStatus::Active);
 /// # Ok(()) }
 /// ```
@@ -644,7 +656,8 @@ pub enum TableStatus {
 /// # Examples
 ///
 /// ```
-/// use dynatree::{Billing, TableDescription, TableStatus};
+/// use dynatree::Billing;
+/// use dynatree::storage::{TableDescription, TableStatus};
 ///
 /// let d = TableDescription {
 ///     status: TableStatus::Active,
@@ -697,8 +710,8 @@ impl TableDescription {
 /// ```
 /// # use dynatree::Tree; use dynatree_testing::FakeTable;
 /// let table = FakeTable::new();
-/// let a = Tree::new(&table);
-/// let b = Tree::builder(&table).reserved('|').build()?;
+/// let a = Tree::new(table.clone());
+/// let b = Tree::builder(table.clone()).reserved('|').build()?;
 /// # let _ = (a, b);
 /// # Ok::<(), dynatree::Error>(())
 /// ```
@@ -706,7 +719,8 @@ impl TableDescription {
 /// A function generic over the backend:
 ///
 /// ```
-/// use dynatree::{Key, Result, Storage};
+/// use dynatree::Result;
+/// use dynatree::storage::{Key, Storage};
 ///
 /// async fn exists<S: Storage>(table: &S, key: &Key) -> Result<bool> {
 ///     Ok(table.get_item(key, true).await?.is_some())
@@ -852,10 +866,216 @@ macro_rules! forward_storage {
 }
 
 // A shared reference or an `Arc` of a table is a table: several trees (or a tree and your own
-// code) can use one backend; see the example on `Storage for &S` in the docs.
+// code) can use one backend.
 forward_storage!(&S, std::sync::Arc<S>);
 
+type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T>> + Send + 'a>>;
+
+/// [`Storage`] with boxed futures, so that it can be a trait object.
+trait ErasedStorage: Send + Sync + 'static {
+    fn get_item<'a>(&'a self, key: &'a Key, consistent: bool) -> BoxFuture<'a, Option<Item>>;
+    fn put_item(&self, item: Item, condition: Condition) -> BoxFuture<'_, ()>;
+    fn delete_item<'a>(&'a self, key: &'a Key, condition: Condition) -> BoxFuture<'a, ()>;
+    fn query_page<'a>(&'a self, query: &'a Query, start: Option<Key>) -> BoxFuture<'a, Page>;
+    fn scan_page(&self, limit: Option<u32>, start: Option<Key>) -> BoxFuture<'_, Page>;
+    fn batch_get(&self, keys: Vec<Key>, consistent: bool) -> BoxFuture<'_, BatchGetOutput>;
+    fn batch_write(&self, requests: Vec<WriteRequest>) -> BoxFuture<'_, Vec<WriteRequest>>;
+    fn transact_write(&self, actions: Vec<TransactAction>) -> BoxFuture<'_, ()>;
+    fn create_table<'a>(
+        &'a self,
+        billing: Billing,
+        indexes: &'a [IndexSpec],
+    ) -> BoxFuture<'a, bool>;
+    fn add_index<'a>(&'a self, billing: Billing, index: &'a IndexSpec) -> BoxFuture<'a, ()>;
+    fn query_index_page<'a>(
+        &'a self,
+        query: &'a IndexQuery,
+        start: Option<Item>,
+    ) -> BoxFuture<'a, IndexPage>;
+    fn describe_table(&self) -> BoxFuture<'_, Option<TableDescription>>;
+    fn as_any(&self) -> &dyn Any;
+}
+
+impl<S: Storage + 'static> ErasedStorage for S {
+    fn get_item<'a>(&'a self, key: &'a Key, consistent: bool) -> BoxFuture<'a, Option<Item>> {
+        Box::pin(Storage::get_item(self, key, consistent))
+    }
+    fn put_item(&self, item: Item, condition: Condition) -> BoxFuture<'_, ()> {
+        Box::pin(Storage::put_item(self, item, condition))
+    }
+    fn delete_item<'a>(&'a self, key: &'a Key, condition: Condition) -> BoxFuture<'a, ()> {
+        Box::pin(Storage::delete_item(self, key, condition))
+    }
+    fn query_page<'a>(&'a self, query: &'a Query, start: Option<Key>) -> BoxFuture<'a, Page> {
+        Box::pin(Storage::query_page(self, query, start))
+    }
+    fn scan_page(&self, limit: Option<u32>, start: Option<Key>) -> BoxFuture<'_, Page> {
+        Box::pin(Storage::scan_page(self, limit, start))
+    }
+    fn batch_get(&self, keys: Vec<Key>, consistent: bool) -> BoxFuture<'_, BatchGetOutput> {
+        Box::pin(Storage::batch_get(self, keys, consistent))
+    }
+    fn batch_write(&self, requests: Vec<WriteRequest>) -> BoxFuture<'_, Vec<WriteRequest>> {
+        Box::pin(Storage::batch_write(self, requests))
+    }
+    fn transact_write(&self, actions: Vec<TransactAction>) -> BoxFuture<'_, ()> {
+        Box::pin(Storage::transact_write(self, actions))
+    }
+    fn create_table<'a>(
+        &'a self,
+        billing: Billing,
+        indexes: &'a [IndexSpec],
+    ) -> BoxFuture<'a, bool> {
+        Box::pin(Storage::create_table(self, billing, indexes))
+    }
+    fn add_index<'a>(&'a self, billing: Billing, index: &'a IndexSpec) -> BoxFuture<'a, ()> {
+        Box::pin(Storage::add_index(self, billing, index))
+    }
+    fn query_index_page<'a>(
+        &'a self,
+        query: &'a IndexQuery,
+        start: Option<Item>,
+    ) -> BoxFuture<'a, IndexPage> {
+        Box::pin(Storage::query_index_page(self, query, start))
+    }
+    fn describe_table(&self) -> BoxFuture<'_, Option<TableDescription>> {
+        Box::pin(Storage::describe_table(self))
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// Any [`Storage`] behind one type: what a [`Tree`](crate::Tree) holds unless you ask for
+/// static dispatch. Cloning it is cloning an `Arc`.
+///
+/// [`downcast_ref`](SharedStorage::downcast_ref) gets the concrete backend back (for example a
+/// test's `FakeTable`, to read its metrics).
+///
+/// # Examples
+///
+/// ```
+/// use dynatree::Tree;
+/// use dynatree::storage::SharedStorage;
+/// use dynatree_testing::FakeTable;
+///
+/// let tree = Tree::new(FakeTable::new());
+/// let shared: &SharedStorage = tree.storage();
+/// assert!(shared.downcast_ref::<FakeTable>().is_some());
+/// // Wrapping a `SharedStorage` again does not nest it.
+/// let again = SharedStorage::new(shared.clone());
+/// assert!(again.downcast_ref::<FakeTable>().is_some());
+/// ```
+#[derive(Clone)]
+pub struct SharedStorage(Arc<dyn ErasedStorage>);
+
+impl SharedStorage {
+    /// Erases the type of `storage`.
+    pub fn new<S: Storage + 'static>(storage: S) -> Self {
+        match (&storage as &dyn Any).downcast_ref::<SharedStorage>() {
+            Some(shared) => shared.clone(),
+            None => Self(Arc::new(storage)),
+        }
+    }
+
+    /// The backend, if it is an `S`.
+    pub fn downcast_ref<S: Storage + 'static>(&self) -> Option<&S> {
+        self.0.as_any().downcast_ref::<S>()
+    }
+}
+
+impl fmt::Debug for SharedStorage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SharedStorage").finish_non_exhaustive()
+    }
+}
+
+// Each method forwards to the boxed future of the erased backend; spelled as `async move`
+// blocks so that each borrowed argument keeps its own lifetime.
+#[allow(clippy::manual_async_fn)]
+impl Storage for SharedStorage {
+    fn get_item(
+        &self,
+        key: &Key,
+        consistent: bool,
+    ) -> impl Future<Output = Result<Option<Item>>> + Send {
+        async move { self.0.get_item(key, consistent).await }
+    }
+    fn put_item(
+        &self,
+        item: Item,
+        condition: Condition,
+    ) -> impl Future<Output = Result<()>> + Send {
+        async move { self.0.put_item(item, condition).await }
+    }
+    fn delete_item(
+        &self,
+        key: &Key,
+        condition: Condition,
+    ) -> impl Future<Output = Result<()>> + Send {
+        async move { self.0.delete_item(key, condition).await }
+    }
+    fn query_page(
+        &self,
+        query: &Query,
+        start: Option<Key>,
+    ) -> impl Future<Output = Result<Page>> + Send {
+        async move { self.0.query_page(query, start).await }
+    }
+    fn scan_page(
+        &self,
+        limit: Option<u32>,
+        start: Option<Key>,
+    ) -> impl Future<Output = Result<Page>> + Send {
+        async move { self.0.scan_page(limit, start).await }
+    }
+    fn batch_get(
+        &self,
+        keys: Vec<Key>,
+        consistent: bool,
+    ) -> impl Future<Output = Result<BatchGetOutput>> + Send {
+        async move { self.0.batch_get(keys, consistent).await }
+    }
+    fn batch_write(
+        &self,
+        requests: Vec<WriteRequest>,
+    ) -> impl Future<Output = Result<Vec<WriteRequest>>> + Send {
+        async move { self.0.batch_write(requests).await }
+    }
+    fn transact_write(
+        &self,
+        actions: Vec<TransactAction>,
+    ) -> impl Future<Output = Result<()>> + Send {
+        async move { self.0.transact_write(actions).await }
+    }
+    fn create_table(
+        &self,
+        billing: Billing,
+        indexes: &[IndexSpec],
+    ) -> impl Future<Output = Result<bool>> + Send {
+        async move { self.0.create_table(billing, indexes).await }
+    }
+    fn add_index(
+        &self,
+        billing: Billing,
+        index: &IndexSpec,
+    ) -> impl Future<Output = Result<()>> + Send {
+        async move { self.0.add_index(billing, index).await }
+    }
+    fn query_index_page(
+        &self,
+        query: &IndexQuery,
+        start: Option<Item>,
+    ) -> impl Future<Output = Result<IndexPage>> + Send {
+        async move { self.0.query_index_page(query, start).await }
+    }
+    fn describe_table(&self) -> impl Future<Output = Result<Option<TableDescription>>> + Send {
+        async move { self.0.describe_table().await }
+    }
+}
+
 /// Turns a missing-key invariant into an error rather than a panic.
+#[cfg(feature = "dynamodb")]
 pub(crate) fn key_of(item: &Item) -> Result<Key> {
     Key::from_item(item).ok_or_else(|| {
         Error::new(

@@ -1,6 +1,7 @@
 //! [`Tree`]: the untyped tree API over any [`Storage`].
 
 mod clock;
+mod many;
 mod moves;
 mod ops;
 mod write;
@@ -9,7 +10,8 @@ pub use moves::{Intent, LinkPolicy, MoveReport, OnChildren};
 pub use ops::{Descendant, Descendants, PATH_INDEX, Strategy};
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Mutex;
+use std::fmt;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::{Stream, StreamExt, TryStreamExt};
@@ -21,7 +23,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::item::Item;
 use crate::layout::{DEFAULT_RESERVED, HASH_KEY, Layout, RANGE_KEY};
 use crate::path::{IntoPath, Path};
-use crate::storage::{Billing, Key, Query, Storage, TableStatus};
+use crate::storage::{Billing, Key, Query, SharedStorage, Storage, TableStatus};
 use crate::stream::{query_pages, scan_pages};
 
 /// A tree of objects, links and listings in one DynamoDB table, in the dynamotree layout.
@@ -53,12 +55,62 @@ use crate::stream::{query_pages, scan_pages};
 /// assert_eq!(names, ["Links"]);
 /// # Ok(()) }
 /// ```
+///
+/// # A handle
+///
+/// A `Tree` is a cheap [`Clone`] (an `Arc` of shared state: the backend, the settings and the
+/// cache of listing rows known to exist) and `Send + Sync + 'static`: clone it into spawned
+/// tasks, request handlers and repositories. Its streams and builders own what they need.
+///
+/// `Tree` without a parameter holds its backend as a [`SharedStorage`] (type-erased, one boxed
+/// future per request). [`TreeBuilder::build_static`] keeps the backend's type instead
+/// (`Tree<FakeTable>`, `Tree<DynamoDbTable>`) for static dispatch; BENCHMARKS.md compares them.
+///
+/// ```
+/// use dynatree::Tree;
+/// use dynatree_testing::FakeTable;
+///
+/// # #[derive(serde::Serialize)] struct V { v: u8 }
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+/// let tree = Tree::new(FakeTable::new());
+/// tree.create_table().await?;
+/// let task = tokio::spawn({
+///     let tree = tree.clone();
+///     async move { tree.put(["a"], &V { v: 1 }).await }
+/// });
+/// task.await.expect("task")?;
+/// # Ok(()) }
+/// ```
+///
+/// [`DynamoDbTable`]: crate::DynamoDbTable
+pub struct Tree<S = SharedStorage> {
+    inner: Arc<Inner<S>>,
+}
+
 #[derive(Debug)]
-pub struct Tree<S> {
+struct Inner<S> {
     storage: S,
     layout: Layout,
     config: Config,
     known: KnownRows,
+}
+
+impl<S> Clone for Tree<S> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+impl<S: fmt::Debug> fmt::Debug for Tree<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Tree")
+            .field("storage", &self.inner.storage)
+            .field("reserved", &self.inner.layout.reserved())
+            .field("config", &self.inner.config)
+            .finish_non_exhaustive()
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -102,7 +154,7 @@ impl Default for Config {
 /// assert_eq!(tree.reserved(), 'X');
 ///
 /// let err = Tree::builder(FakeTable::new()).reserved('K').build().unwrap_err();
-/// assert_eq!(err.kind(), ErrorKind::InvalidDelimiter);
+/// assert_eq!(err.kind(), ErrorKind::InvalidReserved);
 /// # Ok::<(), dynatree::Error>(())
 /// ```
 #[derive(Debug)]
@@ -113,7 +165,7 @@ pub struct TreeBuilder<S> {
     config: Config,
 }
 
-impl<S: Storage> TreeBuilder<S> {
+impl<S: Storage + 'static> TreeBuilder<S> {
     /// The reserved character (default `¦`). Components and attribute names may not contain
     /// it; `K` and `C` are refused because they start the key attribute names.
     pub fn reserved(mut self, c: char) -> Self {
@@ -193,14 +245,38 @@ impl<S: Storage> TreeBuilder<S> {
     ///
     /// # Errors
     ///
-    /// [`ErrorKind::InvalidDelimiter`] if the reserved character cannot be used.
-    pub fn build(self) -> Result<Tree<S>> {
-        Ok(Tree {
-            storage: self.storage,
-            layout: Layout::new(self.reserved)?,
-            config: self.config,
-            known: KnownRows::default(),
-        })
+    /// [`ErrorKind::InvalidReserved`] if the reserved character cannot be used.
+    pub fn build(self) -> Result<Tree> {
+        Ok(Tree::from_parts(
+            SharedStorage::new(self.storage),
+            Layout::new(self.reserved)?,
+            self.config,
+        ))
+    }
+
+    /// The tree, keeping the backend's type: `Tree<S>` calls the backend without boxing its
+    /// futures. Everything else is the same as [`build`](TreeBuilder::build).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::Tree;
+    /// use dynatree_testing::FakeTable;
+    ///
+    /// let tree: Tree<FakeTable> = Tree::builder(FakeTable::new()).build_static()?;
+    /// assert_eq!(tree.storage().metrics().total_requests(), 0);
+    /// # Ok::<(), dynatree::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`build`](TreeBuilder::build).
+    pub fn build_static(self) -> Result<Tree<S>> {
+        Ok(Tree::from_parts(
+            self.storage,
+            Layout::new(self.reserved)?,
+            self.config,
+        ))
     }
 }
 
@@ -214,34 +290,205 @@ pub struct Entry<T> {
     pub value: Option<T>,
 }
 
-impl<S: Storage> Tree<S> {
-    /// A tree with the default settings (reserved character `¦`).
-    pub fn new(storage: S) -> Self {
-        Self {
-            storage,
-            layout: Layout::new(DEFAULT_RESERVED).expect("the default reserved character is valid"),
-            config: Config::default(),
-            known: KnownRows::default(),
-        }
+impl Tree {
+    /// A tree with the default settings (reserved character `¦`) over any backend, held as a
+    /// [`SharedStorage`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::Tree;
+    /// use dynatree_testing::FakeTable;
+    ///
+    /// let tree = Tree::new(FakeTable::new());
+    /// assert_eq!(tree.reserved(), '¦');
+    /// ```
+    pub fn new<S: Storage + 'static>(storage: S) -> Tree {
+        Tree::from_parts(
+            SharedStorage::new(storage),
+            Layout::new(DEFAULT_RESERVED).expect("the default reserved character is valid"),
+            Config::default(),
+        )
     }
 
-    /// A builder for a tree with other settings.
-    pub fn builder(storage: S) -> TreeBuilder<S> {
+    /// A builder for a tree with other settings ([`TreeBuilder::build`] gives a `Tree`,
+    /// [`TreeBuilder::build_static`] a `Tree<S>`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::Tree;
+    /// use dynatree_testing::FakeTable;
+    ///
+    /// let tree = Tree::builder(FakeTable::new()).reserved('|').build()?;
+    /// assert_eq!(tree.reserved(), '|');
+    /// # Ok::<(), dynatree::Error>(())
+    /// ```
+    pub fn builder<S: Storage + 'static>(storage: S) -> TreeBuilder<S> {
         TreeBuilder {
             storage,
             reserved: DEFAULT_RESERVED,
             config: Config::default(),
         }
     }
+}
 
-    /// The storage backend.
+/// The tree's backend as its operations see it: an owned handle (streams keep it) that sends
+/// every single request under the tree's [`RetryPolicy`], resending it while DynamoDB throttles
+/// it. That is the only retry loop around a request (the SDK's own retries are off, see
+/// [`DynamoDbTable`](crate::DynamoDbTable)); batch requests are passed through because their
+/// callers ([`get_all`], [`write_all`](crate::storage::write_all)) run the same budget over
+/// throttling and unprocessed items together, and the move protocol's transaction loop runs it
+/// itself.
+pub(crate) struct Io<S>(Tree<S>);
+
+impl<S> Clone for Io<S> {
+    fn clone(&self) -> Self {
+        Self(self.0.clone())
+    }
+}
+
+impl<S: Storage + 'static> Storage for Io<S> {
+    fn get_item(
+        &self,
+        key: &Key,
+        consistent: bool,
+    ) -> impl Future<Output = Result<Option<Item>>> + Send {
+        self.policy()
+            .retry_throttled(move || self.raw().get_item(key, consistent))
+    }
+    fn put_item(
+        &self,
+        item: Item,
+        condition: crate::storage::Condition,
+    ) -> impl Future<Output = Result<()>> + Send {
+        self.policy()
+            .retry_throttled(move || self.raw().put_item(item.clone(), condition.clone()))
+    }
+    fn delete_item(
+        &self,
+        key: &Key,
+        condition: crate::storage::Condition,
+    ) -> impl Future<Output = Result<()>> + Send {
+        self.policy()
+            .retry_throttled(move || self.raw().delete_item(key, condition.clone()))
+    }
+    fn query_page(
+        &self,
+        query: &Query,
+        start: Option<Key>,
+    ) -> impl Future<Output = Result<crate::storage::Page>> + Send {
+        self.policy()
+            .retry_throttled(move || self.raw().query_page(query, start.clone()))
+    }
+    fn scan_page(
+        &self,
+        limit: Option<u32>,
+        start: Option<Key>,
+    ) -> impl Future<Output = Result<crate::storage::Page>> + Send {
+        self.policy()
+            .retry_throttled(move || self.raw().scan_page(limit, start.clone()))
+    }
+    fn batch_get(
+        &self,
+        keys: Vec<Key>,
+        consistent: bool,
+    ) -> impl Future<Output = Result<crate::storage::BatchGetOutput>> + Send {
+        self.raw().batch_get(keys, consistent)
+    }
+    fn batch_write(
+        &self,
+        requests: Vec<crate::storage::WriteRequest>,
+    ) -> impl Future<Output = Result<Vec<crate::storage::WriteRequest>>> + Send {
+        self.raw().batch_write(requests)
+    }
+    fn transact_write(
+        &self,
+        actions: Vec<crate::storage::TransactAction>,
+    ) -> impl Future<Output = Result<()>> + Send {
+        self.policy()
+            .retry_throttled(move || self.raw().transact_write(actions.clone()))
+    }
+    fn create_table(
+        &self,
+        billing: Billing,
+        indexes: &[crate::storage::IndexSpec],
+    ) -> impl Future<Output = Result<bool>> + Send {
+        self.raw().create_table(billing, indexes)
+    }
+    fn add_index(
+        &self,
+        billing: Billing,
+        index: &crate::storage::IndexSpec,
+    ) -> impl Future<Output = Result<()>> + Send {
+        self.raw().add_index(billing, index)
+    }
+    fn query_index_page(
+        &self,
+        query: &crate::storage::IndexQuery,
+        start: Option<Item>,
+    ) -> impl Future<Output = Result<crate::storage::IndexPage>> + Send {
+        self.policy()
+            .retry_throttled(move || self.raw().query_index_page(query, start.clone()))
+    }
+    fn describe_table(
+        &self,
+    ) -> impl Future<Output = Result<Option<crate::storage::TableDescription>>> + Send {
+        self.policy()
+            .retry_throttled(move || self.raw().describe_table())
+    }
+}
+
+impl<S> Io<S> {
+    fn raw(&self) -> &S {
+        &self.0.inner.storage
+    }
+
+    fn policy(&self) -> &RetryPolicy {
+        &self.0.inner.config.retry
+    }
+}
+
+impl<S> Tree<S> {
+    /// The backend, each request under the retry policy (see [`Io`]); owned, so streams
+    /// can keep it.
+    pub(crate) fn io(&self) -> Io<S> {
+        Io(self.clone())
+    }
+
+    fn from_parts(storage: S, layout: Layout, config: Config) -> Self {
+        Tree {
+            inner: Arc::new(Inner {
+                storage,
+                layout,
+                config,
+                known: KnownRows::default(),
+            }),
+        }
+    }
+}
+
+impl<S: Storage + 'static> Tree<S> {
+    /// The storage backend (a [`SharedStorage`] for a `Tree`; use
+    /// [`SharedStorage::downcast_ref`] to reach the concrete one).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::Tree;
+    /// use dynatree_testing::FakeTable;
+    ///
+    /// let tree = Tree::new(FakeTable::new());
+    /// let fake: &FakeTable = tree.storage().downcast_ref().expect("a fake table");
+    /// assert_eq!(fake.metrics().total_requests(), 0);
+    /// ```
     pub fn storage(&self) -> &S {
-        &self.storage
+        &self.inner.storage
     }
 
     /// The reserved character.
     pub fn reserved(&self) -> char {
-        self.layout.reserved()
+        self.inner.layout.reserved()
     }
 
     /// Creates the table (hash key `Key`, range key `Child`, both strings) if it does not exist,
@@ -270,21 +517,22 @@ impl<S: Storage> Tree<S> {
     pub async fn create_table(&self) -> Result<()> {
         let span = tracing::debug_span!("dynatree.create_table");
         async {
-            let specs: Vec<crate::IndexSpec> = self
+            let specs: Vec<crate::storage::IndexSpec> = self
+                .inner
                 .config
                 .indexes
                 .iter()
-                .map(|ix| ix.spec(self.layout.reserved()))
+                .map(|ix| ix.spec(self.inner.layout.reserved()))
                 .chain(self.path_index_spec())
                 .collect();
             // `Ok(false)` when it exists already: its schema and indexes are checked below.
-            self.storage
-                .create_table(self.config.billing, &specs)
+            self.inner.storage
+                .create_table(self.inner.config.billing, &specs)
                 .await?;
-            let deadline = tokio::time::Instant::now() + self.config.table_wait;
+            let deadline = tokio::time::Instant::now() + self.inner.config.table_wait;
             let mut retry = 0;
             loop {
-                let description = self.storage.describe_table().await?;
+                let description = self.io().describe_table().await?;
                 // An existing table lacking some of our indexes: add one, once the table and
                 // every index it has are active (DynamoDB builds one index at a time per
                 // table and refuses a second creation meanwhile), then wait again.
@@ -296,14 +544,14 @@ impl<S: Storage> Tree<S> {
                         .iter()
                         .find(|s| !d.indexes.iter().any(|(n, _)| *n == s.name))
                 {
-                    match self.storage.add_index(self.config.billing, missing).await {
+                    match self.inner.storage.add_index(self.inner.config.billing, missing).await {
                         // Another index is still being built: wait below and try again.
-                        Err(e) if e.kind() == ErrorKind::Throttled => {}
+                        Err(e) if matches!(e.kind(), ErrorKind::Throttled | ErrorKind::LimitExceeded) => {}
                         Err(e) => return Err(e),
                         Ok(()) => {}
                     }
                 }
-                let indexes_ready = |d: &crate::TableDescription| {
+                let indexes_ready = |d: &crate::storage::TableDescription| {
                     specs.iter().all(|s| {
                         d.indexes
                             .iter()
@@ -373,7 +621,7 @@ impl<S: Storage> Tree<S> {
         let span = tracing::debug_span!("dynatree.put", path = %path);
         async {
             let row = self.object_row_for(&path, value)?;
-            self.write_object(&path, row, &crate::Condition::Always)
+            self.write_object(&path, row, &crate::storage::Condition::Always)
                 .await
         }
         .instrument(span)
@@ -407,10 +655,10 @@ impl<S: Storage> Tree<S> {
         let target = target.into_path()?;
         let span = tracing::debug_span!("dynatree.put_link", path = %path, target = %target);
         async {
-            self.layout.check_object_path(&path)?;
-            self.layout.check_object_path(&target)?;
+            self.inner.layout.check_object_path(&path)?;
+            self.inner.layout.check_object_path(&target)?;
             let row = self.link_row_for(&path, &target)?;
-            self.write_object(&path, row, &crate::Condition::Always)
+            self.write_object(&path, row, &crate::storage::Condition::Always)
                 .await
         }
         .instrument(span)
@@ -447,7 +695,7 @@ impl<S: Storage> Tree<S> {
         let path = path.into_path()?;
         let span = tracing::debug_span!("dynatree.get", path = %path);
         async {
-            self.layout.check_object_path(&path)?;
+            self.inner.layout.check_object_path(&path)?;
             match self.resolve(&path).await? {
                 Some(item) => self.to_value(item).map(Some),
                 None => Ok(None),
@@ -484,14 +732,17 @@ impl<S: Storage> Tree<S> {
         let path = path.into_path()?;
         let span = tracing::debug_span!("dynatree.read_link", path = %path);
         async {
-            self.layout.check_object_path(&path)?;
+            self.inner.layout.check_object_path(&path)?;
             let item = self
-                .storage
-                .get_item(&self.layout.object_key(&path), self.config.consistent_reads)
+                .io()
+                .get_item(
+                    &self.inner.layout.object_key(&path),
+                    self.inner.config.consistent_reads,
+                )
                 .await?
                 .ok_or_else(|| Error::new(ErrorKind::NotFound, format!("nothing at {path}")))?;
-            match item.get_s(self.layout.link_attr()) {
-                Some(t) => self.layout.decode_target(t),
+            match item.get_s(self.inner.layout.link_attr()) {
+                Some(t) => self.inner.layout.decode_target(t),
                 None => Err(Error::new(
                     ErrorKind::NotALink,
                     format!("the object at {path} is not a link"),
@@ -528,10 +779,10 @@ impl<S: Storage> Tree<S> {
     pub fn list(
         &self,
         prefix: impl IntoPath,
-    ) -> impl Stream<Item = Result<String>> + Send + Unpin + '_ {
+    ) -> futures::stream::BoxStream<'static, Result<String>> {
         let query = prefix
             .into_path()
-            .and_then(|p| Ok(self.layout.check_listable(&p)?.then_some(p)));
+            .and_then(|p| Ok(self.inner.layout.check_listable(&p)?.then_some(p)));
         Box::pin(match query {
             Ok(Some(dir)) => self.list_names(&dir, false).left_stream(),
             // `Ok(None)`: a listing key over DynamoDB's limit holds no children; send nothing.
@@ -570,17 +821,19 @@ impl<S: Storage> Tree<S> {
     pub fn list_items<T: DeserializeOwned + Send + 'static>(
         &self,
         prefix: impl IntoPath,
-    ) -> impl Stream<Item = Result<Entry<T>>> + Send + Unpin + '_ {
+    ) -> futures::stream::BoxStream<'static, Result<Entry<T>>> {
         let checked = prefix
             .into_path()
-            .and_then(|p| Ok(self.layout.check_listable(&p)?.then_some(p)));
+            .and_then(|p| Ok(self.inner.layout.check_listable(&p)?.then_some(p)));
         Box::pin(match checked {
             Ok(Some(prefix)) => {
                 let query = self.listing_query(&prefix);
-                query_pages(&self.storage, query, None)
+                let tree = self.clone();
+                query_pages(self.io(), query, None)
                     .and_then(move |page| {
                         let prefix = prefix.clone();
-                        async move { self.entries_of_page(&prefix, page.items).await }
+                        let tree = tree.clone();
+                        async move { tree.entries_of_page(&prefix, page.items).await }
                     })
                     .map_ok(|entries| futures::stream::iter(entries.into_iter().map(Ok)))
                     .try_flatten()
@@ -609,9 +862,9 @@ impl<S: Storage> Tree<S> {
     /// # Cancel safety
     ///
     /// Cancel safe.
-    pub fn scan(&self) -> impl Stream<Item = Result<Item>> + Send + Unpin + '_ {
+    pub fn scan(&self) -> futures::stream::BoxStream<'static, Result<Item>> {
         Box::pin(
-            scan_pages(&self.storage, None)
+            scan_pages(self.io(), None)
                 .map_ok(|p| futures::stream::iter(p.items.into_iter().map(Ok)))
                 .try_flatten(),
         )
@@ -623,32 +876,32 @@ impl<S: Storage> Tree<S> {
         path: &Path,
         value: &T,
     ) -> Result<Item> {
-        self.layout.check_object_path(path)?;
+        self.inner.layout.check_object_path(path)?;
         let attrs = Item::from_serialize(value)?;
-        self.layout.check_user_item(&attrs)?;
-        let mut row = self.layout.object_row(path, attrs)?;
+        self.inner.layout.check_user_item(&attrs)?;
+        let mut row = self.inner.layout.object_row(path, attrs)?;
         self.add_path_index(path, &mut row)?;
         Ok(row)
     }
 
     /// The checked link row at `path` pointing at `target` (path-index attributes included).
     pub(crate) fn link_row_for(&self, path: &Path, target: &Path) -> Result<Item> {
-        self.layout.check_object_path(target)?;
-        let mut row = self.layout.link_row(path, target)?;
+        self.inner.layout.check_object_path(target)?;
+        let mut row = self.inner.layout.link_row(path, target)?;
         self.add_path_index(path, &mut row)?;
         Ok(row)
     }
 
     /// The names under `dir`, unchecked; strongly consistent if asked, else with the tree's
     /// read consistency.
-    pub(crate) fn list_names<'a>(
-        &'a self,
+    pub(crate) fn list_names(
+        &self,
         dir: &Path,
         consistent: bool,
-    ) -> impl Stream<Item = Result<String>> + Send + use<'a, S> {
+    ) -> impl Stream<Item = Result<String>> + Send + use<S> {
         let query = self.listing_query(dir);
         let consistent = consistent || query.consistent;
-        query_pages(&self.storage, query.consistent(consistent), None)
+        query_pages(self.io(), query.consistent(consistent), None)
             .map_ok(|page| {
                 futures::stream::iter(
                     page.items
@@ -669,9 +922,15 @@ impl<S: Storage> Tree<S> {
     ) -> Result<HashMap<String, Item>> {
         let keys = paths
             .into_iter()
-            .map(|p| self.layout.object_key(p))
+            .map(|p| self.inner.layout.object_key(p))
             .collect();
-        let items = get_all(&self.storage, keys, consistent, &self.config.retry).await?;
+        let items = get_all(
+            &self.inner.storage,
+            keys,
+            consistent,
+            &self.inner.config.retry,
+        )
+        .await?;
         Ok(items
             .into_iter()
             .filter_map(|i| Some((i.get_s(HASH_KEY)?.to_owned(), i)))
@@ -680,7 +939,7 @@ impl<S: Storage> Tree<S> {
 
     /// The checked listing query of `prefix`.
     pub(crate) fn listing_query_for(&self, prefix: &Path) -> Result<Query> {
-        self.layout.check_listing_path(prefix)?;
+        self.inner.layout.check_listing_path(prefix)?;
         Ok(self.listing_query(prefix))
     }
 
@@ -694,9 +953,9 @@ impl<S: Storage> Tree<S> {
     }
 
     fn listing_query(&self, prefix: &Path) -> Query {
-        let mut q = Query::new(self.layout.listing_hash(prefix.components()))
-            .consistent(self.config.consistent_reads);
-        q.limit = self.config.page_size;
+        let mut q = Query::new(self.inner.layout.listing_hash(prefix.components()))
+            .consistent(self.inner.config.consistent_reads);
+        q.limit = self.inner.config.page_size;
         q
     }
 
@@ -731,15 +990,15 @@ impl<S: Storage> Tree<S> {
         let mut current = path.clone();
         let mut seen = vec![current.clone()];
         loop {
-            let key = self.layout.object_key(&current);
+            let key = self.inner.layout.object_key(&current);
             let Some(item) = self
-                .storage
-                .get_item(&key, self.config.consistent_reads)
+                .io()
+                .get_item(&key, self.inner.config.consistent_reads)
                 .await?
             else {
                 return Ok(None);
             };
-            let Some(target) = item.get_s(self.layout.link_attr()) else {
+            let Some(target) = item.get_s(self.inner.layout.link_attr()) else {
                 return Ok(Some(item));
             };
             current = self.next_hop(path, target, &mut seen)?;
@@ -747,19 +1006,19 @@ impl<S: Storage> Tree<S> {
     }
 
     fn next_hop(&self, origin: &Path, target: &str, seen: &mut Vec<Path>) -> Result<Path> {
-        let target = self.layout.decode_target(target)?;
+        let target = self.inner.layout.decode_target(target)?;
         if seen.contains(&target) {
             return Err(Error::new(
                 ErrorKind::LinkLoop,
                 format!("links from {origin} form a cycle through {target}"),
             ));
         }
-        if seen.len() > self.config.max_link_hops {
+        if seen.len() > self.inner.config.max_link_hops {
             return Err(Error::new(
                 ErrorKind::LinkLoop,
                 format!(
                     "links from {origin} take more than {} hops",
-                    self.config.max_link_hops
+                    self.inner.config.max_link_hops
                 ),
             ));
         }
@@ -779,16 +1038,16 @@ impl<S: Storage> Tree<S> {
             let mut by_hash = self
                 .objects_of(
                     pending.iter().map(|(_, p, _)| p),
-                    self.config.consistent_reads,
+                    self.inner.config.consistent_reads,
                 )
                 .await?;
             let mut next = Vec::new();
             for (i, p, mut seen) in pending {
-                let hash = self.layout.object_key(&p).hash;
+                let hash = self.inner.layout.object_key(&p).hash;
                 let Some(item) = by_hash.get(&hash).cloned() else {
                     continue;
                 };
-                match item.get_s(self.layout.link_attr()) {
+                match item.get_s(self.inner.layout.link_attr()) {
                     Some(t) => {
                         let target = self.next_hop(&paths[i], t, &mut seen)?;
                         next.push((i, target, seen));
@@ -805,7 +1064,7 @@ impl<S: Storage> Tree<S> {
     pub(crate) fn to_value<T: DeserializeOwned>(&self, mut item: Item) -> Result<T> {
         item.remove(HASH_KEY);
         item.remove(RANGE_KEY);
-        let sc = self.layout.reserved();
+        let sc = self.inner.layout.reserved();
         let bookkeeping: Vec<String> = item
             .names()
             .filter(|n| n.starts_with(sc))

@@ -81,7 +81,7 @@ enum Outcome {
     RolledBack(Error),
 }
 
-impl<S: Storage> Tree<S> {
+impl<S: Storage + 'static> Tree<S> {
     /// Moves the node at `from` (its object, if any) and every descendant to `to`, reporting
     /// links that pointed into it; see [`consistency`](crate::consistency) and
     /// [`move_subtree_with`](Tree::move_subtree_with).
@@ -223,7 +223,7 @@ impl<S: Storage> Tree<S> {
     /// the same call again completes it.
     pub async fn delete_node(&self, path: impl IntoPath, on_children: OnChildren) -> Result<()> {
         let path = path.into_path()?;
-        self.layout.check_object_path(&path)?;
+        self.inner.layout.check_object_path(&path)?;
         match on_children {
             OnChildren::Recursive => self.delete_subtree(&path).await.map(|_| ()),
             OnChildren::Refuse => self.delete_leaf(&path).await,
@@ -241,9 +241,8 @@ impl<S: Storage> Tree<S> {
     ///
     /// Cancel safe.
     pub async fn pending(&self) -> Result<Vec<Intent>> {
-        let q = Query::new(self.layout.intents_hash()).consistent(true);
-        let rows: Vec<crate::storage::Page> =
-            query_pages(&self.storage, q, None).try_collect().await?;
+        let q = Query::new(self.inner.layout.intents_hash()).consistent(true);
+        let rows: Vec<crate::storage::Page> = query_pages(self.io(), q, None).try_collect().await?;
         rows.into_iter()
             .flat_map(|p| p.items)
             .map(|item| self.decode_intent(&item))
@@ -294,8 +293,8 @@ impl<S: Storage> Tree<S> {
         to: Path,
         links: LinkPolicy,
     ) -> Result<MoveReport> {
-        self.layout.check_object_path(&from)?;
-        self.layout.check_object_path(&to)?;
+        self.inner.layout.check_object_path(&from)?;
+        self.inner.layout.check_object_path(&to)?;
         if op != "delete" && (to.starts_with(&from) || from.starts_with(&to)) {
             return Err(Error::invalid_path(format!(
                 "cannot {op} {from} to {to}: one contains the other"
@@ -315,20 +314,20 @@ impl<S: Storage> Tree<S> {
         // source is reported before a taken destination.
         let dest_taken = op != "delete"
             && (self
-                .storage
-                .get_item(&self.layout.listing_key(&to), true)
+                .io()
+                .get_item(&self.inner.layout.listing_key(&to), true)
                 .await?
                 .is_some()
                 || self
-                    .storage
-                    .get_item(&self.layout.object_key(&to), true)
+                    .io()
+                    .get_item(&self.inner.layout.object_key(&to), true)
                     .await?
                     .is_some());
-        let source = self.layout.listing_key(&from);
-        let source_row = self.storage.get_item(&source, true).await?;
+        let source = self.inner.layout.listing_key(&from);
+        let source_row = self.io().get_item(&source, true).await?;
         if source_row
             .as_ref()
-            .is_some_and(|r| r.contains(self.layout.moving_attr()))
+            .is_some_and(|r| r.contains(self.inner.layout.moving_attr()))
         {
             // Held by another operation (moved, copied or deleted right now, or by one whose
             // process died: `resume` finishes it): refused, nothing written.
@@ -337,9 +336,9 @@ impl<S: Storage> Tree<S> {
         if source_row.is_none() {
             if op == "delete" {
                 // No listing row: no children, and by the invariants no object either.
-                let object = self.layout.object_key(&from);
-                let existed = self.storage.get_item(&object, true).await?.is_some();
-                self.storage.delete_item(&object, Condition::Always).await?;
+                let object = self.inner.layout.object_key(&from);
+                let existed = self.io().get_item(&object, true).await?.is_some();
+                self.io().delete_item(&object, Condition::Always).await?;
                 return Ok(MoveReport {
                     objects: usize::from(existed),
                     ..MoveReport::default()
@@ -377,10 +376,10 @@ impl<S: Storage> Tree<S> {
             phase: "lock".to_owned(),
             links,
             owner: Some(token.clone()),
-            lease: after_ms(self.config.lease),
+            lease: after_ms(self.inner.config.lease),
             refusal: None,
         };
-        self.storage
+        self.io()
             .put_item(self.encode_intent(&intent), Condition::NotExists)
             .await?;
         let guard = Guard {
@@ -428,7 +427,7 @@ impl<S: Storage> Tree<S> {
                 intent.lease = 0;
                 // Best effort: if it fails, the lease runs out instead.
                 let _ = self
-                    .storage
+                    .io()
                     .put_item(self.encode_intent(&intent), self.owned_by(&g.token))
                     .await;
             }
@@ -439,10 +438,10 @@ impl<S: Storage> Tree<S> {
     /// Becomes the owner of intent `id`: at once if nobody owns it or the owner's lease ran
     /// out; after waiting, while another call runs it. `None` if it disappears meanwhile.
     async fn claim(&self, id: &str) -> Result<Option<Guard>> {
-        let key = Key::new(self.layout.intents_hash(), id.to_owned());
+        let key = Key::new(self.inner.layout.intents_hash(), id.to_owned());
         let mut waited = 0u32;
         loop {
-            let Some(item) = self.storage.get_item(&key, true).await? else {
+            let Some(item) = self.io().get_item(&key, true).await? else {
                 return Ok(None);
             };
             let intent = self.decode_intent(&item)?;
@@ -451,6 +450,7 @@ impl<S: Storage> Tree<S> {
                 // Someone is running it: wait for it to finish, or for its lease to run out.
                 let left = std::time::Duration::from_millis(intent.lease - now + 1);
                 let nap = self
+                    .inner
                     .config
                     .retry
                     .delay(waited.min(8))
@@ -469,9 +469,9 @@ impl<S: Storage> Tree<S> {
             };
             let mut mine = intent.clone();
             mine.owner = Some(token.clone());
-            mine.lease = after_ms(self.config.lease);
+            mine.lease = after_ms(self.inner.config.lease);
             match self
-                .storage
+                .io()
                 .put_item(self.encode_intent(&mine), condition)
                 .await
             {
@@ -643,8 +643,8 @@ impl<S: Storage> Tree<S> {
             return self.join(&intent.id).await.map(|_| ());
         }
         if self
-            .storage
-            .get_item(&self.layout.listing_key(path), true)
+            .io()
+            .get_item(&self.inner.layout.listing_key(path), true)
             .await?
             .is_none()
         {
@@ -666,22 +666,22 @@ impl<S: Storage> Tree<S> {
             (i.from, i.to, i.id)
         };
         let lock = Value::S(id.clone());
-        let key = self.layout.listing_key(&path);
+        let key = self.inner.layout.listing_key(&path);
         let (mut rounds, mut waited) = (0, 0);
         loop {
             let phase = g.snapshot().phase;
             match phase.as_str() {
                 "lock" => {
-                    let mut row = self.layout.listing_row(&path);
-                    row.insert(self.layout.moving_attr(), lock.clone());
+                    let mut row = self.inner.layout.listing_row(&path);
+                    row.insert(self.inner.layout.moving_attr(), lock.clone());
                     let action = TransactAction::Put {
                         item: row,
                         condition: Condition::And(vec![
                             Condition::Exists,
-                            Condition::attr_not_exists(self.layout.deleting_attr()),
+                            Condition::attr_not_exists(self.inner.layout.deleting_attr()),
                             Condition::Or(vec![
-                                Condition::attr_not_exists(self.layout.moving_attr()),
-                                Condition::equals(self.layout.moving_attr(), lock.clone()),
+                                Condition::attr_not_exists(self.inner.layout.moving_attr()),
+                                Condition::equals(self.inner.layout.moving_attr(), lock.clone()),
                             ]),
                         ]),
                     };
@@ -689,18 +689,18 @@ impl<S: Storage> Tree<S> {
                         self.set_phase(g, "move").await?;
                         continue;
                     }
-                    match self.storage.get_item(&key, true).await? {
+                    match self.io().get_item(&key, true).await? {
                         // Gone meanwhile: nothing left to re-parent or delete.
                         None => {
                             self.finish(g).await?;
                             return Ok(Outcome::Done(MoveReport::default()));
                         }
-                        Some(r) if r.contains(self.layout.moving_attr()) => {
+                        Some(r) if r.contains(self.inner.layout.moving_attr()) => {
                             let e = self.locked_error(&path);
                             return self.refuse(g, e).await;
                         }
                         Some(r) => {
-                            match r.get_s(self.layout.deleting_attr()) {
+                            match r.get_s(self.inner.layout.deleting_attr()) {
                                 Some(mark) if self.mark_expired(mark) => {
                                     self.clear_expired_mark(&key, mark).await?;
                                 }
@@ -712,7 +712,7 @@ impl<S: Storage> Tree<S> {
                                 }
                                 None => {}
                             }
-                            if rounds + 1 >= self.config.retry.max_attempts() {
+                            if rounds + 1 >= self.inner.config.retry.max_attempts() {
                                 let e = Error::new(
                                     ErrorKind::Conflict,
                                     format!("{path} kept changing while it was being locked"),
@@ -749,10 +749,10 @@ impl<S: Storage> Tree<S> {
                             && matches!(e.kind(), ErrorKind::AlreadyExists | ErrorKind::Locked)
                         {
                             let holder = self
-                                .storage
-                                .get_item(&self.layout.listing_key(&child), true)
+                                .io()
+                                .get_item(&self.inner.layout.listing_key(&child), true)
                                 .await?
-                                .and_then(|r| r.get(self.layout.moving_attr()).cloned());
+                                .and_then(|r| r.get(self.inner.layout.moving_attr()).cloned());
                             if let Some(Value::S(other)) = holder {
                                 let _ = self.renewing(g, Box::pin(self.drive(&other))).await?;
                                 again = true;
@@ -773,7 +773,7 @@ impl<S: Storage> Tree<S> {
                         }
                     }
                     if again {
-                        if rounds + 1 >= self.config.retry.max_attempts() {
+                        if rounds + 1 >= self.inner.config.retry.max_attempts() {
                             let e = Error::new(
                                 ErrorKind::Conflict,
                                 format!("the children of {path} kept being moved by others"),
@@ -788,10 +788,10 @@ impl<S: Storage> Tree<S> {
                 }
                 "delete" => {
                     let held = self
-                        .storage
+                        .io()
                         .get_item(&key, true)
                         .await?
-                        .is_some_and(|r| r.get(self.layout.moving_attr()) == Some(&lock));
+                        .is_some_and(|r| r.get(self.inner.layout.moving_attr()) == Some(&lock));
                     if !held {
                         // Only this operation takes its lock off, and only by deleting the
                         // node: an earlier call got this far (whatever is at the path now
@@ -809,16 +809,19 @@ impl<S: Storage> Tree<S> {
                     }
                     let actions = vec![
                         TransactAction::Delete {
-                            key: self.layout.object_key(&path),
+                            key: self.inner.layout.object_key(&path),
                             condition: Condition::Always,
                         },
                         TransactAction::Delete {
                             key: key.clone(),
-                            condition: Condition::equals(self.layout.moving_attr(), lock.clone()),
+                            condition: Condition::equals(
+                                self.inner.layout.moving_attr(),
+                                lock.clone(),
+                            ),
                         },
                     ];
                     self.fenced_groups(g, actions, true, 2).await?;
-                    self.known.remove(&key);
+                    self.inner.known.remove(&key);
                     self.prune_above(&path).await?;
                     self.finish(g).await?;
                     return Ok(Outcome::Done(MoveReport::default()));
@@ -844,7 +847,7 @@ impl<S: Storage> Tree<S> {
     async fn refuse(&self, g: &Guard, e: Error) -> Result<Outcome> {
         let mut intent = g.snapshot();
         intent.phase = "rollback".to_owned();
-        intent.lease = after_ms(self.config.lease);
+        intent.lease = after_ms(self.inner.config.lease);
         intent.refusal = Some(encode_refusal(&e));
         self.write_intent(g, intent).await?;
         self.roll_back(g).await?;
@@ -888,8 +891,8 @@ impl<S: Storage> Tree<S> {
             let sources = self.objects_of(level, true).await?;
             for p in level {
                 let dest = dest_of(&intent, p)?;
-                self.layout.check_object_path(&dest)?;
-                if let Some(src) = sources.get(&self.layout.object_key(p).hash) {
+                self.inner.layout.check_object_path(&dest)?;
+                if let Some(src) = sources.get(&self.inner.layout.object_key(p).hash) {
                     self.moved_row(src, &dest)?;
                 }
             }
@@ -917,18 +920,18 @@ impl<S: Storage> Tree<S> {
             let actions: Vec<TransactAction> = level
                 .iter()
                 .map(|p| {
-                    let mut row = self.layout.listing_row(p);
-                    row.insert(self.layout.moving_attr(), lock.clone());
+                    let mut row = self.inner.layout.listing_row(p);
+                    row.insert(self.inner.layout.moving_attr(), lock.clone());
                     TransactAction::Put {
                         item: row,
                         // Not while a removal of the row is under way (it may be about to
                         // go): that is waited for below.
                         condition: Condition::And(vec![
                             Condition::Exists,
-                            Condition::attr_not_exists(self.layout.deleting_attr()),
+                            Condition::attr_not_exists(self.inner.layout.deleting_attr()),
                             Condition::Or(vec![
-                                Condition::attr_not_exists(self.layout.moving_attr()),
-                                Condition::equals(self.layout.moving_attr(), lock.clone()),
+                                Condition::attr_not_exists(self.inner.layout.moving_attr()),
+                                Condition::equals(self.inner.layout.moving_attr(), lock.clone()),
                             ]),
                         ]),
                     }
@@ -945,19 +948,21 @@ impl<S: Storage> Tree<S> {
                 // Not locked: gone meanwhile (fine: not part of the subtree any more), another
                 // operation's (refused), or freed since (lock it again).
                 match self
-                    .storage
-                    .get_item(&self.layout.listing_key(&p), true)
+                    .io()
+                    .get_item(&self.inner.layout.listing_key(&p), true)
                     .await?
                 {
                     None => {}
-                    Some(r) if r.get(self.layout.moving_attr()) == Some(&lock) => held.push(p),
-                    Some(r) if r.contains(self.layout.moving_attr()) => {
+                    Some(r) if r.get(self.inner.layout.moving_attr()) == Some(&lock) => {
+                        held.push(p)
+                    }
+                    Some(r) if r.contains(self.inner.layout.moving_attr()) => {
                         return Err(self.locked_error(&p));
                     }
                     Some(r) => {
-                        if let Some(mark) = r.get_s(self.layout.deleting_attr()) {
+                        if let Some(mark) = r.get_s(self.inner.layout.deleting_attr()) {
                             if self.mark_expired(mark) {
-                                self.clear_expired_mark(&self.layout.listing_key(&p), mark)
+                                self.clear_expired_mark(&self.inner.layout.listing_key(&p), mark)
                                     .await?;
                             } else {
                                 // A live removal: wait for it, outside the retry budget (the
@@ -976,7 +981,7 @@ impl<S: Storage> Tree<S> {
                     level = held.into_iter().chain(again).collect();
                     continue;
                 }
-                if rounds + 1 >= self.config.retry.max_attempts() {
+                if rounds + 1 >= self.inner.config.retry.max_attempts() {
                     return Err(Error::new(
                         ErrorKind::Conflict,
                         format!("{} kept changing while it was being locked", again[0]),
@@ -1008,11 +1013,12 @@ impl<S: Storage> Tree<S> {
     /// erased by a writer that ignores locks, such as the Go library, must not hide the locks
     /// below it); without, it stops at them (under a root that is not ours, nothing is).
     async fn walk_held(&self, root: &Path, id: &str, through: bool) -> Result<Vec<Vec<Path>>> {
-        let held = |row: &Item| row.get(self.layout.moving_attr()) == Some(&Value::S(id.into()));
+        let held =
+            |row: &Item| row.get(self.inner.layout.moving_attr()) == Some(&Value::S(id.into()));
         let mut levels: Vec<Vec<Path>> = Vec::new();
         let root_row = self
-            .storage
-            .get_item(&self.layout.listing_key(root), true)
+            .io()
+            .get_item(&self.inner.layout.listing_key(root), true)
             .await?;
         let root_held = root_row.as_ref().is_some_and(&held);
         // (node, held) pairs of the current depth that the walk goes on from.
@@ -1030,9 +1036,9 @@ impl<S: Storage> Tree<S> {
             }
             let keys: Vec<Key> = children
                 .iter()
-                .map(|p| self.layout.listing_key(p))
+                .map(|p| self.inner.layout.listing_key(p))
                 .collect();
-            let rows = get_all(&self.storage, keys, true, &self.config.retry).await?;
+            let rows = get_all(&self.inner.storage, keys, true, &self.inner.config.retry).await?;
             let held_keys: std::collections::HashSet<Key> = rows
                 .iter()
                 .filter(|r| held(r))
@@ -1048,7 +1054,7 @@ impl<S: Storage> Tree<S> {
             level = children
                 .into_iter()
                 .map(|p| {
-                    let h = held_keys.contains(&self.layout.listing_key(&p));
+                    let h = held_keys.contains(&self.inner.layout.listing_key(&p));
                     (p, h)
                 })
                 .filter(|(_, h)| *h || through)
@@ -1081,7 +1087,7 @@ impl<S: Storage> Tree<S> {
         let lock = Value::S(intent.id.clone());
         let ours_or_new = Condition::Or(vec![
             Condition::NotExists,
-            Condition::equals(self.layout.moving_attr(), lock.clone()),
+            Condition::equals(self.inner.layout.moving_attr(), lock.clone()),
         ]);
         let (mut nodes, mut objects) = (0, 0);
         let parent = intent.to.parent().filter(|p| !p.is_root());
@@ -1097,7 +1103,7 @@ impl<S: Storage> Tree<S> {
                     self.ensure_listing(g, parent).await?;
                     // The destination's parent exists and is neither locked nor being removed.
                     actions.push(TransactAction::ConditionCheck {
-                        key: self.layout.listing_key(parent),
+                        key: self.inner.layout.listing_key(parent),
                         condition: self.free_row(),
                     });
                 }
@@ -1105,14 +1111,14 @@ impl<S: Storage> Tree<S> {
                 let (mut level_nodes, mut level_objects) = (0, 0);
                 for p in level {
                     let dest = dest_of(&intent, p)?;
-                    let mut row = self.layout.listing_row(&dest);
-                    row.insert(self.layout.moving_attr(), lock.clone());
+                    let mut row = self.inner.layout.listing_row(&dest);
+                    row.insert(self.inner.layout.moving_attr(), lock.clone());
                     actions.push(TransactAction::Put {
                         item: row,
                         condition: ours_or_new.clone(),
                     });
                     level_nodes += 1;
-                    if let Some(src) = sources.get(&self.layout.object_key(p).hash) {
+                    if let Some(src) = sources.get(&self.inner.layout.object_key(p).hash) {
                         actions.push(TransactAction::Put {
                             item: self.moved_row(src, &dest)?,
                             condition: Condition::Always,
@@ -1135,20 +1141,20 @@ impl<S: Storage> Tree<S> {
                 // The parent's check failed: held by another operation (refused), or removed
                 // or being removed meanwhile (create it again, or wait for the removal).
                 let parent = parent.as_ref().expect("a check of the parent was sent");
-                let key = self.layout.listing_key(parent);
-                self.known.remove(&key);
+                let key = self.inner.layout.listing_key(parent);
+                self.inner.known.remove(&key);
                 if self
-                    .storage
+                    .io()
                     .get_item(&key, true)
                     .await?
-                    .is_some_and(|r| r.contains(self.layout.moving_attr()))
+                    .is_some_and(|r| r.contains(self.inner.layout.moving_attr()))
                 {
                     return Err(Error::new(
                         ErrorKind::Locked,
                         format!("the destination's parent {parent} is held by another operation"),
                     ));
                 }
-                if attempt + 1 >= self.config.retry.max_attempts() {
+                if attempt + 1 >= self.inner.config.retry.max_attempts() {
                     return Err(Error::new(
                         ErrorKind::Conflict,
                         format!("the destination's parent {parent} kept being removed"),
@@ -1164,13 +1170,13 @@ impl<S: Storage> Tree<S> {
     /// An object row re-keyed for `dest`, its path-index attributes recomputed, checked
     /// against the limits.
     fn moved_row(&self, src: &Item, dest: &Path) -> Result<Item> {
-        let sc = self.layout.reserved();
+        let sc = self.inner.layout.reserved();
         let mut row: Item = src
             .iter()
             .filter(|(n, _)| !n.starts_with(&format!("{sc}pix.")))
             .map(|(n, v)| (n.to_owned(), v.clone()))
             .collect();
-        let key = self.layout.object_key(dest);
+        let key = self.inner.layout.object_key(dest);
         row.insert(HASH_KEY, Value::S(key.hash));
         row.insert(RANGE_KEY, Value::S(key.range));
         self.add_path_index(dest, &mut row)?;
@@ -1194,16 +1200,16 @@ impl<S: Storage> Tree<S> {
             }
             let mut actions = Vec::with_capacity(level.len() * 2);
             for p in level {
-                let key = self.layout.listing_key(p);
-                self.known.remove(&key);
+                let key = self.inner.layout.listing_key(p);
+                self.inner.known.remove(&key);
                 actions.push(TransactAction::Delete {
-                    key: self.layout.object_key(p),
+                    key: self.inner.layout.object_key(p),
                     condition: Condition::Always,
                 });
-                let ours = Condition::equals(self.layout.moving_attr(), lock.clone());
+                let ours = Condition::equals(self.inner.layout.moving_attr(), lock.clone());
                 actions.push(if keep.contains(p) {
                     TransactAction::Put {
-                        item: self.layout.listing_row(p),
+                        item: self.inner.layout.listing_row(p),
                         condition: ours,
                     }
                 } else {
@@ -1237,8 +1243,8 @@ impl<S: Storage> Tree<S> {
         let actions: Vec<TransactAction> = paths
             .iter()
             .map(|p| TransactAction::Put {
-                item: self.layout.listing_row(p),
-                condition: Condition::equals(self.layout.moving_attr(), lock.clone()),
+                item: self.inner.layout.listing_row(p),
+                condition: Condition::equals(self.inner.layout.moving_attr(), lock.clone()),
             })
             .collect();
         self.fenced(g, actions, true).await?;
@@ -1266,8 +1272,8 @@ impl<S: Storage> Tree<S> {
                     continue;
                 };
                 let unchanged = Condition::equals(
-                    self.layout.link_attr(),
-                    Value::S(self.layout.encode_target(target)),
+                    self.inner.layout.link_attr(),
+                    Value::S(self.inner.layout.encode_target(target)),
                 );
                 // The link's object exists (the put is conditional on its old target), so a
                 // removal mark on its listing row cannot end in the row's deletion: only a
@@ -1276,17 +1282,17 @@ impl<S: Storage> Tree<S> {
                 // and could wait in a circle (the re-parenting may be waiting for this move).
                 let mut allowed: Option<Value> = None;
                 loop {
-                    let free = Condition::attr_not_exists(self.layout.moving_attr());
+                    let free = Condition::attr_not_exists(self.inner.layout.moving_attr());
                     let check = match &allowed {
                         None => free,
                         Some(v) => Condition::Or(vec![
                             free,
-                            Condition::equals(self.layout.moving_attr(), v.clone()),
+                            Condition::equals(self.inner.layout.moving_attr(), v.clone()),
                         ]),
                     };
                     let actions = vec![
                         TransactAction::ConditionCheck {
-                            key: self.layout.listing_key(link),
+                            key: self.inner.layout.listing_key(link),
                             condition: Condition::And(vec![Condition::Exists, check]),
                         },
                         TransactAction::Put {
@@ -1299,10 +1305,10 @@ impl<S: Storage> Tree<S> {
                         rewritten += 1;
                     } else if failed.contains(&0) {
                         let holder = self
-                            .storage
-                            .get_item(&self.layout.listing_key(link), true)
+                            .io()
+                            .get_item(&self.inner.layout.listing_key(link), true)
                             .await?
-                            .and_then(|r| r.get(self.layout.moving_attr()).cloned());
+                            .and_then(|r| r.get(self.inner.layout.moving_attr()).cloned());
                         if let Some(Value::S(other)) = holder {
                             if allowed.is_none() && self.is_reparenting(&other).await? {
                                 allowed = Some(Value::S(other));
@@ -1331,7 +1337,7 @@ impl<S: Storage> Tree<S> {
             if rewritten == 0 && !held_elsewhere {
                 break;
             }
-            if round + 1 >= self.config.retry.max_attempts() {
+            if round + 1 >= self.inner.config.retry.max_attempts() {
                 break;
             }
             if held_elsewhere {
@@ -1371,8 +1377,8 @@ impl<S: Storage> Tree<S> {
         group: usize,
     ) -> Result<Vec<usize>> {
         let group = group.max(1);
-        let intent_key = Key::new(self.layout.intents_hash(), g.id());
-        let policy = self.config.retry;
+        let intent_key = Key::new(self.inner.layout.intents_hash(), g.id());
+        let policy = self.inner.config.retry;
         let mut failed_all = Vec::new();
         let indexed: Vec<(usize, TransactAction)> = actions.into_iter().enumerate().collect();
         let chunk_size = (TRANSACT_MAX - 1) / group * group;
@@ -1386,7 +1392,7 @@ impl<S: Storage> Tree<S> {
                     key: intent_key.clone(),
                     condition: self.owned_by(&g.token),
                 });
-                match self.storage.transact_write(tx).await {
+                match self.inner.storage.transact_write(tx).await {
                     Ok(()) => break,
                     Err(e) if e.kind() == ErrorKind::TransactionCanceled => {
                         let reasons = e.cancellation_reasons();
@@ -1435,8 +1441,8 @@ impl<S: Storage> Tree<S> {
 
     /// Whether the intent `id` is a re-parenting (false if it is gone).
     async fn is_reparenting(&self, id: &str) -> Result<bool> {
-        let key = Key::new(self.layout.intents_hash(), id.to_owned());
-        Ok(match self.storage.get_item(&key, true).await? {
+        let key = Key::new(self.inner.layout.intents_hash(), id.to_owned());
+        Ok(match self.io().get_item(&key, true).await? {
             Some(item) => self.decode_intent(&item)?.op == "reparent",
             None => false,
         })
@@ -1445,8 +1451,8 @@ impl<S: Storage> Tree<S> {
     /// A backoff sleep of an intent's owner: never longer than a third of the lease, and the
     /// lease renewed after it, so waiting never lets the lease run out.
     async fn owner_sleep(&self, g: &Guard, retry: u32) -> Result<()> {
-        let cap = self.config.lease / 3;
-        let d = self.config.retry.delay(retry).min(cap);
+        let cap = self.inner.config.lease / 3;
+        let d = self.inner.config.retry.delay(retry).min(cap);
         if !d.is_zero() {
             tokio::time::sleep(d).await;
         }
@@ -1456,7 +1462,7 @@ impl<S: Storage> Tree<S> {
     /// Runs `work` (a child operation of a re-parenting) while renewing `g`'s lease every
     /// third of it, so a long child does not let the parent's lease run out.
     async fn renewing<T>(&self, g: &Guard, work: impl Future<Output = T>) -> Result<T> {
-        let period = (self.config.lease / 3).max(std::time::Duration::from_millis(1));
+        let period = (self.inner.config.lease / 3).max(std::time::Duration::from_millis(1));
         // Both are polled together: the work goes on while a renewal is in flight.
         let renewals = async {
             loop {
@@ -1476,24 +1482,24 @@ impl<S: Storage> Tree<S> {
     async fn set_phase(&self, g: &Guard, phase: &str) -> Result<()> {
         let mut intent = g.snapshot();
         intent.phase = phase.to_owned();
-        intent.lease = after_ms(self.config.lease);
+        intent.lease = after_ms(self.inner.config.lease);
         self.write_intent(g, intent).await
     }
 
     /// Renews the lease when half of it has run out.
     async fn renew_if_due(&self, g: &Guard) -> Result<()> {
         let mut intent = g.snapshot();
-        let half = u64::try_from(self.config.lease.as_millis() / 2).unwrap_or(u64::MAX);
+        let half = u64::try_from(self.inner.config.lease.as_millis() / 2).unwrap_or(u64::MAX);
         if now_ms().saturating_add(half) < intent.lease {
             return Ok(());
         }
-        intent.lease = after_ms(self.config.lease);
+        intent.lease = after_ms(self.inner.config.lease);
         self.write_intent(g, intent).await
     }
 
     async fn write_intent(&self, g: &Guard, intent: Intent) -> Result<()> {
         match self
-            .storage
+            .io()
             .put_item(self.encode_intent(&intent), self.owned_by(&g.token))
             .await
         {
@@ -1508,12 +1514,8 @@ impl<S: Storage> Tree<S> {
 
     /// Drops the intent record: the operation is over.
     async fn finish(&self, g: &Guard) -> Result<()> {
-        let key = Key::new(self.layout.intents_hash(), g.id());
-        match self
-            .storage
-            .delete_item(&key, self.owned_by(&g.token))
-            .await
-        {
+        let key = Key::new(self.inner.layout.intents_hash(), g.id());
+        match self.io().delete_item(&key, self.owned_by(&g.token)).await {
             Err(e) if e.kind() == ErrorKind::ConditionFailed => Err(taken_over().with_source(e)),
             other => {
                 if other.is_ok() {
@@ -1525,7 +1527,7 @@ impl<S: Storage> Tree<S> {
     }
 
     fn owner_attr(&self) -> String {
-        format!("{}owner", self.layout.reserved())
+        format!("{}owner", self.inner.layout.reserved())
     }
 
     fn owned_by(&self, token: &str) -> Condition {
@@ -1537,12 +1539,18 @@ impl<S: Storage> Tree<S> {
     /// removed meanwhile) is left to the caller's own check of `path`.
     async fn ensure_listing(&self, g: &Guard, path: &Path) -> Result<()> {
         let keys: Vec<Key> = (1..=path.len())
-            .map(|i| self.layout.listing_key(&path.prefix(i)))
+            .map(|i| self.inner.layout.listing_key(&path.prefix(i)))
             .collect();
-        if keys.iter().all(|k| self.known.contains(k)) {
+        if keys.iter().all(|k| self.inner.known.contains(k)) {
             return Ok(());
         }
-        let found = get_all(&self.storage, keys.clone(), true, &self.config.retry).await?;
+        let found = get_all(
+            &self.inner.storage,
+            keys.clone(),
+            true,
+            &self.inner.config.retry,
+        )
+        .await?;
         let mut actions = Vec::new();
         for (i, k) in keys.iter().enumerate() {
             if found
@@ -1566,25 +1574,25 @@ impl<S: Storage> Tree<S> {
         if !actions.is_empty() && !self.fenced(g, actions, false).await?.is_empty() {
             return Ok(());
         }
-        self.known.insert_all(keys);
+        self.inner.known.insert_all(keys);
         Ok(())
     }
 
     /// Links anywhere in the tree whose target is `from` or under it (one Scan).
     async fn links_into(&self, from: &Path) -> Result<Vec<(Path, Path)>> {
-        let link_attr = self.layout.link_attr().to_owned();
+        let link_attr = self.inner.layout.link_attr().to_owned();
         let items: Vec<Item> = self.scan().try_collect().await?;
         let mut out = Vec::new();
         for item in items {
             let (Some(target), Some(hash)) = (item.get_s(&link_attr), item.get_s(HASH_KEY)) else {
                 continue;
             };
-            if item.get_s(RANGE_KEY) != Some(self.layout.link_attr()) {
+            if item.get_s(RANGE_KEY) != Some(self.inner.layout.link_attr()) {
                 continue;
             }
             let (Ok(target), Ok(link)) = (
-                self.layout.decode_target(target),
-                self.layout.decode_target(hash),
+                self.inner.layout.decode_target(target),
+                self.inner.layout.decode_target(hash),
             ) else {
                 continue;
             };
@@ -1597,17 +1605,17 @@ impl<S: Storage> Tree<S> {
     }
 
     fn encode_intent(&self, intent: &Intent) -> Item {
-        let sc = self.layout.reserved();
-        let mut item = Key::new(self.layout.intents_hash(), intent.id.clone()).into_item();
+        let sc = self.inner.layout.reserved();
+        let mut item = Key::new(self.inner.layout.intents_hash(), intent.id.clone()).into_item();
         item.insert(format!("{sc}op"), Value::S(intent.op.clone()));
         item.insert(
             format!("{sc}from"),
-            Value::S(self.layout.encode_target(&intent.from)),
+            Value::S(self.inner.layout.encode_target(&intent.from)),
         );
         let to = if intent.to.is_root() {
             String::new()
         } else {
-            self.layout.encode_target(&intent.to)
+            self.inner.layout.encode_target(&intent.to)
         };
         item.insert(format!("{sc}to"), Value::S(to));
         item.insert(format!("{sc}phase"), Value::S(intent.phase.clone()));
@@ -1628,7 +1636,7 @@ impl<S: Storage> Tree<S> {
     }
 
     fn decode_intent(&self, item: &Item) -> Result<Intent> {
-        let sc = self.layout.reserved();
+        let sc = self.inner.layout.reserved();
         let field = |n: &str| {
             item.get_s(&format!("{sc}{n}"))
                 .map(str::to_owned)
@@ -1643,11 +1651,11 @@ impl<S: Storage> Tree<S> {
         Ok(Intent {
             id: item.get_s(RANGE_KEY).unwrap_or_default().to_owned(),
             op: field("op")?,
-            from: self.layout.decode_target(&field("from")?)?,
+            from: self.inner.layout.decode_target(&field("from")?)?,
             // A re-parenting of a top-level node moves its children to the root: stored empty.
             to: match field("to")?.as_str() {
                 "" => Path::root(),
-                to => self.layout.decode_target(to)?,
+                to => self.inner.layout.decode_target(to)?,
             },
             phase: field("phase")?,
             links: match field("links")?.as_str() {
@@ -1678,6 +1686,7 @@ fn refuses(kind: ErrorKind) -> bool {
             | ErrorKind::InvalidPath
             | ErrorKind::ItemTooLarge
             | ErrorKind::InvalidValue
+            | ErrorKind::InvalidArgument
             | ErrorKind::Validation
     )
 }
@@ -1705,6 +1714,7 @@ fn decode_refusal(s: Option<&str>) -> Error {
         ErrorKind::InvalidPath,
         ErrorKind::ItemTooLarge,
         ErrorKind::InvalidValue,
+        ErrorKind::InvalidArgument,
         ErrorKind::Validation,
         ErrorKind::Conflict,
     ]

@@ -9,7 +9,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::item::{Item, Value};
 use crate::layout::{HASH_KEY, RANGE_KEY};
 use crate::path::{IntoPath, Path};
-use crate::storage::{IndexQuery, IndexSpec, RangeCondition, Storage};
+use crate::storage::{IndexQuery, IndexSpec, RangeCondition, SharedStorage, Storage};
 
 use super::Tree;
 
@@ -44,19 +44,19 @@ pub enum Strategy {
 /// A descendants query, built by [`Tree::descendants`].
 #[derive(Debug)]
 #[must_use = "a query does nothing until `items()` is polled"]
-pub struct Descendants<'t, S> {
-    tree: &'t Tree<S>,
+pub struct Descendants<S = SharedStorage> {
+    tree: Tree<S>,
     prefix: Result<Path>,
     max_depth: Option<usize>,
     concurrency: usize,
     strategy: Strategy,
 }
 
-impl<S: Storage> Tree<S> {
+impl<S: Storage + 'static> Tree<S> {
     /// The path-index GSI definition, when the tree has one.
     pub(crate) fn path_index_spec(&self) -> Option<IndexSpec> {
-        self.config.path_index.map(|_| {
-            let sc = self.layout.reserved();
+        self.inner.config.path_index.map(|_| {
+            let sc = self.inner.layout.reserved();
             IndexSpec::new(PATH_INDEX, format!("{sc}pix.h"), Some(format!("{sc}pix.r")))
         })
     }
@@ -65,18 +65,22 @@ impl<S: Storage> Tree<S> {
     /// checks them against DynamoDB's limits for index keys (hash 2048 bytes, range 1024) and
     /// the row against the item size limit.
     pub(crate) fn add_path_index(&self, path: &Path, row: &mut Item) -> Result<()> {
-        let (Some(depth), Some(spec)) = (self.config.path_index, self.path_index_spec()) else {
+        let (Some(depth), Some(spec)) = (self.inner.config.path_index, self.path_index_spec())
+        else {
             return Ok(());
         };
         let hash = self
+            .inner
             .layout
             .object_hash(&path.components()[..depth.min(path.len())]);
-        let range = self.layout.object_hash(path.components());
-        if hash.len() > crate::MAX_HASH_KEY_BYTES || range.len() > crate::MAX_RANGE_KEY_BYTES {
+        let range = self.inner.layout.object_hash(path.components());
+        if hash.len() > crate::storage::MAX_HASH_KEY_BYTES
+            || range.len() > crate::storage::MAX_RANGE_KEY_BYTES
+        {
             return Err(Error::invalid_path(format!(
                 "{path} is {} bytes as a key: with a path index, at most {} (the index's range key)",
                 range.len(),
-                crate::MAX_RANGE_KEY_BYTES
+                crate::storage::MAX_RANGE_KEY_BYTES
             )));
         }
         row.insert(spec.hash_attr, Value::S(hash));
@@ -96,7 +100,7 @@ impl<S: Storage> Tree<S> {
     /// # #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)] struct Team { name: String }
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
     /// let table = FakeTable::new();
-    /// let tree = Tree::new(&table);
+    /// let tree = Tree::new(table.clone());
     /// tree.create_table().await?;
     /// tree.put(["org"], &Team { name: "Org".into() }).await?;
     /// tree.put(["org", "eng", "db"], &Team { name: "Databases".into() }).await?;
@@ -139,15 +143,15 @@ impl<S: Storage> Tree<S> {
     /// Cancel safe.
     pub async fn ancestor_items(&self, path: impl IntoPath) -> Result<Vec<(Path, Item)>> {
         let path = path.into_path()?;
-        self.layout.check_object_path(&path)?;
+        self.inner.layout.check_object_path(&path)?;
         let prefixes: Vec<Path> = (1..path.len()).map(|i| path.prefix(i)).collect();
         let mut by_hash = self
-            .objects_of(&prefixes, self.config.consistent_reads)
+            .objects_of(&prefixes, self.inner.config.consistent_reads)
             .await?;
         Ok(prefixes
             .into_iter()
             .filter_map(|p| {
-                let item = by_hash.remove(&self.layout.object_key(&p).hash)?;
+                let item = by_hash.remove(&self.inner.layout.object_key(&p).hash)?;
                 Some((p, item))
             })
             .collect())
@@ -173,9 +177,9 @@ impl<S: Storage> Tree<S> {
     /// assert_eq!(children.len(), 1);
     /// # Ok(()) }
     /// ```
-    pub fn descendants(&self, prefix: impl IntoPath) -> Descendants<'_, S> {
+    pub fn descendants(&self, prefix: impl IntoPath) -> Descendants<S> {
         Descendants {
-            tree: self,
+            tree: self.clone(),
             prefix: prefix.into_path(),
             max_depth: None,
             concurrency: 8,
@@ -222,7 +226,7 @@ impl<S: Storage> Tree<S> {
     /// `resume`, or the same call again, finishes it.
     pub async fn delete_subtree(&self, path: impl IntoPath) -> Result<usize> {
         let path = path.into_path()?;
-        self.layout.check_object_path(&path)?;
+        self.inner.layout.check_object_path(&path)?;
         let report = self
             .start("delete", path.clone(), path, super::LinkPolicy::Ignore)
             .await?;
@@ -230,7 +234,7 @@ impl<S: Storage> Tree<S> {
     }
 }
 
-impl<'t, S: Storage> Descendants<'t, S> {
+impl<S: Storage + 'static> Descendants<S> {
     /// Only descendants down to `depth` levels below the prefix (1: children only).
     pub fn max_depth(mut self, depth: usize) -> Self {
         self.max_depth = Some(depth);
@@ -255,8 +259,8 @@ impl<'t, S: Storage> Descendants<'t, S> {
     /// # Cancel safety
     ///
     /// Cancel safe.
-    pub fn items(self) -> impl Stream<Item = Result<Descendant>> + Send + Unpin + 't {
-        let tree = self.tree;
+    pub fn items(self) -> futures::stream::BoxStream<'static, Result<Descendant>> {
+        let tree = self.tree.clone();
         let (max_depth, concurrency) = (self.max_depth, self.concurrency);
         let plan = self.plan();
         Box::pin(match plan {
@@ -273,21 +277,21 @@ impl<'t, S: Storage> Descendants<'t, S> {
     /// The checked prefix, and whether to use the path index.
     fn plan(self) -> Result<(Path, bool)> {
         let prefix = self.prefix?;
-        self.tree.layout.check_listing_path(&prefix)?;
-        let index_depth = self.tree.config.path_index;
+        self.tree.inner.layout.check_listing_path(&prefix)?;
+        let index_depth = self.tree.inner.config.path_index;
         let use_index = match (self.strategy, index_depth) {
             (Strategy::Walk, _) | (Strategy::Auto, None) => false,
             (Strategy::Auto, Some(depth)) => prefix.len() >= depth,
             (Strategy::PathIndex, None) => {
                 return Err(Error::new(
-                    ErrorKind::Validation,
+                    ErrorKind::InvalidArgument,
                     "this tree has no path index (TreeBuilder::path_index)",
                 ));
             }
             (Strategy::PathIndex, Some(depth)) => {
                 if prefix.len() < depth {
                     return Err(Error::new(
-                        ErrorKind::Validation,
+                        ErrorKind::InvalidArgument,
                         format!("the path index needs a prefix of at least {depth} components"),
                     ));
                 }
@@ -321,75 +325,79 @@ impl Descendant {
 }
 
 /// The walk: level by level, `concurrency` directories at a time.
-fn walk_stream<S: Storage>(
-    tree: &Tree<S>,
+fn walk_stream<S: Storage + 'static>(
+    tree: Tree<S>,
     prefix: Path,
     max_depth: Option<usize>,
     concurrency: usize,
-) -> impl Stream<Item = Result<Descendant>> + Send + '_ {
+) -> impl Stream<Item = Result<Descendant>> + Send + 'static {
     let mut queue = VecDeque::new();
     queue.push_back((prefix, 0usize));
-    futures::stream::try_unfold(queue, move |mut queue| async move {
-        if queue.is_empty() {
-            return Ok(None);
-        }
-        let batch: Vec<(Path, usize)> = queue.drain(..queue.len().min(concurrency)).collect();
-        let listed: Vec<(Path, usize, Vec<Path>)> = futures::stream::iter(batch)
-            .map(|(dir, depth)| async move {
-                let names: Vec<String> = tree.list_names(&dir, false).try_collect().await?;
-                let children = names
-                    .into_iter()
-                    .map(|n| dir.child(n))
-                    .collect::<Result<Vec<Path>>>()?;
-                Ok::<_, Error>((dir, depth, children))
-            })
-            .buffered(concurrency)
-            .try_collect()
-            .await?;
-        let mut found = Vec::new();
-        for (_, depth, children) in listed {
-            if children.is_empty() {
-                continue;
+    futures::stream::try_unfold(queue, move |mut queue| {
+        let tree = tree.clone();
+        async move {
+            let tree = &tree;
+            if queue.is_empty() {
+                return Ok(None);
             }
-            let mut by_hash = tree
-                .objects_of(&children, tree.config.consistent_reads)
+            let batch: Vec<(Path, usize)> = queue.drain(..queue.len().min(concurrency)).collect();
+            let listed: Vec<(Path, usize, Vec<Path>)> = futures::stream::iter(batch)
+                .map(|(dir, depth)| async move {
+                    let names: Vec<String> = tree.list_names(&dir, false).try_collect().await?;
+                    let children = names
+                        .into_iter()
+                        .map(|n| dir.child(n))
+                        .collect::<Result<Vec<Path>>>()?;
+                    Ok::<_, Error>((dir, depth, children))
+                })
+                .buffered(concurrency)
+                .try_collect()
                 .await?;
-            for child in children {
-                let child_depth = depth + 1;
-                if max_depth.is_some_and(|m| child_depth > m) {
+            let mut found = Vec::new();
+            for (_, depth, children) in listed {
+                if children.is_empty() {
                     continue;
                 }
-                if let Some(item) = by_hash.remove(&tree.layout.object_key(&child).hash) {
-                    found.push(Descendant {
-                        path: child.clone(),
-                        item,
-                        reserved: tree.layout.reserved(),
-                    });
-                }
-                if max_depth.is_none_or(|m| child_depth < m) {
-                    queue.push_back((child, child_depth));
+                let mut by_hash = tree
+                    .objects_of(&children, tree.inner.config.consistent_reads)
+                    .await?;
+                for child in children {
+                    let child_depth = depth + 1;
+                    if max_depth.is_some_and(|m| child_depth > m) {
+                        continue;
+                    }
+                    if let Some(item) = by_hash.remove(&tree.inner.layout.object_key(&child).hash) {
+                        found.push(Descendant {
+                            path: child.clone(),
+                            item,
+                            reserved: tree.inner.layout.reserved(),
+                        });
+                    }
+                    if max_depth.is_none_or(|m| child_depth < m) {
+                        queue.push_back((child, child_depth));
+                    }
                 }
             }
+            Ok(Some((found, queue)))
         }
-        Ok(Some((found, queue)))
     })
     .map_ok(|found| futures::stream::iter(found.into_iter().map(Ok)))
     .try_flatten()
 }
 
 /// The path index: one paged Query, `begins_with(full path, prefix SC)`.
-fn index_stream<S: Storage>(
-    tree: &Tree<S>,
+fn index_stream<S: Storage + 'static>(
+    tree: Tree<S>,
     prefix: Path,
     max_depth: Option<usize>,
-) -> impl Stream<Item = Result<Descendant>> + Send + '_ {
-    let depth = tree.config.path_index.unwrap_or(0);
+) -> impl Stream<Item = Result<Descendant>> + Send + 'static {
+    let depth = tree.inner.config.path_index.unwrap_or(0);
     let spec = tree.path_index_spec().expect("path index configured");
-    let mut begins = tree.layout.object_hash(prefix.components());
-    begins.push(tree.layout.reserved());
+    let mut begins = tree.inner.layout.object_hash(prefix.components());
+    begins.push(tree.inner.layout.reserved());
     let query = IndexQuery {
         index: spec,
-        hash: tree.layout.object_hash(&prefix.components()[..depth]),
+        hash: tree.inner.layout.object_hash(&prefix.components()[..depth]),
         range: Some(RangeCondition::BeginsWith(begins)),
         forward: true,
         limit: None,
@@ -397,22 +405,23 @@ fn index_stream<S: Storage>(
     let base = prefix.len();
     futures::stream::try_unfold(Some(None::<Item>), move |state| {
         let query = query.clone();
+        let tree = tree.clone();
         async move {
             let Some(start) = state else {
                 return Ok(None);
             };
-            let page = tree.storage.query_index_page(&query, start).await?;
+            let page = tree.io().query_index_page(&query, start).await?;
             let mut found = Vec::new();
             for item in page.items {
                 let Some(hash) = item.get_s(HASH_KEY) else {
                     continue;
                 };
-                let path = tree.layout.decode_target(hash)?;
+                let path = tree.inner.layout.decode_target(hash)?;
                 if max_depth.is_none_or(|m| path.len() - base <= m) {
                     found.push(Descendant {
                         path,
                         item,
-                        reserved: tree.layout.reserved(),
+                        reserved: tree.inner.layout.reserved(),
                     });
                 }
             }

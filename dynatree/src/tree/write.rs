@@ -10,7 +10,7 @@ use super::Tree;
 use super::clock::{after_ms, now_ms};
 
 /// Outcome of one attempt of a write.
-enum Attempt {
+pub(super) enum Attempt {
     Done,
     /// Lost a race (a condition or a concurrent transaction): retry, within the budget.
     Retry,
@@ -21,12 +21,12 @@ enum Attempt {
     Again,
 }
 
-impl<S: Storage> Tree<S> {
+impl<S: Storage + 'static> Tree<S> {
     pub(super) fn unmarked_exists(&self) -> Condition {
         Condition::And(vec![
             Condition::Exists,
-            Condition::attr_not_exists(self.layout.deleting_attr()),
-            Condition::attr_not_exists(self.layout.moving_attr()),
+            Condition::attr_not_exists(self.inner.layout.deleting_attr()),
+            Condition::attr_not_exists(self.inner.layout.moving_attr()),
         ])
     }
 
@@ -37,8 +37,8 @@ impl<S: Storage> Tree<S> {
 
     pub(super) fn not_marked(&self) -> Condition {
         Condition::And(vec![
-            Condition::attr_not_exists(self.layout.deleting_attr()),
-            Condition::attr_not_exists(self.layout.moving_attr()),
+            Condition::attr_not_exists(self.inner.layout.deleting_attr()),
+            Condition::attr_not_exists(self.inner.layout.moving_attr()),
         ])
     }
 
@@ -60,7 +60,7 @@ impl<S: Storage> Tree<S> {
         row: Item,
         condition: &Condition,
     ) -> Result<()> {
-        let policy = self.config.retry;
+        let policy = self.inner.config.retry;
         let mut retry = 0;
         let mut waited = 0;
         // First try the plan the cache suggests; after a failed check, read the real state.
@@ -102,21 +102,22 @@ impl<S: Storage> Tree<S> {
         row: &Item,
         condition: &Condition,
     ) -> Result<Attempt> {
-        let own = self.layout.listing_key(path);
-        let parent_known = path
-            .parent()
-            .filter(|p| !p.is_root())
-            .is_some_and(|p| self.known.contains(&self.layout.listing_key(&p)));
-        let actions = if !self.known.contains(&own) && parent_known {
+        let own = self.inner.layout.listing_key(path);
+        let parent_known = path.parent().filter(|p| !p.is_root()).is_some_and(|p| {
+            self.inner
+                .known
+                .contains(&self.inner.layout.listing_key(&p))
+        });
+        let actions = if !self.inner.known.contains(&own) && parent_known {
             // A new name under a known parent: create L(P), check L(parent).
             let parent = path.parent().expect("checked above");
             vec![
                 TransactAction::Put {
-                    item: self.layout.listing_row(path),
+                    item: self.inner.layout.listing_row(path),
                     condition: self.not_marked(),
                 },
                 TransactAction::ConditionCheck {
-                    key: self.layout.listing_key(&parent),
+                    key: self.inner.layout.listing_key(&parent),
                     condition: self.unmarked_exists(),
                 },
                 TransactAction::Put {
@@ -140,13 +141,15 @@ impl<S: Storage> Tree<S> {
         };
         match self.transact(actions, !condition.is_always()).await? {
             Attempt::Done => {
-                self.known.insert_all(Some(own));
+                self.inner.known.insert_all(Some(own));
                 Ok(Attempt::Done)
             }
             _ => {
-                self.known.remove(&own);
+                self.inner.known.remove(&own);
                 if let Some(parent) = path.parent().filter(|p| !p.is_root()) {
-                    self.known.remove(&self.layout.listing_key(&parent));
+                    self.inner
+                        .known
+                        .remove(&self.inner.layout.listing_key(&parent));
                 }
                 Ok(Attempt::Retry)
             }
@@ -162,9 +165,15 @@ impl<S: Storage> Tree<S> {
     ) -> Result<Attempt> {
         let n = path.len();
         let keys: Vec<Key> = (1..=n)
-            .map(|i| self.layout.listing_key(&path.prefix(i)))
+            .map(|i| self.inner.layout.listing_key(&path.prefix(i)))
             .collect();
-        let found = get_all(&self.storage, keys.clone(), true, &self.config.retry).await?;
+        let found = get_all(
+            &self.inner.storage,
+            keys.clone(),
+            true,
+            &self.inner.config.retry,
+        )
+        .await?;
         let mut existing: Vec<Option<Item>> = vec![None; n];
         for item in found {
             if let Some(i) = Key::from_item(&item).and_then(|k| keys.iter().position(|x| *x == k)) {
@@ -175,7 +184,7 @@ impl<S: Storage> Tree<S> {
         if existing
             .iter()
             .flatten()
-            .any(|r| r.contains(self.layout.moving_attr()))
+            .any(|r| r.contains(self.inner.layout.moving_attr()))
         {
             return Err(self.locked_error(path));
         }
@@ -183,7 +192,7 @@ impl<S: Storage> Tree<S> {
         for (i, row) in existing.iter().enumerate() {
             if let Some(mark) = row
                 .as_ref()
-                .and_then(|r| r.get_s(self.layout.deleting_attr()))
+                .and_then(|r| r.get_s(self.inner.layout.deleting_attr()))
             {
                 if self.mark_expired(mark) {
                     self.clear_mark(&keys[i], mark).await?;
@@ -235,19 +244,19 @@ impl<S: Storage> Tree<S> {
                 return Ok(Attempt::Retry);
             }
         }
-        self.known.insert_all(keys);
+        self.inner.known.insert_all(keys);
         Ok(Attempt::Done)
     }
 
     /// Sends one transaction; a cancellation for a condition or a conflict means "retry". With
     /// `object_condition`, the last action is the object put with the caller's condition, and
     /// its failure is the caller's [`ErrorKind::ConditionFailed`], not a race to retry.
-    async fn transact(
+    pub(super) async fn transact(
         &self,
         actions: Vec<TransactAction>,
         object_condition: bool,
     ) -> Result<Attempt> {
-        match self.storage.transact_write(actions).await {
+        match self.io().transact_write(actions).await {
             Ok(()) => Ok(Attempt::Done),
             Err(e)
                 if object_condition
@@ -273,13 +282,12 @@ impl<S: Storage> Tree<S> {
                     Err(e)
                 }
             }
-            Err(e) if e.kind() == ErrorKind::Throttled => Ok(Attempt::Retry),
             Err(e) => Err(e),
         }
     }
 
     fn new_mark(&self) -> String {
-        let expires = after_ms(self.config.lease);
+        let expires = after_ms(self.inner.config.lease);
         format!("{expires}:{:016x}", fastrand::u64(..))
     }
 
@@ -298,7 +306,7 @@ impl<S: Storage> Tree<S> {
     fn markable(&self) -> Condition {
         Condition::And(vec![
             Condition::Exists,
-            Condition::attr_not_exists(self.layout.moving_attr()),
+            Condition::attr_not_exists(self.inner.layout.moving_attr()),
         ])
     }
 
@@ -321,10 +329,10 @@ impl<S: Storage> Tree<S> {
 
     async fn clear_mark(&self, key: &Key, mark: &str) -> Result<()> {
         match self
-            .storage
+            .io()
             .put_item(
                 key.clone().into_item(),
-                Condition::equals(self.layout.deleting_attr(), Value::S(mark.to_owned())),
+                Condition::equals(self.inner.layout.deleting_attr(), Value::S(mark.to_owned())),
             )
             .await
         {
@@ -335,7 +343,7 @@ impl<S: Storage> Tree<S> {
 
     fn marked_row(&self, key: &Key, mark: &str) -> Item {
         let mut item = key.clone().into_item();
-        item.insert(self.layout.deleting_attr(), Value::S(mark.to_owned()));
+        item.insert(self.inner.layout.deleting_attr(), Value::S(mark.to_owned()));
         item
     }
 
@@ -375,7 +383,7 @@ impl<S: Storage> Tree<S> {
         let span = tracing::debug_span!("dynatree.delete", path = %path);
         tracing::Instrument::instrument(
             async {
-                self.layout.check_object_path(&path)?;
+                self.inner.layout.check_object_path(&path)?;
                 self.delete_checked(&path).await
             },
             span,
@@ -384,27 +392,27 @@ impl<S: Storage> Tree<S> {
     }
 
     async fn delete_checked(&self, path: &Path) -> Result<()> {
-        let own = self.layout.listing_key(path);
-        self.known.remove(&own);
-        let policy = self.config.retry;
+        let own = self.inner.layout.listing_key(path);
+        self.inner.known.remove(&own);
+        let policy = self.inner.config.retry;
         let mut retry = 0;
         // What we believe L(P) is; refined after a cancelled attempt.
         let mut seen: Option<Item> = Some(own.clone().into_item());
         let marked = loop {
             let Some(row) = seen.as_ref() else {
                 // L(P) is missing: so is O(P) (or a foreign writer left it alone): delete it.
-                self.storage
-                    .delete_item(&self.layout.object_key(path), Condition::Always)
+                self.io()
+                    .delete_item(&self.inner.layout.object_key(path), Condition::Always)
                     .await?;
                 break None;
             };
-            if row.contains(self.layout.moving_attr()) {
+            if row.contains(self.inner.layout.moving_attr()) {
                 return Err(self.locked_error(path));
             }
             let mark = self.new_mark();
             let tx = vec![
                 TransactAction::Delete {
-                    key: self.layout.object_key(path),
+                    key: self.inner.layout.object_key(path),
                     condition: Condition::Always,
                 },
                 TransactAction::Put {
@@ -425,7 +433,7 @@ impl<S: Storage> Tree<S> {
                 ));
             }
             retry += 1;
-            seen = self.storage.get_item(&own, true).await?;
+            seen = self.io().get_item(&own, true).await?;
         };
         // O(P) is gone and puts at P wait; L(P) goes if P has no children.
         if let Some(mark) = marked {
@@ -465,16 +473,16 @@ impl<S: Storage> Tree<S> {
         let mut empty = !self.has_children(q).await?;
         if empty && check_object {
             empty = self
-                .storage
-                .get_item(&self.layout.object_key(q), true)
+                .io()
+                .get_item(&self.inner.layout.object_key(q), true)
                 .await?
                 .is_none();
         }
-        let ours = Condition::equals(self.layout.deleting_attr(), Value::S(mark.to_owned()));
+        let ours = Condition::equals(self.inner.layout.deleting_attr(), Value::S(mark.to_owned()));
         let result = if empty {
-            self.storage.delete_item(key, ours).await
+            self.io().delete_item(key, ours).await
         } else {
-            self.storage.put_item(key.clone().into_item(), ours).await
+            self.io().put_item(key.clone().into_item(), ours).await
         };
         match result {
             Ok(()) => Ok(empty),
@@ -494,34 +502,34 @@ impl<S: Storage> Tree<S> {
         if self.has_children(q).await? {
             return Ok(false);
         }
-        let key = self.layout.listing_key(q);
-        self.known.remove(&key);
+        let key = self.inner.layout.listing_key(q);
+        self.inner.known.remove(&key);
         let mut seen: Option<Item> = Some(key.clone().into_item());
-        for _ in 0..self.config.retry.max_attempts() {
+        for _ in 0..self.inner.config.retry.max_attempts() {
             let Some(row) = seen.as_ref() else {
                 // Already absent (a failed delete got this far): keep pruning upwards.
                 return Ok(true);
             };
-            if row.contains(self.layout.moving_attr()) {
+            if row.contains(self.inner.layout.moving_attr()) {
                 return Ok(false);
             }
             // A live removal mark belongs to a removal (or a re-parenting) under way: it is
             // theirs to finish. An expired one is taken over, conditional on exactly it.
-            let condition = match row.get_s(self.layout.deleting_attr()) {
+            let condition = match row.get_s(self.inner.layout.deleting_attr()) {
                 Some(old) if !self.mark_expired(old) => return Ok(false),
                 Some(old) => Condition::And(vec![
-                    Condition::attr_not_exists(self.layout.moving_attr()),
-                    Condition::equals(self.layout.deleting_attr(), Value::S(old.to_owned())),
+                    Condition::attr_not_exists(self.inner.layout.moving_attr()),
+                    Condition::equals(self.inner.layout.deleting_attr(), Value::S(old.to_owned())),
                 ]),
                 None => Condition::And(vec![
                     Condition::Exists,
-                    Condition::attr_not_exists(self.layout.moving_attr()),
-                    Condition::attr_not_exists(self.layout.deleting_attr()),
+                    Condition::attr_not_exists(self.inner.layout.moving_attr()),
+                    Condition::attr_not_exists(self.inner.layout.deleting_attr()),
                 ]),
             };
             let mark = self.new_mark();
             match self
-                .storage
+                .io()
                 .put_item(self.marked_row(&key, &mark), condition)
                 .await
             {
@@ -532,7 +540,7 @@ impl<S: Storage> Tree<S> {
                     };
                 }
                 Err(e) if e.kind() == ErrorKind::ConditionFailed => {
-                    seen = self.storage.get_item(&key, true).await?;
+                    seen = self.io().get_item(&key, true).await?;
                 }
                 Err(e) => return self.abandon_removal(&key, &mark, e).await,
             }
@@ -546,24 +554,24 @@ impl<S: Storage> Tree<S> {
     /// mark. Children found: the mark is taken off and the result is
     /// [`ErrorKind::HasChildren`].
     pub(super) async fn delete_leaf(&self, path: &Path) -> Result<()> {
-        let key = self.layout.listing_key(path);
-        self.known.remove(&key);
-        let policy = self.config.retry;
+        let key = self.inner.layout.listing_key(path);
+        self.inner.known.remove(&key);
+        let policy = self.inner.config.retry;
         let mut retry = 0;
         loop {
-            let Some(row) = self.storage.get_item(&key, true).await? else {
+            let Some(row) = self.io().get_item(&key, true).await? else {
                 // No listing row: no children and (by the invariants) no object.
-                self.storage
-                    .delete_item(&self.layout.object_key(path), Condition::Always)
+                self.io()
+                    .delete_item(&self.inner.layout.object_key(path), Condition::Always)
                     .await?;
                 return self.prune_above(path).await;
             };
-            if row.contains(self.layout.moving_attr()) {
+            if row.contains(self.inner.layout.moving_attr()) {
                 return Err(self.locked_error(path));
             }
             let mark = self.new_mark();
             match self
-                .storage
+                .io()
                 .put_item(self.marked_row(&key, &mark), self.markable())
                 .await
             {
@@ -571,7 +579,7 @@ impl<S: Storage> Tree<S> {
                 Err(e) if e.kind() == ErrorKind::ConditionFailed => continue,
                 Err(e) => return self.abandon_removal(&key, &mark, e).await,
             }
-            let ours = Condition::equals(self.layout.deleting_attr(), Value::S(mark.clone()));
+            let ours = Condition::equals(self.inner.layout.deleting_attr(), Value::S(mark.clone()));
             let has_children = match self.has_children(path).await {
                 Ok(yes) => yes,
                 Err(e) => return self.abandon_removal(&key, &mark, e).await,
@@ -582,7 +590,7 @@ impl<S: Storage> Tree<S> {
             }
             let tx = vec![
                 TransactAction::Delete {
-                    key: self.layout.object_key(path),
+                    key: self.inner.layout.object_key(path),
                     condition: Condition::Always,
                 },
                 TransactAction::Delete {
@@ -612,10 +620,10 @@ impl<S: Storage> Tree<S> {
     }
 
     async fn has_children(&self, q: &Path) -> Result<bool> {
-        let query = Query::new(self.layout.listing_hash(q.components()))
+        let query = Query::new(self.inner.layout.listing_hash(q.components()))
             .with_limit(1)
             .consistent(true);
-        let page = self.storage.query_page(&query, None).await?;
+        let page = self.io().query_page(&query, None).await?;
         Ok(!page.items.is_empty())
     }
 }

@@ -1,0 +1,772 @@
+//! What the query builders share: the opaque [`Cursor`], [`TypedPage`], and the range
+//! condition they accumulate.
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::str::FromStr;
+
+use futures::stream::BoxStream;
+use futures::{Stream, StreamExt, TryStreamExt};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::hierarchical::{Hierarchical, IndexKey};
+use crate::item::{Item, Value};
+use crate::layout::{HASH_KEY, RANGE_KEY};
+use crate::path::Path;
+use crate::repo::index_hash;
+use crate::segment::{AsKeySegment, KeySegment};
+use crate::storage::{IndexQuery, Key, Query, RangeCondition, SharedStorage, Storage};
+use crate::stream::query_pages;
+use crate::tree::Tree;
+
+/// Where a query's page stopped, as an opaque string: hand it to a client (for example in an
+/// HTTP API's `next` link), take it back, and pass it to the same query's `start_after` to
+/// continue after that page.
+///
+/// A cursor names the query it came from: on any other query (another collection, index,
+/// range condition or direction) `start_after` fails with [`ErrorKind::InvalidArgument`]
+/// rather than reading from a wrong place. Parsing a string that is not a cursor fails the
+/// same way. Its contents are not a stable format: store cursors for a session, not forever.
+///
+/// # Examples
+///
+/// ```
+/// use dynatree::{Cursor, ErrorKind, Hierarchical, Tree};
+/// use dynatree_testing::FakeTable;
+/// use futures::TryStreamExt;
+/// use serde::{Deserialize, Serialize};
+///
+/// #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+/// #[dynatree(path = "Sensors/{sensor}/Readings/{at}")]
+/// struct Reading { sensor: String, at: u64 }
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+/// let tree = Tree::new(FakeTable::new());
+/// tree.create_table().await?;
+/// let readings = tree.repo::<Reading>();
+/// for at in 1..=5 {
+///     readings.put(&Reading { sensor: "s1".into(), at }).await?;
+/// }
+/// let s1 = ReadingCollection { sensor: "s1".into() };
+/// let first = readings.query(&s1).page_size(2).pages().try_next().await?.expect("a page");
+/// let text = first.cursor.expect("more follow").to_string(); // send it to the client
+///
+/// let cursor: Cursor = text.parse()?; // the client sent it back
+/// let rest: Vec<Reading> = readings.query(&s1).start_after(cursor.clone()).items().try_collect().await?;
+/// assert_eq!(rest.iter().map(|r| r.at).collect::<Vec<_>>(), [3, 4, 5]);
+///
+/// // On another query, the cursor is refused.
+/// let err = readings.query(&s1).descending().start_after(cursor).items().try_collect::<Vec<_>>().await;
+/// assert_eq!(err.unwrap_err().kind(), ErrorKind::InvalidArgument);
+/// # Ok(()) }
+/// ```
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct Cursor {
+    query: u64,
+    parts: Vec<String>,
+}
+
+const VERSION: u8 = 1;
+
+impl Cursor {
+    pub(crate) fn new(query: u64, parts: Vec<String>) -> Self {
+        Self { query, parts }
+    }
+
+    /// The position, if this cursor came from the query with fingerprint `query`.
+    pub(crate) fn parts_for(&self, query: u64) -> Result<&[String]> {
+        if self.query == query {
+            Ok(&self.parts)
+        } else {
+            Err(Error::new(
+                ErrorKind::InvalidArgument,
+                "the cursor belongs to another query",
+            ))
+        }
+    }
+
+    fn to_bytes(&self) -> Vec<u8> {
+        let mut out = vec![VERSION];
+        out.extend_from_slice(&self.query.to_be_bytes());
+        for p in &self.parts {
+            let len = u32::try_from(p.len()).unwrap_or(u32::MAX);
+            out.extend_from_slice(&len.to_be_bytes());
+            out.extend_from_slice(p.as_bytes());
+        }
+        out
+    }
+
+    fn from_bytes(bytes: &[u8]) -> Option<Self> {
+        let (&version, rest) = bytes.split_first()?;
+        if version != VERSION || rest.len() < 8 {
+            return None;
+        }
+        let (q, mut rest) = rest.split_at(8);
+        let query = u64::from_be_bytes(q.try_into().ok()?);
+        let mut parts = Vec::new();
+        while !rest.is_empty() {
+            if rest.len() < 4 {
+                return None;
+            }
+            let (len, tail) = rest.split_at(4);
+            let len = u32::from_be_bytes(len.try_into().ok()?) as usize;
+            if tail.len() < len {
+                return None;
+            }
+            let (s, tail) = tail.split_at(len);
+            parts.push(String::from_utf8(s.to_vec()).ok()?);
+            rest = tail;
+        }
+        Some(Self { query, parts })
+    }
+}
+
+impl fmt::Display for Cursor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&base64url_encode(&self.to_bytes()))
+    }
+}
+
+impl fmt::Debug for Cursor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("Cursor").field(&self.to_string()).finish()
+    }
+}
+
+impl FromStr for Cursor {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self> {
+        base64url_decode(s)
+            .and_then(|b| Cursor::from_bytes(&b))
+            .ok_or_else(|| Error::new(ErrorKind::InvalidArgument, "not a query cursor"))
+    }
+}
+
+impl Serialize for Cursor {
+    fn serialize<S: Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Cursor {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
+        let s = String::deserialize(deserializer)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// One page of a query: its values and where to continue.
+///
+/// # Examples
+///
+/// ```
+/// let page = dynatree::TypedPage::<u8> { items: vec![1, 2], cursor: None };
+/// assert!(page.cursor.is_none()); // the last page
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct TypedPage<T> {
+    /// The values of this page.
+    pub items: Vec<T>,
+    /// Where to continue (pass it to the same query's `start_after`); `None` after the last
+    /// page.
+    pub cursor: Option<Cursor>,
+}
+
+/// A fingerprint of a query's identity (FNV-1a over its parts): what a cursor is checked
+/// against.
+pub(crate) fn fingerprint(
+    kind: &str,
+    parts: &[&str],
+    range: Option<&RangeCondition>,
+    forward: bool,
+) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut eat = |bytes: &[u8]| {
+        for b in bytes.iter().chain(&[0xff]) {
+            h ^= u64::from(*b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+    };
+    eat(kind.as_bytes());
+    for p in parts {
+        eat(p.as_bytes());
+    }
+    eat(format!("{range:?}").as_bytes());
+    eat(&[u8::from(forward)]);
+    h
+}
+
+/// Adds a range condition to a query that takes only one.
+pub(crate) fn one_range(
+    current: Result<Option<RangeCondition>>,
+    range: RangeCondition,
+) -> Result<Option<RangeCondition>> {
+    match current {
+        Ok(None) => Ok(Some(range)),
+        Ok(Some(_)) => Err(Error::new(
+            ErrorKind::InvalidArgument,
+            "a query takes one range condition",
+        )),
+        Err(e) => Err(e),
+    }
+}
+
+const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+
+fn base64url_encode(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, b)| n | (u32::from(*b) << (16 - 8 * i)));
+        for i in 0..=chunk.len() {
+            out.push(char::from(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize]));
+        }
+    }
+    out
+}
+
+fn base64url_decode(s: &str) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(s.len() * 3 / 4);
+    for chunk in s.as_bytes().chunks(4) {
+        if chunk.len() < 2 {
+            return None;
+        }
+        let mut n = 0u32;
+        for (i, c) in chunk.iter().enumerate() {
+            let v = ALPHABET.iter().position(|a| a == c)? as u32;
+            n |= v << (18 - 6 * i);
+        }
+        for i in 0..chunk.len() - 1 {
+            out.push((n >> (16 - 8 * i)) as u8);
+        }
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cursors_round_trip_through_strings() {
+        for parts in [
+            vec![],
+            vec!["".to_owned()],
+            vec!["a¦b".to_owned(), "x".repeat(70)],
+        ] {
+            let c = Cursor::new(42, parts);
+            let s = c.to_string();
+            assert!(s.bytes().all(|b| ALPHABET.contains(&b)), "{s}");
+            assert_eq!(s.parse::<Cursor>().unwrap(), c);
+        }
+        for bad in ["", "a", "!!!!", "AAAA", "AQ"] {
+            assert_eq!(
+                bad.parse::<Cursor>().unwrap_err().kind(),
+                ErrorKind::InvalidArgument,
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn fingerprints_tell_queries_apart() {
+        let a = fingerprint("c", &["h"], None, true);
+        assert_ne!(a, fingerprint("c", &["h"], None, false));
+        assert_ne!(a, fingerprint("c", &["h", ""], None, true));
+        assert_ne!(a, fingerprint("i", &["h"], None, true));
+        assert_ne!(
+            a,
+            fingerprint("c", &["h"], Some(&RangeCondition::Ge("1".into())), true)
+        );
+        assert_eq!(a, fingerprint("c", &["h"], None, true));
+    }
+}
+
+/// The settings every query builder shares.
+#[derive(Debug)]
+pub(crate) struct Shape {
+    range: Result<Option<RangeCondition>>,
+    forward: bool,
+    limit: Option<usize>,
+    page_size: Option<u32>,
+    start_after: Option<Cursor>,
+    consistent: Option<bool>,
+}
+
+impl Default for Shape {
+    fn default() -> Self {
+        Self {
+            range: Ok(None),
+            forward: true,
+            limit: None,
+            page_size: None,
+            start_after: None,
+            consistent: None,
+        }
+    }
+}
+
+impl Shape {
+    fn with(&mut self, range: RangeCondition) {
+        let current = std::mem::replace(&mut self.range, Ok(None));
+        self.range = one_range(current, range);
+    }
+
+    /// The checked range condition.
+    fn range(&mut self) -> Result<Option<RangeCondition>> {
+        let range = std::mem::replace(&mut self.range, Ok(None))?;
+        if let Some(r) = &range {
+            r.check()?;
+        }
+        Ok(range)
+    }
+
+    /// DynamoDB's `Limit` for each request: the page size, capped by the total limit.
+    fn request_limit(&self) -> Option<u32> {
+        let cap = self
+            .limit
+            .map(|l| u32::try_from(l.max(1)).unwrap_or(u32::MAX));
+        match (self.page_size, cap) {
+            (Some(p), Some(c)) => Some(p.min(c)),
+            (p, c) => p.or(c),
+        }
+    }
+}
+
+/// The builder methods every query shares (order, limits, resumption).
+macro_rules! shared_vocabulary {
+    ($items:literal) => {
+        /// Descending order (default ascending).
+        pub fn descending(mut self) -> Self {
+            self.shape.forward = false;
+            self
+        }
+
+        /// At most `n` values in all.
+        pub fn limit(mut self, n: usize) -> Self {
+            self.shape.limit = Some(n);
+            self
+        }
+
+        /// At most `n` rows per DynamoDB request (its `Limit`; default: 1 MB pages).
+        pub fn page_size(mut self, n: u32) -> Self {
+            self.shape.page_size = Some(n.max(1));
+            self
+        }
+
+        /// Continues after the page that returned `cursor` (see [`Cursor`]). A cursor of
+        /// another query makes the stream yield [`ErrorKind::InvalidArgument`].
+        pub fn start_after(mut self, cursor: Cursor) -> Self {
+            self.shape.start_after = Some(cursor);
+            self
+        }
+    };
+}
+
+/// The range methods, on values of type `$v`.
+macro_rules! range_vocabulary {
+    ($v:ty, $enc:path, $what:literal) => {
+        #[doc = concat!($what, " equal to `v`.")]
+        pub fn eq(mut self, v: &$v) -> Self {
+            self.shape.with(RangeCondition::Eq($enc(v)));
+            self
+        }
+
+        #[doc = concat!($what, " below `v`.")]
+        pub fn lt(mut self, v: &$v) -> Self {
+            self.shape.with(RangeCondition::Lt($enc(v)));
+            self
+        }
+
+        #[doc = concat!($what, " at most `v`.")]
+        pub fn le(mut self, v: &$v) -> Self {
+            self.shape.with(RangeCondition::Le($enc(v)));
+            self
+        }
+
+        #[doc = concat!($what, " above `v`.")]
+        pub fn gt(mut self, v: &$v) -> Self {
+            self.shape.with(RangeCondition::Gt($enc(v)));
+            self
+        }
+
+        #[doc = concat!($what, " at least `v`.")]
+        pub fn ge(mut self, v: &$v) -> Self {
+            self.shape.with(RangeCondition::Ge($enc(v)));
+            self
+        }
+
+        #[doc = concat!($what, " from `low` to `high`, both included.")]
+        pub fn between(mut self, low: &$v, high: &$v) -> Self {
+            self.shape
+                .with(RangeCondition::Between($enc(low), $enc(high)));
+            self
+        }
+
+        #[doc = concat!($what, " whose stored form starts with `prefix`'s: for strings, a string")]
+        /// prefix. Numbers are stored zero-padded to a fixed width and dates in ISO order, so
+        /// on them this selects by leading digits, rarely what you want: use `between`.
+        pub fn begins_with(mut self, prefix: &$v) -> Self {
+            self.shape.with(RangeCondition::BeginsWith($enc(prefix)));
+            self
+        }
+    };
+}
+
+/// A typed query on a collection, built by [`Repository::query`]: range conditions on the last
+/// placeholder, order, limits, pages and cursors. It compiles to one DynamoDB Query on the
+/// collection's listing rows per page, plus one BatchGetItem for the objects of each page.
+///
+/// # Examples
+///
+/// ```
+/// use dynatree::{Hierarchical, Tree};
+/// use dynatree_testing::FakeTable;
+/// use futures::TryStreamExt;
+/// use serde::{Deserialize, Serialize};
+///
+/// #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+/// #[dynatree(path = "Sensors/{sensor}/Readings/{at}")]
+/// struct Reading { sensor: String, at: u64, value: f64 }
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+/// let tree = Tree::new(FakeTable::new());
+/// tree.create_table().await?;
+/// let readings = tree.repo::<Reading>();
+/// for at in [5, 10, 20, 40] {
+///     readings.put(&Reading { sensor: "s1".into(), at, value: 1.0 }).await?;
+/// }
+/// let s1 = ReadingCollection { sensor: "s1".into() };
+/// let recent: Vec<Reading> = readings.query(&s1).ge(&10).descending().limit(2).items().try_collect().await?;
+/// assert_eq!(recent.iter().map(|r| r.at).collect::<Vec<_>>(), [40, 20]);
+/// # Ok(()) }
+/// ```
+///
+/// [`Repository::query`]: crate::Repository::query
+#[must_use = "a query does nothing until `items()` or `pages()` is polled"]
+pub struct TypedQuery<T: Hierarchical, S = SharedStorage> {
+    pub(crate) tree: Tree<S>,
+    pub(crate) collection: T::Collection,
+    pub(crate) shape: Shape,
+}
+
+impl<T: Hierarchical, S: fmt::Debug> fmt::Debug for TypedQuery<T, S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TypedQuery")
+            .field("type", &std::any::type_name::<T>())
+            .field("shape", &self.shape)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T: Hierarchical, S: Storage + 'static> TypedQuery<T, S>
+where
+    T::Last: KeySegment,
+{
+    range_vocabulary!(
+        (impl AsKeySegment<T::Last> + ?Sized),
+        AsKeySegment::encode_segment,
+        "Last component"
+    );
+}
+
+impl<T: Hierarchical, S: Storage + 'static> TypedQuery<T, S> {
+    shared_vocabulary!("values");
+
+    /// Strongly consistent reads (default: the tree's setting).
+    pub fn consistent(mut self, yes: bool) -> Self {
+        self.shape.consistent = Some(yes);
+        self
+    }
+
+    /// The values, page by page, each with the cursor after it.
+    ///
+    /// # Errors
+    ///
+    /// The stream yields one error and ends, with nothing sent, on two range conditions or one
+    /// DynamoDB would refuse ([`ErrorKind::InvalidArgument`], [`ErrorKind::InvalidPath`]), a
+    /// cursor of another query ([`ErrorKind::InvalidArgument`]), a type checked against
+    /// another reserved character ([`ErrorKind::InvalidReserved`]); later, on backend errors
+    /// and values that do not fit `T`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe.
+    pub fn pages(mut self) -> BoxStream<'static, Result<TypedPage<T>>> {
+        let tree = self.tree.clone();
+        let setup = (|| {
+            let range = self.shape.range()?;
+            if T::RESERVED != tree.reserved() {
+                return Err(Error::new(
+                    ErrorKind::InvalidReserved,
+                    "the type was checked against another reserved character than the tree's",
+                ));
+            }
+            let prefix = T::collection_path(&self.collection)?;
+            let mut query = tree.listing_query_for(&prefix)?;
+            query.range = range;
+            query.forward = self.shape.forward;
+            if let Some(c) = self.shape.consistent {
+                query.consistent = c;
+            }
+            query.limit = self.shape.request_limit();
+            let fp = fingerprint(
+                "collection",
+                &[&query.hash],
+                query.range.as_ref(),
+                query.forward,
+            );
+            let start = match self.shape.start_after.take() {
+                None => None,
+                Some(c) => match c.parts_for(fp)? {
+                    [range] => {
+                        let start = Key::new(query.hash.clone(), range.clone());
+                        // A cursor at the condition's far bound (the last page ended on it)
+                        // has nothing after it.
+                        if !query.accepts_start(&start) {
+                            return Ok(None);
+                        }
+                        Some(start)
+                    }
+                    _ => {
+                        return Err(Error::new(
+                            ErrorKind::InvalidArgument,
+                            "the cursor belongs to another query",
+                        ));
+                    }
+                },
+            };
+            Ok(Some((prefix, query, start, fp)))
+        })();
+        let limit = self.shape.limit;
+        Box::pin(match setup {
+            Ok(Some((prefix, query, start, fp))) => {
+                typed_pages::<T, S>(tree, prefix, query, start, limit, fp).left_stream()
+            }
+            // Ok(None): the cursor is at the end; send nothing.
+            other => futures::stream::iter(other.err().map(Err)).right_stream(),
+        })
+    }
+
+    /// The values, lazily.
+    ///
+    /// # Errors
+    ///
+    /// As [`pages`](TypedQuery::pages).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe.
+    pub fn items(self) -> BoxStream<'static, Result<T>> {
+        flatten(self.pages())
+    }
+}
+
+fn flatten<T: Send + 'static>(
+    pages: BoxStream<'static, Result<TypedPage<T>>>,
+) -> BoxStream<'static, Result<T>> {
+    Box::pin(
+        pages
+            .map_ok(|p| futures::stream::iter(p.items.into_iter().map(Ok)))
+            .try_flatten(),
+    )
+}
+
+fn typed_pages<T: Hierarchical, S: Storage + 'static>(
+    tree: Tree<S>,
+    prefix: Path,
+    query: Query,
+    start: Option<Key>,
+    limit: Option<usize>,
+    fp: u64,
+) -> impl Stream<Item = Result<TypedPage<T>>> + Send + 'static {
+    let pages = query_pages(tree.io(), query, start);
+    futures::stream::try_unfold(
+        (Box::pin(pages), limit.unwrap_or(usize::MAX)),
+        move |(mut pages, left)| {
+            let prefix = prefix.clone();
+            let tree = tree.clone();
+            async move {
+                if left == 0 {
+                    return Ok(None);
+                }
+                let Some(page) = pages.try_next().await? else {
+                    return Ok(None);
+                };
+                let last = page
+                    .last_key
+                    .as_ref()
+                    .map(|k| Cursor::new(fp, vec![k.range.clone()]));
+                let entries = tree.entries_for::<T>(&prefix, page.items).await?;
+                let mut items: Vec<T> = entries.into_iter().filter_map(|e| e.value).collect();
+                items.truncate(left);
+                let left = left - items.len();
+                let cursor = if left == 0 { None } else { last };
+                Ok(Some((TypedPage { items, cursor }, (pages, left))))
+            }
+        },
+    )
+}
+
+/// A query on a secondary index, built by [`Repository::index`]; see its example. Range
+/// methods apply to the index's range field; index reads are eventually consistent (DynamoDB
+/// has no other kind on a global secondary index).
+///
+/// [`Repository::index`]: crate::Repository::index
+#[must_use = "a query does nothing until `items()` or `pages()` is polled"]
+pub struct IndexQueryBuilder<T, S = SharedStorage> {
+    pub(crate) tree: Tree<S>,
+    pub(crate) key: IndexKey,
+    pub(crate) shape: Shape,
+    pub(crate) _type: PhantomData<fn() -> T>,
+}
+
+impl<T, S: fmt::Debug> fmt::Debug for IndexQueryBuilder<T, S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("IndexQueryBuilder")
+            .field("type", &std::any::type_name::<T>())
+            .field("key", &self.key)
+            .field("shape", &self.shape)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T: Hierarchical, S: Storage + 'static> IndexQueryBuilder<T, S> {
+    range_vocabulary!(impl KeySegment, KeySegment::encode, "Index range key");
+    shared_vocabulary!("values");
+
+    /// The values, page by page, each with the cursor after it.
+    ///
+    /// # Errors
+    ///
+    /// As [`TypedQuery::pages`]; [`ErrorKind::InvalidArgument`] if `T` declares no such index.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe.
+    pub fn pages(mut self) -> BoxStream<'static, Result<TypedPage<T>>> {
+        let tree = self.tree.clone();
+        let setup = (|| {
+            let range = self.shape.range()?;
+            let def = T::INDEXES
+                .iter()
+                .find(|d| d.name() == self.key.index())
+                .ok_or_else(|| {
+                    Error::new(
+                        ErrorKind::InvalidArgument,
+                        format!(
+                            "`{}` declares no index `{}`",
+                            std::any::type_name::<T>(),
+                            self.key.index()
+                        ),
+                    )
+                })?;
+            let sc = tree.reserved();
+            let query = IndexQuery {
+                index: def.spec(sc),
+                hash: index_hash::<T>(sc, self.key.hash()),
+                range,
+                forward: self.shape.forward,
+                limit: self.shape.request_limit(),
+            };
+            let fp = fingerprint(
+                "index",
+                &[&query.index.name, &query.hash],
+                query.range.as_ref(),
+                query.forward,
+            );
+            let start = match self.shape.start_after.take() {
+                None => None,
+                Some(c) => Some(index_start(&query, c.parts_for(fp)?)?),
+            };
+            Ok((query, start, fp))
+        })();
+        let limit = self.shape.limit.unwrap_or(usize::MAX);
+        let stream = match setup {
+            Ok((query, start, fp)) => {
+                futures::stream::try_unfold((Some(start), limit), move |(state, left)| {
+                    let query = query.clone();
+                    let tree = tree.clone();
+                    async move {
+                        let (Some(start), true) = (state, left > 0) else {
+                            return Ok(None);
+                        };
+                        let page = tree.io().query_index_page(&query, start).await?;
+                        let mut items = page
+                            .items
+                            .into_iter()
+                            .map(|i| tree.to_value::<T>(i))
+                            .collect::<Result<Vec<T>>>()?;
+                        items.truncate(left);
+                        let left = left - items.len();
+                        // A page that ended on the condition's far bound has nothing after
+                        // it, and DynamoDB refuses that key as a start key.
+                        let next = page.last.filter(|last| {
+                            match (&query.range, &query.index.range_attr) {
+                                (Some(r), Some(a)) => last
+                                    .get_s(a)
+                                    .is_some_and(|v| r.accepts_start(v, query.forward)),
+                                _ => true,
+                            }
+                        });
+                        let cursor = match (&next, left) {
+                            (Some(last), 1..) => Some(index_cursor(&query, last, fp)),
+                            _ => None,
+                        };
+                        Ok(Some((TypedPage { items, cursor }, (next.map(Some), left))))
+                    }
+                })
+                .left_stream()
+            }
+            Err(e) => futures::stream::once(async move { Err(e) }).right_stream(),
+        };
+        Box::pin(stream)
+    }
+
+    /// The values, lazily, one Query per page.
+    ///
+    /// # Errors
+    ///
+    /// As [`pages`](IndexQueryBuilder::pages).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe.
+    pub fn items(self) -> BoxStream<'static, Result<T>> {
+        flatten(self.pages())
+    }
+}
+
+/// The key attributes of an index query's last item, in a fixed order.
+fn index_key_attrs(query: &IndexQuery) -> Vec<&str> {
+    let mut attrs = vec![HASH_KEY, RANGE_KEY, query.index.hash_attr.as_str()];
+    attrs.extend(query.index.range_attr.as_deref());
+    attrs
+}
+
+fn index_cursor(query: &IndexQuery, last: &Item, fp: u64) -> Cursor {
+    let parts = index_key_attrs(query)
+        .into_iter()
+        .map(|a| last.get_s(a).unwrap_or_default().to_owned())
+        .collect();
+    Cursor::new(fp, parts)
+}
+
+fn index_start(query: &IndexQuery, parts: &[String]) -> Result<Item> {
+    let attrs = index_key_attrs(query);
+    if attrs.len() != parts.len() {
+        return Err(Error::new(
+            ErrorKind::InvalidArgument,
+            "the cursor belongs to another query",
+        ));
+    }
+    let mut item = Item::new();
+    for (a, v) in attrs.into_iter().zip(parts) {
+        item.insert(a, Value::S(v.clone()));
+    }
+    Ok(item)
+}
