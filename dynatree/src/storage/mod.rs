@@ -210,7 +210,8 @@ impl RangeCondition {
     /// use dynatree::storage::RangeCondition;
     ///
     /// assert!(RangeCondition::Between("a".into(), "b".into()).check().is_ok());
-    /// assert!(RangeCondition::Between("b".into(), "a".into()).check().unwrap_err().is_validation());
+    /// let e = RangeCondition::Between("b".into(), "a".into()).check().unwrap_err();
+    /// assert_eq!(e.kind(), dynatree::ErrorKind::InvalidArgument);
     /// assert!(RangeCondition::BeginsWith(String::new()).check().is_err());
     /// ```
     pub fn check(&self) -> Result<()> {
