@@ -339,7 +339,7 @@ impl Shape {
 
 /// The builder methods every query shares (order, limits, resumption).
 macro_rules! shared_vocabulary {
-    ($items:literal) => {
+    () => {
         /// Descending order (default ascending).
         pub fn descending(mut self) -> Self {
             self.shape.forward = false;
@@ -475,7 +475,7 @@ where
 }
 
 impl<T: Hierarchical, S: Storage + 'static> TypedQuery<T, S> {
-    shared_vocabulary!("values");
+    shared_vocabulary!();
 
     /// Strongly consistent reads (default: the tree's setting).
     pub fn consistent(mut self, yes: bool) -> Self {
@@ -637,7 +637,7 @@ impl<T, S: fmt::Debug> fmt::Debug for IndexQueryBuilder<T, S> {
 
 impl<T: Hierarchical, S: Storage + 'static> IndexQueryBuilder<T, S> {
     range_vocabulary!(impl KeySegment, KeySegment::encode, "Index range key");
-    shared_vocabulary!("values");
+    shared_vocabulary!();
 
     /// The values, page by page, each with the cursor after it.
     ///

@@ -8,7 +8,7 @@
 //! (deduplicated), missing ancestors are created once, and up to 100 actions share a
 //! transaction, where one put each sends one transaction per object.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::item::Item;
@@ -189,15 +189,12 @@ impl<S: Storage + 'static> Tree<S> {
         let mut units = units.into_iter().peekable();
         while units.peek().is_some() {
             let mut actions: Vec<TransactAction> = Vec::new();
-            let mut checks: HashMap<Key, ()> = HashMap::new();
+            // In first-seen order, so that a schedule's requests are the same on every run.
+            let mut checks: Vec<Key> = Vec::new();
             let mut indexes = Vec::new();
             let mut bytes = 0;
             while let Some(unit) = units.peek() {
-                let extra = usize::from(
-                    unit.parent
-                        .as_ref()
-                        .is_some_and(|p| !checks.contains_key(p)),
-                );
+                let extra = usize::from(unit.parent.as_ref().is_some_and(|p| !checks.contains(p)));
                 let fits = actions.len() + checks.len() + unit.actions.len() + extra
                     <= TRANSACT_MAX
                     && bytes + unit.bytes <= TRANSACT_BYTES;
@@ -205,14 +202,16 @@ impl<S: Storage + 'static> Tree<S> {
                     break;
                 }
                 let unit = units.next().expect("peeked");
-                if let Some(p) = unit.parent {
-                    checks.insert(p, ());
+                if let Some(p) = unit.parent
+                    && !checks.contains(&p)
+                {
+                    checks.push(p);
                 }
                 bytes += unit.bytes;
                 actions.extend(unit.actions);
                 indexes.push(unit.index);
             }
-            for key in checks.into_keys() {
+            for key in checks {
                 // A parent created in this very transaction needs no check (and DynamoDB
                 // refuses two actions on one item).
                 if actions.iter().any(|a| a.key().as_ref() == Some(&key)) {
