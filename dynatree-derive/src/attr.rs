@@ -11,7 +11,7 @@ use crate::ctxt::Ctxt;
 use crate::symbol::{
     CONTENT, CRATE, DYNATREE, FLATTEN, FROM, HASH, INDEX, INTO, NAME, PARENT, PATH, RANGE, RENAME,
     RENAME_ALL, RESERVED, SERDE, SKIP, SKIP_DESERIALIZING, SKIP_SERIALIZING, SKIP_SERIALIZING_IF,
-    Symbol, TAG, TRANSPARENT, TRY_FROM, VERSION,
+    Symbol, TAG, TRANSPARENT, TRY_FROM, TTL, VERSION,
 };
 
 /// A value that may be set once; a second setting is reported on its own tokens.
@@ -240,6 +240,8 @@ impl Container {
 pub struct Field {
     /// The `version` keyword, for spans.
     pub version: Option<syn::Path>,
+    /// The `ttl` keyword, for spans.
+    pub ttl: Option<syn::Path>,
     /// serde's `rename` (the serialized name).
     pub rename: Option<LitStr>,
     /// serde's `skip`, `skip_serializing`, `skip_deserializing`, `skip_serializing_if` keys, for
@@ -252,6 +254,7 @@ pub struct Field {
 impl Field {
     pub fn from_ast(cx: &Ctxt, field: &syn::Field) -> Self {
         let mut version = Attr::none(cx, VERSION);
+        let mut ttl = Attr::none(cx, TTL);
         let mut rename = None;
         let mut serde_skips = Vec::new();
         let mut serde_flatten = None;
@@ -283,9 +286,11 @@ impl Field {
             let result = attr.parse_nested_meta(|meta| {
                 if meta.path == VERSION {
                     version.set(&meta.path, meta.path.clone());
+                } else if meta.path == TTL {
+                    ttl.set(&meta.path, meta.path.clone());
                 } else {
                     return Err(meta.error(format_args!(
-                        "unknown dynatree field attribute `{}`\n\nhelp: the only field attribute is `#[dynatree(version)]`",
+                        "unknown dynatree field attribute `{}`\n\nhelp: the field attributes are `#[dynatree(version)]` and `#[dynatree(ttl)]`",
                         path_string(&meta.path)
                     )));
                 }
@@ -297,6 +302,7 @@ impl Field {
         }
         Field {
             version: version.get(),
+            ttl: ttl.get(),
             rename,
             serde_skips,
             serde_flatten,

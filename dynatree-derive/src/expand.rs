@@ -119,6 +119,22 @@ fn expand(input: &Input<'_>, plan: &Plan<'_>) -> TokenStream {
         ),
     };
 
+    let ttl_items = plan.ttl.as_ref().map(|(field, name)| {
+        let f = field.ident;
+        let ty = field.ty;
+        let get = quote_spanned!(ty.span()=> __dynatree::__private::expiry::<#ty>(&self.#f));
+        quote! {
+            const TTL_FIELD: __dynatree::__private::Option<&'static __dynatree::__private::str> =
+                __dynatree::__private::Some(#name);
+
+            fn expires_at(&self) -> __dynatree::__private::Option<__dynatree::__private::u64> {
+                #get
+            }
+        }
+    });
+
+    let fields_items = fields_items(input, plan, &krate, vis);
+
     let parent_check = input.attrs.parent.as_ref().map(|parent| {
         quote_spanned! {parent.span()=>
             #[allow(unused_qualifications, clippy::absolute_paths)]
@@ -255,6 +271,8 @@ fn expand(input: &Input<'_>, plan: &Plan<'_>) -> TokenStream {
 
         #coll_struct
 
+        #fields_items
+
         const _: () = {
             use #krate as __dynatree;
 
@@ -308,6 +326,8 @@ fn expand(input: &Input<'_>, plan: &Plan<'_>) -> TokenStream {
                 }
 
                 #index_items
+
+                #ttl_items
             }
 
             #index_impl
@@ -471,6 +491,81 @@ fn display_impl(item: &syn::Ident, ident: &syn::Ident, components: &TokenStream)
                     __f,
                 )
             }
+        }
+    }
+}
+
+/// The field handles: a struct `<Type>Fields` with one `Field` per stored field, and the
+/// constant `<Type>::FIELDS`. Key fields, index fields and the version field are `ReadOnly`.
+fn fields_items(
+    input: &Input<'_>,
+    plan: &Plan<'_>,
+    krate: &TokenStream,
+    vis: &syn::Visibility,
+) -> TokenStream {
+    let ident = input.ident;
+    let fields_ident = format_ident!("{}Fields", ident, span = ident.span());
+    let rename_all = input.attrs.rename_all.as_ref().map(syn::LitStr::value);
+    let read_only = |f: &crate::ast::Field<'_>| {
+        plan.placeholders.iter().any(|p| p.ident == f.ident)
+            || plan
+                .indexes
+                .iter()
+                .any(|ix| ix.hash.ident == f.ident || ix.range.is_some_and(|r| r.ident == f.ident))
+            || plan.version.as_ref().is_some_and(|(v, _)| v.ident == f.ident)
+    };
+    let stored = input.fields.iter().filter(|f| {
+        !f.attrs
+            .serde_skips
+            .iter()
+            .any(|p| p.is_ident("skip") || p.is_ident("skip_serializing"))
+    });
+    let mut names = Vec::new();
+    let mut types = Vec::new();
+    let mut inits = Vec::new();
+    let mut docs = Vec::new();
+    for f in stored {
+        let name = f.ident;
+        let ty = f.ty;
+        let attr = f.attribute_name(rename_all.as_deref());
+        let (field_ty, doc) = if read_only(f) {
+            (
+                quote!(#krate::Field<#ident, #ty, #krate::ReadOnly>),
+                format!("`{}` (stored as `{attr}`): conditions only (a key, index or version field).", name.unraw()),
+            )
+        } else {
+            (
+                quote!(#krate::Field<#ident, #ty>),
+                format!("`{}` (stored as `{attr}`).", name.unraw()),
+            )
+        };
+        names.push(name);
+        types.push(field_ty);
+        inits.push(quote!(#krate::Field::new(#attr)));
+        docs.push(doc);
+    }
+    let struct_doc = format!(
+        "Handles on the stored fields of [`{ident}`], for typed conditions and partial updates: \
+         [`{ident}::FIELDS`]."
+    );
+    let const_doc = format!(
+        "Handles on the stored fields of `{ident}`, for typed conditions \
+         ([`Cond`]({krate}::Cond)) and partial updates ([`Patch`]({krate}::Patch)).",
+        krate = "dynatree"
+    );
+    quote! {
+        #[doc = #struct_doc]
+        #[derive(::core::clone::Clone, ::core::marker::Copy, ::core::fmt::Debug)]
+        #[allow(private_interfaces)]
+        #vis struct #fields_ident {
+            #( #[doc = #docs] pub #names: #types, )*
+        }
+
+        #[automatically_derived]
+        #[allow(unused_qualifications, clippy::absolute_paths)]
+        impl #ident {
+            #[doc = #const_doc]
+            #vis const FIELDS: #fields_ident = #fields_ident { #( #names: #inits, )* };
         }
     }
 }

@@ -14,6 +14,7 @@ pub const PARENT: Symbol = Symbol("parent");
 pub const RESERVED: Symbol = Symbol("reserved");
 pub const CRATE: Symbol = Symbol("crate");
 pub const VERSION: Symbol = Symbol("version");
+pub const TTL: Symbol = Symbol("ttl");
 pub const INDEX: Symbol = Symbol("index");
 pub const NAME: Symbol = Symbol("name");
 pub const HASH: Symbol = Symbol("hash");

@@ -21,6 +21,8 @@ pub struct Plan<'a> {
     pub placeholders: Vec<&'a Field<'a>>,
     pub reserved: char,
     pub version: Option<(&'a Field<'a>, String)>,
+    /// The `#[dynatree(ttl)]` field and its attribute name.
+    pub ttl: Option<(&'a Field<'a>, String)>,
     pub indexes: Vec<PlannedIndex<'a>>,
 }
 
@@ -43,6 +45,7 @@ pub fn check<'a>(cx: &Ctxt, input: &'a Input<'a>) -> Option<Plan<'a>> {
     check_field_names(cx, input, reserved);
     check_serde(cx, input, reserved);
     let version = check_version(cx, input);
+    let ttl = check_ttl(cx, input, version.as_ref());
     let Some(lit) = &input.attrs.path else {
         if input.attrs.malformed {
             // The attribute that should have held the path was reported already.
@@ -75,12 +78,21 @@ pub fn check<'a>(cx: &Ctxt, input: &'a Input<'a>) -> Option<Plan<'a>> {
             "the version field cannot be part of the path: it changes on every update",
         );
     }
+    if let Some((field, _)) = &ttl
+        && placeholders.iter().any(|p| p.ident == field.ident)
+    {
+        cx.error_spanned_by(
+            field.attrs.ttl.as_ref(),
+            "the `#[dynatree(ttl)]` field cannot be part of the path: a path does not expire",
+        );
+    }
     Some(Plan {
         template: lit,
         components,
         placeholders,
         reserved,
         version,
+        ttl,
         indexes,
     })
 }
@@ -351,6 +363,32 @@ fn check_serde_key_fields(
             );
         }
     }
+}
+
+/// At most one `#[dynatree(ttl)]` field, not the version field, not skipped by serde (its type
+/// is checked by the generated code, spanned on it).
+fn check_ttl<'a>(
+    cx: &Ctxt,
+    input: &'a Input<'a>,
+    version: Option<&(&'a Field<'a>, String)>,
+) -> Option<(&'a Field<'a>, String)> {
+    let rename_all = input.attrs.rename_all.as_ref().map(LitStr::value);
+    let mut found: Option<(&Field<'_>, String)> = None;
+    for f in &input.fields {
+        let Some(kw) = &f.attrs.ttl else {
+            continue;
+        };
+        if found.is_some() {
+            cx.error_spanned_by(kw, "only one field can be the `#[dynatree(ttl)]` field");
+            continue;
+        }
+        if version.is_some_and(|(v, _)| std::ptr::eq(*v, f)) {
+            cx.error_spanned_by(kw, "the `#[dynatree(version)]` field cannot also be the `#[dynatree(ttl)]` field");
+            continue;
+        }
+        found = Some((f, f.attribute_name(rename_all.as_deref())));
+    }
+    found
 }
 
 /// At most one `#[dynatree(version)]` field, of type `u64`.

@@ -7,7 +7,7 @@
 
 use std::time::Instant;
 
-use dynatree::storage::{Key, Storage, WriteRequest};
+use dynatree::storage::{Storage, WriteRequest};
 use dynatree::{RetryPolicy, Tree, storage};
 use dynatree_testing::{DynamoDbLocal, FakeTable};
 use fixtures::V;
@@ -27,19 +27,9 @@ fn path(depth: usize, leaf: usize) -> Vec<String> {
 
 /// The rows dynamotree's Put writes for `path`: every listing row, then the object row.
 fn go_rows(path: &[String], v: u32) -> Vec<WriteRequest> {
-    let mut out = Vec::new();
-    let mut h = String::from("¦");
-    for c in path {
-        out.push(WriteRequest::Put(
-            Key::new(h.clone(), c.clone()).into_item(),
-        ));
-        h.push_str(c);
-        h.push('¦');
-    }
-    let mut obj = Key::new(h.trim_end_matches('¦'), "¦").into_item();
-    obj.insert("v", dynatree::Value::N(v.to_string()));
-    out.push(WriteRequest::Put(obj));
-    out
+    let mut attrs = dynatree::Item::new();
+    attrs.insert("v", dynatree::Value::N(v.to_string()));
+    fixtures::go_rows(path, &attrs)
 }
 
 async fn go_put<S: Storage + 'static>(s: &S, path: &[String], v: u32) {

@@ -90,6 +90,13 @@ pub fn cases<S: Storage + 'static>() -> Vec<(&'static str, Case<S>)> {
         case!(go_null_strings_read_as_empty_strings),
         case!(values_dynamodb_refuses_are_refused_before_sending),
         case!(queries_dynamodb_refuses_are_refused_before_sending),
+        case!(condition_operators),
+        case!(update_item_semantics),
+        case!(update_item_refusals),
+        case!(update_item_without_actions),
+        case!(transaction_updates),
+        case!(idempotent_transactions),
+        case!(time_to_live),
     ]
 }
 
@@ -1956,4 +1963,591 @@ async fn queries_dynamodb_refuses_are_refused_before_sending<S: Storage + 'stati
         .await
         .expect("le pages"));
     assert_eq!(got, [5, 10]);
+}
+
+// ---- conditions, partial updates, idempotent transactions, time to live (issue 8) ----
+
+fn n(v: &str) -> Value {
+    Value::N(v.into())
+}
+
+fn st(v: &str) -> Value {
+    Value::S(v.into())
+}
+
+/// Whether `condition` holds on the item at `key` (put back unchanged when it does).
+async fn holds<S: Storage>(s: &S, key: &Key, condition: Condition) -> bool {
+    let current = s.get_item(key, true).await.expect("get");
+    let r = match current {
+        Some(item) => s.put_item(item, condition.clone()).await,
+        // Deleting an absent item changes nothing.
+        None => s.delete_item(key, condition.clone()).await,
+    };
+    match r {
+        Ok(()) => true,
+        Err(e) if e.is_condition_failed() => false,
+        Err(e) => panic!("{condition:?}: {e:?}"),
+    }
+}
+
+async fn refused<S: Storage>(s: &S, key: &Key, condition: Condition) -> dynatree::Error {
+    let e = s
+        .delete_item(key, condition.clone())
+        .await
+        .expect_err("refused");
+    assert_eq!(e.kind(), ErrorKind::Validation, "{condition:?}: {e:?}");
+    e
+}
+
+/// Comparisons, `BETWEEN`, `begins_with`, `contains` and `NOT` evaluate as DynamoDB evaluates
+/// them (numbers by value beyond `f64`'s precision, strings and binaries by bytes, another
+/// type or a missing attribute false, `<>` true on a missing attribute or another type), and
+/// the operands DynamoDB refuses are refused.
+pub async fn condition_operators<S: Storage + 'static>(table: S) {
+    use storage::Comparison::{Ge, Gt, Le, Lt, Ne};
+    let tree = tree(table).await;
+    let s = tree.storage();
+    let k = Key::new("h", "r");
+    let mut item = k.clone().into_item();
+    item.insert("n", n("10"));
+    item.insert("big", n("12345678901234567890123456789012345678"));
+    item.insert("s", st("hello"));
+    item.insert("b", Value::B(vec![1, 2, 3]));
+    item.insert("ss", Value::Ss(vec!["x".into(), "y".into()]));
+    item.insert("ns", Value::Ns(vec!["1.5".into(), "2".into()]));
+    item.insert("l", Value::L(vec![st("x"), n("2")]));
+    item.insert("t", Value::Bool(true));
+    s.put_item(item, Condition::Always).await.unwrap();
+    let cmp = Condition::compare;
+    let cases = [
+        (cmp("n", Lt, n("9.5")), false),
+        (cmp("n", Lt, n("10.5")), true),
+        (cmp("n", Le, n("1e1")), true),
+        (
+            cmp("n", Gt, n("9.99999999999999999999999999999999999")),
+            true,
+        ),
+        (
+            cmp("n", Ge, n("10.000000000000000000000000000000000001")),
+            false,
+        ),
+        (
+            cmp("big", Lt, n("12345678901234567890123456789012345679")),
+            true,
+        ),
+        (
+            cmp("big", Gt, n("12345678901234567890123456789012345677")),
+            true,
+        ),
+        (cmp("s", Gt, st("hell")), true),
+        (cmp("s", Lt, st("hellp")), true),
+        (cmp("s", Lt, st("¦")), true),
+        (cmp("b", Gt, Value::B(vec![1, 2])), true),
+        (cmp("b", Lt, Value::B(vec![1, 3])), true),
+        // Another type, or a missing attribute: false.
+        (cmp("s", Lt, n("1")), false),
+        (cmp("s", Gt, n("1")), false),
+        (cmp("missing", Lt, n("1")), false),
+        (cmp("missing", Ge, n("1")), false),
+        // `<>`: true unless equal.
+        (cmp("n", Ne, n("10.0")), false),
+        (cmp("n", Ne, n("11")), true),
+        (cmp("n", Ne, st("10")), true),
+        (cmp("missing", Ne, n("1")), true),
+        (
+            cmp("ss", Ne, Value::Ss(vec!["y".into(), "x".into()])),
+            false,
+        ),
+        (cmp("t", Ne, Value::Bool(false)), true),
+        (Condition::between("n", n("10"), n("10")), true),
+        (Condition::between("n", n("-1"), n("9.9")), false),
+        (Condition::between("s", st("a"), st("i")), true),
+        (Condition::between("s", st("i"), st("z")), false),
+        (Condition::between("s", n("1"), n("2")), false),
+        (Condition::between("missing", n("1"), n("2")), false),
+        (Condition::begins_with("s", st("he")), true),
+        (Condition::begins_with("s", st("")), true),
+        (Condition::begins_with("s", st("hello!")), false),
+        (Condition::begins_with("b", Value::B(vec![1, 2])), true),
+        (Condition::begins_with("b", Value::B(vec![2])), false),
+        (Condition::begins_with("n", st("1")), false),
+        (Condition::begins_with("missing", st("a")), false),
+        (Condition::contains("s", st("ell")), true),
+        (Condition::contains("s", st("elo")), false),
+        (Condition::contains("b", Value::B(vec![2, 3])), true),
+        (Condition::contains("b", Value::B(vec![1, 3])), false),
+        (Condition::contains("ss", st("x")), true),
+        (Condition::contains("ss", st("z")), false),
+        (Condition::contains("ns", n("1.50")), true),
+        (Condition::contains("ns", n("3")), false),
+        (Condition::contains("l", st("x")), true),
+        (Condition::contains("l", n("2.0")), true),
+        (Condition::contains("l", st("2")), false),
+        (Condition::contains("n", n("1")), false),
+        (Condition::contains("missing", st("a")), false),
+        (Condition::not(Condition::attr_exists("s")), false),
+        (Condition::not(cmp("n", Lt, n("5"))), true),
+        (Condition::not(Condition::Always), false),
+        (
+            Condition::Or(vec![Condition::Always, Condition::NotExists]),
+            true,
+        ),
+        (
+            Condition::And(vec![Condition::Always, Condition::contains("s", st("h"))]),
+            true,
+        ),
+    ];
+    for (c, expected) in cases {
+        assert_eq!(holds(s, &k, c.clone()).await, expected, "{c:?}");
+    }
+    // An absent item: every comparison is false, but `<>` and `NOT`.
+    let absent = Key::new("h", "absent");
+    assert!(holds(s, &absent, cmp("n", Ne, n("1"))).await);
+    assert!(!holds(s, &absent, cmp("n", Lt, n("1"))).await);
+    assert!(!holds(s, &absent, Condition::contains("s", st("a"))).await);
+    assert!(
+        holds(
+            s,
+            &absent,
+            Condition::not(Condition::begins_with("s", st("a")))
+        )
+        .await
+    );
+    // Operands DynamoDB refuses, whatever the item.
+    refused(s, &k, Condition::between("n", n("2"), n("1"))).await;
+    refused(s, &k, Condition::between("s", st("b"), st("a"))).await;
+    refused(s, &k, Condition::between("n", n("1"), st("2"))).await;
+    refused(s, &k, cmp("n", Lt, Value::L(vec![]))).await;
+    refused(s, &k, cmp("n", Gt, Value::Bool(true))).await;
+    refused(s, &k, Condition::begins_with("s", n("1"))).await;
+    // `contains` takes any operand (a list may hold a set): a set in a set is just false.
+    assert!(
+        !holds(
+            s,
+            &k,
+            Condition::contains("ss", Value::Ss(vec!["x".into()]))
+        )
+        .await
+    );
+    refused(s, &absent, Condition::between("n", n("2"), n("1"))).await;
+    // Names with any characters.
+    let mut odd = Key::new("h", "odd").into_item();
+    odd.insert("a b.c[0]#:x", n("1"));
+    s.put_item(odd, Condition::Always).await.unwrap();
+    assert!(holds(s, &Key::new("h", "odd"), cmp("a b.c[0]#:x", Gt, n("0"))).await);
+}
+
+fn upd(name: &str) -> String {
+    name.to_owned()
+}
+
+/// UpdateItem: creates an absent item, `SET`, `REMOVE`, `ADD` (numbers exactly, sets as a
+/// union), `DELETE` (an emptied set is removed), appends, returns the new item, and applies
+/// nothing when its condition fails.
+pub async fn update_item_semantics<S: Storage + 'static>(table: S) {
+    use storage::UpdateAction::{Add, Append, Delete, Remove, Set};
+    let tree = tree(table).await;
+    let s = tree.storage();
+    let k = Key::new("h", "r");
+    // An absent item: the condition sees nothing, the update creates it.
+    let e = s
+        .update_item(&k, vec![Set(upd("a"), n("1"))], Condition::Exists)
+        .await
+        .unwrap_err();
+    assert!(e.is_condition_failed(), "{e:?}");
+    assert!(s.get_item(&k, true).await.unwrap().is_none());
+    let item = s
+        .update_item(
+            &k,
+            vec![
+                Set(upd("a"), st("x")),
+                Add(upd("n"), n("0.1")),
+                Add(upd("tags"), Value::Ss(vec!["red".into()])),
+                Append(upd("log"), Value::L(vec![st("one")])),
+                Remove(upd("nothing")),
+                Delete(upd("absent_set"), Value::Ss(vec!["x".into()])),
+            ],
+            Condition::NotExists,
+        )
+        .await
+        .unwrap();
+    let mut expected = k.clone().into_item();
+    expected.insert("a", st("x"));
+    expected.insert("n", n("0.1"));
+    expected.insert("tags", Value::Ss(vec!["red".into()]));
+    expected.insert("log", Value::L(vec![st("one")]));
+    assert_same_item(&item, &expected);
+    assert_same_item(&s.get_item(&k, true).await.unwrap().unwrap(), &expected);
+    let item = s
+        .update_item(
+            &k,
+            vec![
+                Remove(upd("a")),
+                Add(upd("n"), n("0.2")),
+                Add(upd("tags"), Value::Ss(vec!["blue".into(), "red".into()])),
+                Append(upd("log"), Value::L(vec![st("two"), n("3")])),
+                Set(upd("big"), n("99999999999999999999999999999999999999")),
+            ],
+            Condition::equals("a", st("x")),
+        )
+        .await
+        .unwrap();
+    let mut expected = k.clone().into_item();
+    expected.insert("n", n("0.3"));
+    expected.insert("tags", Value::Ss(vec!["red".into(), "blue".into()]));
+    expected.insert("log", Value::L(vec![st("one"), st("two"), n("3")]));
+    expected.insert("big", n("99999999999999999999999999999999999999"));
+    assert_same_item(&item, &expected);
+    let item = s
+        .update_item(
+            &k,
+            vec![
+                Add(upd("big"), n("-99999999999999999999999999999999999998")),
+                Add(upd("n"), n("-0.3")),
+                Delete(upd("tags"), Value::Ss(vec!["red".into(), "green".into()])),
+            ],
+            Condition::Always,
+        )
+        .await
+        .unwrap();
+    // (DynamoDB Local returns a sum as it computed it, `0.0` for 0.3 - 0.3: compare values.)
+    assert!(item.get("big").unwrap().same_as(&n("1")), "{item:?}");
+    assert!(item.get("n").unwrap().same_as(&n("0")), "{item:?}");
+    assert!(
+        item.get("tags")
+            .unwrap()
+            .same_as(&Value::Ss(vec!["blue".into()]))
+    );
+    let item = s
+        .update_item(
+            &k,
+            vec![
+                Delete(upd("tags"), Value::Ss(vec!["blue".into()])),
+                Add(upd("nums"), Value::Ns(vec!["1".into(), "2".into()])),
+            ],
+            Condition::Always,
+        )
+        .await
+        .unwrap();
+    assert!(
+        !item.contains("tags"),
+        "an emptied set is removed: {item:?}"
+    );
+    let item = s
+        .update_item(
+            &k,
+            vec![Add(upd("nums"), Value::Ns(vec!["2.0".into(), "3".into()]))],
+            Condition::Always,
+        )
+        .await
+        .unwrap();
+    assert!(item.get("nums").unwrap().same_as(&Value::Ns(vec![
+        "1".into(),
+        "2".into(),
+        "3".into()
+    ])));
+    // A failed condition applies nothing.
+    let before = s.get_item(&k, true).await.unwrap();
+    let e = s
+        .update_item(
+            &k,
+            vec![Set(upd("x"), n("1"))],
+            Condition::compare("n", storage::Comparison::Gt, n("5")),
+        )
+        .await
+        .unwrap_err();
+    assert!(e.is_condition_failed(), "{e:?}");
+    assert_eq!(s.get_item(&k, true).await.unwrap(), before);
+}
+
+fn assert_same_item(got: &Item, expected: &Item) {
+    let names = |i: &Item| i.names().map(str::to_owned).collect::<Vec<_>>();
+    assert_eq!(names(got), names(expected), "{got:?}");
+    for (name, v) in expected.iter() {
+        assert!(
+            got.get(name).is_some_and(|g| g.same_as(v)),
+            "{name}: {got:?}"
+        );
+    }
+}
+
+/// UpdateItem refuses what DynamoDB refuses (a key attribute, two actions on one attribute,
+/// `ADD` of a string, `ADD` onto another type, `DELETE` of a non-set, an append to a
+/// non-list, a sum out of range, an item over 400 KB) and applies nothing then.
+pub async fn update_item_refusals<S: Storage + 'static>(table: S) {
+    use storage::UpdateAction::{Add, Append, Delete, Remove, Set};
+    let tree = tree(table).await;
+    let s = tree.storage();
+    let k = Key::new("h", "r");
+    let mut item = k.clone().into_item();
+    item.insert("s", st("text"));
+    item.insert("n", n("1"));
+    item.insert("ss", Value::Ss(vec!["a".into()]));
+    item.insert("big", n("9.9999999999999999999999999999999999999E+125"));
+    s.put_item(item, Condition::Always).await.unwrap();
+    let item = s.get_item(&k, true).await.unwrap();
+    let refusals: Vec<Vec<storage::UpdateAction>> = vec![
+        vec![Set(upd(storage::HASH_KEY), st("x"))],
+        vec![Remove(upd(storage::RANGE_KEY))],
+        vec![Set(upd("a"), n("1")), Add(upd("a"), n("1"))],
+        vec![Set(upd("a"), n("1")), Remove(upd("a"))],
+        vec![Add(upd("a"), st("x"))],
+        vec![Add(upd("a"), Value::L(vec![n("1")]))],
+        vec![Add(upd("s"), n("1"))],
+        vec![Add(upd("n"), Value::Ss(vec!["x".into()]))],
+        vec![Add(upd("ss"), Value::Ns(vec!["1".into()]))],
+        vec![Delete(upd("ss"), st("a"))],
+        vec![Delete(upd("n"), Value::Ss(vec!["x".into()]))],
+        vec![Append(upd("s"), Value::L(vec![n("1")]))],
+        vec![Append(upd("l"), st("x"))],
+        vec![Add(upd("big"), n("9E+125"))],
+        vec![Set(
+            upd("huge"),
+            Value::S("x".repeat(dynatree::MAX_ITEM_BYTES)),
+        )],
+    ];
+    for actions in refusals {
+        let e = s
+            .update_item(&k, actions.clone(), Condition::Always)
+            .await
+            .expect_err("refused");
+        assert_eq!(e.kind(), ErrorKind::Validation, "{actions:?}: {e:?}");
+        assert_eq!(s.get_item(&k, true).await.unwrap(), item, "{actions:?}");
+    }
+}
+
+/// UpdateItem with no action (no update expression) is valid: it creates an absent item with
+/// just its key, and leaves an existing one as it is. Inside a transaction an update needs an
+/// action (refused before sending).
+pub async fn update_item_without_actions<S: Storage + 'static>(table: S) {
+    let tree = tree(table).await;
+    let s = tree.storage();
+    let k = Key::new("h", "r");
+    let e = s
+        .update_item(&k, vec![], Condition::Exists)
+        .await
+        .unwrap_err();
+    assert!(e.is_condition_failed(), "{e:?}");
+    let item = s.update_item(&k, vec![], Condition::Always).await.unwrap();
+    assert_eq!(item, k.clone().into_item());
+    assert_eq!(s.get_item(&k, true).await.unwrap(), Some(item));
+    let mut full = k.clone().into_item();
+    full.insert("a", n("1"));
+    s.put_item(full.clone(), Condition::Always).await.unwrap();
+    let item = s.update_item(&k, vec![], Condition::Exists).await.unwrap();
+    assert_eq!(item, full);
+    let e = s
+        .transact_write(vec![TransactAction::Update {
+            key: Key::new("h", "s"),
+            actions: vec![],
+            condition: Condition::Always,
+        }])
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e:?}");
+}
+
+/// An update inside TransactWriteItems: applied with the other actions, all or nothing; what
+/// it meets in the item cancels the transaction with its own reason; what is wrong whatever
+/// the item refuses the request.
+pub async fn transaction_updates<S: Storage + 'static>(table: S) {
+    use storage::UpdateAction::{Add, Set};
+    let tree = tree(table).await;
+    let s = tree.storage();
+    let a = Key::new("a", "1");
+    let b = Key::new("b", "1");
+    let mut item = a.clone().into_item();
+    item.insert("s", st("text"));
+    s.put_item(item.clone(), Condition::Always).await.unwrap();
+    s.transact_write(vec![
+        TransactAction::Update {
+            key: a.clone(),
+            actions: vec![Add(upd("n"), n("2"))],
+            condition: Condition::Exists,
+        },
+        TransactAction::Update {
+            key: b.clone(),
+            actions: vec![Set(upd("v"), st("new"))],
+            condition: Condition::NotExists,
+        },
+    ])
+    .await
+    .unwrap();
+    let got = s.get_item(&a, true).await.unwrap().unwrap();
+    assert_eq!(got.get("n"), Some(&n("2")));
+    let got = s.get_item(&b, true).await.unwrap().unwrap();
+    assert_eq!(got.get("v"), Some(&st("new")));
+    // A failed condition: cancelled, nothing applied.
+    let e = s
+        .transact_write(vec![
+            TransactAction::Update {
+                key: a.clone(),
+                actions: vec![Add(upd("n"), n("1"))],
+                condition: Condition::Always,
+            },
+            TransactAction::Update {
+                key: b.clone(),
+                actions: vec![Set(upd("v"), st("newer"))],
+                condition: Condition::NotExists,
+            },
+        ])
+        .await
+        .unwrap_err();
+    let codes: Vec<&str> = e
+        .cancellation_reasons()
+        .iter()
+        .map(dynatree::CancellationReason::code)
+        .collect();
+    assert_eq!(codes, ["None", "ConditionalCheckFailed"], "{e:?}");
+    assert_eq!(
+        s.get_item(&a, true).await.unwrap().unwrap().get("n"),
+        Some(&n("2"))
+    );
+    // `ADD` onto a string: what the item holds refuses the whole request.
+    let e = s
+        .transact_write(vec![
+            TransactAction::Update {
+                key: b.clone(),
+                actions: vec![Set(upd("w"), n("1"))],
+                condition: Condition::Always,
+            },
+            TransactAction::Update {
+                key: a.clone(),
+                actions: vec![Add(upd("s"), n("1"))],
+                condition: Condition::Always,
+            },
+        ])
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Validation, "{e:?}");
+    assert!(!s.get_item(&b, true).await.unwrap().unwrap().contains("w"));
+    // A key attribute: the transaction is cancelled with a `ValidationError` reason (DynamoDB
+    // Local 3.3.1 then lists that one reason only, not one per action; the fake gives one per
+    // action, as the service documents).
+    let e = s
+        .transact_write(vec![
+            TransactAction::ConditionCheck {
+                key: b.clone(),
+                condition: Condition::Exists,
+            },
+            TransactAction::Update {
+                key: a.clone(),
+                actions: vec![Set(upd(storage::RANGE_KEY), st("x"))],
+                condition: Condition::Always,
+            },
+        ])
+        .await
+        .unwrap_err();
+    assert!(e.is_transaction_canceled(), "{e:?}");
+    let failures: Vec<&str> = e
+        .cancellation_reasons()
+        .iter()
+        .filter(|r| r.is_failure())
+        .map(dynatree::CancellationReason::code)
+        .collect();
+    assert_eq!(failures, ["ValidationError"], "{e:?}");
+    // Anything else wrong with the update expression refuses the request.
+    for actions in [
+        vec![Set(upd("x"), n("1")), Add(upd("x"), n("1"))],
+        vec![Add(upd("x"), st("1"))],
+        vec![storage::UpdateAction::Delete(upd("x"), n("1"))],
+    ] {
+        let e = s
+            .transact_write(vec![TransactAction::Update {
+                key: a.clone(),
+                actions: actions.clone(),
+                condition: Condition::Always,
+            }])
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Validation, "{actions:?}: {e:?}");
+    }
+    assert_eq!(
+        s.get_item(&a, true).await.unwrap().unwrap().get("n"),
+        Some(&n("2"))
+    );
+}
+
+/// TransactWriteItems with a client request token: a repeat is not applied again, the same
+/// token with other actions is refused (`IdempotentParameterMismatchException`), a token of
+/// 0 or over 36 characters is refused.
+pub async fn idempotent_transactions<S: Storage + 'static>(table: S) {
+    use storage::UpdateAction::Add;
+    let tree = tree(table).await;
+    let s = tree.storage();
+    let k = Key::new("h", "r");
+    let add = |by: &str| {
+        vec![TransactAction::Update {
+            key: k.clone(),
+            actions: vec![Add(upd("n"), n(by))],
+            condition: Condition::Always,
+        }]
+    };
+    let count = || async {
+        s.get_item(&k, true)
+            .await
+            .unwrap()
+            .and_then(|i| i.get("n").cloned())
+    };
+    s.transact_write_idempotent(add("1"), "token-1")
+        .await
+        .unwrap();
+    s.transact_write_idempotent(add("1"), "token-1")
+        .await
+        .unwrap();
+    assert_eq!(count().await, Some(n("1")));
+    let r = s.transact_write_idempotent(add("2"), "token-1").await;
+    let e = r.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Validation, "{e:?}");
+    assert_eq!(
+        e.service_code(),
+        Some("IdempotentParameterMismatchException"),
+        "{e:?}"
+    );
+    assert_eq!(count().await, Some(n("1")));
+    s.transact_write_idempotent(add("1"), "token-2")
+        .await
+        .unwrap();
+    assert_eq!(count().await, Some(n("2")));
+    for token in [String::new(), "x".repeat(37)] {
+        let e = s
+            .transact_write_idempotent(add("1"), &token)
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Validation, "{token:?}: {e:?}");
+    }
+    s.transact_write_idempotent(add("1"), &"x".repeat(36))
+        .await
+        .unwrap();
+    assert_eq!(count().await, Some(n("3")));
+    // A cancelled transaction does not use its token up.
+    let guarded = vec![TransactAction::Update {
+        key: k.clone(),
+        actions: vec![Add(upd("n"), n("1"))],
+        condition: Condition::equals("n", n("4")),
+    }];
+    let e = s
+        .transact_write_idempotent(guarded.clone(), "token-3")
+        .await
+        .unwrap_err();
+    assert!(e.is_transaction_canceled(), "{e:?}");
+    s.transact_write(add("1")).await.unwrap();
+    s.transact_write_idempotent(guarded, "token-3")
+        .await
+        .unwrap();
+    assert_eq!(count().await, Some(n("5")));
+}
+
+/// UpdateTimeToLive and DescribeTimeToLive: enabling is idempotent on one attribute, another
+/// attribute is refused while one is enabled.
+pub async fn time_to_live<S: Storage + 'static>(table: S) {
+    let tree = tree(table).await;
+    let s = tree.storage();
+    assert_eq!(s.ttl_attribute().await.unwrap(), None);
+    s.enable_ttl("expires").await.unwrap();
+    assert_eq!(s.ttl_attribute().await.unwrap().as_deref(), Some("expires"));
+    s.enable_ttl("expires").await.unwrap();
+    let e = s.enable_ttl("other").await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Validation, "{e:?}");
+    assert_eq!(s.ttl_attribute().await.unwrap().as_deref(), Some("expires"));
 }

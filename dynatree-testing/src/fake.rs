@@ -1,12 +1,12 @@
 //! [`FakeTable`]: an in-memory table with DynamoDB's semantics, metering and fault injection.
 
-use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use dynatree::storage::{
-    BatchGetOutput, Condition, IndexPage, IndexQuery, IndexSpec, Key, MAX_HASH_KEY_BYTES,
-    MAX_RANGE_KEY_BYTES, Page, Query, Storage, TableDescription, TableStatus, TransactAction,
-    WriteRequest,
+    BatchGetOutput, Comparison, Condition, IndexPage, IndexQuery, IndexSpec, Key,
+    MAX_HASH_KEY_BYTES, MAX_RANGE_KEY_BYTES, Page, Query, Storage, TableDescription, TableStatus,
+    TransactAction, UpdateAction, WriteRequest,
 };
 use dynatree::{
     Billing, CancellationReason, Error, ErrorKind, Item, MAX_ITEM_BYTES, Result, Value,
@@ -18,6 +18,8 @@ use crate::fault::{Fault, FaultPlan, FaultRule, Op};
 pub const PAGE_BYTES: usize = 1024 * 1024;
 const BATCH_BYTES: usize = 16 * 1024 * 1024;
 const TRANSACT_BYTES: usize = 4 * 1024 * 1024;
+/// How long DynamoDB remembers a transaction's client request token.
+const TOKEN_LIFETIME: std::time::Duration = std::time::Duration::from_secs(10 * 60);
 
 /// An in-memory DynamoDB table for tests: no AWS, no network, deterministic.
 ///
@@ -47,6 +49,12 @@ const TRANSACT_BYTES: usize = 4 * 1024 * 1024;
 ///   is exclusive ([`RangeCondition::accepts_start`](dynatree::storage::RangeCondition::accepts_start));
 ///   a page that ends on that bound names no last key. A start key has no size limit.
 /// - A query's hash key over 2048 bytes is no error; it matches nothing.
+/// - Inside TransactWriteItems, an update of a key attribute cancels the transaction with a
+///   `ValidationError` reason for that action; anything else wrong with an update (two
+///   actions on one attribute, an operand of the wrong type, an attribute of another type in
+///   the item, a result over 400 KB) refuses the whole request. (Local then lists only the
+///   failing action's reason; the fake gives one per action, as DynamoDB documents.)
+/// - UpdateItem without actions is valid: it creates an absent item with just its key.
 ///
 /// Two quirks of DynamoDB Local the fake does not copy: Local fails with `InternalFailure` on
 /// attribute names of about 40,000 bytes and more (the service takes names up to 65,535 bytes),
@@ -115,6 +123,11 @@ struct TableState {
     /// With a read lag: the rows changed by the current request and their old values, moved
     /// to the undo log when the next request begins.
     journal: Option<Vec<(Key, Option<Item>)>>,
+    /// The time-to-live attribute, once enabled.
+    ttl: Option<String>,
+    /// Client request tokens of the transactions that succeeded, with their actions and when
+    /// they ran (forgotten after [`TOKEN_LIFETIME`]).
+    tokens: HashMap<String, (Vec<TransactAction>, tokio::time::Instant)>,
 }
 
 /// What a [`FakeTable`] has served: requests per operation, capacity units, writes per
@@ -216,6 +229,8 @@ impl FakeTable {
             building: None,
             rows: BTreeMap::new(),
             journal: None,
+            ttl: None,
+            tokens: HashMap::new(),
         });
         fake
     }
@@ -459,6 +474,62 @@ impl FakeTable {
     /// without megabytes of data.
     pub fn set_page_bytes(&self, bytes: usize) {
         self.lock().page_bytes = Some(bytes.max(1));
+    }
+
+    /// Runs DynamoDB's time-to-live process now: deletes every item whose time-to-live
+    /// attribute ([`Storage::enable_ttl`]) is a number of epoch seconds below
+    /// `now_epoch_seconds`, and returns how many it deleted. Items whose attribute is missing
+    /// or not a number are kept; nothing happens while time to live is not enabled. Like
+    /// DynamoDB's background deletions, it is not a request: not metered, no faults.
+    ///
+    /// DynamoDB deletes expired items some time (typically within days) after they expire,
+    /// so an expired item may still be read until then: call this where your test wants the
+    /// deletion to have happened.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::{Tree, Value};
+    /// # use dynatree::storage::{Condition, Key, Storage}; use dynatree_testing::FakeTable;
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// let table = FakeTable::new();
+    /// Tree::new(table.clone()).create_table().await?;
+    /// table.enable_ttl("expires").await?;
+    /// for (r, expires) in [("a", Value::N("100".into())), ("b", Value::N("300".into())), ("c", Value::S("100".into()))] {
+    ///     let mut item = Key::new("h", r).into_item();
+    ///     item.insert("expires", expires);
+    ///     table.put_item(item, Condition::Always).await?;
+    /// }
+    /// table.reset_metrics();
+    /// assert_eq!(table.expire_ttl(200), 1); // "a"; "c" is not a number
+    /// assert_eq!(table.metrics().total_requests(), 0);
+    /// assert_eq!(table.rows().len(), 2);
+    /// # Ok(()) }
+    /// ```
+    pub fn expire_ttl(&self, now_epoch_seconds: u64) -> usize {
+        let mut inner = self.lock();
+        let Some(t) = inner.table.as_mut() else {
+            return 0;
+        };
+        let Some(attr) = t.ttl.clone() else {
+            return 0;
+        };
+        let expired = Condition::compare(
+            attr,
+            Comparison::Lt,
+            Value::N(now_epoch_seconds.to_string()),
+        );
+        let keys: Vec<Key> = t
+            .rows
+            .values()
+            .flat_map(BTreeMap::values)
+            .filter(|item| expired.eval(Some(item)))
+            .filter_map(Key::from_item)
+            .collect();
+        for k in &keys {
+            t.delete(k);
+        }
+        keys.len()
     }
 
     /// Every row, in key order (hash, then range).
@@ -737,24 +808,228 @@ impl TableState {
 }
 
 /// DynamoDB checks a condition's names and values like an item's (`ExpressionAttributeNames`,
-/// `ExpressionAttributeValues`).
+/// `ExpressionAttributeValues`), and its operand types ([`Condition::check`]).
 fn check_condition(condition: &Condition) -> Result<()> {
-    let name = |n: &str| {
-        let mut item = Item::new();
-        item.insert(n, Value::Null);
-        item.check()
-    };
-    match condition {
-        Condition::AttrExists(n) | Condition::AttrNotExists(n) => name(n),
-        Condition::Equals(n, v) => name(n).and_then(|()| v.check(n)),
-        Condition::And(cs) | Condition::Or(cs) => cs.iter().try_for_each(check_condition),
-        _ => Ok(()),
-    }
-    .map_err(|e| validation(format!("a condition's names or values are not valid: {e}")))
+    condition
+        .check()
+        .map_err(|e| validation(format!("invalid condition expression: {e}")))
+}
+
+/// DynamoDB checks an update expression before it reads the item
+/// ([`UpdateAction::check_all`]).
+fn check_update(actions: &[UpdateAction]) -> Result<()> {
+    UpdateAction::check_all(actions)
+        .map_err(|e| validation(format!("invalid update expression: {e}")))
 }
 
 fn condition_failed() -> Error {
     Error::new(ErrorKind::ConditionFailed, "the conditional request failed")
+}
+
+impl FakeTable {
+    /// TransactWriteItems, with a client request token if given.
+    async fn transact(&self, actions: Vec<TransactAction>, token: Option<&str>) -> Result<()> {
+        tokio::task::yield_now().await;
+        let mut inner = self.lock();
+        let touched: Vec<Key> = actions.iter().filter_map(TransactAction::key).collect();
+        let fault = self.begin(&mut inner, Op::TransactWriteItems, &touched)?;
+        let t = inner.table()?;
+        if actions.is_empty() || actions.len() > dynatree::storage::TRANSACT_MAX {
+            return Err(validation(format!(
+                "member must have length between 1 and {}: {} actions",
+                dynatree::storage::TRANSACT_MAX,
+                actions.len()
+            )));
+        }
+        let mut seen = HashSet::new();
+        let mut total = 0;
+        let mut keys = Vec::with_capacity(actions.len());
+        // Problems DynamoDB reports as an action's cancellation reason rather than refusing
+        // the request: an oversized key, an index key of another scalar type.
+        let mut late = Vec::with_capacity(actions.len());
+        for a in &actions {
+            let (key, problem) = match a {
+                TransactAction::Put { item, condition } => {
+                    total += item.size();
+                    check_condition(condition)?;
+                    t.check_item_parts(item)?
+                }
+                TransactAction::Delete { key, condition }
+                | TransactAction::ConditionCheck { key, condition } => {
+                    check_condition(condition)?;
+                    (key.clone(), t.check_key_parts(key)?)
+                }
+                TransactAction::Update {
+                    key,
+                    actions,
+                    condition,
+                } => {
+                    if actions.is_empty() {
+                        return Err(Error::new(
+                            ErrorKind::InvalidArgument,
+                            "an update inside a transaction needs at least one action (TransactWriteItems requires an update expression)",
+                        ));
+                    }
+                    check_condition(condition)?;
+                    // Inside a transaction DynamoDB (Local 3.3.1) reports an update of a key
+                    // attribute as the action's cancellation reason; everything else wrong
+                    // with an update expression refuses the request.
+                    let is_key = |a: &&UpdateAction| {
+                        a.name() == t.hash_name.as_str() || a.name() == t.range_name.as_str()
+                    };
+                    let others: Vec<UpdateAction> =
+                        actions.iter().filter(|a| !is_key(a)).cloned().collect();
+                    check_update(&others)?;
+                    let late = t.check_key_parts(key)?.or_else(|| {
+                        actions.iter().find(is_key).map(|a| {
+                            format!(
+                                "one or more parameter values were invalid: cannot update attribute {}: this attribute is part of the key",
+                                a.name()
+                            )
+                        })
+                    });
+                    (key.clone(), late)
+                }
+            };
+            keys.push(key);
+            late.push(problem);
+        }
+        if total > TRANSACT_BYTES {
+            return Err(validation("transaction size exceeds 4 MB"));
+        }
+        let now = tokio::time::Instant::now();
+        if let Some(token) = token {
+            let len = token.chars().count();
+            if !(1..=36).contains(&len) {
+                return Err(validation(format!(
+                    "1 validation error detected: value at 'clientRequestToken' failed to satisfy constraint: member must have length between 1 and 36 ({len} characters)"
+                )));
+            }
+            t.tokens
+                .retain(|_, (_, at)| now.saturating_duration_since(*at) < TOKEN_LIFETIME);
+            if let Some((seen, _)) = t.tokens.get(token) {
+                if *seen == actions {
+                    // Already applied: success, nothing applied again.
+                    return Self::finish(fault.as_ref(), "TransactWriteItems", ());
+                }
+                return Err(validation(
+                    "the request uses the same client token as a previous, but non-identical request",
+                )
+                .with_service_code("IdempotentParameterMismatchException"));
+            }
+        }
+        let remembered = token.map(|tk| (tk.to_owned(), actions.clone()));
+        // Conditions are evaluated in order, each against the item as the earlier actions of
+        // this transaction left it. That only matters for two actions on one item, which
+        // DynamoDB refuses. DynamoDB Local 3.3.1 refuses it when it meets an action whose
+        // condition holds on an item an earlier action with a holding condition targeted;
+        // actions whose condition fails do not count, and cancel the transaction.
+        let mut reasons = Vec::with_capacity(actions.len());
+        let mut overlay: HashMap<&Key, Option<Item>> = HashMap::new();
+        // The item each update leaves, by action.
+        let mut updated: Vec<Option<Item>> = vec![None; actions.len()];
+        for (i, ((a, k), problem)) in actions.iter().zip(&keys).zip(late).enumerate() {
+            if let Some(problem) = problem {
+                reasons.push(CancellationReason::new("ValidationError", Some(problem)));
+                continue;
+            }
+            let cond = match a {
+                TransactAction::Put { condition, .. }
+                | TransactAction::Delete { condition, .. }
+                | TransactAction::ConditionCheck { condition, .. }
+                | TransactAction::Update { condition, .. } => condition,
+            };
+            let current = match overlay.get(k) {
+                Some(v) => v.as_ref(),
+                None => t.get(k),
+            };
+            if cond.eval(current) {
+                if !seen.insert(k.clone()) {
+                    return Err(validation(
+                        "transaction request cannot include multiple operations on one item",
+                    ));
+                }
+                match a {
+                    TransactAction::Put { item, .. } => {
+                        overlay.insert(k, Some(item.clone()));
+                    }
+                    TransactAction::Delete { .. } => {
+                        overlay.insert(k, None);
+                    }
+                    TransactAction::ConditionCheck { .. } => {}
+                    TransactAction::Update { actions, .. } => {
+                        // What the update meets in the item (an attribute of another type, a
+                        // result over 400 KB) refuses the whole request (DynamoDB Local 3.3.1).
+                        let new = UpdateAction::apply(k, current, actions)
+                            .map_err(|e| validation(format!("invalid update: {e}")))?;
+                        t.check_item(&new)?;
+                        overlay.insert(k, Some(new.clone()));
+                        updated[i] = Some(new);
+                    }
+                }
+                reasons.push(CancellationReason::none());
+            } else {
+                reasons.push(CancellationReason::new(
+                    "ConditionalCheckFailed",
+                    Some("The conditional request failed".to_owned()),
+                ));
+            }
+        }
+        drop(overlay);
+        // Capacity: every action twice its single-item cost, condition checks included.
+        let mut writes = Vec::new();
+        let mut units = 0.0;
+        let mut updated_sizes = updated
+            .iter()
+            .zip(&actions)
+            .filter(|(_, a)| matches!(a, TransactAction::Update { .. }))
+            .map(|(u, _)| u.as_ref().map(Item::size));
+        for (a, k) in actions.iter().zip(&keys) {
+            let old = t.get(k).map_or(0, Item::size);
+            match a {
+                TransactAction::Put { item, .. } => {
+                    let u = 2.0 * write_units(item.size().max(old));
+                    writes.push((k.hash.clone(), u));
+                }
+                TransactAction::Delete { .. } => {
+                    writes.push((k.hash.clone(), 2.0 * write_units(old)))
+                }
+                TransactAction::ConditionCheck { .. } => units += 2.0 * write_units(old),
+                TransactAction::Update { .. } => {
+                    let new = updated_sizes.next().flatten().unwrap_or(0);
+                    writes.push((k.hash.clone(), 2.0 * write_units(new.max(old))));
+                }
+            }
+        }
+        if reasons.iter().any(CancellationReason::is_failure) {
+            inner.metrics.write_units += units + writes.iter().map(|(_, u)| u).sum::<f64>();
+            return Err(Error::transaction_canceled(reasons));
+        }
+        for ((a, k), new) in actions.into_iter().zip(keys).zip(updated) {
+            match a {
+                TransactAction::Put { item, .. } => {
+                    t.put(k, item);
+                }
+                TransactAction::Delete { .. } => {
+                    t.delete(&k);
+                }
+                TransactAction::ConditionCheck { .. } => {}
+                TransactAction::Update { .. } => {
+                    if let Some(new) = new {
+                        t.put(k, new);
+                    }
+                }
+            }
+        }
+        if let Some((token, actions)) = remembered {
+            t.tokens.insert(token, (actions, now));
+        }
+        inner.metrics.write_units += units;
+        for (hash, u) in writes {
+            inner.note_write(&hash, u);
+        }
+        Self::finish(fault.as_ref(), "TransactWriteItems", ())
+    }
 }
 
 impl Storage for FakeTable {
@@ -1046,122 +1321,7 @@ impl Storage for FakeTable {
     }
 
     async fn transact_write(&self, actions: Vec<TransactAction>) -> Result<()> {
-        tokio::task::yield_now().await;
-        let mut inner = self.lock();
-        let touched: Vec<Key> = actions.iter().filter_map(TransactAction::key).collect();
-        let fault = self.begin(&mut inner, Op::TransactWriteItems, &touched)?;
-        let t = inner.table()?;
-        if actions.is_empty() || actions.len() > dynatree::storage::TRANSACT_MAX {
-            return Err(validation(format!(
-                "member must have length between 1 and {}: {} actions",
-                dynatree::storage::TRANSACT_MAX,
-                actions.len()
-            )));
-        }
-        let mut seen = HashSet::new();
-        let mut total = 0;
-        let mut keys = Vec::with_capacity(actions.len());
-        // Problems DynamoDB reports as an action's cancellation reason rather than refusing
-        // the request: an oversized key, an index key of another scalar type.
-        let mut late = Vec::with_capacity(actions.len());
-        for a in &actions {
-            let (key, problem) = match a {
-                TransactAction::Put { item, condition } => {
-                    total += item.size();
-                    check_condition(condition)?;
-                    t.check_item_parts(item)?
-                }
-                TransactAction::Delete { key, condition }
-                | TransactAction::ConditionCheck { key, condition } => {
-                    check_condition(condition)?;
-                    (key.clone(), t.check_key_parts(key)?)
-                }
-            };
-            keys.push(key);
-            late.push(problem);
-        }
-        if total > TRANSACT_BYTES {
-            return Err(validation("transaction size exceeds 4 MB"));
-        }
-        // Conditions are evaluated in order, each against the item as the earlier actions of
-        // this transaction left it. That only matters for two actions on one item, which
-        // DynamoDB refuses. DynamoDB Local 3.3.1 refuses it when it meets an action whose
-        // condition holds on an item an earlier action with a holding condition targeted;
-        // actions whose condition fails do not count, and cancel the transaction.
-        let mut reasons = Vec::with_capacity(actions.len());
-        let mut overlay: std::collections::HashMap<&Key, Option<&Item>> =
-            std::collections::HashMap::new();
-        for ((a, k), problem) in actions.iter().zip(&keys).zip(late) {
-            if let Some(problem) = problem {
-                reasons.push(CancellationReason::new("ValidationError", Some(problem)));
-                continue;
-            }
-            let cond = match a {
-                TransactAction::Put { condition, .. }
-                | TransactAction::Delete { condition, .. }
-                | TransactAction::ConditionCheck { condition, .. } => condition,
-            };
-            let current = overlay.get(k).copied().unwrap_or_else(|| t.get(k));
-            if cond.eval(current) {
-                if !seen.insert(k.clone()) {
-                    return Err(validation(
-                        "transaction request cannot include multiple operations on one item",
-                    ));
-                }
-                reasons.push(CancellationReason::none());
-                match a {
-                    TransactAction::Put { item, .. } => {
-                        overlay.insert(k, Some(item));
-                    }
-                    TransactAction::Delete { .. } => {
-                        overlay.insert(k, None);
-                    }
-                    TransactAction::ConditionCheck { .. } => {}
-                }
-            } else {
-                reasons.push(CancellationReason::new(
-                    "ConditionalCheckFailed",
-                    Some("The conditional request failed".to_owned()),
-                ));
-            }
-        }
-        drop(overlay);
-        // Capacity: every action twice its single-item cost, condition checks included.
-        let mut writes = Vec::new();
-        let mut units = 0.0;
-        for (a, k) in actions.iter().zip(&keys) {
-            let old = t.get(k).map_or(0, Item::size);
-            match a {
-                TransactAction::Put { item, .. } => {
-                    let u = 2.0 * write_units(item.size().max(old));
-                    writes.push((k.hash.clone(), u));
-                }
-                TransactAction::Delete { .. } => {
-                    writes.push((k.hash.clone(), 2.0 * write_units(old)))
-                }
-                TransactAction::ConditionCheck { .. } => units += 2.0 * write_units(old),
-            }
-        }
-        if reasons.iter().any(CancellationReason::is_failure) {
-            inner.metrics.write_units += units + writes.iter().map(|(_, u)| u).sum::<f64>();
-            return Err(Error::transaction_canceled(reasons));
-        }
-        for (a, k) in actions.into_iter().zip(keys) {
-            match a {
-                TransactAction::Put { item, .. } => {
-                    t.put(k, item);
-                }
-                TransactAction::Delete { .. } => {
-                    t.delete(&k);
-                }
-                TransactAction::ConditionCheck { .. } => {}
-            }
-        }
-        inner.metrics.write_units += units;
-        for (hash, u) in writes {
-            inner.note_write(&hash, u);
-        }
-        Self::finish(fault.as_ref(), "TransactWriteItems", ())
+        self.transact(actions, None).await
     }
 
     async fn create_table(&self, billing: Billing, indexes: &[IndexSpec]) -> Result<bool> {
@@ -1184,6 +1344,8 @@ impl Storage for FakeTable {
             building: None,
             rows: BTreeMap::new(),
             journal: None,
+            ttl: None,
+            tokens: HashMap::new(),
         });
         Self::finish(fault.as_ref(), "CreateTable", true)
     }
@@ -1335,6 +1497,71 @@ impl Storage for FakeTable {
         });
         Self::finish(fault.as_ref(), "DescribeTable", desc)
     }
+
+    async fn update_item(
+        &self,
+        key: &Key,
+        actions: Vec<UpdateAction>,
+        condition: Condition,
+    ) -> Result<Item> {
+        tokio::task::yield_now().await;
+        let mut inner = self.lock();
+        let fault = self.begin(&mut inner, Op::UpdateItem, std::slice::from_ref(key))?;
+        let t = inner.table()?;
+        t.check_key(key)?;
+        check_update(&actions)?;
+        check_condition(&condition)?;
+        let old = t.get(key);
+        if !condition.eval(old) {
+            let units = write_units(old.map_or(0, Item::size));
+            inner.note_write(&key.hash, units);
+            return Err(condition_failed());
+        }
+        let new = UpdateAction::apply(key, old, &actions)
+            .map_err(|e| validation(format!("invalid update: {e}")))?;
+        t.check_item(&new)?;
+        let units = write_units(new.size().max(old.map_or(0, Item::size)));
+        let new = new.normalized();
+        t.put(key.clone(), new.clone());
+        inner.note_write(&key.hash, units);
+        Self::finish(fault.as_ref(), "UpdateItem", new)
+    }
+
+    async fn transact_write_idempotent(
+        &self,
+        actions: Vec<TransactAction>,
+        token: &str,
+    ) -> Result<()> {
+        self.transact(actions, Some(token)).await
+    }
+
+    async fn enable_ttl(&self, attribute: &str) -> Result<()> {
+        tokio::task::yield_now().await;
+        let mut inner = self.lock();
+        let fault = self.begin(&mut inner, Op::UpdateTimeToLive, &[])?;
+        let t = inner.table()?;
+        if attribute.is_empty() || attribute.len() > 255 {
+            return Err(validation(format!(
+                "the time-to-live attribute name must have length between 1 and 255 ({} bytes)",
+                attribute.len()
+            )));
+        }
+        match &t.ttl {
+            Some(a) if a != attribute => {
+                return Err(validation("TimeToLive is already enabled"));
+            }
+            _ => t.ttl = Some(attribute.to_owned()),
+        }
+        Self::finish(fault.as_ref(), "UpdateTimeToLive", ())
+    }
+
+    async fn ttl_attribute(&self) -> Result<Option<String>> {
+        tokio::task::yield_now().await;
+        let mut inner = self.lock();
+        let fault = self.begin(&mut inner, Op::DescribeTimeToLive, &[])?;
+        let ttl = inner.table()?.ttl.clone();
+        Self::finish(fault.as_ref(), "DescribeTimeToLive", ttl)
+    }
 }
 
 /// Takes items until `limit` items were evaluated or `page_bytes` were read (the item that
@@ -1368,4 +1595,169 @@ fn paginate<'a>(
         }
     }
     (items, last_key, bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn n(v: &str) -> Value {
+        Value::N(v.into())
+    }
+
+    async fn table() -> FakeTable {
+        let t = FakeTable::new();
+        t.create_table(Billing::OnDemand, &[]).await.unwrap();
+        t
+    }
+
+    fn add(key: &Key, by: &str) -> Vec<TransactAction> {
+        vec![TransactAction::Update {
+            key: key.clone(),
+            actions: vec![UpdateAction::Add("n".into(), n(by))],
+            condition: Condition::Always,
+        }]
+    }
+
+    #[tokio::test]
+    async fn update_item_is_one_metered_write() {
+        let t = table().await;
+        let k = Key::new("h", "r");
+        t.reset_metrics();
+        let item = t
+            .update_item(
+                &k,
+                vec![UpdateAction::Add("n".into(), n("1"))],
+                Condition::Always,
+            )
+            .await
+            .unwrap();
+        assert_eq!(item.get("n"), Some(&n("1")));
+        let m = t.metrics();
+        assert_eq!(m.requests("UpdateItem"), 1);
+        assert_eq!(m.write_units(), 1.0);
+        assert_eq!(m.writes_to("h"), 1);
+        // A failed condition is still a metered request.
+        let e = t
+            .update_item(
+                &k,
+                vec![UpdateAction::Remove("n".into())],
+                Condition::NotExists,
+            )
+            .await
+            .unwrap_err();
+        assert!(e.is_condition_failed());
+        assert_eq!(t.metrics().requests("UpdateItem"), 2);
+        // Refused before reading: nothing written.
+        let e = t
+            .update_item(&k, vec![], Condition::Always)
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Validation);
+        // An update that makes an index key of another type is refused.
+        let ix = FakeTable::new();
+        ix.create_table(Billing::OnDemand, &[IndexSpec::new("ix", "ixh", None)])
+            .await
+            .unwrap();
+        let e = ix
+            .update_item(
+                &k,
+                vec![UpdateAction::Set("ixh".into(), n("1"))],
+                Condition::Always,
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Validation);
+        assert!(ix.rows().is_empty());
+    }
+
+    #[tokio::test]
+    async fn transact_update_is_metered_twice_and_all_or_nothing() {
+        let t = table().await;
+        let k = Key::new("h", "r");
+        t.reset_metrics();
+        t.transact_write(add(&k, "1")).await.unwrap();
+        assert_eq!(t.metrics().write_units(), 2.0);
+        let mut both = add(&k, "1");
+        both.push(TransactAction::Update {
+            key: Key::new("h", "s"),
+            actions: vec![UpdateAction::Append("n".into(), Value::L(vec![]))],
+            condition: Condition::Always,
+        });
+        both.push(TransactAction::Update {
+            key: Key::new("h", "t"),
+            actions: vec![UpdateAction::Set("v".into(), n("1"))],
+            condition: Condition::Exists,
+        });
+        let e = t.transact_write(both).await.unwrap_err();
+        let codes: Vec<&str> = e.cancellation_reasons().iter().map(|r| r.code()).collect();
+        assert_eq!(codes, ["None", "None", "ConditionalCheckFailed"]);
+        assert_eq!(t.rows().len(), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn tokens_are_remembered_ten_minutes() {
+        let t = table().await;
+        let k = Key::new("h", "r");
+        let count = || t.rows()[0].get("n").cloned();
+        // A lost response: the retry with the same token is not applied again.
+        t.inject(0, Fault::FailAfterApply);
+        assert!(
+            t.transact_write_idempotent(add(&k, "1"), "tok")
+                .await
+                .is_err()
+        );
+        t.transact_write_idempotent(add(&k, "1"), "tok")
+            .await
+            .unwrap();
+        assert_eq!(count(), Some(n("1")));
+        tokio::time::advance(std::time::Duration::from_secs(9 * 60)).await;
+        t.transact_write_idempotent(add(&k, "1"), "tok")
+            .await
+            .unwrap();
+        assert_eq!(count(), Some(n("1")));
+        tokio::time::advance(std::time::Duration::from_secs(61)).await;
+        // Forgotten: applied again, and the token is free for other actions.
+        t.transact_write_idempotent(add(&k, "1"), "tok")
+            .await
+            .unwrap();
+        assert_eq!(count(), Some(n("2")));
+        let e = t
+            .transact_write_idempotent(add(&k, "5"), "tok")
+            .await
+            .unwrap_err();
+        assert_eq!(
+            e.service_code(),
+            Some("IdempotentParameterMismatchException")
+        );
+    }
+
+    #[tokio::test]
+    async fn ttl_expiry_keeps_non_numbers_and_live_items() {
+        let t = table().await;
+        assert_eq!(t.expire_ttl(u64::MAX), 0); // not enabled
+        t.enable_ttl("exp").await.unwrap();
+        for (r, v) in [
+            ("a", Some(n("99.5"))),
+            ("b", Some(n("100"))),
+            ("c", Some(Value::S("1".into()))),
+            ("d", None),
+            ("e", Some(n("-1"))),
+        ] {
+            let mut item = Key::new("h", r).into_item();
+            if let Some(v) = v {
+                item.insert("exp", v);
+            }
+            t.put_item(item, Condition::Always).await.unwrap();
+        }
+        t.reset_metrics();
+        assert_eq!(t.expire_ttl(100), 2);
+        let left: Vec<String> = t
+            .rows()
+            .iter()
+            .map(|i| i.get_s("Child").unwrap().to_owned())
+            .collect();
+        assert_eq!(left, ["b", "c", "d"]);
+        assert_eq!(t.metrics(), Metrics::default());
+    }
 }

@@ -87,6 +87,12 @@ pub enum Op {
     UpdateTable,
     /// DescribeTable.
     DescribeTable,
+    /// UpdateItem.
+    UpdateItem,
+    /// UpdateTimeToLive.
+    UpdateTimeToLive,
+    /// DescribeTimeToLive.
+    DescribeTimeToLive,
 }
 
 impl Op {
@@ -110,6 +116,9 @@ impl Op {
             Op::CreateTable => "CreateTable",
             Op::UpdateTable => "UpdateTable",
             Op::DescribeTable => "DescribeTable",
+            Op::UpdateItem => "UpdateItem",
+            Op::UpdateTimeToLive => "UpdateTimeToLive",
+            Op::DescribeTimeToLive => "DescribeTimeToLive",
         }
     }
 }

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use dynatree::storage::{
     BatchGetOutput, Condition, IndexPage, IndexQuery, IndexSpec, Key, Page, Query, Storage,
-    TableDescription, TransactAction, WriteRequest,
+    TableDescription, TransactAction, UpdateAction, WriteRequest,
 };
 use dynatree::{Billing, Error, ErrorKind, Item, Result};
 
@@ -391,6 +391,48 @@ impl<S: Storage + 'static> Storage for Faulty<S> {
             Op::DescribeTable,
             &[],
             self.shared.inner.describe_table()
+        )
+    }
+    async fn update_item(
+        &self,
+        key: &Key,
+        actions: Vec<UpdateAction>,
+        condition: Condition,
+    ) -> Result<Item> {
+        faulty!(
+            self,
+            Op::UpdateItem,
+            std::slice::from_ref(key),
+            self.shared.inner.update_item(key, actions, condition)
+        )
+    }
+    async fn transact_write_idempotent(
+        &self,
+        actions: Vec<TransactAction>,
+        token: &str,
+    ) -> Result<()> {
+        let keys: Vec<Key> = actions.iter().filter_map(TransactAction::key).collect();
+        faulty!(
+            self,
+            Op::TransactWriteItems,
+            &keys,
+            self.shared.inner.transact_write_idempotent(actions, token)
+        )
+    }
+    async fn enable_ttl(&self, attribute: &str) -> Result<()> {
+        faulty!(
+            self,
+            Op::UpdateTimeToLive,
+            &[],
+            self.shared.inner.enable_ttl(attribute)
+        )
+    }
+    async fn ttl_attribute(&self) -> Result<Option<String>> {
+        faulty!(
+            self,
+            Op::DescribeTimeToLive,
+            &[],
+            self.shared.inner.ttl_attribute()
         )
     }
 }

@@ -406,6 +406,7 @@ fn action_str(a: &TransactAction) -> String {
         TransactAction::Put { item, .. } => format!("Put {}", item_key(item)),
         TransactAction::Delete { key, .. } => format!("Del {}", key_str(key)),
         TransactAction::ConditionCheck { key, .. } => format!("Check {}", key_str(key)),
+        TransactAction::Update { key, .. } => format!("Upd {}", key_str(key)),
     }
 }
 
@@ -546,6 +547,56 @@ impl<B: Storage + 'static> Storage for SimStorage<B> {
             false,
             String::new,
             self.backend.describe_table(),
+        )
+        .await
+    }
+    async fn update_item(
+        &self,
+        key: &Key,
+        actions: Vec<dynatree::storage::UpdateAction>,
+        condition: Condition,
+    ) -> Result<Item> {
+        self.gated(
+            "UpdateItem",
+            true,
+            || key_str(key),
+            self.backend.update_item(key, actions, condition),
+        )
+        .await
+    }
+    async fn transact_write_idempotent(
+        &self,
+        actions: Vec<TransactAction>,
+        token: &str,
+    ) -> Result<()> {
+        let detail = actions
+            .iter()
+            .map(action_str)
+            .collect::<Vec<_>>()
+            .join(", ");
+        self.gated(
+            "TransactWriteItems",
+            true,
+            || detail,
+            self.backend.transact_write_idempotent(actions, token),
+        )
+        .await
+    }
+    async fn enable_ttl(&self, attribute: &str) -> Result<()> {
+        self.gated(
+            "UpdateTimeToLive",
+            true,
+            String::new,
+            self.backend.enable_ttl(attribute),
+        )
+        .await
+    }
+    async fn ttl_attribute(&self) -> Result<Option<String>> {
+        self.gated(
+            "DescribeTimeToLive",
+            false,
+            String::new,
+            self.backend.ttl_attribute(),
         )
         .await
     }

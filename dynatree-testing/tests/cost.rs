@@ -617,3 +617,152 @@ async fn move_of_a_thousand_nodes() {
         .unwrap();
     assert_eq!(names, ["dst"]);
 }
+
+/// A small typed object for the batch figures: 10 accounts × 100 links.
+#[derive(dynatree::Hierarchical, Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[dynatree(path = "Accounts/{account}/Links/{name}")]
+struct Link {
+    account: String,
+    name: String,
+    target: String,
+}
+
+fn thousand_links(target: &str) -> Vec<Link> {
+    (0..10)
+        .flat_map(|a| {
+            (0..100).map(move |n| Link {
+                account: format!("a{a}"),
+                name: format!("n{n:03}"),
+                target: format!("https://example.com/{target}/{a}/{n}"),
+            })
+        })
+        .collect()
+}
+
+/// How the 1,000 links are written in [`put_all_per_thousand_items`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Way {
+    PutAll,
+    PutLoop,
+    Go,
+}
+
+/// Writes `links` one way; the Go algorithm is dynamotree's `Put` once per link (all 5 rows
+/// of each, unconditionally, in one BatchWriteItem: the Go library has no batch put).
+async fn write_links(way: Way, tree: &Tree, links: &[Link]) {
+    match way {
+        Way::PutAll => tree.repo::<Link>().put_all(links).await.unwrap(),
+        Way::PutLoop => {
+            let repo = tree.repo::<Link>();
+            for l in links {
+                repo.put(l).await.unwrap();
+            }
+        }
+        Way::Go => {
+            for l in links {
+                let path = ["Accounts", &l.account, "Links", &l.name].map(str::to_owned);
+                let attrs = dynatree::Item::from_serialize(l).unwrap();
+                storage::write_all(tree.storage(), fixtures::go_rows(&path, &attrs), &fast())
+                    .await
+                    .unwrap();
+            }
+        }
+    }
+}
+
+/// The metrics of one way on a fresh metered fake: 1,000 new links, then the same 1,000
+/// overwritten by the same tree (its cache of known listing rows warm), then again by a new
+/// tree on the same table (another process: cold cache).
+async fn measure(way: Way) -> [dynatree_testing::Metrics; 3] {
+    let (fake, tree) = setup().await;
+    fake.reset_metrics();
+    write_links(way, &tree, &thousand_links("first")).await;
+    let new = fake.metrics();
+    fake.reset_metrics();
+    write_links(way, &tree, &thousand_links("second")).await;
+    let warm = fake.metrics();
+    let other = Tree::builder(fake.clone())
+        .retry_policy(fast())
+        .build()
+        .unwrap();
+    let links = thousand_links("third");
+    fake.reset_metrics();
+    write_links(way, &other, &links).await;
+    let cold = fake.metrics();
+    // Every way leaves the same 1,000 objects, reachable, and no other row.
+    let keys: Vec<LinkKey> = links.iter().map(dynatree::Hierarchical::key).collect();
+    let got = tree.repo::<Link>().get_many(&keys).await.unwrap();
+    let got: Vec<Link> = got.into_iter().map(Option::unwrap).collect();
+    assert_eq!(got, links, "{way:?}");
+    assert_eq!(fake.rows().len(), 1 + 10 + 10 + 1_000 + 1_000, "{way:?}");
+    assert_invariants(&tree).await;
+    [new, warm, cold]
+}
+
+/// 1,000 small objects at `Accounts/{a}/Links/{n}` over 10 accounts, written by `put_all`, by a
+/// loop of `put` and by the Go library's algorithm, each on a fresh metered fake: requests by
+/// operation and write units, exact (the fake is deterministic). `--nocapture` prints the
+/// table of BENCHMARKS.md.
+#[tokio::test]
+async fn put_all_per_thousand_items() {
+    let cases = ["new", "overwrite, same tree", "overwrite, new tree"];
+    let ways = [Way::PutAll, Way::PutLoop, Way::Go];
+    let mut got = Vec::new();
+    for way in ways {
+        got.push(measure(way).await);
+    }
+    println!("| case | way | requests | by operation | WCU |");
+    println!("|---|---|---|---|---|");
+    for (c, case) in cases.iter().enumerate() {
+        for (w, way) in ways.iter().enumerate() {
+            let m = &got[w][c];
+            println!(
+                "| {case} | {way:?} | {} | {:?} | {} |",
+                m.total_requests(),
+                m.requests_by_operation(),
+                m.write_units()
+            );
+        }
+    }
+    // (BatchGetItem, TransactWriteItems, BatchWriteItem, WCU), per case, per way.
+    let expected: [[(u64, u64, u64, f64); 3]; 3] = [
+        // put_all: the 1,021 listing rows of the batch read once (11 BatchGetItem; none when
+        // this tree has seen them all), the 21 ancestors created in one transaction, then 50
+        // objects per transaction (each with its listing row put or checked, plus one check
+        // per parent in the transaction).
+        [(11, 22, 0, 4102.0), (0, 20, 0, 4000.0), (11, 20, 0, 4000.0)],
+        // A loop of put: one transaction per object; the first link of each account also
+        // sends a failed optimistic transaction and a BatchGetItem.
+        [
+            (10, 1_010, 0, 6080.0),
+            (0, 1_000, 0, 4000.0),
+            (0, 1_000, 0, 4000.0),
+        ],
+        // Go: one BatchWriteItem of the 5 rows per object, every time.
+        [
+            (0, 0, 1_000, 5000.0),
+            (0, 0, 1_000, 5000.0),
+            (0, 0, 1_000, 5000.0),
+        ],
+    ];
+    for (w, way) in ways.iter().enumerate() {
+        for (c, case) in cases.iter().enumerate() {
+            let m = &got[w][c];
+            let (bg, tx, bw, wcu) = expected[w][c];
+            let seen = (
+                m.requests("BatchGetItem"),
+                m.requests("TransactWriteItems"),
+                m.requests("BatchWriteItem"),
+                m.write_units(),
+            );
+            assert_eq!(seen, (bg, tx, bw, wcu), "{way:?}, {case}");
+            assert_eq!(m.total_requests(), bg + tx + bw, "{way:?}, {case}");
+        }
+    }
+    // Far fewer requests than one put (or one Go put) per item: 30x and more.
+    for c in 0..cases.len() {
+        let batch = got[0][c].total_requests();
+        assert!(batch * 30 < got[1][c].total_requests(), "{}", cases[c]);
+        assert!(batch * 30 < got[2][c].total_requests(), "{}", cases[c]);
+    }
+}

@@ -487,7 +487,8 @@ fn has_huge_name(req: &Req) -> bool {
                         names_in_condition(condition, &mut lens);
                     }
                     TransactAction::Delete { condition, .. }
-                    | TransactAction::ConditionCheck { condition, .. } => {
+                    | TransactAction::ConditionCheck { condition, .. }
+                    | TransactAction::Update { condition, .. } => {
                         names_in_condition(condition, &mut lens);
                     }
                 }

@@ -46,3 +46,9 @@ pub fn seg<T: KeySegment>() -> SegFns<T> {
         hash: hash::<T>,
     }
 }
+
+/// The expiry of a `#[dynatree(ttl)]` field, bounded on [`Expiry`](crate::Expiry) and spanned
+/// on the field's type.
+pub fn expiry<T: crate::Expiry + ?Sized>(v: &T) -> Option<u64> {
+    v.expires_at()
+}

@@ -120,6 +120,9 @@ pub enum ErrorKind {
     NotALink,
     /// Data: following links went around a cycle or past the hop limit.
     LinkLoop,
+    /// Data: a [scoped tree](crate::Tree::scope) met a stored link whose target is outside its
+    /// root (written by the parent tree or another program); it is not followed.
+    OutOfScope,
     /// Data: a conditional write's condition did not hold.
     ConditionFailed,
     /// Data: `create` found something already at the path.
@@ -177,6 +180,7 @@ impl ErrorKind {
             ErrorKind::NotFound => "not found",
             ErrorKind::NotALink => "not a link",
             ErrorKind::LinkLoop => "link loop",
+            ErrorKind::OutOfScope => "outside the scope",
             ErrorKind::ConditionFailed => "condition failed",
             ErrorKind::AlreadyExists => "already exists",
             ErrorKind::Locked => "subtree held by another operation",
@@ -221,6 +225,7 @@ impl ErrorKind {
             | ErrorKind::NotFound
             | ErrorKind::NotALink
             | ErrorKind::LinkLoop
+            | ErrorKind::OutOfScope
             | ErrorKind::ConditionFailed
             | ErrorKind::AlreadyExists
             | ErrorKind::Locked
@@ -576,6 +581,11 @@ impl Error {
         self.kind() == ErrorKind::LinkLoop
     }
 
+    /// [`ErrorKind::OutOfScope`].
+    pub fn is_out_of_scope(&self) -> bool {
+        self.kind() == ErrorKind::OutOfScope
+    }
+
     /// [`ErrorKind::ConditionFailed`].
     pub fn is_condition_failed(&self) -> bool {
         self.kind() == ErrorKind::ConditionFailed
@@ -730,6 +740,7 @@ mod tests {
             NotFound,
             NotALink,
             LinkLoop,
+            OutOfScope,
             ConditionFailed,
             AlreadyExists,
             Locked,

@@ -100,6 +100,15 @@ pub trait Hierarchical: Serialize + DeserializeOwned + Send + Sync + 'static {
     /// The secondary indexes declared with `#[dynatree(index(...))]`.
     const INDEXES: &'static [IndexDef] = &[];
 
+    /// The attribute name of the `#[dynatree(ttl)]` field, if there is one.
+    const TTL_FIELD: Option<&'static str> = None;
+
+    /// When this value expires (seconds since the Unix epoch), from its `#[dynatree(ttl)]`
+    /// field; `None`: never. See [`Expiry`](crate::Expiry).
+    fn expires_at(&self) -> Option<u64> {
+        None
+    }
+
     /// This value's keys in each of [`INDEXES`](Hierarchical::INDEXES) (encoded).
     fn index_keys(&self) -> Vec<IndexKey> {
         Vec::new()

@@ -54,16 +54,24 @@
 //!   list them, read their objects or change anything there. Writes there are never allowed:
 //!   pruning the scope's own listing row after the last row under the scope is removed (what
 //!   `delete` does in an unscoped tree) is denied, so a tree used with these credentials must
-//!   leave the scope's root to the wider role.
+//!   leave the scope's root to the wider role. A [scoped tree](crate::Tree::scope) does: it
+//!   never removes, marks or locks its root's listing row, prunes only below it, and refuses
+//!   to write, delete or move its root (see [`crate::scope`]). Use `tree.scope(path)` with
+//!   the same `path` as the policy's scope.
 //! - **Operations that record intents** (moves, copies, re-parenting, subtree deletions)
-//!   write to the shared partition `SC SC intents`; they need a wider role.
+//!   write to the shared partition `SC SC intents`; they need a wider role, through a scope
+//!   too (a scope keeps the shared partition and filters it by path, see [`crate::scope`]).
+//!   So does looking for links into a moved subtree ([`LinkPolicy`](crate::LinkPolicy)
+//!   `Report` and `Rewrite`), which scans the table.
 //! - **Index queries are denied.** A secondary index's hash value is the type's template and
 //!   the indexed value (not a path), so its partitions mix tenants; the path index's hash is a
 //!   path's first components (as many as the index's depth), shared with other tenants when
 //!   the scope is at least that deep; and this module does not rely on how IAM applies
 //!   `LeadingKeys` to a query on an index. Descendants by the path index and
 //!   `Repository::index` need a wider role (or a service that runs them for the tenant); the
-//!   listing walk works under the policy.
+//!   listing walk works under the policy. (Through a [scope](crate::scope), index values
+//!   carry the scope's root in their hash, so a service running index queries for a tenant
+//!   with the wider role still gets that tenant's items only.)
 //! - **Table administration** (`CreateTable`, `DescribeTable`, `UpdateTable`, TTL, backups,
 //!   streams) is not granted: run `create_table` with another role.
 //! - **Other policies still apply.** IAM allows a request that any policy of the principal

@@ -629,6 +629,32 @@ impl IntoIterator for Item {
     }
 }
 
+impl Value {
+    /// Converts any serializable value to the attribute value an item stores for it (as a
+    /// field of a struct stored with [`Item::from_serialize`]).
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::Serialization`](crate::ErrorKind::Serialization) if the value has no
+    /// DynamoDB representation.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::Value;
+    ///
+    /// assert_eq!(Value::from_serialize(&7u32)?, Value::N("7".into()));
+    /// assert_eq!(Value::from_serialize("hi")?, Value::S("hi".into()));
+    /// assert_eq!(Value::from_serialize(&None::<u8>)?, Value::Null);
+    /// # Ok::<(), dynatree::Error>(())
+    /// ```
+    pub fn from_serialize<T: Serialize + ?Sized>(value: &T) -> Result<Value> {
+        let raw: serde_dynamo::AttributeValue = serde_dynamo::to_attribute_value(value)
+            .map_err(|e| Error::serialization("value has no DynamoDB representation", e))?;
+        Ok(from_dynamo(raw))
+    }
+}
+
 fn from_dynamo(v: serde_dynamo::AttributeValue) -> Value {
     use serde_dynamo::AttributeValue as A;
     match v {

@@ -6,6 +6,8 @@
 
 mod batch;
 mod error;
+mod expiry;
+mod fields;
 mod hierarchical;
 pub mod iam;
 mod item;
@@ -17,6 +19,7 @@ mod segment;
 pub mod storage;
 mod stream;
 mod tree;
+mod update;
 
 #[doc(hidden)]
 pub mod __private;
@@ -29,6 +32,9 @@ pub mod consistency {
 
 pub use crate::batch::RetryPolicy;
 pub use crate::error::{CancellationReason, Error, ErrorKind, Party, Result};
+pub use crate::expiry::Expiry;
+pub use crate::fields::{Cond, Field, Operand, ReadOnly, Updatable};
+pub use crate::update::{Numeric, Patch, UpdatableField};
 pub use crate::hierarchical::{Hierarchical, IndexDef, IndexKey};
 pub use crate::item::{Item, MAX_ATTRIBUTE_NAME_BYTES, MAX_ITEM_BYTES, Value};
 pub use crate::layout::DEFAULT_RESERVED;
@@ -41,9 +47,10 @@ pub use crate::storage::Billing;
 #[cfg(feature = "dynamodb")]
 #[cfg_attr(docsrs, doc(cfg(feature = "dynamodb")))]
 pub use crate::storage::dynamodb::DynamoDbTable;
+pub use crate::tree::scope;
 pub use crate::tree::{
     Descendant, Descendants, Entry, Intent, LinkPolicy, MoveReport, OnChildren, PATH_INDEX,
-    Strategy, Tree, TreeBuilder,
+    Strategy, Transaction, Tree, TreeBuilder,
 };
 /// Derive macro for the [`trait@Hierarchical`] trait.
 ///

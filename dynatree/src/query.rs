@@ -14,7 +14,6 @@ use crate::hierarchical::{Hierarchical, IndexKey};
 use crate::item::{Item, Value};
 use crate::layout::{HASH_KEY, RANGE_KEY};
 use crate::path::Path;
-use crate::repo::index_hash;
 use crate::segment::{AsKeySegment, KeySegment};
 use crate::storage::{IndexQuery, Key, Query, RangeCondition, SharedStorage, Storage};
 use crate::stream::query_pages;
@@ -506,7 +505,7 @@ impl<T: Hierarchical, S: Storage + 'static> TypedQuery<T, S> {
                     "the type was checked against another reserved character than the tree's",
                 ));
             }
-            let prefix = T::collection_path(&self.collection)?;
+            let prefix = tree.enter(T::collection_path(&self.collection)?)?;
             let mut query = tree.listing_query_for(&prefix)?;
             query.range = range;
             query.forward = self.shape.forward;
@@ -668,7 +667,8 @@ impl<T: Hierarchical, S: Storage + 'static> IndexQueryBuilder<T, S> {
             let sc = tree.reserved();
             let query = IndexQuery {
                 index: def.spec(sc),
-                hash: index_hash::<T>(sc, self.key.hash()),
+                // A scope's root is part of the hash: see `Layout::index_hash`.
+                hash: tree.index_hash(T::TEMPLATE, self.key.hash()),
                 range,
                 forward: self.shape.forward,
                 limit: self.shape.request_limit(),
@@ -696,9 +696,11 @@ impl<T: Hierarchical, S: Storage + 'static> IndexQueryBuilder<T, S> {
                             return Ok(None);
                         };
                         let page = tree.io().query_index_page(&query, start).await?;
+                        let now = crate::expiry::now_secs();
                         let mut items = page
                             .items
                             .into_iter()
+                            .filter(|i| !tree.layout().is_expired(i, now))
                             .map(|i| tree.to_value::<T>(i))
                             .collect::<Result<Vec<T>>>()?;
                         items.truncate(left);

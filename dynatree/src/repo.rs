@@ -72,7 +72,12 @@ impl<S: Storage + 'static> Tree<S> {
 }
 
 impl<T: Hierarchical, S: Storage + 'static> Repository<T, S> {
-    fn check_reserved(&self) -> Result<()> {
+    /// The tree this repository reads and writes.
+    pub(crate) fn tree(&self) -> &Tree<S> {
+        &self.tree
+    }
+
+    pub(crate) fn check_reserved(&self) -> Result<()> {
         if T::RESERVED == self.tree.reserved() {
             Ok(())
         } else {
@@ -88,9 +93,10 @@ impl<T: Hierarchical, S: Storage + 'static> Repository<T, S> {
         }
     }
 
-    fn row(&self, value: &T) -> Result<(crate::Path, Item)> {
+    pub(crate) fn row(&self, value: &T) -> Result<(crate::Path, Item)> {
         self.check_reserved()?;
-        let path = T::key_path(&value.key())?;
+        // Through a scope: the absolute path under its root.
+        let path = self.tree.enter(T::key_path(&value.key())?)?;
         let mut row = self.tree.object_row_for(&path, value)?;
         let sc = self.tree.reserved();
         for key in value.index_keys() {
@@ -104,13 +110,16 @@ impl<T: Hierarchical, S: Storage + 'static> Repository<T, S> {
                     )
                 })?;
             let spec = def.spec(sc);
-            let hash = index_hash::<T>(sc, key.hash());
+            let hash = self.tree.index_hash(T::TEMPLATE, key.hash());
             check_index_value(&hash, crate::storage::MAX_HASH_KEY_BYTES, def.name())?;
             row.insert(spec.hash_attr, Value::S(hash));
             if let (Some(attr), Some(r)) = (spec.range_attr, key.range()) {
                 check_index_value(r, crate::storage::MAX_RANGE_KEY_BYTES, def.name())?;
                 row.insert(attr, Value::S(r.to_owned()));
             }
+        }
+        if let Some(expires) = value.expires_at() {
+            row.insert(self.tree.layout().ttl_attr(), Value::N(expires.to_string()));
         }
         crate::layout::check_item_size(&row)?;
         Ok((path, row))
@@ -234,7 +243,7 @@ impl<T: Hierarchical, S: Storage + 'static> Repository<T, S> {
         self.check_reserved()?;
         let paths = keys
             .into_iter()
-            .map(|k| T::key_path(k))
+            .map(|k| self.tree.enter(T::key_path(k)?))
             .collect::<Result<Vec<_>>>()?;
         self.tree
             .read_many(&paths)
@@ -407,12 +416,6 @@ impl<T: Hierarchical, S: Storage + 'static> Repository<T, S> {
             shape: Shape::default(),
         }
     }
-}
-
-/// The stored hash value of an index key: the type's template, the reserved character, the
-/// encoded value. Types sharing an index name never see each other's values.
-pub(crate) fn index_hash<T: Hierarchical>(sc: char, encoded: &str) -> String {
-    format!("{}{sc}{encoded}", T::TEMPLATE)
 }
 
 fn check_index_value(v: &str, max: usize, index: &str) -> Result<()> {

@@ -24,7 +24,8 @@ use crate::item::{Item, Value};
 use crate::layout::{HASH_KEY, RANGE_KEY};
 use crate::storage::{
     BatchGetOutput, Billing, Condition, IndexPage, IndexQuery, IndexSpec, Key, Page, Query,
-    RangeCondition, Storage, TableDescription, TableStatus, TransactAction, WriteRequest,
+    RangeCondition, Storage, TableDescription, TableStatus, TransactAction, UpdateAction,
+    WriteRequest,
 };
 
 /// One DynamoDB table, through an `aws_sdk_dynamodb::Client` built by the caller.
@@ -261,19 +262,92 @@ impl Expr {
                 let n = self.name(n);
                 format!("{n} = {}", self.value(to_av(v.clone())))
             }
-            Condition::And(cs) | Condition::Or(cs) => {
-                let op = if matches!(c, Condition::And(_)) {
-                    " AND "
-                } else {
-                    " OR "
-                };
+            Condition::And(cs) => {
+                // `Always` parts hold: leave them out (nothing left: always).
                 let parts: Vec<String> = cs.iter().filter_map(|c| self.condition(c)).collect();
                 if parts.is_empty() {
                     return None;
                 }
-                format!("({})", parts.join(op))
+                format!("({})", parts.join(" AND "))
+            }
+            Condition::Or(cs) => {
+                // An `Always` part makes the whole hold; no part at all never holds.
+                let mut parts = Vec::with_capacity(cs.len());
+                for c in cs {
+                    parts.push(self.condition(c)?);
+                }
+                if parts.is_empty() {
+                    return Some(self.never());
+                }
+                format!("({})", parts.join(" OR "))
+            }
+            Condition::Not(c) => match self.condition(c) {
+                Some(inner) => format!("(NOT {inner})"),
+                None => self.never(),
+            },
+            Condition::Compare(n, op, v) => {
+                let n = self.name(n);
+                format!("{n} {} {}", op.operator(), self.value(to_av(v.clone())))
+            }
+            Condition::Between(n, lo, hi) => {
+                let n = self.name(n);
+                let lo = self.value(to_av(lo.clone()));
+                format!("{n} BETWEEN {lo} AND {}", self.value(to_av(hi.clone())))
+            }
+            Condition::BeginsWith(n, v) => {
+                let n = self.name(n);
+                format!("begins_with({n}, {})", self.value(to_av(v.clone())))
+            }
+            Condition::Contains(n, v) => {
+                let n = self.name(n);
+                format!("contains({n}, {})", self.value(to_av(v.clone())))
             }
         })
+    }
+
+    /// A condition that never holds.
+    fn never(&mut self) -> String {
+        let k = self.name(HASH_KEY);
+        format!("(attribute_exists({k}) AND attribute_not_exists({k}))")
+    }
+
+    /// An update expression (`None` for no actions): `SET` (appends included), `REMOVE`,
+    /// `ADD` and `DELETE` clauses, in that order.
+    fn update(&mut self, actions: &[UpdateAction]) -> Option<String> {
+        let (mut set, mut remove, mut add, mut delete) = (vec![], vec![], vec![], vec![]);
+        for a in actions {
+            let n = self.name(a.name());
+            match a {
+                UpdateAction::Set(_, v) => {
+                    set.push(format!("{n} = {}", self.value(to_av(v.clone()))))
+                }
+                UpdateAction::Remove(_) => remove.push(n),
+                UpdateAction::Add(_, v) => {
+                    add.push(format!("{n} {}", self.value(to_av(v.clone()))))
+                }
+                UpdateAction::Delete(_, v) => {
+                    delete.push(format!("{n} {}", self.value(to_av(v.clone()))));
+                }
+                UpdateAction::Append(_, v) => {
+                    let empty = self.value(AttributeValue::L(Vec::new()));
+                    let v = self.value(to_av(v.clone()));
+                    set.push(format!(
+                        "{n} = list_append(if_not_exists({n}, {empty}), {v})"
+                    ));
+                } // `UpdateAction` is non-exhaustive only for other crates.
+            }
+        }
+        let clauses: Vec<String> = [
+            ("SET", set),
+            ("REMOVE", remove),
+            ("ADD", add),
+            ("DELETE", delete),
+        ]
+        .into_iter()
+        .filter(|(_, parts)| !parts.is_empty())
+        .map(|(kw, parts)| format!("{kw} {}", parts.join(", ")))
+        .collect();
+        (!clauses.is_empty()).then(|| clauses.join(" "))
     }
 
     /// A key condition on the range key attribute `attr`.
@@ -354,8 +428,13 @@ fn kind_of(code: Option<&str>) -> ErrorKind {
         Some("ValidationException" | "ItemCollectionSizeLimitExceededException") => {
             ErrorKind::Validation
         }
+        // A client request token reused with other parameters: the request is invalid.
+        Some("IdempotentParameterMismatchException") => ErrorKind::Validation,
         Some("ResourceNotFoundException") => ErrorKind::TableNotFound,
-        Some("TransactionConflictException") => ErrorKind::Conflict,
+        // Another request with the same client request token is still running.
+        Some("TransactionConflictException" | "TransactionInProgressException") => {
+            ErrorKind::Conflict
+        }
         _ => ErrorKind::Backend,
     }
 }
@@ -394,6 +473,138 @@ where
 /// The SDK refused to build a request (a required field missing): nothing was sent.
 fn build_err(e: aws_sdk_dynamodb::error::BuildError) -> Error {
     Error::new(ErrorKind::InvalidArgument, "request could not be built").with_source(e)
+}
+
+impl DynamoDbTable {
+    /// TransactWriteItems, with a client request token if given.
+    async fn transact(&self, actions: Vec<TransactAction>, token: Option<&str>) -> Result<()> {
+        if token == Some("") {
+            // DynamoDB refuses a token under 1 character; DynamoDB Local 3.3.1 would take an
+            // empty one as no token at all, and apply a repeat again.
+            return Err(Error::new(
+                ErrorKind::Validation,
+                "value at 'clientRequestToken' failed to satisfy constraint: member must have length between 1 and 36",
+            ));
+        }
+        {
+            let mut items = Vec::with_capacity(actions.len());
+            for action in actions {
+                let mut expr = Expr::default();
+                let item = match action {
+                    TransactAction::Put { item, condition } => {
+                        let cond = expr.condition(&condition);
+                        t::TransactWriteItem::builder()
+                            .put(
+                                t::Put::builder()
+                                    .table_name(&self.table)
+                                    .set_item(Some(to_map(item)))
+                                    .set_condition_expression(cond)
+                                    .set_expression_attribute_names(expr.names())
+                                    .set_expression_attribute_values(expr.values())
+                                    .build()
+                                    .map_err(build_err)?,
+                            )
+                            .build()
+                    }
+                    TransactAction::Delete { key, condition } => {
+                        let cond = expr.condition(&condition);
+                        t::TransactWriteItem::builder()
+                            .delete(
+                                t::Delete::builder()
+                                    .table_name(&self.table)
+                                    .set_key(Some(key_map(&key)))
+                                    .set_condition_expression(cond)
+                                    .set_expression_attribute_names(expr.names())
+                                    .set_expression_attribute_values(expr.values())
+                                    .build()
+                                    .map_err(build_err)?,
+                            )
+                            .build()
+                    }
+                    TransactAction::ConditionCheck { key, condition } => {
+                        let cond = expr.condition(&condition).unwrap_or_else(|| {
+                            // DynamoDB requires an expression; "exists or not" always holds.
+                            let k = expr.name(HASH_KEY);
+                            format!("(attribute_exists({k}) OR attribute_not_exists({k}))")
+                        });
+                        t::TransactWriteItem::builder()
+                            .condition_check(
+                                t::ConditionCheck::builder()
+                                    .table_name(&self.table)
+                                    .set_key(Some(key_map(&key)))
+                                    .condition_expression(cond)
+                                    .set_expression_attribute_names(expr.names())
+                                    .set_expression_attribute_values(expr.values())
+                                    .build()
+                                    .map_err(build_err)?,
+                            )
+                            .build()
+                    }
+                    TransactAction::Update {
+                        key,
+                        actions,
+                        condition,
+                    } => {
+                        if actions.is_empty() {
+                            return Err(Error::new(
+                                ErrorKind::InvalidArgument,
+                                "an update inside a transaction needs at least one action (TransactWriteItems requires an update expression)",
+                            ));
+                        }
+                        let update = expr.update(&actions);
+                        let cond = expr.condition(&condition);
+                        t::TransactWriteItem::builder()
+                            .update(
+                                t::Update::builder()
+                                    .table_name(&self.table)
+                                    .set_key(Some(key_map(&key)))
+                                    .set_update_expression(update)
+                                    .set_condition_expression(cond)
+                                    .set_expression_attribute_names(expr.names())
+                                    .set_expression_attribute_values(expr.values())
+                                    .build()
+                                    .map_err(build_err)?,
+                            )
+                            .build()
+                    }
+                };
+                items.push(item);
+            }
+            let out = self
+                .client
+                .transact_write_items()
+                .set_transact_items(Some(items))
+                .set_client_request_token(token.map(str::to_owned))
+                .return_consumed_capacity(ReturnConsumedCapacity::Total)
+                .send()
+                .await;
+            match out {
+                Ok(out) => {
+                    record_capacity(out.consumed_capacity());
+                    Ok(())
+                }
+                Err(err) => {
+                    if let Some(TransactWriteItemsError::TransactionCanceledException(ex)) =
+                        err.as_service_error()
+                    {
+                        let reasons = ex
+                            .cancellation_reasons()
+                            .iter()
+                            .map(|r| {
+                                CancellationReason::new(
+                                    r.code().unwrap_or("None"),
+                                    r.message().map(str::to_owned),
+                                )
+                            })
+                            .collect();
+                        let e = with_metadata(Error::transaction_canceled(reasons), &err);
+                        return Err(e.with_source(err));
+                    }
+                    Err(map_err(err))
+                }
+            }
+        }
+    }
 }
 
 impl Storage for DynamoDbTable {
@@ -624,97 +835,108 @@ impl Storage for DynamoDbTable {
     }
 
     async fn transact_write(&self, actions: Vec<TransactAction>) -> Result<()> {
+        self.transact(actions, None)
+            .instrument(op_span!(self.table, "TransactWriteItems"))
+            .await
+    }
+
+    async fn transact_write_idempotent(
+        &self,
+        actions: Vec<TransactAction>,
+        token: &str,
+    ) -> Result<()> {
+        self.transact(actions, Some(token))
+            .instrument(op_span!(self.table, "TransactWriteItems"))
+            .await
+    }
+
+    async fn update_item(
+        &self,
+        key: &Key,
+        actions: Vec<UpdateAction>,
+        condition: Condition,
+    ) -> Result<Item> {
         async {
-            let mut items = Vec::with_capacity(actions.len());
-            for action in actions {
-                let mut expr = Expr::default();
-                let item = match action {
-                    TransactAction::Put { item, condition } => {
-                        let cond = expr.condition(&condition);
-                        t::TransactWriteItem::builder()
-                            .put(
-                                t::Put::builder()
-                                    .table_name(&self.table)
-                                    .set_item(Some(to_map(item)))
-                                    .set_condition_expression(cond)
-                                    .set_expression_attribute_names(expr.names())
-                                    .set_expression_attribute_values(expr.values())
-                                    .build()
-                                    .map_err(build_err)?,
-                            )
-                            .build()
-                    }
-                    TransactAction::Delete { key, condition } => {
-                        let cond = expr.condition(&condition);
-                        t::TransactWriteItem::builder()
-                            .delete(
-                                t::Delete::builder()
-                                    .table_name(&self.table)
-                                    .set_key(Some(key_map(&key)))
-                                    .set_condition_expression(cond)
-                                    .set_expression_attribute_names(expr.names())
-                                    .set_expression_attribute_values(expr.values())
-                                    .build()
-                                    .map_err(build_err)?,
-                            )
-                            .build()
-                    }
-                    TransactAction::ConditionCheck { key, condition } => {
-                        let cond = expr.condition(&condition).unwrap_or_else(|| {
-                            // DynamoDB requires an expression; "exists or not" always holds.
-                            let k = expr.name(HASH_KEY);
-                            format!("(attribute_exists({k}) OR attribute_not_exists({k}))")
-                        });
-                        t::TransactWriteItem::builder()
-                            .condition_check(
-                                t::ConditionCheck::builder()
-                                    .table_name(&self.table)
-                                    .set_key(Some(key_map(&key)))
-                                    .condition_expression(cond)
-                                    .set_expression_attribute_names(expr.names())
-                                    .set_expression_attribute_values(expr.values())
-                                    .build()
-                                    .map_err(build_err)?,
-                            )
-                            .build()
-                    }
-                };
-                items.push(item);
-            }
+            let mut expr = Expr::default();
+            let update = expr.update(&actions);
+            let cond = expr.condition(&condition);
             let out = self
                 .client
-                .transact_write_items()
-                .set_transact_items(Some(items))
+                .update_item()
+                .table_name(&self.table)
+                .set_key(Some(key_map(key)))
+                .set_update_expression(update)
+                .set_condition_expression(cond)
+                .set_expression_attribute_names(expr.names())
+                .set_expression_attribute_values(expr.values())
+                .return_values(t::ReturnValue::AllNew)
                 .return_consumed_capacity(ReturnConsumedCapacity::Total)
                 .send()
-                .await;
-            match out {
-                Ok(out) => {
-                    record_capacity(out.consumed_capacity());
-                    Ok(())
-                }
-                Err(err) => {
-                    if let Some(TransactWriteItemsError::TransactionCanceledException(ex)) =
-                        err.as_service_error()
-                    {
-                        let reasons = ex
-                            .cancellation_reasons()
-                            .iter()
-                            .map(|r| {
-                                CancellationReason::new(
-                                    r.code().unwrap_or("None"),
-                                    r.message().map(str::to_owned),
-                                )
-                            })
-                            .collect();
-                        let e = with_metadata(Error::transaction_canceled(reasons), &err);
-                        return Err(e.with_source(err));
-                    }
-                    Err(map_err(err))
-                }
+                .await
+                .map_err(map_err)?;
+            record_capacity(out.consumed_capacity());
+            match out.attributes {
+                Some(map) => from_map(map),
+                // Nothing to return only if the update left nothing but the key.
+                None => Ok(key.clone().into_item()),
             }
         }
-        .instrument(op_span!(self.table, "TransactWriteItems"))
+        .instrument(op_span!(self.table, "UpdateItem"))
+        .await
+    }
+
+    async fn enable_ttl(&self, attribute: &str) -> Result<()> {
+        let sent: Result<()> = async {
+            self.client
+                .update_time_to_live()
+                .table_name(&self.table)
+                .time_to_live_specification(
+                    t::TimeToLiveSpecification::builder()
+                        .enabled(true)
+                        .attribute_name(attribute)
+                        .build()
+                        .map_err(build_err)?,
+                )
+                .send()
+                .await
+                .map_err(map_err)?;
+            Ok(())
+        }
+        .instrument(op_span!(self.table, "UpdateTimeToLive"))
+        .await;
+        match sent {
+            // DynamoDB refuses to enable it again ("TimeToLive is already enabled"): that is
+            // success when it is enabled on this attribute.
+            Err(e) if e.kind() == ErrorKind::Validation => {
+                if self.ttl_attribute().await?.as_deref() == Some(attribute) {
+                    Ok(())
+                } else {
+                    Err(e)
+                }
+            }
+            other => other,
+        }
+    }
+
+    async fn ttl_attribute(&self) -> Result<Option<String>> {
+        async {
+            let out = self
+                .client
+                .describe_time_to_live()
+                .table_name(&self.table)
+                .send()
+                .await
+                .map_err(map_err)?;
+            Ok(out.time_to_live_description.and_then(|d| {
+                matches!(
+                    d.time_to_live_status,
+                    Some(t::TimeToLiveStatus::Enabled | t::TimeToLiveStatus::Enabling)
+                )
+                .then_some(d.attribute_name)
+                .flatten()
+            }))
+        }
+        .instrument(op_span!(self.table, "DescribeTimeToLive"))
         .await
     }
 

@@ -10,8 +10,10 @@
 
 #[cfg(feature = "dynamodb")]
 pub(crate) mod dynamodb;
+mod number;
 
 use std::any::Any;
+use std::cmp::Ordering;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
@@ -19,7 +21,7 @@ use std::sync::Arc;
 
 pub use crate::batch::{BATCH_GET_MAX, BATCH_WRITE_MAX, TRANSACT_MAX, get_all, write_all};
 use crate::error::{Error, ErrorKind, Result};
-use crate::item::{Item, Value};
+use crate::item::{Item, MAX_ITEM_BYTES, Value};
 pub use crate::layout::{HASH_KEY, MAX_HASH_KEY_BYTES, MAX_RANGE_KEY_BYTES, RANGE_KEY};
 
 /// The primary key of one row: the `Key` (hash) and `Child` (range) strings.
@@ -66,18 +68,29 @@ impl Key {
 
 /// A condition on the current state of one item, evaluated atomically with a write.
 ///
+/// Attribute names are top-level attribute names (any characters: backends send them as
+/// placeholders, never inline). Values compare as DynamoDB compares them: numbers by value
+/// (exactly, not through `f64`), strings and binaries by their bytes; a comparison with an
+/// attribute of another type, or a missing one, is false, except [`Comparison::Ne`], which
+/// holds unless the attribute exists with an equal value.
+///
 /// # Examples
 ///
 /// ```
 /// use dynatree::{Item, Value};
-/// use dynatree::storage::Condition;
+/// use dynatree::storage::{Comparison, Condition};
 ///
 /// let mut item = Item::new();
 /// item.insert("v", Value::N("1".into()));
+/// item.insert("tags", Value::Ss(vec!["red".into()]));
 /// assert!(Condition::Exists.eval(Some(&item)));
 /// assert!(Condition::NotExists.eval(None));
 /// assert!(Condition::equals("v", Value::N("1".into())).eval(Some(&item)));
 /// assert!(!Condition::attr_exists("w").eval(Some(&item)));
+/// assert!(Condition::compare("v", Comparison::Lt, Value::N("10".into())).eval(Some(&item)));
+/// assert!(Condition::between("v", Value::N("0".into()), Value::N("1".into())).eval(Some(&item)));
+/// assert!(Condition::contains("tags", Value::S("red".into())).eval(Some(&item)));
+/// assert!(Condition::not(Condition::attr_exists("w")).eval(Some(&item)));
 /// ```
 #[derive(Debug, Clone, PartialEq, Default)]
 #[non_exhaustive]
@@ -99,6 +112,112 @@ pub enum Condition {
     And(Vec<Condition>),
     /// At least one of these holds.
     Or(Vec<Condition>),
+    /// This does not hold (`NOT`).
+    Not(Box<Condition>),
+    /// `attribute <op> value`: see [`Comparison`]. `Lt`, `Le`, `Gt` and `Ge` take a number,
+    /// string or binary value (DynamoDB refuses other types).
+    Compare(String, Comparison, Value),
+    /// `attribute BETWEEN low AND high`, both bounds inclusive; the bounds are numbers,
+    /// strings or binaries of one type, `low` not above `high` (DynamoDB refuses the rest).
+    Between(String, Value, Value),
+    /// `begins_with(attribute, value)`: a string or binary attribute starting with the value
+    /// (a string or binary).
+    BeginsWith(String, Value),
+    /// `contains(attribute, value)`: a string attribute with the value as a substring, a
+    /// binary one with it as a contiguous run of bytes, a set with it as a member, a list with
+    /// it as an element.
+    Contains(String, Value),
+}
+
+/// How [`Condition::Compare`] compares an attribute with a value (equality is
+/// [`Condition::Equals`]).
+///
+/// # Examples
+///
+/// ```
+/// use dynatree::{Item, Value};
+/// use dynatree::storage::{Comparison, Condition};
+///
+/// let mut item = Item::new();
+/// item.insert("n", Value::N("2.5".into()));
+/// assert!(Condition::compare("n", Comparison::Gt, Value::N("2.25".into())).eval(Some(&item)));
+/// // `<>` holds on a missing attribute; the ordering comparisons do not.
+/// assert!(Condition::compare("m", Comparison::Ne, Value::N("1".into())).eval(Some(&item)));
+/// assert!(!Condition::compare("m", Comparison::Lt, Value::N("1".into())).eval(Some(&item)));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Comparison {
+    /// `<>`: not equal (also true when the attribute is missing or of another type).
+    Ne,
+    /// `<`
+    Lt,
+    /// `<=`
+    Le,
+    /// `>`
+    Gt,
+    /// `>=`
+    Ge,
+}
+
+impl Comparison {
+    /// The operator as written in a DynamoDB expression (`"<>"`, `"<"`, …).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(dynatree::storage::Comparison::Le.operator(), "<=");
+    /// ```
+    pub fn operator(self) -> &'static str {
+        match self {
+            Comparison::Ne => "<>",
+            Comparison::Lt => "<",
+            Comparison::Le => "<=",
+            Comparison::Gt => ">",
+            Comparison::Ge => ">=",
+        }
+    }
+}
+
+/// The order of two scalar values of one type (number, string, binary), as DynamoDB orders
+/// them; `None` for other types or a mix.
+fn order(a: &Value, b: &Value) -> Option<Ordering> {
+    match (a, b) {
+        (Value::N(a), Value::N(b)) => number::compare(a, b),
+        (Value::S(a), Value::S(b)) => Some(a.as_bytes().cmp(b.as_bytes())),
+        (Value::B(a), Value::B(b)) => Some(a.cmp(b)),
+        _ => None,
+    }
+}
+
+fn is_scalar_key_type(v: &Value) -> bool {
+    matches!(v, Value::N(_) | Value::S(_) | Value::B(_))
+}
+
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::S(_) => "S",
+        Value::N(_) => "N",
+        Value::B(_) => "B",
+        Value::Bool(_) => "BOOL",
+        Value::Null => "NULL",
+        Value::L(_) => "L",
+        Value::M(_) => "M",
+        Value::Ss(_) => "SS",
+        Value::Ns(_) => "NS",
+        Value::Bs(_) => "BS",
+    }
+}
+
+fn invalid(msg: impl Into<String>) -> Error {
+    Error::new(ErrorKind::InvalidArgument, msg)
+}
+
+/// Checks an attribute name as DynamoDB checks names (not empty, not too long).
+fn check_name(name: &str) -> Result<()> {
+    let mut item = Item::new();
+    item.insert(name, Value::Null);
+    item.check()
+        .map_err(|e| invalid(format!("attribute name not valid: {e}")))
 }
 
 impl Condition {
@@ -117,18 +236,135 @@ impl Condition {
         Self::Equals(name.into(), value)
     }
 
+    /// [`Condition::Not`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::storage::Condition;
+    ///
+    /// assert!(Condition::not(Condition::Exists).eval(None));
+    /// ```
+    #[allow(clippy::should_implement_trait)]
+    pub fn not(condition: Condition) -> Self {
+        Self::Not(Box::new(condition))
+    }
+
+    /// [`Condition::Compare`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::{Item, Value};
+    /// use dynatree::storage::{Comparison, Condition};
+    ///
+    /// let mut item = Item::new();
+    /// item.insert("s", Value::S("b".into()));
+    /// assert!(Condition::compare("s", Comparison::Ge, Value::S("a".into())).eval(Some(&item)));
+    /// ```
+    pub fn compare(name: impl Into<String>, op: Comparison, value: Value) -> Self {
+        Self::Compare(name.into(), op, value)
+    }
+
+    /// [`Condition::Between`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::{Item, Value};
+    /// use dynatree::storage::Condition;
+    ///
+    /// let mut item = Item::new();
+    /// item.insert("n", Value::N("5".into()));
+    /// let c = Condition::between("n", Value::N("1".into()), Value::N("5".into()));
+    /// assert!(c.eval(Some(&item)));
+    /// ```
+    pub fn between(name: impl Into<String>, low: Value, high: Value) -> Self {
+        Self::Between(name.into(), low, high)
+    }
+
+    /// [`Condition::BeginsWith`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::{Item, Value};
+    /// use dynatree::storage::Condition;
+    ///
+    /// let mut item = Item::new();
+    /// item.insert("s", Value::S("2026-11-21".into()));
+    /// assert!(Condition::begins_with("s", Value::S("2026-".into())).eval(Some(&item)));
+    /// ```
+    pub fn begins_with(name: impl Into<String>, prefix: Value) -> Self {
+        Self::BeginsWith(name.into(), prefix)
+    }
+
+    /// [`Condition::Contains`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::{Item, Value};
+    /// use dynatree::storage::Condition;
+    ///
+    /// let mut item = Item::new();
+    /// item.insert("l", Value::L(vec![Value::N("1".into()), Value::S("x".into())]));
+    /// assert!(Condition::contains("l", Value::N("1.0".into())).eval(Some(&item)));
+    /// ```
+    pub fn contains(name: impl Into<String>, value: Value) -> Self {
+        Self::Contains(name.into(), value)
+    }
+
     /// Evaluates the condition against the item's current state (`None`: absent). Values
-    /// compare as DynamoDB compares them: numbers by value, sets regardless of order.
+    /// compare as DynamoDB compares them: numbers by value, sets regardless of order, strings
+    /// and binaries by bytes.
     pub fn eval(&self, item: Option<&Item>) -> bool {
+        let attr = |n: &str| item.and_then(|i| i.get(n));
         match self {
             Condition::Always => true,
             Condition::Exists => item.is_some(),
             Condition::NotExists => item.is_none(),
             Condition::AttrExists(n) => item.is_some_and(|i| i.contains(n)),
             Condition::AttrNotExists(n) => !item.is_some_and(|i| i.contains(n)),
-            Condition::Equals(n, v) => item.and_then(|i| i.get(n)).is_some_and(|x| x.same_as(v)),
+            Condition::Equals(n, v) => attr(n).is_some_and(|x| x.same_as(v)),
             Condition::And(cs) => cs.iter().all(|c| c.eval(item)),
             Condition::Or(cs) => cs.iter().any(|c| c.eval(item)),
+            Condition::Not(c) => !c.eval(item),
+            Condition::Compare(n, Comparison::Ne, v) => !attr(n).is_some_and(|x| x.same_as(v)),
+            Condition::Compare(n, op, v) => {
+                let Some(o) = attr(n).and_then(|x| order(x, v)) else {
+                    return false;
+                };
+                match op {
+                    Comparison::Lt => o.is_lt(),
+                    Comparison::Le => o.is_le(),
+                    Comparison::Gt => o.is_gt(),
+                    Comparison::Ge => o.is_ge(),
+                    Comparison::Ne => o.is_ne(),
+                }
+            }
+            Condition::Between(n, lo, hi) => attr(n).is_some_and(|x| {
+                order(x, lo).is_some_and(Ordering::is_ge)
+                    && order(x, hi).is_some_and(Ordering::is_le)
+            }),
+            Condition::BeginsWith(n, v) => match (attr(n), v) {
+                (Some(Value::S(a)), Value::S(p)) => a.as_bytes().starts_with(p.as_bytes()),
+                (Some(Value::B(a)), Value::B(p)) => a.starts_with(p),
+                _ => false,
+            },
+            Condition::Contains(n, v) => match (attr(n), v) {
+                (Some(Value::S(a)), Value::S(p)) => a.contains(p.as_str()),
+                (Some(Value::B(a)), Value::B(p)) => {
+                    p.is_empty() || a.windows(p.len()).any(|w| w == p.as_slice())
+                }
+                (Some(Value::Ss(set)), Value::S(p)) => set.contains(p),
+                (Some(Value::Bs(set)), Value::B(p)) => set.contains(p),
+                (Some(Value::Ns(set)), Value::N(p)) => set
+                    .iter()
+                    .any(|m| number::compare(m, p) == Some(Ordering::Equal)),
+                (Some(Value::L(list)), v) => list.iter().any(|e| e.same_as(v)),
+                _ => false,
+            },
         }
     }
 
@@ -136,6 +372,366 @@ impl Condition {
     pub fn is_always(&self) -> bool {
         matches!(self, Condition::Always)
     }
+
+    /// Checks the condition as DynamoDB checks a condition expression before it reads the
+    /// item: valid attribute names and values, number, string or binary operands for
+    /// `<`, `<=`, `>`, `>=` and `BETWEEN` (whose bounds are of one type, the lower not above
+    /// the upper), and a string or binary operand for `begins_with`.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidArgument`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::Value;
+    /// use dynatree::storage::Condition;
+    ///
+    /// let n = |s: &str| Value::N(s.into());
+    /// assert!(Condition::between("v", n("1"), n("2")).check().is_ok());
+    /// let e = Condition::between("v", n("2"), n("1")).check().unwrap_err();
+    /// assert_eq!(e.kind(), dynatree::ErrorKind::InvalidArgument);
+    /// assert!(Condition::begins_with("v", n("1")).check().is_err());
+    /// ```
+    pub fn check(&self) -> Result<()> {
+        let value = |n: &str, v: &Value| {
+            check_name(n)?;
+            v.check(n)
+                .map_err(|e| invalid(format!("condition value not valid: {e}")))
+        };
+        let operand = |f: &str, v: &Value| {
+            invalid(format!(
+                "incorrect operand type for operator or function; operator or function: {f}, operand type: {}",
+                type_name(v)
+            ))
+        };
+        match self {
+            Condition::Always | Condition::Exists | Condition::NotExists => Ok(()),
+            Condition::AttrExists(n) | Condition::AttrNotExists(n) => check_name(n),
+            Condition::Equals(n, v) => value(n, v),
+            Condition::And(cs) | Condition::Or(cs) => cs.iter().try_for_each(Condition::check),
+            Condition::Not(c) => c.check(),
+            Condition::Compare(n, op, v) => {
+                value(n, v)?;
+                if *op != Comparison::Ne && !is_scalar_key_type(v) {
+                    return Err(operand(op.operator(), v));
+                }
+                Ok(())
+            }
+            Condition::Between(n, lo, hi) => {
+                value(n, lo)?;
+                value(n, hi)?;
+                for v in [lo, hi] {
+                    if !is_scalar_key_type(v) {
+                        return Err(operand("BETWEEN", v));
+                    }
+                }
+                match order(lo, hi) {
+                    None => Err(invalid(
+                        "the BETWEEN operator requires the same data type for its lower and upper bounds",
+                    )),
+                    Some(Ordering::Greater) => Err(invalid(
+                        "the BETWEEN operator requires its upper bound to be greater than or equal to its lower bound",
+                    )),
+                    Some(_) => Ok(()),
+                }
+            }
+            Condition::BeginsWith(n, v) => {
+                value(n, v)?;
+                if !matches!(v, Value::S(_) | Value::B(_)) {
+                    return Err(operand("begins_with", v));
+                }
+                Ok(())
+            }
+            // Any operand: a set, list or map can be a list's element.
+            Condition::Contains(n, v) => value(n, v),
+        }
+    }
+}
+
+/// One action of a partial update ([`Storage::update_item`], [`TransactAction::Update`]):
+/// DynamoDB's `UpdateExpression` clauses on top-level attributes.
+///
+/// DynamoDB's rules, which both backends apply: no action may name a key attribute
+/// ([`HASH_KEY`], [`RANGE_KEY`]), no two actions may name one attribute ("two document paths
+/// overlap"); the item after the update is at most 400 KB. An update of an absent item
+/// creates it (when the condition holds), with its key and what the actions set (with no
+/// action: just its key). Inside a transaction an update needs at least one action.
+///
+/// # Examples
+///
+/// ```
+/// # use dynatree::Tree;
+/// # use dynatree::storage::{Condition, Key, Storage, UpdateAction}; use dynatree_testing::FakeTable;
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+/// # let table = FakeTable::new(); Tree::new(table.clone()).create_table().await?;
+/// use dynatree::Value;
+///
+/// let key = Key::new("h", "r");
+/// let item = table
+///     .update_item(&key, vec![
+///         UpdateAction::Set("title".into(), Value::S("hello".into())),
+///         UpdateAction::Add("views".into(), Value::N("1".into())),
+///         UpdateAction::Append("log".into(), Value::L(vec![Value::S("created".into())])),
+///     ], Condition::Always)
+///     .await?;
+/// assert_eq!(item.get("views"), Some(&Value::N("1".into())));
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum UpdateAction {
+    /// `SET #n = :v`: the attribute gets this value (any type).
+    Set(String, Value),
+    /// `REMOVE #n`: the attribute is removed (nothing happens if it is missing).
+    Remove(String),
+    /// `ADD #n :v`: for a number value, adds it to the attribute (a missing attribute counts
+    /// as 0); for a set value, adds its members to the attribute, a set of the same type (a
+    /// missing attribute counts as the empty set). Any other value, or an attribute of another
+    /// type, is refused.
+    Add(String, Value),
+    /// `DELETE #n :v`: removes the set value's members from the attribute, a set of the same
+    /// type; a set left empty is removed, a missing attribute stays missing. A value that is
+    /// not a set, or an attribute of another type, is refused.
+    Delete(String, Value),
+    /// `SET #n = list_append(if_not_exists(#n, :empty), :v)`: appends the list value's
+    /// elements to the attribute, a list (a missing attribute counts as the empty list). A
+    /// value that is not a list, or an attribute of another type, is refused.
+    Append(String, Value),
+}
+
+impl UpdateAction {
+    /// The attribute the action changes.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::storage::UpdateAction;
+    ///
+    /// assert_eq!(UpdateAction::Remove("a".into()).name(), "a");
+    /// ```
+    pub fn name(&self) -> &str {
+        match self {
+            UpdateAction::Set(n, _)
+            | UpdateAction::Remove(n)
+            | UpdateAction::Add(n, _)
+            | UpdateAction::Delete(n, _)
+            | UpdateAction::Append(n, _) => n,
+        }
+    }
+
+    /// The action's value, if it has one.
+    fn value(&self) -> Option<&Value> {
+        match self {
+            UpdateAction::Remove(_) => None,
+            UpdateAction::Set(_, v)
+            | UpdateAction::Add(_, v)
+            | UpdateAction::Delete(_, v)
+            | UpdateAction::Append(_, v) => Some(v),
+        }
+    }
+
+    /// Checks a list of actions as DynamoDB checks an update expression before it reads the
+    /// item: no key attribute, no attribute named twice, valid names and values, `ADD` of a
+    /// number or a set, `DELETE` of a set, an append of a list. No action at all is valid
+    /// (UpdateItem without an update expression: it creates an absent item with just its
+    /// key), except inside a transaction.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidArgument`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::Value;
+    /// use dynatree::storage::UpdateAction;
+    ///
+    /// let set = |n: &str| UpdateAction::Set(n.into(), Value::Bool(true));
+    /// assert!(UpdateAction::check_all(&[set("a"), set("b")]).is_ok());
+    /// assert!(UpdateAction::check_all(&[set("a"), set("a")]).is_err()); // overlap
+    /// assert!(UpdateAction::check_all(&[set("Key")]).is_err()); // a key attribute
+    /// assert!(UpdateAction::check_all(&[]).is_ok());
+    /// ```
+    pub fn check_all(actions: &[UpdateAction]) -> Result<()> {
+        let mut seen = std::collections::HashSet::new();
+        for a in actions {
+            let n = a.name();
+            check_name(n)?;
+            if n == HASH_KEY || n == RANGE_KEY {
+                return Err(invalid(format!(
+                    "cannot update attribute {n}: this attribute is part of the key"
+                )));
+            }
+            if !seen.insert(n) {
+                return Err(invalid(format!(
+                    "two document paths overlap with each other; must remove or rewrite one of these paths; path one: [{n}], path two: [{n}]"
+                )));
+            }
+            if let Some(v) = a.value() {
+                v.check(n)
+                    .map_err(|e| invalid(format!("update value not valid: {e}")))?;
+            }
+            let operand = |op: &str, v: &Value| {
+                invalid(format!(
+                    "incorrect operand type for operator or function; operator: {op}, operand type: {}",
+                    type_name(v)
+                ))
+            };
+            match a {
+                UpdateAction::Add(_, v)
+                    if !matches!(v, Value::N(_) | Value::Ss(_) | Value::Ns(_) | Value::Bs(_)) =>
+                {
+                    return Err(operand("ADD", v));
+                }
+                UpdateAction::Delete(_, v)
+                    if !matches!(v, Value::Ss(_) | Value::Ns(_) | Value::Bs(_)) =>
+                {
+                    return Err(operand("DELETE", v));
+                }
+                UpdateAction::Append(_, v) if !matches!(v, Value::L(_)) => {
+                    return Err(operand("list_append", v));
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// The item after applying `actions` to `current` (`None`: absent, so the update creates
+    /// an item with `key`), as DynamoDB applies an update expression. It first checks the
+    /// actions ([`check_all`](UpdateAction::check_all)); the condition is not its business.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidArgument`] for what [`check_all`](UpdateAction::check_all) refuses;
+    /// [`ErrorKind::Validation`] (as DynamoDB answers) when an action meets an attribute of
+    /// another type, a sum is out of DynamoDB's number range, or the new item is over 400 KB.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::{ErrorKind, Item, Value};
+    /// use dynatree::storage::{Key, UpdateAction};
+    ///
+    /// let key = Key::new("h", "r");
+    /// let add = |v: Value| vec![UpdateAction::Add("n".into(), v)];
+    /// let item = UpdateAction::apply(&key, None, &add(Value::N("2.5".into())))?;
+    /// let item = UpdateAction::apply(&key, Some(&item), &add(Value::N("0.5".into())))?;
+    /// assert_eq!(item.get("n"), Some(&Value::N("3".into())));
+    /// let e = UpdateAction::apply(&key, Some(&item), &add(Value::Ss(vec!["x".into()])));
+    /// assert_eq!(e.unwrap_err().kind(), ErrorKind::Validation);
+    /// # Ok::<(), dynatree::Error>(())
+    /// ```
+    pub fn apply(key: &Key, current: Option<&Item>, actions: &[UpdateAction]) -> Result<Item> {
+        Self::check_all(actions)?;
+        let mut item = current.cloned().unwrap_or_default();
+        item.insert(HASH_KEY, Value::S(key.hash.clone()));
+        item.insert(RANGE_KEY, Value::S(key.range.clone()));
+        let mismatch = |n: &str| {
+            Error::new(
+                ErrorKind::Validation,
+                format!(
+                    "an operand in the update expression has an incorrect data type (attribute {n})"
+                ),
+            )
+        };
+        for a in actions {
+            let n = a.name();
+            let old = item.get(n);
+            let new = match (a, old) {
+                (UpdateAction::Set(_, v), _) => Some(v.normalized()),
+                (UpdateAction::Remove(_), _) => None,
+                (UpdateAction::Add(_, Value::N(v)), None) => Some(Value::N(v.clone())),
+                (UpdateAction::Add(_, Value::N(v)), Some(Value::N(o))) => {
+                    let sum = number::add(o, v).ok_or_else(|| mismatch(n))?;
+                    let sum = Value::N(sum);
+                    sum.check(n).map_err(|e| {
+                        Error::new(
+                            ErrorKind::Validation,
+                            format!("number overflow: the sum cannot be stored: {e}"),
+                        )
+                    })?;
+                    Some(sum)
+                }
+                (UpdateAction::Add(_, v), None) => Some(v.clone()),
+                (UpdateAction::Add(_, v), Some(o)) => {
+                    Some(set_union(o, v).ok_or_else(|| mismatch(n))?)
+                }
+                (UpdateAction::Delete(_, _), None) => None,
+                (UpdateAction::Delete(_, v), Some(o)) => {
+                    set_minus(o, v).ok_or_else(|| mismatch(n))?
+                }
+                (UpdateAction::Append(_, v), None) => Some(v.clone()),
+                (UpdateAction::Append(_, Value::L(v)), Some(Value::L(o))) => {
+                    Some(Value::L(o.iter().chain(v).cloned().collect()))
+                }
+                (UpdateAction::Append(..), Some(_)) => return Err(mismatch(n)),
+            };
+            match new {
+                Some(v) => {
+                    item.insert(n, v.normalized());
+                }
+                None => {
+                    item.remove(n);
+                }
+            }
+        }
+        let size = item.size();
+        if size > MAX_ITEM_BYTES {
+            return Err(Error::new(
+                ErrorKind::Validation,
+                format!(
+                    "item size to update has exceeded the maximum allowed size ({size} > {MAX_ITEM_BYTES} bytes)"
+                ),
+            ));
+        }
+        Ok(item)
+    }
+}
+
+/// `a ∪ b` for two sets of one type.
+fn set_union(a: &Value, b: &Value) -> Option<Value> {
+    fn union<T: Clone>(a: &[T], b: &[T], same: impl Fn(&T, &T) -> bool) -> Vec<T> {
+        let mut out = a.to_vec();
+        for x in b {
+            if !out.iter().any(|y| same(x, y)) {
+                out.push(x.clone());
+            }
+        }
+        out
+    }
+    Some(match (a, b) {
+        (Value::Ss(a), Value::Ss(b)) => Value::Ss(union(a, b, PartialEq::eq)),
+        (Value::Bs(a), Value::Bs(b)) => Value::Bs(union(a, b, PartialEq::eq)),
+        (Value::Ns(a), Value::Ns(b)) => Value::Ns(union(a, b, |x, y| {
+            number::compare(x, y) == Some(Ordering::Equal)
+        })),
+        _ => return None,
+    })
+}
+
+/// `a \ b` for two sets of one type; `Some(None)` when nothing is left.
+fn set_minus(a: &Value, b: &Value) -> Option<Option<Value>> {
+    fn minus<T: Clone>(a: &[T], b: &[T], same: impl Fn(&T, &T) -> bool) -> Vec<T> {
+        a.iter()
+            .filter(|x| !b.iter().any(|y| same(x, y)))
+            .cloned()
+            .collect()
+    }
+    let left = match (a, b) {
+        (Value::Ss(a), Value::Ss(b)) => Value::Ss(minus(a, b, PartialEq::eq)),
+        (Value::Bs(a), Value::Bs(b)) => Value::Bs(minus(a, b, PartialEq::eq)),
+        (Value::Ns(a), Value::Ns(b)) => Value::Ns(minus(a, b, |x, y| {
+            number::compare(x, y) == Some(Ordering::Equal)
+        })),
+        _ => return None,
+    };
+    let empty = matches!(&left, Value::Ss(s) if s.is_empty())
+        || matches!(&left, Value::Ns(s) if s.is_empty())
+        || matches!(&left, Value::Bs(s) if s.is_empty());
+    Some((!empty).then_some(left))
 }
 
 /// A condition on the range key (`Child`) of a query.
@@ -525,6 +1121,33 @@ pub enum TransactAction {
         /// Evaluated against the current item.
         condition: Condition,
     },
+    /// Update an item partially if the condition holds (creating it if absent), with the
+    /// rules of [`Storage::update_item`].
+    ///
+    /// ```
+    /// # use dynatree::{Tree, Value};
+    /// # use dynatree::storage::{Condition, Key, Storage, TransactAction, UpdateAction};
+    /// # use dynatree_testing::FakeTable;
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let table = FakeTable::new(); Tree::new(table.clone()).create_table().await?;
+    /// let key = Key::new("counters", "hits");
+    /// table.transact_write(vec![TransactAction::Update {
+    ///     key: key.clone(),
+    ///     actions: vec![UpdateAction::Add("n".into(), Value::N("1".into()))],
+    ///     condition: Condition::Always,
+    /// }]).await?;
+    /// let item = table.get_item(&key, true).await?.unwrap();
+    /// assert_eq!(item.get("n"), Some(&Value::N("1".into())));
+    /// # Ok(()) }
+    /// ```
+    Update {
+        /// The item's key.
+        key: Key,
+        /// What to change.
+        actions: Vec<UpdateAction>,
+        /// Evaluated against the current item.
+        condition: Condition,
+    },
 }
 
 impl TransactAction {
@@ -532,9 +1155,9 @@ impl TransactAction {
     pub fn key(&self) -> Option<Key> {
         match self {
             TransactAction::Put { item, .. } => Key::from_item(item),
-            TransactAction::Delete { key, .. } | TransactAction::ConditionCheck { key, .. } => {
-                Some(key.clone())
-            }
+            TransactAction::Delete { key, .. }
+            | TransactAction::ConditionCheck { key, .. }
+            | TransactAction::Update { key, .. } => Some(key.clone()),
         }
     }
 }
@@ -808,6 +1431,99 @@ pub trait Storage: Send + Sync {
 
     /// DescribeTable; `None` if the table does not exist.
     fn describe_table(&self) -> impl Future<Output = Result<Option<TableDescription>>> + Send;
+
+    /// UpdateItem with `ReturnValues` `ALL_NEW`: applies `actions` (see [`UpdateAction`]) if
+    /// `condition` holds, creating the item if it is absent, and returns the item after the
+    /// update.
+    ///
+    /// Refused like DynamoDB refuses it ([`ErrorKind::Validation`]): an action on a key
+    /// attribute, two actions on one attribute, an `ADD` of something else than a number or
+    /// set, a `DELETE` of something else than a set, an append of something else than a list,
+    /// an action meeting an attribute of another type, an item over 400 KB after the update.
+    /// [`ErrorKind::ConditionFailed`] when the condition does not hold. No action at all
+    /// (UpdateItem without an update expression) is valid: it creates an absent item with
+    /// just its key, as DynamoDB does.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::{Tree, Value};
+    /// # use dynatree::storage::{Comparison, Condition, Key, Storage, UpdateAction};
+    /// # use dynatree_testing::FakeTable;
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let table = FakeTable::new(); Tree::new(table.clone()).create_table().await?;
+    /// let key = Key::new("h", "r");
+    /// let bump = || vec![UpdateAction::Add("version".into(), Value::N("1".into()))];
+    /// let item = table.update_item(&key, bump(), Condition::Always).await?;
+    /// assert_eq!(item.get("version"), Some(&Value::N("1".into())));
+    /// let below_one = Condition::compare("version", Comparison::Lt, Value::N("1".into()));
+    /// let e = table.update_item(&key, bump(), below_one).await.unwrap_err();
+    /// assert!(e.is_condition_failed());
+    /// # Ok(()) }
+    /// ```
+    fn update_item(
+        &self,
+        key: &Key,
+        actions: Vec<UpdateAction>,
+        condition: Condition,
+    ) -> impl Future<Output = Result<Item>> + Send;
+
+    /// TransactWriteItems with a `ClientRequestToken` (1 to 36 characters): within 10
+    /// minutes, sending the same actions with the same token again succeeds without applying
+    /// them a second time (so a transaction whose response was lost can be sent again
+    /// safely); the same token with other actions is refused with [`ErrorKind::Validation`]
+    /// and service code `IdempotentParameterMismatchException`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::{Tree, Value};
+    /// # use dynatree::storage::{Condition, Key, Storage, TransactAction, UpdateAction};
+    /// # use dynatree_testing::FakeTable;
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let table = FakeTable::new(); Tree::new(table.clone()).create_table().await?;
+    /// let key = Key::new("h", "r");
+    /// let add = || vec![TransactAction::Update {
+    ///     key: key.clone(),
+    ///     actions: vec![UpdateAction::Add("n".into(), Value::N("1".into()))],
+    ///     condition: Condition::Always,
+    /// }];
+    /// table.transact_write_idempotent(add(), "request-1").await?;
+    /// table.transact_write_idempotent(add(), "request-1").await?; // not applied again
+    /// let item = table.get_item(&key, true).await?.unwrap();
+    /// assert_eq!(item.get("n"), Some(&Value::N("1".into())));
+    /// # Ok(()) }
+    /// ```
+    fn transact_write_idempotent(
+        &self,
+        actions: Vec<TransactAction>,
+        token: &str,
+    ) -> impl Future<Output = Result<()>> + Send;
+
+    /// UpdateTimeToLive: enables DynamoDB's time to live on `attribute` (items whose
+    /// attribute is a number of epoch seconds in the past are deleted in the background, some
+    /// time later). Nothing happens if it is already enabled on `attribute`; DynamoDB refuses
+    /// another attribute while one is enabled ([`ErrorKind::Validation`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::Tree;
+    /// # use dynatree::storage::Storage; use dynatree_testing::FakeTable;
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let table = FakeTable::new(); Tree::new(table.clone()).create_table().await?;
+    /// assert_eq!(table.ttl_attribute().await?, None);
+    /// table.enable_ttl("expires").await?;
+    /// table.enable_ttl("expires").await?;
+    /// assert_eq!(table.ttl_attribute().await?.as_deref(), Some("expires"));
+    /// assert!(table.enable_ttl("other").await.is_err());
+    /// # Ok(()) }
+    /// ```
+    fn enable_ttl(&self, attribute: &str) -> impl Future<Output = Result<()>> + Send;
+
+    /// DescribeTimeToLive: the time-to-live attribute if time to live is enabled (or being
+    /// enabled), else `None`.
+    fn ttl_attribute(&self) -> impl Future<Output = Result<Option<String>>> + Send;
 }
 
 /// Forwards every method to `**self`.
@@ -862,6 +1578,20 @@ macro_rules! forward_storage {
                 -> impl Future<Output = Result<Option<TableDescription>>> + Send {
                 (**self).describe_table()
             }
+            fn update_item(&self, key: &Key, actions: Vec<UpdateAction>, condition: Condition)
+                -> impl Future<Output = Result<Item>> + Send {
+                (**self).update_item(key, actions, condition)
+            }
+            fn transact_write_idempotent(&self, actions: Vec<TransactAction>, token: &str)
+                -> impl Future<Output = Result<()>> + Send {
+                (**self).transact_write_idempotent(actions, token)
+            }
+            fn enable_ttl(&self, attribute: &str) -> impl Future<Output = Result<()>> + Send {
+                (**self).enable_ttl(attribute)
+            }
+            fn ttl_attribute(&self) -> impl Future<Output = Result<Option<String>>> + Send {
+                (**self).ttl_attribute()
+            }
         }
     )*};
 }
@@ -894,6 +1624,19 @@ trait ErasedStorage: Send + Sync + 'static {
         start: Option<Item>,
     ) -> BoxFuture<'a, IndexPage>;
     fn describe_table(&self) -> BoxFuture<'_, Option<TableDescription>>;
+    fn update_item<'a>(
+        &'a self,
+        key: &'a Key,
+        actions: Vec<UpdateAction>,
+        condition: Condition,
+    ) -> BoxFuture<'a, Item>;
+    fn transact_write_idempotent<'a>(
+        &'a self,
+        actions: Vec<TransactAction>,
+        token: &'a str,
+    ) -> BoxFuture<'a, ()>;
+    fn enable_ttl<'a>(&'a self, attribute: &'a str) -> BoxFuture<'a, ()>;
+    fn ttl_attribute(&self) -> BoxFuture<'_, Option<String>>;
     fn as_any(&self) -> &dyn Any;
 }
 
@@ -941,6 +1684,27 @@ impl<S: Storage + 'static> ErasedStorage for S {
     }
     fn describe_table(&self) -> BoxFuture<'_, Option<TableDescription>> {
         Box::pin(Storage::describe_table(self))
+    }
+    fn update_item<'a>(
+        &'a self,
+        key: &'a Key,
+        actions: Vec<UpdateAction>,
+        condition: Condition,
+    ) -> BoxFuture<'a, Item> {
+        Box::pin(Storage::update_item(self, key, actions, condition))
+    }
+    fn transact_write_idempotent<'a>(
+        &'a self,
+        actions: Vec<TransactAction>,
+        token: &'a str,
+    ) -> BoxFuture<'a, ()> {
+        Box::pin(Storage::transact_write_idempotent(self, actions, token))
+    }
+    fn enable_ttl<'a>(&'a self, attribute: &'a str) -> BoxFuture<'a, ()> {
+        Box::pin(Storage::enable_ttl(self, attribute))
+    }
+    fn ttl_attribute(&self) -> BoxFuture<'_, Option<String>> {
+        Box::pin(Storage::ttl_attribute(self))
     }
     fn as_any(&self) -> &dyn Any {
         self
@@ -1073,6 +1837,27 @@ impl Storage for SharedStorage {
     fn describe_table(&self) -> impl Future<Output = Result<Option<TableDescription>>> + Send {
         async move { self.0.describe_table().await }
     }
+    fn update_item(
+        &self,
+        key: &Key,
+        actions: Vec<UpdateAction>,
+        condition: Condition,
+    ) -> impl Future<Output = Result<Item>> + Send {
+        async move { self.0.update_item(key, actions, condition).await }
+    }
+    fn transact_write_idempotent(
+        &self,
+        actions: Vec<TransactAction>,
+        token: &str,
+    ) -> impl Future<Output = Result<()>> + Send {
+        async move { self.0.transact_write_idempotent(actions, token).await }
+    }
+    fn enable_ttl(&self, attribute: &str) -> impl Future<Output = Result<()>> + Send {
+        async move { self.0.enable_ttl(attribute).await }
+    }
+    fn ttl_attribute(&self) -> impl Future<Output = Result<Option<String>>> + Send {
+        async move { self.0.ttl_attribute().await }
+    }
 }
 
 /// Turns a missing-key invariant into an error rather than a panic.
@@ -1097,5 +1882,196 @@ mod tests {
         assert!(RangeCondition::Gt("a".into()).matches("¦"));
         assert!(RangeCondition::Between("b".into(), "d".into()).matches("c"));
         assert!(RangeCondition::BeginsWith("ab".into()).matches("abc"));
+    }
+
+    fn n(v: &str) -> Value {
+        Value::N(v.into())
+    }
+
+    fn sample() -> Item {
+        let mut item = Key::new("h", "r").into_item();
+        item.insert("n", n("-2.5"));
+        item.insert("s", Value::S("abc".into()));
+        item.insert("b", Value::B(vec![0, 255]));
+        item.insert("ss", Value::Ss(vec!["a".into()]));
+        item.insert("ns", Value::Ns(vec!["10".into()]));
+        item.insert("bs", Value::Bs(vec![vec![1]]));
+        item.insert("l", Value::L(vec![Value::Null, n("1")]));
+        item
+    }
+
+    #[test]
+    fn comparisons_by_type() {
+        use Comparison::*;
+        let item = sample();
+        let holds = |c: Condition| c.eval(Some(&item));
+        assert!(holds(Condition::compare("n", Lt, n("-2.4"))));
+        assert!(holds(Condition::compare("n", Le, n("-2.50"))));
+        assert!(!holds(Condition::compare("n", Gt, n("-2.5"))));
+        assert!(holds(Condition::compare("n", Ge, n("-25e-1"))));
+        assert!(holds(Condition::compare("s", Gt, Value::S("abb".into()))));
+        assert!(holds(Condition::compare(
+            "b",
+            Gt,
+            Value::B(vec![0, 254, 9])
+        )));
+        // Mixed types and missing attributes: false, but for `<>`.
+        assert!(!holds(Condition::compare("s", Lt, n("1"))));
+        assert!(!holds(Condition::compare("x", Ge, n("1"))));
+        assert!(holds(Condition::compare("s", Ne, n("1"))));
+        assert!(holds(Condition::compare("x", Ne, n("1"))));
+        assert!(!holds(Condition::compare("n", Ne, n("-2.50"))));
+        assert!(Condition::compare("x", Ne, n("1")).eval(None));
+        assert!(!Condition::compare("x", Lt, n("1")).eval(None));
+    }
+
+    #[test]
+    fn between_begins_with_contains_not() {
+        let item = sample();
+        let holds = |c: Condition| c.eval(Some(&item));
+        assert!(holds(Condition::between("n", n("-3"), n("-2.5"))));
+        assert!(!holds(Condition::between("n", n("-2.4"), n("0"))));
+        assert!(!holds(Condition::between("s", n("0"), n("1"))));
+        assert!(holds(Condition::begins_with("s", Value::S("ab".into()))));
+        assert!(holds(Condition::begins_with("b", Value::B(vec![0]))));
+        assert!(!holds(Condition::begins_with("b", Value::S("a".into()))));
+        assert!(holds(Condition::contains("s", Value::S("bc".into()))));
+        assert!(holds(Condition::contains("b", Value::B(vec![255]))));
+        assert!(holds(Condition::contains("ss", Value::S("a".into()))));
+        assert!(holds(Condition::contains("ns", n("1e1"))));
+        assert!(holds(Condition::contains("bs", Value::B(vec![1]))));
+        assert!(holds(Condition::contains("l", Value::Null)));
+        assert!(holds(Condition::contains("l", n("1.0"))));
+        assert!(!holds(Condition::contains("ss", Value::S("b".into()))));
+        assert!(!holds(Condition::contains("n", n("2"))));
+        assert!(holds(Condition::not(Condition::contains("x", n("1")))));
+        assert!(!holds(Condition::not(Condition::Exists)));
+    }
+
+    #[test]
+    fn checks_operands() {
+        use Comparison::*;
+        let bad = [
+            Condition::between("n", n("2"), n("1")),
+            Condition::between("n", n("1"), Value::S("2".into())),
+            Condition::between("n", Value::Null, Value::Null),
+            Condition::compare("n", Lt, Value::Bool(true)),
+            Condition::begins_with("s", n("1")),
+            Condition::equals("", n("1")),
+            Condition::not(Condition::compare("n", Ge, Value::L(vec![]))),
+            Condition::Or(vec![Condition::Always, Condition::equals("n", n("NaN"))]),
+        ];
+        for c in bad {
+            assert_eq!(
+                c.check().unwrap_err().kind(),
+                ErrorKind::InvalidArgument,
+                "{c:?}"
+            );
+        }
+        assert!(
+            Condition::compare("n", Ne, Value::L(vec![]))
+                .check()
+                .is_ok()
+        );
+        assert!(Condition::contains("l", Value::Null).check().is_ok());
+        assert!(
+            Condition::contains("l", Value::Ss(vec!["a".into()]))
+                .check()
+                .is_ok()
+        );
+    }
+
+    #[test]
+    fn updates_apply_dynamodb_rules() {
+        let key = Key::new("h", "r");
+        let item = sample();
+        let apply = |actions: Vec<UpdateAction>| UpdateAction::apply(&key, Some(&item), &actions);
+        let new = apply(vec![
+            UpdateAction::Add("n".into(), n("2.5")),
+            UpdateAction::Add("ss".into(), Value::Ss(vec!["a".into(), "b".into()])),
+            UpdateAction::Delete("ns".into(), Value::Ns(vec!["10.0".into()])),
+            UpdateAction::Append("l".into(), Value::L(vec![n("2")])),
+            UpdateAction::Remove("s".into()),
+            UpdateAction::Set("new".into(), n("01.0")),
+        ])
+        .unwrap();
+        assert_eq!(new.get("n"), Some(&n("0")));
+        assert_eq!(
+            new.get("ss"),
+            Some(&Value::Ss(vec!["a".into(), "b".into()]))
+        );
+        assert!(!new.contains("ns") && !new.contains("s"));
+        assert_eq!(
+            new.get("l"),
+            Some(&Value::L(vec![Value::Null, n("1"), n("2")]))
+        );
+        assert_eq!(new.get("new"), Some(&n("1")));
+        assert_eq!(Key::from_item(&new), Some(key.clone()));
+        // Created from nothing.
+        let created =
+            UpdateAction::apply(&key, None, &[UpdateAction::Add("c".into(), n("5"))]).unwrap();
+        assert_eq!(created.len(), 3);
+        // Refusals.
+        let kind = |actions: Vec<UpdateAction>| apply(actions).unwrap_err().kind();
+        assert_eq!(apply(vec![]).unwrap(), item);
+        assert_eq!(
+            kind(vec![UpdateAction::Remove(HASH_KEY.into())]),
+            ErrorKind::InvalidArgument
+        );
+        assert_eq!(
+            kind(vec![
+                UpdateAction::Remove("a".into()),
+                UpdateAction::Set("a".into(), n("1"))
+            ]),
+            ErrorKind::InvalidArgument
+        );
+        assert_eq!(
+            kind(vec![UpdateAction::Add("x".into(), Value::S("1".into()))]),
+            ErrorKind::InvalidArgument
+        );
+        assert_eq!(
+            kind(vec![UpdateAction::Delete(
+                "ss".into(),
+                Value::S("a".into())
+            )]),
+            ErrorKind::InvalidArgument
+        );
+        assert_eq!(
+            kind(vec![UpdateAction::Append("x".into(), n("1"))]),
+            ErrorKind::InvalidArgument
+        );
+        assert_eq!(
+            kind(vec![UpdateAction::Add("s".into(), n("1"))]),
+            ErrorKind::Validation
+        );
+        assert_eq!(
+            kind(vec![UpdateAction::Add(
+                "ss".into(),
+                Value::Ns(vec!["1".into()])
+            )]),
+            ErrorKind::Validation
+        );
+        assert_eq!(
+            kind(vec![UpdateAction::Delete(
+                "n".into(),
+                Value::Ns(vec!["1".into()])
+            )]),
+            ErrorKind::Validation
+        );
+        assert_eq!(
+            kind(vec![UpdateAction::Append("s".into(), Value::L(vec![]))]),
+            ErrorKind::Validation
+        );
+        assert_eq!(
+            kind(vec![UpdateAction::Add("n".into(), n("9.9E125"))]),
+            ErrorKind::Validation
+        );
+        assert_eq!(
+            kind(vec![UpdateAction::Set(
+                "big".into(),
+                Value::B(vec![0; MAX_ITEM_BYTES])
+            )]),
+            ErrorKind::Validation
+        );
     }
 }

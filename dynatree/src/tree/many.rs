@@ -101,20 +101,7 @@ impl<S: Storage + 'static> Tree<S> {
             .flat_map(|level| level.iter())
             .filter(|(k, p)| !exists.contains(*k) && !is_busy(p))
             .collect();
-        let units = missing
-            .iter()
-            .enumerate()
-            .map(|(index, (key, path))| Unit {
-                index,
-                actions: vec![TransactAction::Put {
-                    item: (*key).clone().into_item(),
-                    condition: self.not_marked(),
-                }],
-                parent: self.parent_key(path),
-                bytes: key.hash.len() + key.range.len(),
-            })
-            .collect();
-        if self.send_units(units).await?.iter().any(|(done, _)| !done) {
+        if !self.create_listing_rows(&missing).await? {
             // A race with a removal on the way down: every object goes one by one.
             return self
                 .write_each(&rows, &(0..rows.len()).collect::<Vec<_>>())
@@ -172,6 +159,31 @@ impl<S: Storage + 'static> Tree<S> {
         }
         again.sort_unstable();
         self.write_each(&rows, &again).await
+    }
+
+    /// Creates the listing rows `missing` (ancestors, parents first), sharing transactions;
+    /// `false` if one of them lost a race with a removal (some may have been created).
+    pub(super) async fn create_listing_rows(&self, missing: &[(&Key, &Path)]) -> Result<bool> {
+        let units = missing
+            .iter()
+            .enumerate()
+            .map(|(index, (key, path))| Unit {
+                index,
+                actions: vec![TransactAction::Put {
+                    item: (*key).clone().into_item(),
+                    condition: self.not_marked(),
+                }],
+                parent: self.parent_key(path),
+                bytes: key.hash.len() + key.range.len(),
+            })
+            .collect();
+        let all_done = self.send_units(units).await?.iter().all(|(done, _)| *done);
+        if all_done {
+            self.inner
+                .known
+                .insert_all(missing.iter().map(|(k, _)| (*k).clone()));
+        }
+        Ok(all_done)
     }
 
     /// The listing row of `path`'s parent, if the parent is not the root.

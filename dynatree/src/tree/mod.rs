@@ -1,13 +1,17 @@
 //! [`Tree`]: the untyped tree API over any [`Storage`].
 
 mod clock;
+mod expire;
 mod many;
 mod moves;
 mod ops;
+pub mod scope;
+mod txn;
 mod write;
 
 pub use moves::{Intent, LinkPolicy, MoveReport, OnChildren};
 pub use ops::{Descendant, Descendants, PATH_INDEX, Strategy};
+pub use txn::Transaction;
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
@@ -85,6 +89,12 @@ use crate::stream::{query_pages, scan_pages};
 /// [`DynamoDbTable`]: crate::DynamoDbTable
 pub struct Tree<S = SharedStorage> {
     inner: Arc<Inner<S>>,
+    /// The absolute root of a scoped tree ([`Tree::scope`]); `None` for the whole table.
+    root: Option<Arc<Path>>,
+    /// Whether the public methods take and return paths relative to `root` (a scope as the
+    /// caller sees it), or absolute ones (the same scope as its own operations run it, still
+    /// confined to `root`: see [`scope`]).
+    relative: bool,
 }
 
 #[derive(Debug)]
@@ -99,6 +109,8 @@ impl<S> Clone for Tree<S> {
     fn clone(&self) -> Self {
         Self {
             inner: Arc::clone(&self.inner),
+            root: self.root.clone(),
+            relative: self.relative,
         }
     }
 }
@@ -107,6 +119,7 @@ impl<S: fmt::Debug> fmt::Debug for Tree<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Tree")
             .field("storage", &self.inner.storage)
+            .field("scope", &self.root.as_deref())
             .field("reserved", &self.inner.layout.reserved())
             .field("config", &self.inner.config)
             .finish_non_exhaustive()
@@ -124,6 +137,7 @@ struct Config {
     table_wait: Duration,
     indexes: Vec<crate::IndexDef>,
     path_index: Option<usize>,
+    time_to_live: bool,
 }
 
 impl Default for Config {
@@ -138,6 +152,7 @@ impl Default for Config {
             table_wait: Duration::from_secs(300),
             indexes: Vec::new(),
             path_index: None,
+            time_to_live: false,
         }
     }
 }
@@ -232,6 +247,27 @@ impl<S: Storage + 'static> TreeBuilder<S> {
     /// `Accounts/{id}/…`), not the whole tree. Index reads are eventually consistent.
     pub fn path_index(mut self, depth: usize) -> Self {
         self.config.path_index = Some(depth.max(1));
+        self
+    }
+
+    /// Whether [`Tree::create_table`] enables DynamoDB's time to live on the expiry attribute
+    /// that `#[dynatree(ttl)]` fields are copied to (default: no). See
+    /// [`Expiry`](crate::Expiry) and the [`expiry` notes](crate::Expiry#time-to-live).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::Tree;
+    /// # use dynatree_testing::FakeTable;
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// let table = FakeTable::new();
+    /// Tree::builder(table.clone()).time_to_live(true).build()?.create_table().await?;
+    /// use dynatree::storage::Storage;
+    /// assert_eq!(table.ttl_attribute().await?.as_deref(), Some("¦ttl"));
+    /// # Ok(()) }
+    /// ```
+    pub fn time_to_live(mut self, enable: bool) -> Self {
+        self.config.time_to_live = enable;
         self
     }
 
@@ -437,6 +473,35 @@ impl<S: Storage + 'static> Storage for Io<S> {
         self.policy()
             .retry_throttled(move || self.raw().describe_table())
     }
+    fn update_item(
+        &self,
+        key: &Key,
+        actions: Vec<crate::storage::UpdateAction>,
+        condition: crate::storage::Condition,
+    ) -> impl Future<Output = Result<Item>> + Send {
+        self.policy().retry_throttled(move || {
+            self.raw()
+                .update_item(key, actions.clone(), condition.clone())
+        })
+    }
+    fn transact_write_idempotent(
+        &self,
+        actions: Vec<crate::storage::TransactAction>,
+        token: &str,
+    ) -> impl Future<Output = Result<()>> + Send {
+        self.policy().retry_throttled(move || {
+            self.raw()
+                .transact_write_idempotent(actions.clone(), token)
+        })
+    }
+    fn enable_ttl(&self, attribute: &str) -> impl Future<Output = Result<()>> + Send {
+        self.policy()
+            .retry_throttled(move || self.raw().enable_ttl(attribute))
+    }
+    fn ttl_attribute(&self) -> impl Future<Output = Result<Option<String>>> + Send {
+        self.policy()
+            .retry_throttled(move || self.raw().ttl_attribute())
+    }
 }
 
 impl<S> Io<S> {
@@ -464,6 +529,8 @@ impl<S> Tree<S> {
                 config,
                 known: KnownRows::default(),
             }),
+            root: None,
+            relative: false,
         }
     }
 }
@@ -568,7 +635,12 @@ impl<S: Storage + 'static> Tree<S> {
                             ),
                         ));
                     }
-                    Some(d) if d.status == TableStatus::Active && indexes_ready(&d) => return Ok(()),
+                    Some(d) if d.status == TableStatus::Active && indexes_ready(&d) => {
+                        if self.inner.config.time_to_live {
+                            self.io().enable_ttl(&self.inner.layout.ttl_attr()).await?;
+                        }
+                        return Ok(());
+                    }
                     // Creating, or not visible yet: wait.
                     _ => {}
                 }
@@ -617,9 +689,10 @@ impl<S: Storage + 'static> Tree<S> {
     /// A dropped future may or may not have written the object; every state it leaves keeps
     /// every object reachable, and calling `put` again completes it.
     pub async fn put<T: Serialize + ?Sized>(&self, path: impl IntoPath, value: &T) -> Result<()> {
-        let path = path.into_path()?;
+        let path = self.enter(path)?;
         let span = tracing::debug_span!("dynatree.put", path = %path);
         async {
+            self.refuse_root(&path, "put")?;
             let row = self.object_row_for(&path, value)?;
             self.write_object(&path, row, &crate::storage::Condition::Always)
                 .await
@@ -651,10 +724,11 @@ impl<S: Storage + 'static> Tree<S> {
     ///
     /// As [`put`](Tree::put).
     pub async fn put_link(&self, path: impl IntoPath, target: impl IntoPath) -> Result<()> {
-        let path = path.into_path()?;
-        let target = target.into_path()?;
+        let path = self.enter(path)?;
+        let target = self.enter(target)?;
         let span = tracing::debug_span!("dynatree.put_link", path = %path, target = %target);
         async {
+            self.refuse_root(&path, "put_link")?;
             self.inner.layout.check_object_path(&path)?;
             self.inner.layout.check_object_path(&target)?;
             let row = self.link_row_for(&path, &target)?;
@@ -692,7 +766,7 @@ impl<S: Storage + 'static> Tree<S> {
     ///
     /// Cancel safe.
     pub async fn get<T: DeserializeOwned>(&self, path: impl IntoPath) -> Result<Option<T>> {
-        let path = path.into_path()?;
+        let path = self.enter(path)?;
         let span = tracing::debug_span!("dynatree.get", path = %path);
         async {
             self.inner.layout.check_object_path(&path)?;
@@ -729,7 +803,7 @@ impl<S: Storage + 'static> Tree<S> {
     ///
     /// Cancel safe.
     pub async fn read_link(&self, path: impl IntoPath) -> Result<Path> {
-        let path = path.into_path()?;
+        let path = self.enter(path)?;
         let span = tracing::debug_span!("dynatree.read_link", path = %path);
         async {
             self.inner.layout.check_object_path(&path)?;
@@ -742,7 +816,7 @@ impl<S: Storage + 'static> Tree<S> {
                 .await?
                 .ok_or_else(|| Error::new(ErrorKind::NotFound, format!("nothing at {path}")))?;
             match item.get_s(self.inner.layout.link_attr()) {
-                Some(t) => self.inner.layout.decode_target(t),
+                Some(t) => self.leave(self.link_target(&path, t)?),
                 None => Err(Error::new(
                     ErrorKind::NotALink,
                     format!("the object at {path} is not a link"),
@@ -780,8 +854,8 @@ impl<S: Storage + 'static> Tree<S> {
         &self,
         prefix: impl IntoPath,
     ) -> futures::stream::BoxStream<'static, Result<String>> {
-        let query = prefix
-            .into_path()
+        let query = self
+            .enter(prefix)
             .and_then(|p| Ok(self.inner.layout.check_listable(&p)?.then_some(p)));
         Box::pin(match query {
             Ok(Some(dir)) => self.list_names(&dir, false).left_stream(),
@@ -822,8 +896,8 @@ impl<S: Storage + 'static> Tree<S> {
         &self,
         prefix: impl IntoPath,
     ) -> futures::stream::BoxStream<'static, Result<Entry<T>>> {
-        let checked = prefix
-            .into_path()
+        let checked = self
+            .enter(prefix)
             .and_then(|p| Ok(self.inner.layout.check_listable(&p)?.then_some(p)));
         Box::pin(match checked {
             Ok(Some(prefix)) => {
@@ -846,6 +920,10 @@ impl<S: Storage + 'static> Tree<S> {
 
     /// Every row of the table, raw, lazily (a Scan). For debugging, export and tests.
     ///
+    /// Through a [scope](Tree::scope) only the rows of the scope come out (its root's own
+    /// object row and every row under it; keys as stored, absolute), but the Scan still reads
+    /// the whole table.
+    ///
     /// # Examples
     ///
     /// ```
@@ -863,9 +941,17 @@ impl<S: Storage + 'static> Tree<S> {
     ///
     /// Cancel safe.
     pub fn scan(&self) -> futures::stream::BoxStream<'static, Result<Item>> {
+        let tree = self.clone();
         Box::pin(
             scan_pages(self.io(), None)
-                .map_ok(|p| futures::stream::iter(p.items.into_iter().map(Ok)))
+                .map_ok(move |p| {
+                    let rows: Vec<Item> = p
+                        .items
+                        .into_iter()
+                        .filter(|i| tree.row_in_scope(i))
+                        .collect();
+                    futures::stream::iter(rows.into_iter().map(Ok))
+                })
                 .try_flatten(),
         )
     }
@@ -999,6 +1085,10 @@ impl<S: Storage + 'static> Tree<S> {
                 return Ok(None);
             };
             let Some(target) = item.get_s(self.inner.layout.link_attr()) else {
+                // Expired (see `crate::expiry`): as if DynamoDB had deleted it already.
+                if self.inner.layout.is_expired(&item, crate::expiry::now_secs()) {
+                    return Ok(None);
+                }
                 return Ok(Some(item));
             };
             current = self.next_hop(path, target, &mut seen)?;
@@ -1006,7 +1096,7 @@ impl<S: Storage + 'static> Tree<S> {
     }
 
     fn next_hop(&self, origin: &Path, target: &str, seen: &mut Vec<Path>) -> Result<Path> {
-        let target = self.inner.layout.decode_target(target)?;
+        let target = self.link_target(origin, target)?;
         if seen.contains(&target) {
             return Err(Error::new(
                 ErrorKind::LinkLoop,
@@ -1029,6 +1119,7 @@ impl<S: Storage + 'static> Tree<S> {
     /// Resolves many paths with BatchGetItem rounds (one round per link hop).
     async fn resolve_many(&self, paths: &[Path]) -> Result<Vec<Option<Item>>> {
         let mut out: Vec<Option<Item>> = vec![None; paths.len()];
+        let now = crate::expiry::now_secs();
         let mut pending: Vec<(usize, Path, Vec<Path>)> = paths
             .iter()
             .enumerate()
@@ -1052,6 +1143,7 @@ impl<S: Storage + 'static> Tree<S> {
                         let target = self.next_hop(&paths[i], t, &mut seen)?;
                         next.push((i, target, seen));
                     }
+                    None if self.inner.layout.is_expired(&item, now) => {}
                     None => out[i] = Some(item),
                 }
             }

@@ -139,8 +139,9 @@ impl<S: Storage + 'static> Tree<S> {
         to: impl IntoPath,
         links: LinkPolicy,
     ) -> Result<MoveReport> {
-        self.start("move", from.into_path()?, to.into_path()?, links)
-            .await
+        let (from, to) = self.enter_move(from, to, "move")?;
+        let report = self.base().start("move", from, to, links).await?;
+        self.leave_report(report)
     }
 
     /// Copies the node at `from` and every descendant to `to`, as one state of the source:
@@ -170,13 +171,12 @@ impl<S: Storage + 'static> Tree<S> {
     ///
     /// As [`move_subtree`](Tree::move_subtree).
     pub async fn copy_subtree(&self, from: impl IntoPath, to: impl IntoPath) -> Result<MoveReport> {
-        self.start(
-            "copy",
-            from.into_path()?,
-            to.into_path()?,
-            LinkPolicy::Ignore,
-        )
-        .await
+        let (from, to) = self.enter_move(from, to, "copy")?;
+        let report = self
+            .base()
+            .start("copy", from, to, LinkPolicy::Ignore)
+            .await?;
+        self.leave_report(report)
     }
 
     /// Deletes the node at `path` deciding what happens to its children: refuse (the default
@@ -222,12 +222,14 @@ impl<S: Storage + 'static> Tree<S> {
     /// again, finishes it. A dropped refusing or recursive delete may or may not have applied;
     /// the same call again completes it.
     pub async fn delete_node(&self, path: impl IntoPath, on_children: OnChildren) -> Result<()> {
-        let path = path.into_path()?;
+        let path = self.enter(path)?;
         self.inner.layout.check_object_path(&path)?;
+        self.refuse_root(&path, "delete")?;
+        let base = self.base();
         match on_children {
-            OnChildren::Recursive => self.delete_subtree(&path).await.map(|_| ()),
-            OnChildren::Refuse => self.delete_leaf(&path).await,
-            OnChildren::Reparent => self.reparent(&path).await,
+            OnChildren::Recursive => base.delete_subtree(&path).await.map(|_| ()),
+            OnChildren::Refuse => base.delete_leaf(&path).await,
+            OnChildren::Reparent => base.reparent(&path).await,
         }
     }
 
@@ -240,13 +242,19 @@ impl<S: Storage + 'static> Tree<S> {
     /// # Cancel safety
     ///
     /// Cancel safe.
+    ///
+    /// Through a [scope](Tree::scope): the operations whose source and destination are inside
+    /// it, with relative paths (the records of every scope share one partition).
     pub async fn pending(&self) -> Result<Vec<Intent>> {
         let q = Query::new(self.inner.layout.intents_hash()).consistent(true);
         let rows: Vec<crate::storage::Page> = query_pages(self.io(), q, None).try_collect().await?;
-        rows.into_iter()
+        let all = rows
+            .into_iter()
             .flat_map(|p| p.items)
             .map(|item| self.decode_intent(&item))
-            .collect()
+            .collect::<Result<Vec<_>>>()?;
+        // Through a scope: its own operations, with relative paths.
+        self.scoped_intents(all)
     }
 
     /// Finishes every recorded operation (after a crash, from any process).
@@ -269,8 +277,8 @@ impl<S: Storage + 'static> Tree<S> {
         let mut out = Vec::new();
         let mut first_error = None;
         for intent in self.pending().await? {
-            match self.drive(&intent.id).await {
-                Ok(Some(Outcome::Done(report))) => out.push(report),
+            match self.base().drive(&intent.id).await {
+                Ok(Some(Outcome::Done(report))) => out.push(self.leave_report(report)?),
                 // Finished elsewhere, or refused and rolled back: nothing left to do.
                 Ok(None | Some(Outcome::RolledBack(_))) => {}
                 Err(e) => {
@@ -438,7 +446,7 @@ impl<S: Storage + 'static> Tree<S> {
     /// Becomes the owner of intent `id`: at once if nobody owns it or the owner's lease ran
     /// out; after waiting, while another call runs it. `None` if it disappears meanwhile.
     async fn claim(&self, id: &str) -> Result<Option<Guard>> {
-        let key = Key::new(self.inner.layout.intents_hash(), id.to_owned());
+        let key = self.inner.layout.intent_key(id);
         let mut waited = 0u32;
         loop {
             let Some(item) = self.io().get_item(&key, true).await? else {
@@ -1170,10 +1178,9 @@ impl<S: Storage + 'static> Tree<S> {
     /// An object row re-keyed for `dest`, its path-index attributes recomputed, checked
     /// against the limits.
     fn moved_row(&self, src: &Item, dest: &Path) -> Result<Item> {
-        let sc = self.inner.layout.reserved();
         let mut row: Item = src
             .iter()
-            .filter(|(n, _)| !n.starts_with(&format!("{sc}pix.")))
+            .filter(|(n, _)| !self.inner.layout.is_path_index_attr(n))
             .map(|(n, v)| (n.to_owned(), v.clone()))
             .collect();
         let key = self.inner.layout.object_key(dest);
@@ -1377,7 +1384,7 @@ impl<S: Storage + 'static> Tree<S> {
         group: usize,
     ) -> Result<Vec<usize>> {
         let group = group.max(1);
-        let intent_key = Key::new(self.inner.layout.intents_hash(), g.id());
+        let intent_key = self.inner.layout.intent_key(&g.id());
         let policy = self.inner.config.retry;
         let mut failed_all = Vec::new();
         let indexed: Vec<(usize, TransactAction)> = actions.into_iter().enumerate().collect();
@@ -1441,7 +1448,7 @@ impl<S: Storage + 'static> Tree<S> {
 
     /// Whether the intent `id` is a re-parenting (false if it is gone).
     async fn is_reparenting(&self, id: &str) -> Result<bool> {
-        let key = Key::new(self.inner.layout.intents_hash(), id.to_owned());
+        let key = self.inner.layout.intent_key(id);
         Ok(match self.io().get_item(&key, true).await? {
             Some(item) => self.decode_intent(&item)?.op == "reparent",
             None => false,
@@ -1514,7 +1521,7 @@ impl<S: Storage + 'static> Tree<S> {
 
     /// Drops the intent record: the operation is over.
     async fn finish(&self, g: &Guard) -> Result<()> {
-        let key = Key::new(self.inner.layout.intents_hash(), g.id());
+        let key = self.inner.layout.intent_key(&g.id());
         match self.io().delete_item(&key, self.owned_by(&g.token)).await {
             Err(e) if e.kind() == ErrorKind::ConditionFailed => Err(taken_over().with_source(e)),
             other => {
@@ -1527,7 +1534,7 @@ impl<S: Storage + 'static> Tree<S> {
     }
 
     fn owner_attr(&self) -> String {
-        format!("{}owner", self.inner.layout.reserved())
+        self.inner.layout.intent_attr("owner")
     }
 
     fn owned_by(&self, token: &str) -> Condition {
@@ -1605,11 +1612,11 @@ impl<S: Storage + 'static> Tree<S> {
     }
 
     fn encode_intent(&self, intent: &Intent) -> Item {
-        let sc = self.inner.layout.reserved();
-        let mut item = Key::new(self.inner.layout.intents_hash(), intent.id.clone()).into_item();
-        item.insert(format!("{sc}op"), Value::S(intent.op.clone()));
+        let attr = |field: &str| self.inner.layout.intent_attr(field);
+        let mut item = self.inner.layout.intent_key(&intent.id).into_item();
+        item.insert(attr("op"), Value::S(intent.op.clone()));
         item.insert(
-            format!("{sc}from"),
+            attr("from"),
             Value::S(self.inner.layout.encode_target(&intent.from)),
         );
         let to = if intent.to.is_root() {
@@ -1617,34 +1624,32 @@ impl<S: Storage + 'static> Tree<S> {
         } else {
             self.inner.layout.encode_target(&intent.to)
         };
-        item.insert(format!("{sc}to"), Value::S(to));
-        item.insert(format!("{sc}phase"), Value::S(intent.phase.clone()));
+        item.insert(attr("to"), Value::S(to));
+        item.insert(attr("phase"), Value::S(intent.phase.clone()));
         let links = match intent.links {
             LinkPolicy::Ignore => "ignore",
             LinkPolicy::Report => "report",
             LinkPolicy::Rewrite => "rewrite",
         };
-        item.insert(format!("{sc}links"), Value::S(links.to_owned()));
+        item.insert(attr("links"), Value::S(links.to_owned()));
         if let Some(owner) = &intent.owner {
             item.insert(self.owner_attr(), Value::S(owner.clone()));
-            item.insert(format!("{sc}lease"), Value::N(intent.lease.to_string()));
+            item.insert(attr("lease"), Value::N(intent.lease.to_string()));
         }
         if let Some(refusal) = &intent.refusal {
-            item.insert(format!("{sc}refusal"), Value::S(refusal.clone()));
+            item.insert(attr("refusal"), Value::S(refusal.clone()));
         }
         item
     }
 
     fn decode_intent(&self, item: &Item) -> Result<Intent> {
-        let sc = self.inner.layout.reserved();
+        let attr = |field: &str| self.inner.layout.intent_attr(field);
         let field = |n: &str| {
-            item.get_s(&format!("{sc}{n}"))
-                .map(str::to_owned)
-                .ok_or_else(|| {
-                    Error::new(ErrorKind::Backend, format!("intent record without `{n}`"))
-                })
+            item.get_s(&attr(n)).map(str::to_owned).ok_or_else(|| {
+                Error::new(ErrorKind::Backend, format!("intent record without `{n}`"))
+            })
         };
-        let lease = match item.get(&format!("{sc}lease")) {
+        let lease = match item.get(&attr("lease")) {
             Some(Value::N(n)) => n.parse().unwrap_or(0),
             _ => 0,
         };
@@ -1665,7 +1670,7 @@ impl<S: Storage + 'static> Tree<S> {
             },
             owner: item.get_s(&self.owner_attr()).map(str::to_owned),
             lease,
-            refusal: item.get_s(&format!("{sc}refusal")).map(str::to_owned),
+            refusal: item.get_s(&attr("refusal")).map(str::to_owned),
         })
     }
 }

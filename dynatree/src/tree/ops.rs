@@ -2,6 +2,7 @@
 
 use std::collections::VecDeque;
 
+use futures::stream::BoxStream;
 use futures::{Stream, StreamExt, TryStreamExt};
 use serde::de::DeserializeOwned;
 
@@ -9,12 +10,12 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::item::{Item, Value};
 use crate::layout::{HASH_KEY, RANGE_KEY};
 use crate::path::{IntoPath, Path};
-use crate::storage::{IndexQuery, IndexSpec, RangeCondition, SharedStorage, Storage};
+use crate::query::{Cursor, TypedPage, fingerprint};
+use crate::storage::{IndexQuery, IndexSpec, Key, RangeCondition, SharedStorage, Storage};
 
 use super::Tree;
 
-/// The name of the path index's GSI.
-pub const PATH_INDEX: &str = "dynatree_paths";
+pub use crate::layout::PATH_INDEX;
 
 /// One descendant object: its path and its raw row (see [`Descendant::value`]).
 #[derive(Debug, Clone, PartialEq)]
@@ -41,24 +42,63 @@ pub enum Strategy {
     PathIndex,
 }
 
-/// A descendants query, built by [`Tree::descendants`].
+/// The descendant objects of a prefix, built by [`Tree::descendants`]: by a walk of the listing
+/// rows or by the path index, with the vocabulary the typed queries share (`limit`,
+/// `page_size`, `start_after`, `pages()` with a [`Cursor`]).
+///
+/// Order: the walk goes depth first, each object before its descendants, the children of a
+/// node in byte order of their names (`/a`, `/a/b`, `/ab`); the path index returns objects in
+/// byte order of their stored keys, which have the reserved character between components
+/// (`/a`, `/ab`, `/a/b`, since `b` sorts before `¦`). Either way the order does not depend on
+/// page boundaries, so a cursor (the last object of a page) says exactly where to continue.
+///
+/// There is no `descending`: reversed, the walk would return every object after its
+/// descendants, not the same traversal backwards in any useful sense, and the two strategies
+/// would reverse different orders; collect and reverse a page if needed. Range methods do not
+/// apply either (a prefix already selects the range).
+///
+/// # Examples
+///
+/// ```
+/// # use dynatree::{Cursor, Tree}; use dynatree_testing::FakeTable; use futures::TryStreamExt;
+/// # #[derive(serde::Serialize)] struct V { v: u8 }
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+/// let tree = Tree::new(FakeTable::new());
+/// tree.create_table().await?;
+/// for p in [&["a"][..], &["a", "b"], &["a", "b", "c"], &["a", "d"], &["a", "e"]] {
+///     tree.put(p, &V { v: 0 }).await?;
+/// }
+/// let first = tree.descendants(["a"]).limit(2).pages().try_next().await?.expect("a page");
+/// let paths: Vec<String> = first.items.iter().map(|d| d.path.to_string()).collect();
+/// assert_eq!(paths, ["/a/b", "/a/b/c"]);
+/// // Send the cursor to a client as a string, take it back, continue after it.
+/// let page = tree.descendants(["a"]).page_size(1).pages().try_next().await?.expect("a page");
+/// let cursor: Cursor = page.cursor.expect("more follow").to_string().parse()?;
+/// let rest: Vec<_> = tree.descendants(["a"]).start_after(cursor).items().try_collect().await?;
+/// let paths: Vec<String> = rest.iter().map(|d| d.path.to_string()).collect();
+/// assert_eq!(paths, ["/a/b/c", "/a/d", "/a/e"]);
+/// # Ok(()) }
+/// ```
 #[derive(Debug)]
-#[must_use = "a query does nothing until `items()` is polled"]
+#[must_use = "a query does nothing until `items()` or `pages()` is polled"]
 pub struct Descendants<S = SharedStorage> {
     tree: Tree<S>,
     prefix: Result<Path>,
     max_depth: Option<usize>,
     concurrency: usize,
     strategy: Strategy,
+    limit: Option<usize>,
+    page_size: Option<u32>,
+    start_after: Option<Cursor>,
 }
 
 impl<S: Storage + 'static> Tree<S> {
     /// The path-index GSI definition, when the tree has one.
     pub(crate) fn path_index_spec(&self) -> Option<IndexSpec> {
-        self.inner.config.path_index.map(|_| {
-            let sc = self.inner.layout.reserved();
-            IndexSpec::new(PATH_INDEX, format!("{sc}pix.h"), Some(format!("{sc}pix.r")))
-        })
+        self.inner
+            .config
+            .path_index
+            .map(|_| self.inner.layout.path_index_spec())
     }
 
     /// Adds the path index attributes to an object row (nothing without a path index), and
@@ -69,11 +109,10 @@ impl<S: Storage + 'static> Tree<S> {
         else {
             return Ok(());
         };
-        let hash = self
+        let (hash, range) = self
             .inner
             .layout
-            .object_hash(&path.components()[..depth.min(path.len())]);
-        let range = self.inner.layout.object_hash(path.components());
+            .path_index_values(path.components(), depth);
         if hash.len() > crate::storage::MAX_HASH_KEY_BYTES
             || range.len() > crate::storage::MAX_RANGE_KEY_BYTES
         {
@@ -142,19 +181,22 @@ impl<S: Storage + 'static> Tree<S> {
     ///
     /// Cancel safe.
     pub async fn ancestor_items(&self, path: impl IntoPath) -> Result<Vec<(Path, Item)>> {
-        let path = path.into_path()?;
+        let path = self.enter(path)?;
         self.inner.layout.check_object_path(&path)?;
-        let prefixes: Vec<Path> = (1..path.len()).map(|i| path.prefix(i)).collect();
+        // Through a scope: the ancestors below its root (see `scope`).
+        let prefixes: Vec<Path> = (self.floor() + 1..path.len())
+            .map(|i| path.prefix(i))
+            .collect();
         let mut by_hash = self
             .objects_of(&prefixes, self.inner.config.consistent_reads)
             .await?;
-        Ok(prefixes
+        prefixes
             .into_iter()
             .filter_map(|p| {
                 let item = by_hash.remove(&self.inner.layout.object_key(&p).hash)?;
-                Some((p, item))
+                Some(self.leave(p).map(|p| (p, item)))
             })
-            .collect())
+            .collect()
     }
 
     /// The descendant objects of `prefix` (the root: everything), lazily; see [`Descendants`].
@@ -180,10 +222,13 @@ impl<S: Storage + 'static> Tree<S> {
     pub fn descendants(&self, prefix: impl IntoPath) -> Descendants<S> {
         Descendants {
             tree: self.clone(),
-            prefix: prefix.into_path(),
+            prefix: self.enter(prefix),
             max_depth: None,
             concurrency: 8,
             strategy: Strategy::Auto,
+            limit: None,
+            page_size: None,
+            start_after: None,
         }
     }
 
@@ -225,9 +270,11 @@ impl<S: Storage + 'static> Tree<S> {
     /// A dropped future leaves the deletion recorded, possibly part-way (bottom-up):
     /// `resume`, or the same call again, finishes it.
     pub async fn delete_subtree(&self, path: impl IntoPath) -> Result<usize> {
-        let path = path.into_path()?;
+        let path = self.enter(path)?;
         self.inner.layout.check_object_path(&path)?;
+        self.refuse_root(&path, "delete_subtree")?;
         let report = self
+            .base()
             .start("delete", path.clone(), path, super::LinkPolicy::Ignore)
             .await?;
         Ok(report.objects)
@@ -241,7 +288,8 @@ impl<S: Storage + 'static> Descendants<S> {
         self
     }
 
-    /// How many listing Queries the walk runs at once (default 8).
+    /// How many listing Queries the walk runs at once (default 8): it lists the children of
+    /// that many siblings together before it goes down into the first.
     pub fn concurrency(mut self, n: usize) -> Self {
         self.concurrency = n.max(1);
         self
@@ -253,25 +301,99 @@ impl<S: Storage + 'static> Descendants<S> {
         self
     }
 
-    /// The descendant objects: by the walk, level by level (names in byte order within each
-    /// directory); by the path index, in byte order of the full path.
+    /// At most `n` descendants in all.
+    pub fn limit(mut self, n: usize) -> Self {
+        self.limit = Some(n);
+        self
+    }
+
+    /// At most `n` rows per DynamoDB Query (its `Limit`; default: the tree's
+    /// [`page_size`](super::TreeBuilder::page_size), else 1 MB pages): listing rows for the
+    /// walk, objects for the path index.
+    pub fn page_size(mut self, n: u32) -> Self {
+        self.page_size = Some(n.max(1));
+        self
+    }
+
+    /// Continues after the page that returned `cursor` (see [`Cursor`]). A cursor of another
+    /// query (another prefix, depth or strategy) makes the stream yield
+    /// [`ErrorKind::InvalidArgument`].
+    pub fn start_after(mut self, cursor: Cursor) -> Self {
+        self.start_after = Some(cursor);
+        self
+    }
+
+    /// The descendant objects, page by page, each page with the cursor after it. No page is
+    /// empty. With the path index a page is what one Query returned; the walk ends a page
+    /// wherever it must send a request and has objects to hand over. As with
+    /// [`TypedQuery::pages`](crate::TypedQuery::pages), the cursor is `None` once the end or
+    /// the limit is known to be reached, and the last page may still carry one (the next
+    /// request finds nothing), which then leads to no more pages.
+    ///
+    /// # Errors
+    ///
+    /// The stream yields one error and ends, with nothing sent, on an invalid prefix
+    /// ([`ErrorKind::InvalidPath`]), [`Strategy::PathIndex`] on a tree without a path index
+    /// or with a prefix shorter than its depth, or a cursor of another query
+    /// ([`ErrorKind::InvalidArgument`]); later, on backend errors.
     ///
     /// # Cancel safety
     ///
     /// Cancel safe.
-    pub fn items(self) -> futures::stream::BoxStream<'static, Result<Descendant>> {
+    pub fn pages(mut self) -> BoxStream<'static, Result<TypedPage<Descendant>>> {
         let tree = self.tree.clone();
         let (max_depth, concurrency) = (self.max_depth, self.concurrency);
-        let plan = self.plan();
-        Box::pin(match plan {
+        let (limit, page_size) = (self.limit.unwrap_or(usize::MAX), self.page_size);
+        let cursor = self.start_after.take();
+        let setup = self.plan().and_then(|(prefix, use_index)| {
+            let fp = fingerprint(
+                if use_index {
+                    "descendants by index"
+                } else {
+                    "descendants by walk"
+                },
+                &[
+                    &tree.inner.layout.listing_hash(prefix.components()),
+                    &format!("{max_depth:?}"),
+                ],
+                None,
+                true,
+            );
+            let start = match cursor {
+                None => None,
+                Some(c) => Some(resume_point(&tree, &prefix, max_depth, c.parts_for(fp)?)?),
+            };
+            Ok((prefix, use_index, fp, start))
+        });
+        Box::pin(match setup {
             Err(e) => futures::stream::once(async move { Err(e) }).left_stream(),
-            Ok((prefix, true)) => index_stream(tree, prefix, max_depth)
-                .left_stream()
-                .right_stream(),
-            Ok((prefix, false)) => walk_stream(tree, prefix, max_depth, concurrency)
-                .right_stream()
-                .right_stream(),
+            Ok((prefix, true, fp, start)) => {
+                index_pages(tree, prefix, max_depth, page_size, limit, fp, start)
+                    .left_stream()
+                    .right_stream()
+            }
+            Ok((prefix, false, fp, start)) => {
+                let walk = Walk::new(tree, &prefix, start, max_depth, concurrency, page_size);
+                walk_pages(walk, limit, fp).right_stream().right_stream()
+            }
         })
+    }
+
+    /// The descendant objects, lazily, in the order of [`pages`](Descendants::pages).
+    ///
+    /// # Errors
+    ///
+    /// As [`pages`](Descendants::pages).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe.
+    pub fn items(self) -> BoxStream<'static, Result<Descendant>> {
+        Box::pin(
+            self.pages()
+                .map_ok(|p| futures::stream::iter(p.items.into_iter().map(Ok)))
+                .try_flatten(),
+        )
     }
 
     /// The checked prefix, and whether to use the path index.
@@ -310,124 +432,366 @@ impl Descendant {
     /// [`ErrorKind::Serialization`] if it does not fit `T`.
     pub fn value<T: DeserializeOwned>(&self) -> Result<T> {
         let mut item = self.item.clone();
-        item.remove(HASH_KEY);
-        item.remove(RANGE_KEY);
-        let bookkeeping: Vec<String> = item
-            .names()
-            .filter(|n| n.starts_with(self.reserved))
-            .map(str::to_owned)
-            .collect();
-        for n in bookkeeping {
-            item.remove(&n);
-        }
+        crate::layout::strip_bookkeeping(&mut item, self.reserved);
         item.to_deserialize()
     }
 }
 
-/// The walk: level by level, `concurrency` directories at a time.
-fn walk_stream<S: Storage + 'static>(
+/// The absolute path a cursor of a descendants query stands for: an object strictly below
+/// `prefix`, within `max_depth`.
+fn resume_point<S: Storage + 'static>(
+    tree: &Tree<S>,
+    prefix: &Path,
+    max_depth: Option<usize>,
+    parts: &[String],
+) -> Result<Path> {
+    let other = || {
+        Error::new(
+            ErrorKind::InvalidArgument,
+            "the cursor belongs to another query",
+        )
+    };
+    let [hash] = parts else {
+        return Err(other());
+    };
+    let path = tree.inner.layout.decode_target(hash).map_err(|_| other())?;
+    let below = path.len() > prefix.len()
+        && path.starts_with(prefix)
+        && max_depth.is_none_or(|m| path.len() - prefix.len() <= m);
+    if below { Ok(path) } else { Err(other()) }
+}
+
+/// The walk, depth first: a stack of the directories being listed, each with the names of its
+/// current listing page still to visit.
+struct Walk<S> {
+    tree: Tree<S>,
+    stack: Vec<Frame>,
+    max_depth: Option<usize>,
+    concurrency: usize,
+    page_size: Option<u32>,
+}
+
+/// A directory of the walk.
+struct Frame {
+    dir: Path,
+    /// How far below the prefix `dir` is.
+    depth: usize,
+    /// Its children still to visit (from the current listing page).
+    entries: VecDeque<Entry>,
+    /// Whether the entries' objects have been read.
+    objects: bool,
+    /// `Some(start)` while more of the listing is to be read (`start`: exclusive start key).
+    next: Option<Option<Key>>,
+}
+
+/// A child still to visit.
+struct Entry {
+    path: Path,
+    object: Option<Item>,
+    /// The first listing page of its own children, once read.
+    children: Option<Listing>,
+}
+
+/// One listing page: names, and where the next page starts.
+#[derive(Default)]
+struct Listing {
+    names: Vec<String>,
+    next: Option<Key>,
+}
+
+impl Frame {
+    fn new(dir: Path, depth: usize, listing: Listing) -> Result<Self> {
+        let entries = listing
+            .names
+            .into_iter()
+            .map(|n| {
+                Ok(Entry {
+                    path: dir.child(n)?,
+                    object: None,
+                    children: None,
+                })
+            })
+            .collect::<Result<_>>()?;
+        Ok(Self {
+            dir,
+            depth,
+            entries,
+            objects: false,
+            next: listing.next.map(Some),
+        })
+    }
+
+    /// A directory whose listing is read from `start` on (exclusive).
+    fn unread(dir: Path, depth: usize, start: Option<Key>) -> Self {
+        Self {
+            dir,
+            depth,
+            entries: VecDeque::new(),
+            objects: true,
+            next: Some(start),
+        }
+    }
+}
+
+impl<S: Storage + 'static> Walk<S> {
+    /// The walk below `prefix`, from its start or after the object at `after`: the stack is
+    /// then `after`'s ancestors, each listed from the name after `after`'s, and `after` itself.
+    fn new(
+        tree: Tree<S>,
+        prefix: &Path,
+        after: Option<Path>,
+        max_depth: Option<usize>,
+        concurrency: usize,
+        page_size: Option<u32>,
+    ) -> Self {
+        let mut stack = Vec::new();
+        let descend = |depth: usize| max_depth.is_none_or(|m| depth < m);
+        match after {
+            None if descend(0) => stack.push(Frame::unread(prefix.clone(), 0, None)),
+            None => {}
+            Some(after) => {
+                for i in prefix.len()..after.len() {
+                    let start = tree.inner.layout.listing_key(&after.prefix(i + 1));
+                    stack.push(Frame::unread(
+                        after.prefix(i),
+                        i - prefix.len(),
+                        Some(start),
+                    ));
+                }
+                let depth = after.len() - prefix.len();
+                if descend(depth) {
+                    stack.push(Frame::unread(after, depth, None));
+                }
+            }
+        }
+        Self {
+            tree,
+            stack,
+            max_depth,
+            concurrency,
+            page_size,
+        }
+    }
+
+    /// The next objects, at most `left`, up to the next request that has to wait for them to
+    /// be handed over; `None` at the end. Also returns the absolute path of the last one.
+    async fn next_objects(&mut self, left: usize) -> Result<Option<(Vec<Descendant>, Path)>> {
+        let Walk {
+            tree,
+            stack,
+            max_depth,
+            concurrency,
+            page_size,
+        } = self;
+        let layout = &tree.inner.layout;
+        let mut out: Vec<Descendant> = Vec::new();
+        let mut last = None;
+        while let Some(top) = stack.last_mut() {
+            if out.len() == left {
+                break;
+            }
+            let requests = top.entries.is_empty()
+                || !top.objects
+                || (max_depth.is_none_or(|m| top.depth + 1 < m)
+                    && top.entries.front().is_some_and(|e| e.children.is_none()));
+            if requests && !out.is_empty() {
+                break;
+            }
+            if top.entries.is_empty() {
+                let Some(start) = top.next.take() else {
+                    stack.pop();
+                    continue;
+                };
+                let listing = list_page(tree.clone(), top.dir.clone(), start, *page_size).await?;
+                let (dir, depth) = (top.dir.clone(), top.depth);
+                *top = Frame::new(dir, depth, listing.unwrap_or_default())?;
+                continue;
+            }
+            if !top.objects {
+                let paths: Vec<Path> = top.entries.iter().map(|e| e.path.clone()).collect();
+                let mut by_hash = tree
+                    .objects_of(&paths, tree.inner.config.consistent_reads)
+                    .await?;
+                for e in &mut top.entries {
+                    e.object = by_hash.remove(&layout.object_key(&e.path).hash);
+                }
+                top.objects = true;
+                continue;
+            }
+            let child_depth = top.depth + 1;
+            let descend = max_depth.is_none_or(|m| child_depth < m);
+            if descend && top.entries.front().is_some_and(|e| e.children.is_none()) {
+                let n = top.entries.len().min(*concurrency);
+                let requests: Vec<_> = top
+                    .entries
+                    .iter()
+                    .take(n)
+                    .map(|e| list_page(tree.clone(), e.path.clone(), None, *page_size))
+                    .collect();
+                let listings: Vec<Option<Listing>> = futures::stream::iter(requests)
+                    .buffered(n)
+                    .try_collect()
+                    .await?;
+                for (e, l) in top.entries.iter_mut().zip(listings) {
+                    e.children = Some(l.unwrap_or_default());
+                }
+                continue;
+            }
+            let entry = top.entries.pop_front().expect("entries checked non-empty");
+            if let Some(item) = entry.object {
+                out.push(Descendant {
+                    path: tree.leave(entry.path.clone())?,
+                    item,
+                    reserved: layout.reserved(),
+                });
+                last = Some(entry.path.clone());
+            }
+            if let Some(children) = entry
+                .children
+                .filter(|c| !c.names.is_empty() || c.next.is_some())
+            {
+                stack.push(Frame::new(entry.path, child_depth, children)?);
+            }
+        }
+        Ok(last.map(|last| (out, last)))
+    }
+}
+
+/// One listing page of `dir` from `start` (exclusive); `None` if its listing key is over
+/// DynamoDB's limit (it can have no children).
+async fn list_page<S: Storage + 'static>(
+    tree: Tree<S>,
+    dir: Path,
+    start: Option<Key>,
+    page_size: Option<u32>,
+) -> Result<Option<Listing>> {
+    if !tree.inner.layout.check_listable(&dir)? {
+        return Ok(None);
+    }
+    let mut query = tree.listing_query_for(&dir)?;
+    if page_size.is_some() {
+        query.limit = page_size;
+    }
+    let page = tree.io().query_page(&query, start.clone()).await?;
+    let names = page
+        .items
+        .iter()
+        .filter_map(|i| i.get_s(RANGE_KEY).map(str::to_owned))
+        .collect();
+    // A service that repeats the start key has nothing more.
+    let next = page.last_key.filter(|k| Some(k) != start.as_ref());
+    Ok(Some(Listing { names, next }))
+}
+
+/// The walk's pages.
+fn walk_pages<S: Storage + 'static>(
+    walk: Walk<S>,
+    limit: usize,
+    fp: u64,
+) -> impl Stream<Item = Result<TypedPage<Descendant>>> + Send + 'static {
+    futures::stream::try_unfold((walk, limit), move |(mut walk, left)| async move {
+        if left == 0 {
+            return Ok(None);
+        }
+        let Some((items, last)) = walk.next_objects(left).await? else {
+            return Ok(None);
+        };
+        let left = left - items.len();
+        let more = left > 0 && !walk.stack.is_empty();
+        let cursor = more.then(|| {
+            Cursor::new(
+                fp,
+                vec![walk.tree.inner.layout.object_hash(last.components())],
+            )
+        });
+        Ok(Some((TypedPage { items, cursor }, (walk, left))))
+    })
+}
+
+/// The path index: one paged Query, `begins_with(full path, prefix SC)`, from the start or
+/// after the object at `after`.
+fn index_pages<S: Storage + 'static>(
     tree: Tree<S>,
     prefix: Path,
     max_depth: Option<usize>,
-    concurrency: usize,
-) -> impl Stream<Item = Result<Descendant>> + Send + 'static {
-    let mut queue = VecDeque::new();
-    queue.push_back((prefix, 0usize));
-    futures::stream::try_unfold(queue, move |mut queue| {
+    page_size: Option<u32>,
+    limit: usize,
+    fp: u64,
+    after: Option<Path>,
+) -> impl Stream<Item = Result<TypedPage<Descendant>>> + Send + 'static {
+    let layout = &tree.inner.layout;
+    let depth = tree.inner.config.path_index.unwrap_or(0);
+    let spec = tree.path_index_spec().expect("path index configured");
+    // Objects strictly below the prefix: keys that start with its listing key.
+    let begins = layout.listing_hash(prefix.components());
+    // The index's key of an object row: the table's key and the index's two attributes.
+    let index_key = |path: &Path| {
+        let mut item = layout.object_key(path).into_item();
+        let (hash, range) = layout.path_index_values(path.components(), depth);
+        item.insert(spec.hash_attr.clone(), Value::S(hash));
+        if let Some(r) = &spec.range_attr {
+            item.insert(r.clone(), Value::S(range));
+        }
+        item
+    };
+    let start = after.as_ref().map(index_key);
+    let query = IndexQuery {
+        index: spec.clone(),
+        hash: layout.path_index_values(prefix.components(), depth).0,
+        range: Some(RangeCondition::BeginsWith(begins)),
+        forward: true,
+        limit: page_size,
+    };
+    let base = prefix.len();
+    futures::stream::try_unfold((Some(start), limit), move |(state, mut left)| {
+        let query = query.clone();
         let tree = tree.clone();
         async move {
-            let tree = &tree;
-            if queue.is_empty() {
+            let Some(mut start) = state else {
                 return Ok(None);
-            }
-            let batch: Vec<(Path, usize)> = queue.drain(..queue.len().min(concurrency)).collect();
-            let listed: Vec<(Path, usize, Vec<Path>)> = futures::stream::iter(batch)
-                .map(|(dir, depth)| async move {
-                    let names: Vec<String> = tree.list_names(&dir, false).try_collect().await?;
-                    let children = names
-                        .into_iter()
-                        .map(|n| dir.child(n))
-                        .collect::<Result<Vec<Path>>>()?;
-                    Ok::<_, Error>((dir, depth, children))
-                })
-                .buffered(concurrency)
-                .try_collect()
-                .await?;
-            let mut found = Vec::new();
-            for (_, depth, children) in listed {
-                if children.is_empty() {
-                    continue;
+            };
+            // Pages whose objects are all below `max_depth` are skipped: no page is empty.
+            loop {
+                if left == 0 {
+                    return Ok(None);
                 }
-                let mut by_hash = tree
-                    .objects_of(&children, tree.inner.config.consistent_reads)
-                    .await?;
-                for child in children {
-                    let child_depth = depth + 1;
-                    if max_depth.is_some_and(|m| child_depth > m) {
-                        continue;
+                let page = tree.io().query_index_page(&query, start).await?;
+                let mut items = Vec::new();
+                let mut last_hash = None;
+                for item in page.items {
+                    if items.len() == left {
+                        break;
                     }
-                    if let Some(item) = by_hash.remove(&tree.inner.layout.object_key(&child).hash) {
-                        found.push(Descendant {
-                            path: child.clone(),
+                    let Some(hash) = item.get_s(HASH_KEY) else {
+                        continue;
+                    };
+                    let path = tree.inner.layout.decode_target(hash)?;
+                    if max_depth.is_none_or(|m| path.len() - base <= m) {
+                        last_hash = Some(hash.to_owned());
+                        items.push(Descendant {
+                            path: tree.leave(path)?,
                             item,
                             reserved: tree.inner.layout.reserved(),
                         });
                     }
-                    if max_depth.is_none_or(|m| child_depth < m) {
-                        queue.push_back((child, child_depth));
+                }
+                left -= items.len();
+                let next = page.last.filter(|_| left > 0);
+                if items.is_empty() {
+                    match next {
+                        Some(n) => {
+                            start = Some(n);
+                            continue;
+                        }
+                        None => return Ok(None),
                     }
                 }
+                let cursor = next
+                    .as_ref()
+                    .and(last_hash)
+                    .map(|h| Cursor::new(fp, vec![h]));
+                return Ok(Some((TypedPage { items, cursor }, (next.map(Some), left))));
             }
-            Ok(Some((found, queue)))
         }
     })
-    .map_ok(|found| futures::stream::iter(found.into_iter().map(Ok)))
-    .try_flatten()
-}
-
-/// The path index: one paged Query, `begins_with(full path, prefix SC)`.
-fn index_stream<S: Storage + 'static>(
-    tree: Tree<S>,
-    prefix: Path,
-    max_depth: Option<usize>,
-) -> impl Stream<Item = Result<Descendant>> + Send + 'static {
-    let depth = tree.inner.config.path_index.unwrap_or(0);
-    let spec = tree.path_index_spec().expect("path index configured");
-    let mut begins = tree.inner.layout.object_hash(prefix.components());
-    begins.push(tree.inner.layout.reserved());
-    let query = IndexQuery {
-        index: spec,
-        hash: tree.inner.layout.object_hash(&prefix.components()[..depth]),
-        range: Some(RangeCondition::BeginsWith(begins)),
-        forward: true,
-        limit: None,
-    };
-    let base = prefix.len();
-    futures::stream::try_unfold(Some(None::<Item>), move |state| {
-        let query = query.clone();
-        let tree = tree.clone();
-        async move {
-            let Some(start) = state else {
-                return Ok(None);
-            };
-            let page = tree.io().query_index_page(&query, start).await?;
-            let mut found = Vec::new();
-            for item in page.items {
-                let Some(hash) = item.get_s(HASH_KEY) else {
-                    continue;
-                };
-                let path = tree.inner.layout.decode_target(hash)?;
-                if max_depth.is_none_or(|m| path.len() - base <= m) {
-                    found.push(Descendant {
-                        path,
-                        item,
-                        reserved: tree.inner.layout.reserved(),
-                    });
-                }
-            }
-            Ok(Some((found, page.last.map(Some))))
-        }
-    })
-    .map_ok(|found| futures::stream::iter(found.into_iter().map(Ok)))
-    .try_flatten()
 }

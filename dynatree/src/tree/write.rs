@@ -327,7 +327,7 @@ impl<S: Storage + 'static> Tree<S> {
         self.clear_mark(key, mark).await
     }
 
-    async fn clear_mark(&self, key: &Key, mark: &str) -> Result<()> {
+    pub(super) async fn clear_mark(&self, key: &Key, mark: &str) -> Result<()> {
         match self
             .io()
             .put_item(
@@ -379,11 +379,12 @@ impl<S: Storage + 'static> Tree<S> {
     /// A dropped future may or may not have deleted the object; a listing row it marked is
     /// released after the removal lease. Calling `delete` again completes it.
     pub async fn delete(&self, path: impl crate::IntoPath) -> Result<()> {
-        let path = path.into_path()?;
+        let path = self.enter(path)?;
         let span = tracing::debug_span!("dynatree.delete", path = %path);
         tracing::Instrument::instrument(
             async {
                 self.inner.layout.check_object_path(&path)?;
+                self.refuse_root(&path, "delete")?;
                 self.delete_checked(&path).await
             },
             span,
@@ -452,7 +453,9 @@ impl<S: Storage + 'static> Tree<S> {
     /// stopping at the first one still needed (or being removed by someone else).
     pub(super) async fn prune_above(&self, path: &Path) -> Result<()> {
         let mut q = path.parent();
-        while let Some(current) = q.filter(|p| !p.is_root()) {
+        // Never the root's listing row: a whole tree's root has none, a scope's belongs to
+        // the parent tree (see `scope`).
+        while let Some(current) = q.filter(|p| p.len() > self.floor()) {
             if !self.remove_if_empty(&current).await? {
                 break;
             }

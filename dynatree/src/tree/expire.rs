@@ -1,0 +1,123 @@
+//! The sweep of expired values: [`Tree::sweep_expired`].
+
+use crate::error::{ErrorKind, Result};
+use crate::expiry::now_secs;
+use crate::item::Value;
+use crate::path::{IntoPath, Path};
+use crate::storage::{Comparison, Condition, RANGE_KEY, Storage};
+
+use super::Tree;
+
+impl<S: Storage + 'static> Tree<S> {
+    /// Removes what time to live leaves behind under `path` (see [`Expiry`](crate::Expiry)):
+    /// objects whose expiry has passed but that DynamoDB has not deleted yet, and the listing
+    /// rows that then name nothing (neither object nor children). Returns how many names were
+    /// removed. `path` itself is kept (its own listing row is not looked at).
+    ///
+    /// Every removal is the guarded one [`delete`](Tree::delete) uses: an object is deleted
+    /// only if its expiry still has passed (a value put again meanwhile, with a later expiry,
+    /// stays), and a listing row only if it names nothing at that moment, so the sweep can run
+    /// while the application writes.
+    ///
+    /// One Query per directory page, one BatchGetItem per 100 names, and for each removal the
+    /// requests of a delete.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::{Hierarchical, Tree};
+    /// use dynatree_testing::FakeTable;
+    /// use futures::TryStreamExt;
+    /// use serde::{Deserialize, Serialize};
+    ///
+    /// #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+    /// #[dynatree(path = "Carts/{user}/Items/{sku}")]
+    /// struct CartItem { user: String, sku: String, #[dynatree(ttl)] until: Option<u64> }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// let tree = Tree::new(FakeTable::new());
+    /// tree.create_table().await?;
+    /// let items = tree.repo::<CartItem>();
+    /// items.put(&CartItem { user: "u".into(), sku: "old".into(), until: Some(1) }).await?;
+    /// items.put(&CartItem { user: "u".into(), sku: "kept".into(), until: None }).await?;
+    /// assert_eq!(tree.sweep_expired(["Carts"]).await?, 1);
+    /// let names: Vec<String> = tree.list(["Carts", "u", "Items"]).try_collect().await?;
+    /// assert_eq!(names, ["kept"]);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidPath`]; backend errors (what was removed before stays removed).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe in effect: a dropped sweep leaves each name either swept or not (a mark it
+    /// set is released after the removal lease); sweeping again finishes it.
+    pub async fn sweep_expired(&self, path: impl IntoPath) -> Result<usize> {
+        let root = self.enter(path)?;
+        let span = tracing::debug_span!("dynatree.sweep_expired", path = %root);
+        tracing::Instrument::instrument(self.sweep_under(root), span).await
+    }
+
+    async fn sweep_under(&self, root: Path) -> Result<usize> {
+        self.inner.layout.check_listing_path(&root)?;
+        // Every name under `root`, level by level.
+        let mut levels: Vec<Vec<Path>> = Vec::new();
+        let mut current = vec![root];
+        while !current.is_empty() {
+            let mut next = Vec::new();
+            for prefix in &current {
+                let query = self.listing_query(prefix);
+                let mut start = None;
+                loop {
+                    let page = self.io().query_page(&query, start).await?;
+                    for row in &page.items {
+                        if let Some(name) = row.get_s(RANGE_KEY) {
+                            next.push(prefix.child(name.to_owned())?);
+                        }
+                    }
+                    match page.last_key {
+                        Some(last) => start = Some(last),
+                        None => break,
+                    }
+                }
+            }
+            if !next.is_empty() {
+                levels.push(next.clone());
+            }
+            current = next;
+        }
+        // Deepest first, so that a directory emptied by the sweep is swept too.
+        let now = now_secs();
+        let ttl = self.inner.layout.ttl_attr();
+        let mut removed = 0;
+        for level in levels.iter().rev() {
+            let objects = self.objects_of(level, true).await?;
+            for path in level {
+                let hash = self.inner.layout.object_key(path).hash;
+                if let Some(row) = objects.get(&hash) {
+                    if !self.inner.layout.is_expired(row, now) {
+                        continue;
+                    }
+                    // Still expired at the moment of the delete: a value put again meanwhile
+                    // stays.
+                    let still = Condition::Compare(ttl.clone(), Comparison::Lt, Value::N(now.to_string()));
+                    match self
+                        .io()
+                        .delete_item(&self.inner.layout.object_key(path), still)
+                        .await
+                    {
+                        Ok(()) => {}
+                        Err(e) if e.kind() == ErrorKind::ConditionFailed => continue,
+                        Err(e) => return Err(e),
+                    }
+                }
+                if self.remove_if_empty(path).await? {
+                    removed += 1;
+                }
+            }
+        }
+        Ok(removed)
+    }
+}

@@ -1,0 +1,407 @@
+//! Partial updates of stored values: [`Patch`].
+
+use std::marker::PhantomData;
+
+use serde::Serialize;
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::fields::{Cond, Field, Operand, Updatable};
+use crate::hierarchical::Hierarchical;
+use crate::item::Value;
+use crate::storage::{Condition, Storage as _, UpdateAction};
+
+/// A field a partial update may change: a [`Field`] of an [`Updatable`] field. Key fields, index
+/// fields and the version field have `ReadOnly` handles, which a [`Patch`] refuses at compile
+/// time.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be changed by a partial update",
+    label = "a key field, an index field or the version field",
+    note = "a key field changes the path (use `move_subtree`); an index field or the version field changes with `Repository::update` or `put`"
+)]
+pub trait UpdatableField<T> {
+    /// The field's Rust type.
+    type Value;
+    /// The attribute the field is stored under.
+    fn attribute(&self) -> &'static str;
+}
+
+impl<T, V> UpdatableField<T> for Field<T, V, Updatable> {
+    type Value = V;
+    fn attribute(&self) -> &'static str {
+        self.name()
+    }
+}
+
+/// Numbers a partial update can add to (DynamoDB `ADD`), and `Option`s of them.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a number: `add` needs a number field",
+    note = "`set` replaces a value of any type; `append` adds to a list"
+)]
+pub trait Numeric: Serialize {}
+
+macro_rules! numeric {
+    ($($t:ty),*) => {$(
+        impl Numeric for $t {}
+        impl Numeric for Option<$t> {}
+    )*};
+}
+numeric!(u8, u16, u32, u64, u128, usize, i8, i16, i32, i64, i128, isize, f32, f64);
+
+/// A partial update of one stored value of `T`: which fields change and how, under which
+/// condition. Build it with [`Patch::new`], then send it with
+/// [`Repository::patch`](crate::Repository::patch) or add it to a
+/// [`Transaction`](crate::Transaction::patch).
+///
+/// The update applies only to a stored object (never creates one, never touches a link), with
+/// the version field (if the type has one) incremented, and under the same guard as a put: never
+/// while the object's listing row is being removed or moved.
+///
+/// # Examples
+///
+/// ```
+/// use dynatree::{Hierarchical, Patch, Tree};
+/// use dynatree_testing::FakeTable;
+/// use serde::{Deserialize, Serialize};
+///
+/// #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+/// #[dynatree(path = "Posts/{id}")]
+/// struct Post {
+///     id: String,
+///     title: String,
+///     views: u64,
+///     tags: Vec<String>,
+///     note: Option<String>,
+///     #[dynatree(version)]
+///     version: u64,
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+/// let tree = Tree::new(FakeTable::new());
+/// tree.create_table().await?;
+/// let posts = tree.repo::<Post>();
+/// let post = Post { id: "p1".into(), title: "Hi".into(), views: 0, tags: vec![], note: Some("draft".into()), version: 1 };
+/// posts.put(&post).await?;
+///
+/// let f = Post::FIELDS;
+/// let patch = Patch::new(&post.key())
+///     .set(f.title, "Hello")
+///     .add(f.views, 1)
+///     .append(f.tags, ["rust"])
+///     .remove(f.note)
+///     .when(f.views.lt(1000));
+/// posts.patch(patch).await?;
+/// let now = posts.get(&post.key()).await?.unwrap();
+/// assert_eq!((now.title.as_str(), now.views, now.tags.len(), now.note, now.version), ("Hello", 1, 1, None, 2));
+///
+/// // `f.id` (a key field) and `f.version` cannot be patched: that does not compile.
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+#[must_use = "a patch does nothing until it is sent or added to a transaction"]
+pub struct Patch<T: Hierarchical> {
+    pub(crate) key: T::Key,
+    pub(crate) actions: Vec<UpdateAction>,
+    pub(crate) condition: Cond<T>,
+    /// The first invalid value, reported before anything is sent.
+    pub(crate) error: Option<String>,
+    _marker: PhantomData<fn() -> T>,
+}
+
+impl<T: Hierarchical> Patch<T> {
+    /// An empty patch of the value at `key`.
+    pub fn new(key: &T::Key) -> Self {
+        Self {
+            key: key.clone(),
+            actions: Vec::new(),
+            condition: Cond::always(),
+            error: None,
+            _marker: PhantomData,
+        }
+    }
+
+    fn push(mut self, name: &'static str, v: Result<Value>, f: impl FnOnce(String, Value) -> UpdateAction) -> Self {
+        match v {
+            Ok(v) => self.actions.push(f(name.to_owned(), v)),
+            Err(e) => {
+                if self.error.is_none() {
+                    self.error = Some(format!("the new value of `{name}`: {e}"));
+                }
+            }
+        }
+        self
+    }
+
+    /// Sets the field to `value`.
+    pub fn set<F>(self, field: F, value: impl Operand<F::Value>) -> Self
+    where
+        F: UpdatableField<T>,
+    {
+        self.push(field.attribute(), Value::from_serialize(&value), UpdateAction::Set)
+    }
+
+    /// Removes an optional field (it reads back as `None`).
+    pub fn remove<F, U>(mut self, field: F) -> Self
+    where
+        F: UpdatableField<T, Value = Option<U>>,
+    {
+        self.actions
+            .push(UpdateAction::Remove(field.attribute().to_owned()));
+        self
+    }
+
+    /// Adds `n` to a number field (a missing field counts as zero), atomically: concurrent
+    /// additions all count.
+    pub fn add<F>(self, field: F, n: impl Operand<F::Value>) -> Self
+    where
+        F: UpdatableField<T>,
+        F::Value: Numeric,
+    {
+        self.push(field.attribute(), Value::from_serialize(&n), UpdateAction::Add)
+    }
+
+    /// Appends `items` to the end of a list field (a missing field counts as empty),
+    /// atomically.
+    pub fn append<F, U, I>(self, field: F, items: I) -> Self
+    where
+        F: UpdatableField<T, Value = Vec<U>>,
+        I: IntoIterator,
+        I::Item: Operand<U>,
+    {
+        let values: Result<Vec<Value>> = items
+            .into_iter()
+            .map(|i| Value::from_serialize(&i))
+            .collect();
+        self.push(field.attribute(), values.map(Value::L), UpdateAction::Append)
+    }
+
+    /// Applies the patch only if `condition` holds for the stored value (in addition to the
+    /// value existing). Calling it again adds to the condition (both must hold).
+    pub fn when(mut self, condition: Cond<T>) -> Self {
+        self.condition = std::mem::replace(&mut self.condition, Cond::always()).and(condition);
+        self
+    }
+
+    /// The update actions (the version bump included) and the condition on the object row,
+    /// checked as DynamoDB would refuse them, before anything is sent.
+    pub(crate) fn plan(&self, link_attr: &str) -> Result<(Vec<UpdateAction>, Condition)> {
+        if let Some(e) = &self.error {
+            return Err(Error::new(ErrorKind::Serialization, e.clone()));
+        }
+        if self.actions.is_empty() {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                "a patch needs at least one change",
+            ));
+        }
+        let mut actions = self.actions.clone();
+        if let Some(version) = T::VERSION_FIELD {
+            actions.push(UpdateAction::Add(version.to_owned(), Value::N("1".to_owned())));
+        }
+        let mut seen = std::collections::HashSet::new();
+        for a in &actions {
+            let name = update_target(a);
+            if !seen.insert(name) {
+                return Err(Error::new(
+                    ErrorKind::InvalidArgument,
+                    format!("a patch changes `{name}` twice"),
+                ));
+            }
+        }
+        let condition = Condition::And(vec![
+            Condition::Exists,
+            Condition::attr_not_exists(link_attr),
+            self.condition.clone().into_condition()?,
+        ]);
+        Ok((actions, condition))
+    }
+}
+
+/// The attribute an update action changes.
+fn update_target(a: &UpdateAction) -> &str {
+    match a {
+        UpdateAction::Set(n, _)
+        | UpdateAction::Remove(n)
+        | UpdateAction::Add(n, _)
+        | UpdateAction::Delete(n, _)
+        | UpdateAction::Append(n, _) => n,
+        #[allow(unreachable_patterns)]
+        _ => "",
+    }
+}
+
+impl<T: Hierarchical, S: crate::storage::Storage + 'static> crate::Repository<T, S> {
+    /// Stores `value` only if `condition` holds for what is stored at its path (evaluated
+    /// atomically with the write; with nothing stored, conditions on fields do not hold, and
+    /// [`Cond::not_exists`] does).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::{Hierarchical, Tree};
+    /// use dynatree_testing::FakeTable;
+    /// use serde::{Deserialize, Serialize};
+    ///
+    /// #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+    /// #[dynatree(path = "Jobs/{id}")]
+    /// struct Job { id: String, state: String, owner: Option<String> }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// let tree = Tree::new(FakeTable::new());
+    /// tree.create_table().await?;
+    /// let jobs = tree.repo::<Job>();
+    /// jobs.put(&Job { id: "j".into(), state: "queued".into(), owner: None }).await?;
+    /// let f = Job::FIELDS;
+    /// let take = |who: &str| Job { id: "j".into(), state: "running".into(), owner: Some(who.into()) };
+    /// // Only one worker takes the job.
+    /// jobs.put_if(&take("w1"), f.state.eq("queued")).await?;
+    /// let err = jobs.put_if(&take("w2"), f.state.eq("queued")).await.unwrap_err();
+    /// assert!(err.is_condition_failed());
+    /// assert_eq!(jobs.get(&JobKey { id: "j".into() }).await?.unwrap().owner.as_deref(), Some("w1"));
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::ConditionFailed`] if the condition does not hold (nothing is written);
+    /// [`ErrorKind::Serialization`] if a value of the condition cannot be stored; as
+    /// [`put`](crate::Repository::put).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`put`](crate::Repository::put).
+    pub async fn put_if(&self, value: &T, condition: Cond<T>) -> Result<()> {
+        let condition = condition.into_condition()?;
+        let (path, row) = self.row(value)?;
+        self.tree().write_object(&path, row, &condition).await
+    }
+
+    /// Deletes the value at `key` only if `condition` holds for it, then removes the listing
+    /// rows that name nothing any more (as [`delete`](crate::Repository::delete) does).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::{Hierarchical, Tree};
+    /// use dynatree_testing::FakeTable;
+    /// use serde::{Deserialize, Serialize};
+    ///
+    /// #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+    /// #[dynatree(path = "Sessions/{id}")]
+    /// struct Session { id: String, expires: u64 }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// let tree = Tree::new(FakeTable::new());
+    /// tree.create_table().await?;
+    /// let sessions = tree.repo::<Session>();
+    /// let s = Session { id: "s".into(), expires: 100 };
+    /// sessions.put(&s).await?;
+    /// let f = Session::FIELDS;
+    /// assert!(sessions.delete_if(&s.key(), f.expires.lt(50)).await.unwrap_err().is_condition_failed());
+    /// sessions.delete_if(&s.key(), f.expires.lt(150)).await?;
+    /// assert_eq!(sessions.get(&s.key()).await?, None);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::ConditionFailed`] if the condition does not hold, or nothing is stored and
+    /// the condition names a field (nothing is deleted); [`ErrorKind::Locked`] inside a subtree
+    /// a move holds; as [`delete`](crate::Repository::delete).
+    ///
+    /// # Cancel safety
+    ///
+    /// A dropped future may or may not have deleted the value; leftover listing rows are
+    /// removed by the next delete under them.
+    pub async fn delete_if(&self, key: &T::Key, condition: Cond<T>) -> Result<()> {
+        let mut tx = self.tree().transaction();
+        tx.delete_if::<T>(key, condition);
+        single(tx.commit().await)
+    }
+
+    /// Applies a partial update to the stored value (see [`Patch`]).
+    ///
+    /// One TransactWriteItems of two actions: the update of the object row and a check of its
+    /// listing row (so the update never lands while the value is being removed or moved).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::{Hierarchical, Patch, Tree};
+    /// use dynatree_testing::FakeTable;
+    /// use serde::{Deserialize, Serialize};
+    ///
+    /// #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+    /// #[dynatree(path = "Counters/{name}")]
+    /// struct Counter { name: String, n: i64 }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// let tree = Tree::new(FakeTable::new());
+    /// tree.create_table().await?;
+    /// let counters = tree.repo::<Counter>();
+    /// let key = CounterKey { name: "visits".into() };
+    /// assert!(counters.patch(Patch::new(&key).add(Counter::FIELDS.n, 1)).await.unwrap_err().is_not_found());
+    /// counters.put(&Counter { name: "visits".into(), n: 0 }).await?;
+    /// counters.patch(Patch::new(&key).add(Counter::FIELDS.n, 1)).await?;
+    /// assert_eq!(counters.get(&key).await?.unwrap().n, 1);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::NotFound`] if no value is stored at the key (or a link is);
+    /// [`ErrorKind::ConditionFailed`] if the patch's condition does not hold;
+    /// [`ErrorKind::InvalidArgument`] for a patch without changes or changing one field twice,
+    /// [`ErrorKind::Serialization`] for a value that cannot be stored (nothing is sent);
+    /// [`ErrorKind::Locked`] inside a subtree a move holds; DynamoDB's refusals
+    /// ([`ErrorKind::Validation`]: adding to a field that holds no number, an item over 400 KB).
+    ///
+    /// # Cancel safety
+    ///
+    /// A dropped future may or may not have applied the patch (`add` and `append` are not
+    /// idempotent: use a [`Transaction`](crate::Transaction) with an idempotency token when
+    /// that matters).
+    pub async fn patch(&self, patch: Patch<T>) -> Result<()> {
+        let key = patch.key.clone();
+        let mut tx = self.tree().transaction();
+        tx.patch(patch);
+        match single(tx.commit().await) {
+            Err(e) if e.is_condition_failed() => {
+                // Tell a missing value from a condition that does not hold.
+                let path = self.tree().enter(T::key_path(&key)?)?;
+                let layout = self.tree().layout();
+                let stored = self
+                    .tree()
+                    .io()
+                    .get_item(&layout.object_key(&path), true)
+                    .await?;
+                if stored.is_some_and(|row| !row.contains(layout.link_attr())) {
+                    Err(e)
+                } else {
+                    Err(Error::new(ErrorKind::NotFound, format!("nothing to patch at {key}", key = T::key_path(&key)?)).with_source(e))
+                }
+            }
+            other => other,
+        }
+    }
+}
+
+/// The outcome of a one-action transaction: a failed condition is the caller's
+/// [`ErrorKind::ConditionFailed`].
+fn single(result: Result<()>) -> Result<()> {
+    match result {
+        Err(e)
+            if e.is_transaction_canceled()
+                && e
+                    .cancellation_reasons()
+                    .first()
+                    .is_some_and(crate::CancellationReason::is_condition_failed) =>
+        {
+            Err(Error::new(
+                ErrorKind::ConditionFailed,
+                "the value's condition does not hold",
+            )
+            .with_source(e))
+        }
+        other => other,
+    }
+}
