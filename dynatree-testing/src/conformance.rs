@@ -97,6 +97,10 @@ pub fn cases<S: Storage + 'static>() -> Vec<(&'static str, Case<S>)> {
         case!(transaction_updates),
         case!(idempotent_transactions),
         case!(time_to_live),
+        case!(projected_reads),
+        case!(projection_with_a_name_twice_is_refused),
+        case!(projection_with_an_empty_name_is_refused),
+        case!(projection_name_count_limit),
     ]
 }
 
@@ -2550,4 +2554,252 @@ pub async fn time_to_live<S: Storage + 'static>(table: S) {
     let e = s.enable_ttl("other").await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Validation, "{e:?}");
     assert_eq!(s.ttl_attribute().await.unwrap().as_deref(), Some("expires"));
+}
+
+// ---- projections (issue 8) -------------------------------------------------------------------
+
+fn names_of(projection: &[&str]) -> Vec<String> {
+    projection.iter().map(|n| (*n).to_owned()).collect()
+}
+
+fn attr_names(item: &Item) -> Vec<&str> {
+    item.names().collect()
+}
+
+/// A raw table with one index (`by_ix`: hash `ixh`, range `ixr`), active, and three items in it:
+/// `(h, r0..r2)` with `a`, `b` and a 10 KB `big`; `r1` has no `a`.
+async fn projection_table<S: Storage + 'static>(
+    table: S,
+) -> (dynatree::storage::SharedStorage, storage::IndexSpec) {
+    let spec = storage::IndexSpec::new("by_ix", "ixh", Some("ixr".to_owned()));
+    table
+        .create_table(dynatree::Billing::OnDemand, std::slice::from_ref(&spec))
+        .await
+        .expect("create table");
+    let s = storage::SharedStorage::new(table);
+    for _ in 0..600 {
+        let d = s.describe_table().await.expect("describe").expect("table");
+        if d.status == storage::TableStatus::Active
+            && d.indexes
+                .iter()
+                .all(|(_, st)| *st == storage::TableStatus::Active)
+        {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    for i in 0..3 {
+        let mut item = Key::new("h", format!("r{i}")).into_item();
+        if i != 1 {
+            item.insert("a", n(&i.to_string()));
+        }
+        item.insert("b", st("bee"));
+        item.insert("big", st(&"x".repeat(10_000)));
+        item.insert("ixh", st("g"));
+        item.insert("ixr", st(&format!("{i}")));
+        s.put_item(item, Condition::Always).await.expect("put");
+    }
+    (s, spec)
+}
+
+fn index_query(spec: &storage::IndexSpec, projection: Option<&[&str]>) -> storage::IndexQuery {
+    storage::IndexQuery {
+        index: spec.clone(),
+        hash: "g".into(),
+        range: None,
+        forward: true,
+        limit: None,
+        projection: projection.map(names_of),
+    }
+}
+
+/// Projections on GetItem, BatchGetItem and an index Query: only the named top-level
+/// attributes the item has (an item with none of them is an empty item, a missing item is
+/// none), the key attributes only when named, an empty projection is every attribute, and the
+/// read costs what the unprojected read costs (metered on the fake).
+pub async fn projected_reads<S: Storage + 'static>(table: S) {
+    let (s, spec) = projection_table(table).await;
+    let k0 = Key::new("h", "r0");
+    let k1 = Key::new("h", "r1");
+    let whole = s.get_item(&k0, true).await.unwrap().expect("r0");
+
+    // GetItem.
+    let got = s
+        .get_item_projected(&k0, true, &names_of(&["b", "a"]))
+        .await
+        .unwrap()
+        .expect("r0");
+    assert_eq!(attr_names(&got), ["a", "b"]);
+    assert_eq!(got.get("a"), Some(&n("0")));
+    let keyed = s
+        .get_item_projected(&k0, true, &names_of(&["Key", "Child", "b"]))
+        .await
+        .unwrap()
+        .expect("r0");
+    assert_eq!(attr_names(&keyed), ["Child", "Key", "b"]);
+    assert_eq!(Key::from_item(&keyed), Some(k0.clone()));
+    let partial = s
+        .get_item_projected(&k1, false, &names_of(&["a", "b"]))
+        .await
+        .unwrap()
+        .expect("r1");
+    assert_eq!(attr_names(&partial), ["b"]);
+    let nothing = s
+        .get_item_projected(&k1, true, &names_of(&["a", "zzz"]))
+        .await
+        .unwrap();
+    assert_eq!(
+        nothing.as_ref().map(attr_names),
+        Some(vec![]),
+        "{nothing:?}"
+    );
+    let absent = s
+        .get_item_projected(&Key::new("h", "none"), true, &names_of(&["a"]))
+        .await
+        .unwrap();
+    assert_eq!(absent, None);
+    let all = s.get_item_projected(&k0, true, &[]).await.unwrap();
+    assert_eq!(all.as_ref(), Some(&whole));
+
+    // BatchGetItem.
+    let keys = vec![k0.clone(), k1.clone(), Key::new("h", "none")];
+    let out = s
+        .batch_get_projected(keys.clone(), true, &names_of(&["Child", "a"]))
+        .await
+        .unwrap();
+    assert!(out.unprocessed.is_empty());
+    let mut got: Vec<Vec<&str>> = out.items.iter().map(attr_names).collect();
+    got.sort();
+    assert_eq!(got, [vec!["Child"], vec!["Child", "a"]]);
+    let out = s
+        .batch_get_projected(keys.clone(), false, &names_of(&["zzz"]))
+        .await
+        .unwrap();
+    let got: Vec<Vec<&str>> = out.items.iter().map(attr_names).collect();
+    assert_eq!(got, [Vec::<&str>::new(), vec![]], "{out:?}");
+    let out = s.batch_get_projected(keys, true, &[]).await.unwrap();
+    assert_eq!(out.items.len(), 2);
+    assert!(out.items.contains(&whole));
+
+    // An index Query: projected items, a complete last key.
+    let page = s
+        .query_index_page(&index_query(&spec, Some(&["a", "ixr"])), None)
+        .await
+        .unwrap();
+    let got: Vec<Vec<&str>> = page.items.iter().map(attr_names).collect();
+    assert_eq!(got, [vec!["a", "ixr"], vec!["ixr"], vec!["a", "ixr"]]);
+    let mut q = index_query(&spec, Some(&["b"]));
+    q.limit = Some(1);
+    let first = s.query_index_page(&q, None).await.unwrap();
+    assert_eq!(
+        first.items.iter().map(attr_names).collect::<Vec<_>>(),
+        [vec!["b"]]
+    );
+    let last = first.last.expect("a last key");
+    let mut last_names = attr_names(&last);
+    last_names.sort_unstable();
+    assert_eq!(last_names, ["Child", "Key", "ixh", "ixr"]);
+    let second = s.query_index_page(&q, Some(last)).await.unwrap();
+    assert_eq!(second.items.len(), 1);
+    let unprojected = s
+        .query_index_page(&index_query(&spec, None), None)
+        .await
+        .unwrap();
+    assert_eq!(unprojected.items[0], whole);
+    let empty = s
+        .query_index_page(&index_query(&spec, Some(&[])), None)
+        .await
+        .unwrap();
+    assert_eq!(empty.items, unprojected.items);
+
+    // Metering: a projection reads (and pays for) the whole item.
+    if let Some(fake) = s.downcast_ref::<crate::FakeTable>() {
+        fake.reset_metrics();
+        s.get_item(&k0, true).await.unwrap();
+        let full = fake.metrics().read_units();
+        fake.reset_metrics();
+        s.get_item_projected(&k0, true, &names_of(&["a"]))
+            .await
+            .unwrap();
+        assert_eq!(fake.metrics().read_units(), full);
+        assert_eq!(full, 3.0, "a 10 KB item is 3 units");
+        fake.reset_metrics();
+        s.batch_get(vec![k0.clone(), k1.clone()], false)
+            .await
+            .unwrap();
+        let full = fake.metrics().read_units();
+        fake.reset_metrics();
+        s.batch_get_projected(vec![k0.clone(), k1.clone()], false, &names_of(&["zzz"]))
+            .await
+            .unwrap();
+        assert_eq!(fake.metrics().read_units(), full);
+        fake.reset_metrics();
+        s.query_index_page(&index_query(&spec, None), None)
+            .await
+            .unwrap();
+        let full = fake.metrics().read_units();
+        fake.reset_metrics();
+        s.query_index_page(&index_query(&spec, Some(&["a"])), None)
+            .await
+            .unwrap();
+        assert_eq!(fake.metrics().read_units(), full);
+    }
+}
+
+/// Runs `projection` on GetItem, BatchGetItem and an index Query; each is refused with
+/// `Validation` when `refused`, else succeeds.
+async fn projection_verdicts(
+    s: &storage::SharedStorage,
+    spec: &storage::IndexSpec,
+    projection: Vec<String>,
+    refused: bool,
+) {
+    let k0 = Key::new("h", "r0");
+    let mut q = index_query(spec, None);
+    q.projection = Some(projection.clone());
+    let results = [
+        (
+            "GetItem",
+            s.get_item_projected(&k0, true, &projection)
+                .await
+                .map(|_| ()),
+        ),
+        (
+            "BatchGetItem",
+            s.batch_get_projected(vec![k0.clone()], true, &projection)
+                .await
+                .map(|_| ()),
+        ),
+        ("Query", s.query_index_page(&q, None).await.map(|_| ())),
+    ];
+    for (op, r) in results {
+        match r {
+            Err(e) if refused => assert_eq!(e.kind(), ErrorKind::Validation, "{op}: {e:?}"),
+            Ok(()) if !refused => {}
+            other => panic!("{op}: expected refused = {refused}, got {other:?}"),
+        }
+    }
+}
+
+/// A name given twice in one projection is refused ("two document paths overlap").
+pub async fn projection_with_a_name_twice_is_refused<S: Storage + 'static>(table: S) {
+    let (s, spec) = projection_table(table).await;
+    projection_verdicts(&s, &spec, names_of(&["a", "b", "a"]), true).await;
+    projection_verdicts(&s, &spec, names_of(&["Key", "Key"]), true).await;
+}
+
+/// An empty name in a projection is refused.
+pub async fn projection_with_an_empty_name_is_refused<S: Storage + 'static>(table: S) {
+    let (s, spec) = projection_table(table).await;
+    projection_verdicts(&s, &spec, names_of(&["a", ""]), true).await;
+}
+
+/// As many names as fit in DynamoDB's 4 KB expression string ([`storage::MAX_PROJECTION_NAMES`],
+/// sent as `#p0,#p1,…`) are taken; one more is refused.
+pub async fn projection_name_count_limit<S: Storage + 'static>(table: S) {
+    let (s, spec) = projection_table(table).await;
+    let names = |count: usize| (0..count).map(|i| format!("attr{i}")).collect::<Vec<_>>();
+    let max = storage::MAX_PROJECTION_NAMES;
+    projection_verdicts(&s, &spec, names(max), false).await;
+    projection_verdicts(&s, &spec, names(max + 1), true).await;
 }

@@ -5,8 +5,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use dynatree::storage::{
     BatchGetOutput, Comparison, Condition, IndexPage, IndexQuery, IndexSpec, Key,
-    MAX_HASH_KEY_BYTES, MAX_RANGE_KEY_BYTES, Page, Query, Storage, TableDescription, TableStatus,
-    TransactAction, UpdateAction, WriteRequest,
+    MAX_HASH_KEY_BYTES, MAX_PROJECTION_NAMES, MAX_RANGE_KEY_BYTES, Page, Query, Storage,
+    TableDescription, TableStatus, TransactAction, UpdateAction, WriteRequest,
 };
 use dynatree::{
     Billing, CancellationReason, Error, ErrorKind, Item, MAX_ITEM_BYTES, Result, Value,
@@ -208,6 +208,47 @@ fn write_units(bytes: usize) -> f64 {
 
 fn validation(msg: impl Into<String>) -> Error {
     Error::new(ErrorKind::Validation, msg)
+}
+
+/// Refuses a projection as DynamoDB refuses it (names sent as `#p0,#p1,…`): too long an
+/// expression, an empty name, a name given twice.
+fn check_projection(names: &[String]) -> Result<()> {
+    if names.len() > MAX_PROJECTION_NAMES {
+        return Err(validation(format!(
+            "invalid ProjectionExpression: expression size has exceeded the maximum allowed size \
+             ({} names, at most {MAX_PROJECTION_NAMES} fit in 4 KB)",
+            names.len()
+        )));
+    }
+    let mut seen = HashSet::new();
+    for (i, name) in names.iter().enumerate() {
+        if name.is_empty() {
+            return Err(validation(format!(
+                "ExpressionAttributeNames contains invalid value: empty attribute name for key #p{i}"
+            )));
+        }
+        if !seen.insert(name.as_str()) {
+            return Err(validation(format!(
+                "invalid ProjectionExpression: two document paths overlap with each other; \
+                 path one: [{name}], path two: [{name}]"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The named top-level attributes `item` has (every attribute if `names` is empty).
+fn project(item: Item, names: &[String]) -> Item {
+    if names.is_empty() {
+        return item;
+    }
+    let mut out = Item::new();
+    for name in names {
+        if let Some(v) = item.get(name) {
+            out.insert(name.clone(), v.clone());
+        }
+    }
+    out
 }
 
 impl FakeTable {
@@ -1032,8 +1073,14 @@ impl FakeTable {
     }
 }
 
-impl Storage for FakeTable {
-    async fn get_item(&self, key: &Key, consistent: bool) -> Result<Option<Item>> {
+impl FakeTable {
+    /// GetItem, projected unless `projection` is empty; metered by the whole item.
+    async fn get(
+        &self,
+        key: &Key,
+        consistent: bool,
+        projection: &[String],
+    ) -> Result<Option<Item>> {
         tokio::task::yield_now().await;
         let mut inner = self.lock();
         let fault = self.begin(&mut inner, Op::GetItem, std::slice::from_ref(key))?;
@@ -1044,9 +1091,99 @@ impl Storage for FakeTable {
         };
         let t = inner.table()?;
         t.check_key(key)?;
+        check_projection(projection)?;
         let item = stale.unwrap_or_else(|| t.get(key).cloned());
         inner.metrics.read_units += read_units(item.as_ref().map_or(0, Item::size), consistent);
+        let item = item.map(|item| project(item, projection));
         Self::finish(fault.as_ref(), "GetItem", item)
+    }
+
+    /// BatchGetItem, projected unless `projection` is empty; each item found is metered (and
+    /// counted towards the 16 MB cap) by its whole size.
+    async fn batch(
+        &self,
+        keys: Vec<Key>,
+        consistent: bool,
+        projection: &[String],
+    ) -> Result<BatchGetOutput> {
+        tokio::task::yield_now().await;
+        let mut inner = self.lock();
+        let fault = self.begin(&mut inner, Op::BatchGetItem, &keys)?;
+        let stale = if consistent {
+            BTreeMap::new()
+        } else {
+            inner.stale_changes(None)
+        };
+        let t = inner.table()?;
+        if keys.is_empty() || keys.len() > dynatree::storage::BATCH_GET_MAX {
+            return Err(validation(format!(
+                "too many items requested for the BatchGetItem call: {} (1 to {} allowed)",
+                keys.len(),
+                dynatree::storage::BATCH_GET_MAX
+            )));
+        }
+        let mut seen = HashSet::new();
+        for k in &keys {
+            t.check_key(k)?;
+            if !seen.insert(k) {
+                return Err(validation("provided list of item keys contains duplicates"));
+            }
+        }
+        check_projection(projection)?;
+        let processed = match fault {
+            Some(Fault::Unprocessed { processed }) => processed.min(keys.len()),
+            _ => keys.len(),
+        };
+        let mut out = BatchGetOutput::default();
+        let mut units = 0.0;
+        let mut bytes = 0;
+        for (i, k) in keys.into_iter().enumerate() {
+            if i >= processed {
+                out.unprocessed.push(k);
+                continue;
+            }
+            // Only items found are billed (as DynamoDB Local reports), each rounded up alone.
+            let found = match stale.get(&k) {
+                Some(old) => old.clone(),
+                None => t.get(&k).cloned(),
+            };
+            let Some(item) = found else {
+                continue;
+            };
+            bytes += item.size();
+            if bytes > BATCH_BYTES {
+                out.unprocessed.push(k);
+                continue;
+            }
+            units += read_units(item.size(), consistent);
+            out.items.push(project(item, projection));
+        }
+        inner.metrics.read_units += units;
+        Self::finish(fault.as_ref(), "BatchGetItem", out)
+    }
+}
+
+impl Storage for FakeTable {
+    async fn get_item(&self, key: &Key, consistent: bool) -> Result<Option<Item>> {
+        self.get(key, consistent, &[]).await
+    }
+
+    async fn get_item_projected(
+        &self,
+        key: &Key,
+        consistent: bool,
+        projection: &[String],
+    ) -> Result<Option<Item>> {
+        self.get(key, consistent, projection).await
+    }
+
+    async fn batch_get_projected(
+        &self,
+        keys: Vec<Key>,
+        consistent: bool,
+        projection: &[String],
+    ) -> Result<BatchGetOutput> {
+        self.batch(keys, consistent, projection).await
     }
 
     async fn put_item(&self, item: Item, condition: Condition) -> Result<()> {
@@ -1192,59 +1329,7 @@ impl Storage for FakeTable {
     }
 
     async fn batch_get(&self, keys: Vec<Key>, consistent: bool) -> Result<BatchGetOutput> {
-        tokio::task::yield_now().await;
-        let mut inner = self.lock();
-        let fault = self.begin(&mut inner, Op::BatchGetItem, &keys)?;
-        let stale = if consistent {
-            BTreeMap::new()
-        } else {
-            inner.stale_changes(None)
-        };
-        let t = inner.table()?;
-        if keys.is_empty() || keys.len() > dynatree::storage::BATCH_GET_MAX {
-            return Err(validation(format!(
-                "too many items requested for the BatchGetItem call: {} (1 to {} allowed)",
-                keys.len(),
-                dynatree::storage::BATCH_GET_MAX
-            )));
-        }
-        let mut seen = HashSet::new();
-        for k in &keys {
-            t.check_key(k)?;
-            if !seen.insert(k) {
-                return Err(validation("provided list of item keys contains duplicates"));
-            }
-        }
-        let processed = match fault {
-            Some(Fault::Unprocessed { processed }) => processed.min(keys.len()),
-            _ => keys.len(),
-        };
-        let mut out = BatchGetOutput::default();
-        let mut units = 0.0;
-        let mut bytes = 0;
-        for (i, k) in keys.into_iter().enumerate() {
-            if i >= processed {
-                out.unprocessed.push(k);
-                continue;
-            }
-            // Only items found are billed (as DynamoDB Local reports), each rounded up alone.
-            let found = match stale.get(&k) {
-                Some(old) => old.clone(),
-                None => t.get(&k).cloned(),
-            };
-            let Some(item) = found else {
-                continue;
-            };
-            bytes += item.size();
-            if bytes > BATCH_BYTES {
-                out.unprocessed.push(k);
-                continue;
-            }
-            units += read_units(item.size(), consistent);
-            out.items.push(item);
-        }
-        inner.metrics.read_units += units;
-        Self::finish(fault.as_ref(), "BatchGetItem", out)
+        self.batch(keys, consistent, &[]).await
     }
 
     async fn batch_write(&self, requests: Vec<WriteRequest>) -> Result<Vec<WriteRequest>> {
@@ -1402,6 +1487,8 @@ impl Storage for FakeTable {
         if let Some(r) = &query.range {
             r.check().map_err(|e| validation(e.to_string()))?;
         }
+        let projection = query.projection.as_deref().unwrap_or_default();
+        check_projection(projection)?;
         // The index is sparse: only items with its key attributes (strings) are in it. Order:
         // the index range key, then the table key.
         let sort_key = |item: &Item| -> (String, String, String) {
@@ -1451,8 +1538,9 @@ impl Storage for FakeTable {
         let mut bytes = 0;
         let mut last = None;
         for (n, item) in hits.iter().enumerate() {
+            // Metered and paged by the whole item; the last key comes from the whole item too.
             bytes += item.size();
-            items.push((*item).clone());
+            items.push(project((*item).clone(), projection));
             let evaluated = u32::try_from(n + 1).unwrap_or(u32::MAX);
             if query.limit.is_some_and(|l| evaluated >= l) || bytes >= page_bytes {
                 let mut k = Key::from_item(item).map(Key::into_item).unwrap_or_default();
@@ -1648,12 +1736,17 @@ mod tests {
             .unwrap_err();
         assert!(e.is_condition_failed());
         assert_eq!(t.metrics().requests("UpdateItem"), 2);
-        // Refused before reading: nothing written.
+        // No action inside a transaction: refused before anything is read.
         let e = t
-            .update_item(&k, vec![], Condition::Always)
+            .transact_write(vec![TransactAction::Update {
+                key: k.clone(),
+                actions: vec![],
+                condition: Condition::Always,
+            }])
             .await
             .unwrap_err();
-        assert_eq!(e.kind(), ErrorKind::Validation);
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument);
+        assert_eq!(t.metrics().write_units(), 2.0);
         // An update that makes an index key of another type is refused.
         let ix = FakeTable::new();
         ix.create_table(Billing::OnDemand, &[IndexSpec::new("ix", "ixh", None)])

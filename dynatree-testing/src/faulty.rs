@@ -330,6 +330,44 @@ impl<S: Storage + 'static> Storage for Faulty<S> {
         });
         Self::end(fault.as_ref(), op, r)
     }
+    async fn get_item_projected(
+        &self,
+        key: &Key,
+        consistent: bool,
+        projection: &[String],
+    ) -> Result<Option<Item>> {
+        faulty!(
+            self,
+            Op::GetItem,
+            std::slice::from_ref(key),
+            self.shared
+                .inner
+                .get_item_projected(key, consistent, projection)
+        )
+    }
+    async fn batch_get_projected(
+        &self,
+        mut keys: Vec<Key>,
+        consistent: bool,
+        projection: &[String],
+    ) -> Result<BatchGetOutput> {
+        let op = Op::BatchGetItem;
+        let fault = self.begin(op, &keys)?;
+        let rest = keys.split_off(processed(fault.as_ref(), keys.len()));
+        let r = if keys.is_empty() && !rest.is_empty() {
+            Ok(BatchGetOutput::default())
+        } else {
+            self.shared
+                .inner
+                .batch_get_projected(keys, consistent, projection)
+                .await
+        };
+        let r = r.map(|mut out| {
+            out.unprocessed.extend(rest);
+            out
+        });
+        Self::end(fault.as_ref(), op, r)
+    }
     async fn batch_write(&self, mut requests: Vec<WriteRequest>) -> Result<Vec<WriteRequest>> {
         let op = Op::BatchWriteItem;
         let keys: Vec<Key> = requests
@@ -434,5 +472,36 @@ impl<S: Storage + 'static> Storage for Faulty<S> {
             &[],
             self.shared.inner.ttl_attribute()
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::FakeTable;
+
+    #[tokio::test]
+    async fn projected_reads_suffer_the_faults_of_their_operation() {
+        let table = Faulty::new(FakeTable::new());
+        table.create_table(Billing::OnDemand, &[]).await.unwrap();
+        let (k, other) = (Key::new("h", "r"), Key::new("h", "s"));
+        let names = ["a".to_owned()];
+        table.inject_rule(FaultRule::new(Fault::Throttle).operation(Op::GetItem));
+        let e = table
+            .get_item_projected(&k, true, &names)
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Throttled);
+        assert_eq!(table.inner().metrics().requests("GetItem"), 0);
+        table.clear_faults();
+        table.inject_rule(
+            FaultRule::new(Fault::Unprocessed { processed: 1 }).operation(Op::BatchGetItem),
+        );
+        let out = table
+            .batch_get_projected(vec![k, other.clone()], true, &names)
+            .await
+            .unwrap();
+        assert_eq!(out.unprocessed, [other]);
+        assert_eq!(table.fired().len(), 2);
     }
 }

@@ -475,6 +475,50 @@ impl<B: Storage + 'static> Storage for SimStorage<B> {
         self.note_result(&r);
         r
     }
+    async fn get_item_projected(
+        &self,
+        key: &Key,
+        consistent: bool,
+        projection: &[String],
+    ) -> Result<Option<Item>> {
+        self.gated(
+            "GetItem",
+            false,
+            || key_str(key),
+            self.backend.get_item_projected(key, consistent, projection),
+        )
+        .await
+    }
+    async fn batch_get_projected(
+        &self,
+        keys: Vec<Key>,
+        consistent: bool,
+        projection: &[String],
+    ) -> Result<BatchGetOutput> {
+        let detail = keys.iter().map(key_str).collect::<Vec<_>>().join(", ");
+        let (processed, guard) = self.enter_batch("BatchGetItem", false, detail).await?;
+        let r = match processed {
+            Some(n) if n < keys.len() => {
+                let mut keys = keys;
+                let rest = keys.split_off(n);
+                self.backend
+                    .batch_get_projected(keys, consistent, projection)
+                    .await
+                    .map(|mut o| {
+                        o.unprocessed.extend(rest);
+                        o
+                    })
+            }
+            _ => {
+                self.backend
+                    .batch_get_projected(keys, consistent, projection)
+                    .await
+            }
+        };
+        drop(guard);
+        self.note_result(&r);
+        r
+    }
     async fn batch_write(&self, requests: Vec<WriteRequest>) -> Result<Vec<WriteRequest>> {
         let detail = requests
             .iter()

@@ -291,6 +291,7 @@ fn request(rng: &mut Rng) -> Req {
             range: rng.chance(60).then(|| range_condition(rng)),
             forward: rng.chance(50),
             limit: None,
+            projection: None,
         }),
         72..=78 => Req::BatchGet((0..1 + rng.below(4)).map(|_| key(rng)).collect()),
         79..=86 => Req::BatchWrite(

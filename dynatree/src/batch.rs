@@ -216,6 +216,17 @@ pub async fn get_all<S: Storage>(
     consistent: bool,
     policy: &RetryPolicy,
 ) -> Result<Vec<Item>> {
+    get_all_projected(storage, keys, consistent, &[], policy).await
+}
+
+/// [`get_all`] reading only the attributes `projection` names (empty: all).
+pub(crate) async fn get_all_projected<S: Storage>(
+    storage: &S,
+    keys: Vec<Key>,
+    consistent: bool,
+    projection: &[String],
+    policy: &RetryPolicy,
+) -> Result<Vec<Item>> {
     let mut seen = HashSet::new();
     let keys: Vec<Key> = keys
         .into_iter()
@@ -226,7 +237,14 @@ pub async fn get_all<S: Storage>(
         let mut pending = chunk.to_vec();
         let mut retry = 0;
         loop {
-            match storage.batch_get(pending.clone(), consistent).await {
+            let sent = if projection.is_empty() {
+                storage.batch_get(pending.clone(), consistent).await
+            } else {
+                storage
+                    .batch_get_projected(pending.clone(), consistent, projection)
+                    .await
+            };
+            match sent {
                 Ok(out) => {
                     found.extend(out.items);
                     pending = out.unprocessed;

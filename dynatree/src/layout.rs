@@ -291,6 +291,66 @@ impl Layout {
     }
 }
 
+/// The name of the path index's global secondary index (see
+/// [`TreeBuilder::path_index`](crate::TreeBuilder::path_index)).
+pub const PATH_INDEX: &str = "dynatree_paths";
+
+/// Intent records of the multi-row operations (moves, copies, subtree deletions) and the path
+/// index: their keys and bookkeeping attributes.
+impl Layout {
+    /// The key of intent record `id`: `(SC SC intents, id)`.
+    pub(crate) fn intent_key(&self, id: &str) -> Key {
+        Key::new(self.intents_hash(), id)
+    }
+
+    /// The attribute `field` of an intent record: `SC field`. The fields are `op`, `from`,
+    /// `to`, `phase`, `links`, `owner`, `lease` and `refusal`.
+    pub(crate) fn intent_attr(&self, field: &str) -> String {
+        format!("{}{field}", self.sc)
+    }
+
+    /// The path index (GSI [`PATH_INDEX`]): hash attribute `SC pix.h`, range attribute
+    /// `SC pix.r`.
+    pub(crate) fn path_index_spec(&self) -> crate::storage::IndexSpec {
+        crate::storage::IndexSpec::new(
+            PATH_INDEX,
+            format!("{}pix.h", self.sc),
+            Some(format!("{}pix.r", self.sc)),
+        )
+    }
+
+    /// Whether `name` is one of the path index's attributes (`SC pix.` …): recomputed, not
+    /// copied, when a row moves.
+    pub(crate) fn is_path_index_attr(&self, name: &str) -> bool {
+        name.strip_prefix(self.sc)
+            .is_some_and(|rest| rest.starts_with("pix."))
+    }
+
+    /// The path index's (hash, range) values for the object at `path` in an index of depth
+    /// `depth`: the object keys of its first `depth` components and of the whole path.
+    pub(crate) fn path_index_values(&self, path: &[String], depth: usize) -> (String, String) {
+        (
+            self.object_hash(&path[..depth.min(path.len())]),
+            self.object_hash(path),
+        )
+    }
+}
+
+/// The user's attributes of a row as read: without the key attributes and without dynatree's
+/// bookkeeping (every attribute whose name starts with the reserved character `sc`).
+pub(crate) fn strip_bookkeeping(item: &mut Item, sc: char) {
+    item.remove(HASH_KEY);
+    item.remove(RANGE_KEY);
+    let bookkeeping: Vec<String> = item
+        .names()
+        .filter(|n| n.starts_with(sc))
+        .map(str::to_owned)
+        .collect();
+    for n in bookkeeping {
+        item.remove(&n);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -381,65 +441,5 @@ mod tests {
         assert_eq!(s, "XAccountsX12345");
         assert_eq!(l.decode_target(&s).unwrap(), t);
         assert!(l.decode_target("Accounts").is_err());
-    }
-}
-
-/// The name of the path index's global secondary index (see
-/// [`TreeBuilder::path_index`](crate::TreeBuilder::path_index)).
-pub const PATH_INDEX: &str = "dynatree_paths";
-
-/// Intent records of the multi-row operations (moves, copies, subtree deletions) and the path
-/// index: their keys and bookkeeping attributes.
-impl Layout {
-    /// The key of intent record `id`: `(SC SC intents, id)`.
-    pub(crate) fn intent_key(&self, id: &str) -> Key {
-        Key::new(self.intents_hash(), id)
-    }
-
-    /// The attribute `field` of an intent record: `SC field`. The fields are `op`, `from`,
-    /// `to`, `phase`, `links`, `owner`, `lease` and `refusal`.
-    pub(crate) fn intent_attr(&self, field: &str) -> String {
-        format!("{}{field}", self.sc)
-    }
-
-    /// The path index (GSI [`PATH_INDEX`]): hash attribute `SC pix.h`, range attribute
-    /// `SC pix.r`.
-    pub(crate) fn path_index_spec(&self) -> crate::storage::IndexSpec {
-        crate::storage::IndexSpec::new(
-            PATH_INDEX,
-            format!("{}pix.h", self.sc),
-            Some(format!("{}pix.r", self.sc)),
-        )
-    }
-
-    /// Whether `name` is one of the path index's attributes (`SC pix.` …): recomputed, not
-    /// copied, when a row moves.
-    pub(crate) fn is_path_index_attr(&self, name: &str) -> bool {
-        name.strip_prefix(self.sc)
-            .is_some_and(|rest| rest.starts_with("pix."))
-    }
-
-    /// The path index's (hash, range) values for the object at `path` in an index of depth
-    /// `depth`: the object keys of its first `depth` components and of the whole path.
-    pub(crate) fn path_index_values(&self, path: &[String], depth: usize) -> (String, String) {
-        (
-            self.object_hash(&path[..depth.min(path.len())]),
-            self.object_hash(path),
-        )
-    }
-}
-
-/// The user's attributes of a row as read: without the key attributes and without dynatree's
-/// bookkeeping (every attribute whose name starts with the reserved character `sc`).
-pub(crate) fn strip_bookkeeping(item: &mut Item, sc: char) {
-    item.remove(HASH_KEY);
-    item.remove(RANGE_KEY);
-    let bookkeeping: Vec<String> = item
-        .names()
-        .filter(|n| n.starts_with(sc))
-        .map(str::to_owned)
-        .collect();
-    for n in bookkeeping {
-        item.remove(&n);
     }
 }

@@ -14,6 +14,7 @@ mod item;
 mod layout;
 mod path;
 mod query;
+mod read;
 mod repo;
 mod segment;
 pub mod storage;
@@ -41,6 +42,7 @@ pub use crate::layout::DEFAULT_RESERVED;
 
 pub use crate::path::{IntoPath, Path};
 pub use crate::query::{Cursor, IndexQueryBuilder, TypedPage, TypedQuery};
+pub use crate::read::Read;
 pub use crate::repo::Repository;
 pub use crate::segment::{AsKeySegment, KeySegment};
 pub use crate::storage::Billing;

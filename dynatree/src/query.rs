@@ -7,6 +7,7 @@ use std::str::FromStr;
 
 use futures::stream::BoxStream;
 use futures::{Stream, StreamExt, TryStreamExt};
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::error::{Error, ErrorKind, Result};
@@ -495,8 +496,72 @@ impl<T: Hierarchical, S: Storage + 'static> TypedQuery<T, S> {
     /// # Cancel safety
     ///
     /// Cancel safe.
-    pub fn pages(mut self) -> BoxStream<'static, Result<TypedPage<T>>> {
+    pub fn pages(self) -> BoxStream<'static, Result<TypedPage<T>>> {
+        self.pages_read(None)
+    }
+
+    /// The values read as `P`, page by page: only the attributes of `P`'s fields are requested
+    /// from DynamoDB (see [`Read::project`](crate::Read::project)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::{Hierarchical, Tree};
+    /// use dynatree_testing::FakeTable;
+    /// use futures::TryStreamExt;
+    /// use serde::{Deserialize, Serialize};
+    ///
+    /// #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+    /// #[dynatree(path = "Docs/{id}")]
+    /// struct Doc { id: String, title: String, body: String }
+    ///
+    /// #[derive(Deserialize, Debug, PartialEq)]
+    /// struct Title { title: String }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// let tree = Tree::new(FakeTable::new());
+    /// tree.create_table().await?;
+    /// let docs = tree.repo::<Doc>();
+    /// docs.put(&Doc { id: "a".into(), title: "A".into(), body: "…".into() }).await?;
+    /// let titles: Vec<Title> = docs.query(&DocCollection {}).items_as::<Title>().try_collect().await?;
+    /// assert_eq!(titles, [Title { title: "A".into() }]);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`pages`](TypedQuery::pages), with values that do not fit `P`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe.
+    pub fn pages_as<P: DeserializeOwned + Send + 'static>(
+        self,
+    ) -> BoxStream<'static, Result<TypedPage<P>>> {
+        self.pages_read(Some(crate::read::struct_fields::<P>()))
+    }
+
+    /// The values read as `P`, lazily (see [`pages_as`](TypedQuery::pages_as)).
+    ///
+    /// # Errors
+    ///
+    /// As [`pages_as`](TypedQuery::pages_as).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe.
+    pub fn items_as<P: DeserializeOwned + Send + 'static>(self) -> BoxStream<'static, Result<P>> {
+        flatten(self.pages_as())
+    }
+
+    /// `projection`: `None` for `T` itself (every attribute); `Some(fields)` for another type
+    /// (`Some(None)`: one that is not a struct, every attribute).
+    fn pages_read<P: DeserializeOwned + Send + 'static>(
+        mut self,
+        projection: Option<Option<&'static [&'static str]>>,
+    ) -> BoxStream<'static, Result<TypedPage<P>>> {
         let tree = self.tree.clone();
+        let read = tree.read_opts(self.shape.consistent, projection.flatten());
         let setup = (|| {
             let range = self.shape.range()?;
             if T::RESERVED != tree.reserved() {
@@ -544,7 +609,7 @@ impl<T: Hierarchical, S: Storage + 'static> TypedQuery<T, S> {
         let limit = self.shape.limit;
         Box::pin(match setup {
             Ok(Some((prefix, query, start, fp))) => {
-                typed_pages::<T, S>(tree, prefix, query, start, limit, fp).left_stream()
+                typed_pages::<P, S>(tree, prefix, query, start, limit, fp, read).left_stream()
             }
             // Ok(None): the cursor is at the end; send nothing.
             other => futures::stream::iter(other.err().map(Err)).right_stream(),
@@ -575,13 +640,14 @@ fn flatten<T: Send + 'static>(
     )
 }
 
-fn typed_pages<T: Hierarchical, S: Storage + 'static>(
+fn typed_pages<T: DeserializeOwned + Send + 'static, S: Storage + 'static>(
     tree: Tree<S>,
     prefix: Path,
     query: Query,
     start: Option<Key>,
     limit: Option<usize>,
     fp: u64,
+    read: crate::tree::ReadOpts,
 ) -> impl Stream<Item = Result<TypedPage<T>>> + Send + 'static {
     let pages = query_pages(tree.io(), query, start);
     futures::stream::try_unfold(
@@ -589,6 +655,7 @@ fn typed_pages<T: Hierarchical, S: Storage + 'static>(
         move |(mut pages, left)| {
             let prefix = prefix.clone();
             let tree = tree.clone();
+            let read = read.clone();
             async move {
                 if left == 0 {
                     return Ok(None);
@@ -600,7 +667,7 @@ fn typed_pages<T: Hierarchical, S: Storage + 'static>(
                     .last_key
                     .as_ref()
                     .map(|k| Cursor::new(fp, vec![k.range.clone()]));
-                let entries = tree.entries_for::<T>(&prefix, page.items).await?;
+                let entries = tree.entries_with::<T>(&prefix, page.items, &read).await?;
                 let mut items: Vec<T> = entries.into_iter().filter_map(|e| e.value).collect();
                 items.truncate(left);
                 let left = left - items.len();
@@ -647,8 +714,72 @@ impl<T: Hierarchical, S: Storage + 'static> IndexQueryBuilder<T, S> {
     /// # Cancel safety
     ///
     /// Cancel safe.
-    pub fn pages(mut self) -> BoxStream<'static, Result<TypedPage<T>>> {
+    pub fn pages(self) -> BoxStream<'static, Result<TypedPage<T>>> {
+        self.pages_read(None)
+    }
+
+    /// The values read as `P`, page by page: only the attributes of `P`'s fields are requested
+    /// (see [`Read::project`](crate::Read::project)).
+    ///
+    /// # Errors
+    ///
+    /// As [`pages`](IndexQueryBuilder::pages), with values that do not fit `P`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe.
+    pub fn pages_as<P: DeserializeOwned + Send + 'static>(
+        self,
+    ) -> BoxStream<'static, Result<TypedPage<P>>> {
+        self.pages_read(Some(crate::read::struct_fields::<P>()))
+    }
+
+    /// The values read as `P`, lazily (see [`pages_as`](IndexQueryBuilder::pages_as)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::{Hierarchical, Tree};
+    /// use dynatree_testing::FakeTable;
+    /// use futures::TryStreamExt;
+    /// use serde::{Deserialize, Serialize};
+    ///
+    /// #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+    /// #[dynatree(path = "Users/{id}", index(name = "by_email", hash = email))]
+    /// struct User { id: String, email: String, bio: String }
+    ///
+    /// #[derive(Deserialize, Debug, PartialEq)]
+    /// struct Id { id: String }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// let tree = Tree::builder(FakeTable::new()).indexes_of::<User>().build()?;
+    /// tree.create_table().await?;
+    /// let users = tree.repo::<User>();
+    /// users.put(&User { id: "u1".into(), email: "a@example.com".into(), bio: "…".into() }).await?;
+    /// let ids: Vec<Id> = users.index(User::index_by_email("a@example.com")).items_as().try_collect().await?;
+    /// assert_eq!(ids, [Id { id: "u1".into() }]);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`pages_as`](IndexQueryBuilder::pages_as).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe.
+    pub fn items_as<P: DeserializeOwned + Send + 'static>(self) -> BoxStream<'static, Result<P>> {
+        flatten(self.pages_as())
+    }
+
+    fn pages_read<P: DeserializeOwned + Send + 'static>(
+        mut self,
+        projection: Option<Option<&'static [&'static str]>>,
+    ) -> BoxStream<'static, Result<TypedPage<P>>> {
         let tree = self.tree.clone();
+        // The table's and the index's keys are always read: the page's cursor is built from
+        // the last item.
+        let mut projection: Vec<String> = tree.read_opts(None, projection.flatten()).projection;
         let setup = (|| {
             let range = self.shape.range()?;
             let def = T::INDEXES
@@ -672,7 +803,14 @@ impl<T: Hierarchical, S: Storage + 'static> IndexQueryBuilder<T, S> {
                 range,
                 forward: self.shape.forward,
                 limit: self.shape.request_limit(),
+                projection: None,
             };
+            let mut query = query;
+            if !projection.is_empty() {
+                projection.push(query.index.hash_attr.clone());
+                projection.extend(query.index.range_attr.clone());
+                query.projection = Some(std::mem::take(&mut projection));
+            }
             let fp = fingerprint(
                 "index",
                 &[&query.index.name, &query.hash],
@@ -701,8 +839,8 @@ impl<T: Hierarchical, S: Storage + 'static> IndexQueryBuilder<T, S> {
                             .items
                             .into_iter()
                             .filter(|i| !tree.layout().is_expired(i, now))
-                            .map(|i| tree.to_value::<T>(i))
-                            .collect::<Result<Vec<T>>>()?;
+                            .map(|i| tree.to_value::<P>(i))
+                            .collect::<Result<Vec<P>>>()?;
                         items.truncate(left);
                         let left = left - items.len();
                         // A page that ended on the condition's far bound has nothing after

@@ -332,9 +332,47 @@ async fn expired_values_are_not_read_and_are_swept() {
         .unwrap();
     assert_eq!(listed.len(), 2, "{listed:?}");
 
+    let below: Vec<dynatree::Descendant> =
+        tree.descendants(["Accounts"]).items().try_collect().await.unwrap();
+    let paths: Vec<String> = below.iter().map(|d| d.path.to_string()).collect();
+    assert_eq!(paths, ["/Accounts/a/Links/forever", "/Accounts/a/Links/new"]);
+
     // DynamoDB deletes the expired object row; the sweep removes the name left behind.
     assert_eq!(table.expire_ttl(2), 1);
     assert_eq!(tree.sweep_expired(["Accounts"]).await.unwrap(), 1);
     let names: Vec<String> = tree.list(["Accounts", "a", "Links"]).try_collect().await.unwrap();
     assert_eq!(names, ["forever", "new"]);
+}
+
+#[tokio::test]
+async fn write_api_through_a_scope() {
+    let (_table, tree) = setup().await;
+    let tenant = tree.scope(["Tenants", "t1"]).unwrap();
+    let accounts = tenant.repo::<Account>();
+    let mut tx = tenant.transaction();
+    tx.put(&account("a", 1)).put(&link("a", "x"));
+    tx.commit().await.unwrap();
+    accounts
+        .patch(Patch::new(&akey("a")).add(Account::FIELDS.balance, 1))
+        .await
+        .unwrap();
+    accounts
+        .put_if(&account("a", 5), Account::FIELDS.balance.eq(2))
+        .await
+        .unwrap();
+    // Stored under the scope's root, invisible to the unscoped repository at the same key.
+    let inside: Option<Account> = tree.get(["Tenants", "t1", "Accounts", "a"]).await.unwrap();
+    assert_eq!(inside.unwrap().balance, 5);
+    assert!(tree.repo::<Account>().get(&akey("a")).await.unwrap().is_none());
+    accounts.delete_if(&akey("a"), Account::FIELDS.balance.eq(5)).await.unwrap();
+    tenant
+        .repo::<Link>()
+        .delete_if(&link("a", "x").key(), Cond::exists())
+        .await
+        .unwrap();
+    // Everything under the scope is pruned; the scope's root row stays.
+    let names: Vec<String> = tree.list(["Tenants"]).try_collect().await.unwrap();
+    assert_eq!(names, ["t1"]);
+    let inside: Vec<String> = tenant.list(dynatree::Path::root()).try_collect().await.unwrap();
+    assert!(inside.is_empty(), "{inside:?}");
 }

@@ -368,6 +368,25 @@ impl Expr {
         }
     }
 
+    /// A `ProjectionExpression` of top-level names, one placeholder `#p<i>` per name (a name
+    /// given twice gets two, so DynamoDB refuses the overlap as it would inline); `None` for
+    /// every attribute.
+    fn projection(&mut self, names: &[String]) -> Option<String> {
+        if names.is_empty() {
+            return None;
+        }
+        let mut out = String::new();
+        for (i, n) in names.iter().enumerate() {
+            let k = format!("#p{i}");
+            if i > 0 {
+                out.push(',');
+            }
+            out.push_str(&k);
+            self.names.insert(k, n.clone());
+        }
+        Some(out)
+    }
+
     fn names(&self) -> Option<HashMap<String, String>> {
         (!self.names.is_empty()).then(|| self.names.clone())
     }
@@ -607,15 +626,24 @@ impl DynamoDbTable {
     }
 }
 
-impl Storage for DynamoDbTable {
-    async fn get_item(&self, key: &Key, consistent: bool) -> Result<Option<Item>> {
+impl DynamoDbTable {
+    /// GetItem, projected unless `projection` is empty.
+    async fn get(
+        &self,
+        key: &Key,
+        consistent: bool,
+        projection: &[String],
+    ) -> Result<Option<Item>> {
         async {
+            let mut expr = Expr::default();
             let out = self
                 .client
                 .get_item()
                 .table_name(&self.table)
                 .set_key(Some(key_map(key)))
                 .consistent_read(consistent)
+                .set_projection_expression(expr.projection(projection))
+                .set_expression_attribute_names(expr.names())
                 .return_consumed_capacity(ReturnConsumedCapacity::Total)
                 .send()
                 .await
@@ -625,6 +653,79 @@ impl Storage for DynamoDbTable {
         }
         .instrument(op_span!(self.table, "GetItem"))
         .await
+    }
+
+    /// BatchGetItem, projected unless `projection` is empty.
+    async fn batch(
+        &self,
+        keys: Vec<Key>,
+        consistent: bool,
+        projection: &[String],
+    ) -> Result<BatchGetOutput> {
+        if keys.is_empty() {
+            return Ok(BatchGetOutput::default());
+        }
+        async {
+            let mut expr = Expr::default();
+            let ka = t::KeysAndAttributes::builder()
+                .set_keys(Some(keys.iter().map(key_map).collect()))
+                .consistent_read(consistent)
+                .set_projection_expression(expr.projection(projection))
+                .set_expression_attribute_names(expr.names())
+                .build()
+                .map_err(build_err)?;
+            let out = self
+                .client
+                .batch_get_item()
+                .request_items(&self.table, ka)
+                .return_consumed_capacity(ReturnConsumedCapacity::Total)
+                .send()
+                .await
+                .map_err(map_err)?;
+            record_capacity(out.consumed_capacity());
+            let items = out
+                .responses
+                .and_then(|mut r| r.remove(&self.table))
+                .unwrap_or_default()
+                .into_iter()
+                .map(from_map)
+                .collect::<Result<_>>()?;
+            let unprocessed = out
+                .unprocessed_keys
+                .and_then(|mut u| u.remove(&self.table))
+                .map(|ka| ka.keys)
+                .unwrap_or_default()
+                .into_iter()
+                .map(key_from_map)
+                .collect::<Result<_>>()?;
+            Ok(BatchGetOutput { items, unprocessed })
+        }
+        .instrument(op_span!(self.table, "BatchGetItem"))
+        .await
+    }
+}
+
+impl Storage for DynamoDbTable {
+    async fn get_item(&self, key: &Key, consistent: bool) -> Result<Option<Item>> {
+        self.get(key, consistent, &[]).await
+    }
+
+    async fn get_item_projected(
+        &self,
+        key: &Key,
+        consistent: bool,
+        projection: &[String],
+    ) -> Result<Option<Item>> {
+        self.get(key, consistent, projection).await
+    }
+
+    async fn batch_get_projected(
+        &self,
+        keys: Vec<Key>,
+        consistent: bool,
+        projection: &[String],
+    ) -> Result<BatchGetOutput> {
+        self.batch(keys, consistent, projection).await
     }
 
     async fn put_item(&self, item: Item, condition: Condition) -> Result<()> {
@@ -740,43 +841,7 @@ impl Storage for DynamoDbTable {
     }
 
     async fn batch_get(&self, keys: Vec<Key>, consistent: bool) -> Result<BatchGetOutput> {
-        if keys.is_empty() {
-            return Ok(BatchGetOutput::default());
-        }
-        async {
-            let ka = t::KeysAndAttributes::builder()
-                .set_keys(Some(keys.iter().map(key_map).collect()))
-                .consistent_read(consistent)
-                .build()
-                .map_err(build_err)?;
-            let out = self
-                .client
-                .batch_get_item()
-                .request_items(&self.table, ka)
-                .return_consumed_capacity(ReturnConsumedCapacity::Total)
-                .send()
-                .await
-                .map_err(map_err)?;
-            record_capacity(out.consumed_capacity());
-            let items = out
-                .responses
-                .and_then(|mut r| r.remove(&self.table))
-                .unwrap_or_default()
-                .into_iter()
-                .map(from_map)
-                .collect::<Result<_>>()?;
-            let unprocessed = out
-                .unprocessed_keys
-                .and_then(|mut u| u.remove(&self.table))
-                .map(|ka| ka.keys)
-                .unwrap_or_default()
-                .into_iter()
-                .map(key_from_map)
-                .collect::<Result<_>>()?;
-            Ok(BatchGetOutput { items, unprocessed })
-        }
-        .instrument(op_span!(self.table, "BatchGetItem"))
-        .await
+        self.batch(keys, consistent, &[]).await
     }
 
     async fn batch_write(&self, requests: Vec<WriteRequest>) -> Result<Vec<WriteRequest>> {
@@ -1049,12 +1114,14 @@ impl Storage for DynamoDbTable {
             if let (Some(range), Some(attr)) = (&query.range, &query.index.range_attr) {
                 kce = format!("{kce} AND {}", expr.range(attr, range));
             }
+            let projection = expr.projection(query.projection.as_deref().unwrap_or_default());
             let out = self
                 .client
                 .query()
                 .table_name(&self.table)
                 .index_name(&query.index.name)
                 .key_condition_expression(kce)
+                .set_projection_expression(projection)
                 .set_expression_attribute_names(expr.names())
                 .set_expression_attribute_values(expr.values())
                 .scan_index_forward(query.forward)

@@ -1198,6 +1198,26 @@ impl IndexSpec {
     }
 }
 
+/// The most attribute names one projection can have: DynamoDB caps an expression string at
+/// 4 KB, and the names are sent as the placeholders `#p0,#p1,…,#p700` (4,095 bytes). DynamoDB
+/// has no other cap on the number of names.
+///
+/// # Examples
+///
+/// ```
+/// # use dynatree::Tree;
+/// # use dynatree::storage::{Key, MAX_PROJECTION_NAMES, Storage};
+/// # use dynatree_testing::FakeTable;
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+/// # let table = FakeTable::new(); Tree::new(table.clone()).create_table().await?;
+/// let names: Vec<String> = (0..=MAX_PROJECTION_NAMES).map(|i| format!("a{i}")).collect();
+/// let key = Key::new("h", "r");
+/// assert!(table.get_item_projected(&key, true, &names[..MAX_PROJECTION_NAMES]).await.is_ok());
+/// assert!(table.get_item_projected(&key, true, &names).await.is_err());
+/// # Ok(()) }
+/// ```
+pub const MAX_PROJECTION_NAMES: usize = 701;
+
 /// A Query on a global secondary index (always eventually consistent, as DynamoDB requires).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IndexQuery {
@@ -1211,6 +1231,10 @@ pub struct IndexQuery {
     pub forward: bool,
     /// The most items one page evaluates.
     pub limit: Option<u32>,
+    /// The top-level attributes to return (a `ProjectionExpression`, see
+    /// [`Storage::get_item_projected`]); `None` or an empty list: every attribute. The page's
+    /// [`last`](IndexPage::last) key stays complete whatever the projection.
+    pub projection: Option<Vec<String>>,
 }
 
 /// One page of an index query; `last` is DynamoDB's `LastEvaluatedKey` (table and index keys).
@@ -1394,6 +1418,98 @@ pub trait Storage: Send + Sync {
         consistent: bool,
     ) -> impl Future<Output = Result<BatchGetOutput>> + Send;
 
+    /// GetItem with a `ProjectionExpression`: only the named top-level attributes of the item
+    /// that it has (an item that has none of them is an empty [`Item`]; a missing item is
+    /// `None`). An empty `projection` means every attribute. Names are sent as placeholders
+    /// (`#p0,#p1,…`), never inline, so any name is valid.
+    ///
+    /// The key attributes (`Key`, `Child`) are not added: like DynamoDB, the result holds them
+    /// only if `projection` names them. The read is metered by the size of the whole item, as
+    /// DynamoDB does ("projection expression has no effect on provisioned throughput
+    /// consumption": capacity is determined by item size, not by the data returned).
+    ///
+    /// Refused like DynamoDB refuses it ([`ErrorKind::Validation`]): a name given twice ("two
+    /// document paths overlap"), an empty name, more names than fit in DynamoDB's 4 KB
+    /// expression string (more than [`MAX_PROJECTION_NAMES`]).
+    ///
+    /// The default implementation ignores `projection` and returns the whole item (a superset
+    /// of the projection, metered the same), so a backend written before projections keeps
+    /// working; [`DynamoDbTable`](crate::DynamoDbTable) and `dynatree_testing::FakeTable`
+    /// implement it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::{Tree, Value};
+    /// # use dynatree::storage::{Condition, Key, Storage};
+    /// # use dynatree_testing::FakeTable;
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let table = FakeTable::new(); Tree::new(table.clone()).create_table().await?;
+    /// let key = Key::new("h", "r");
+    /// let mut item = key.clone().into_item();
+    /// item.insert("name", Value::S("Ada".into()));
+    /// item.insert("bio", Value::S("x".repeat(10_000)));
+    /// table.put_item(item, Condition::Always).await?;
+    ///
+    /// let got = table.get_item_projected(&key, true, &["name".into()]).await?.unwrap();
+    /// assert_eq!(got.names().collect::<Vec<_>>(), ["name"]); // no key attributes
+    /// let none = table.get_item_projected(&key, true, &["missing".into()]).await?;
+    /// assert!(none.is_some_and(|item| item.is_empty()));
+    /// # Ok(()) }
+    /// ```
+    fn get_item_projected(
+        &self,
+        key: &Key,
+        consistent: bool,
+        projection: &[String],
+    ) -> impl Future<Output = Result<Option<Item>>> + Send {
+        let _ = projection;
+        self.get_item(key, consistent)
+    }
+
+    /// BatchGetItem of at most 100 keys with a `ProjectionExpression` (the same for every key;
+    /// see [`get_item_projected`](Storage::get_item_projected) for the names, the metering and
+    /// the refusals). An empty `projection` means every attribute.
+    ///
+    /// Items come back in no particular order: to tell which key an item belongs to, name the
+    /// key attributes ([`HASH_KEY`], [`RANGE_KEY`]) in `projection`; they are not added.
+    ///
+    /// The default implementation ignores `projection` and returns whole items.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::{Tree, Value};
+    /// # use dynatree::storage::{Condition, HASH_KEY, Key, RANGE_KEY, Storage};
+    /// # use dynatree_testing::FakeTable;
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let table = FakeTable::new(); Tree::new(table.clone()).create_table().await?;
+    /// for r in ["a", "b"] {
+    ///     let mut item = Key::new("h", r).into_item();
+    ///     item.insert("n", Value::N("1".into()));
+    ///     item.insert("other", Value::Bool(true));
+    ///     table.put_item(item, Condition::Always).await?;
+    /// }
+    /// let keys = vec![Key::new("h", "a"), Key::new("h", "b")];
+    /// let names = [HASH_KEY.to_owned(), RANGE_KEY.to_owned(), "n".to_owned()];
+    /// let out = table.batch_get_projected(keys, true, &names).await?;
+    /// assert_eq!(out.items.len(), 2);
+    /// for item in &out.items {
+    ///     assert!(Key::from_item(item).is_some());
+    ///     assert!(item.contains("n") && !item.contains("other"));
+    /// }
+    /// # Ok(()) }
+    /// ```
+    fn batch_get_projected(
+        &self,
+        keys: Vec<Key>,
+        consistent: bool,
+        projection: &[String],
+    ) -> impl Future<Output = Result<BatchGetOutput>> + Send {
+        let _ = projection;
+        self.batch_get(keys, consistent)
+    }
+
     /// BatchWriteItem of at most 25 requests; returns the unprocessed requests.
     fn batch_write(
         &self,
@@ -1554,6 +1670,14 @@ macro_rules! forward_storage {
                 -> impl Future<Output = Result<BatchGetOutput>> + Send {
                 (**self).batch_get(keys, consistent)
             }
+            fn get_item_projected(&self, key: &Key, consistent: bool, projection: &[String])
+                -> impl Future<Output = Result<Option<Item>>> + Send {
+                (**self).get_item_projected(key, consistent, projection)
+            }
+            fn batch_get_projected(&self, keys: Vec<Key>, consistent: bool, projection: &[String])
+                -> impl Future<Output = Result<BatchGetOutput>> + Send {
+                (**self).batch_get_projected(keys, consistent, projection)
+            }
             fn batch_write(&self, requests: Vec<WriteRequest>)
                 -> impl Future<Output = Result<Vec<WriteRequest>>> + Send {
                 (**self).batch_write(requests)
@@ -1610,6 +1734,18 @@ trait ErasedStorage: Send + Sync + 'static {
     fn query_page<'a>(&'a self, query: &'a Query, start: Option<Key>) -> BoxFuture<'a, Page>;
     fn scan_page(&self, limit: Option<u32>, start: Option<Key>) -> BoxFuture<'_, Page>;
     fn batch_get(&self, keys: Vec<Key>, consistent: bool) -> BoxFuture<'_, BatchGetOutput>;
+    fn get_item_projected<'a>(
+        &'a self,
+        key: &'a Key,
+        consistent: bool,
+        projection: &'a [String],
+    ) -> BoxFuture<'a, Option<Item>>;
+    fn batch_get_projected<'a>(
+        &'a self,
+        keys: Vec<Key>,
+        consistent: bool,
+        projection: &'a [String],
+    ) -> BoxFuture<'a, BatchGetOutput>;
     fn batch_write(&self, requests: Vec<WriteRequest>) -> BoxFuture<'_, Vec<WriteRequest>>;
     fn transact_write(&self, actions: Vec<TransactAction>) -> BoxFuture<'_, ()>;
     fn create_table<'a>(
@@ -1658,6 +1794,26 @@ impl<S: Storage + 'static> ErasedStorage for S {
     }
     fn batch_get(&self, keys: Vec<Key>, consistent: bool) -> BoxFuture<'_, BatchGetOutput> {
         Box::pin(Storage::batch_get(self, keys, consistent))
+    }
+    fn get_item_projected<'a>(
+        &'a self,
+        key: &'a Key,
+        consistent: bool,
+        projection: &'a [String],
+    ) -> BoxFuture<'a, Option<Item>> {
+        Box::pin(Storage::get_item_projected(
+            self, key, consistent, projection,
+        ))
+    }
+    fn batch_get_projected<'a>(
+        &'a self,
+        keys: Vec<Key>,
+        consistent: bool,
+        projection: &'a [String],
+    ) -> BoxFuture<'a, BatchGetOutput> {
+        Box::pin(Storage::batch_get_projected(
+            self, keys, consistent, projection,
+        ))
     }
     fn batch_write(&self, requests: Vec<WriteRequest>) -> BoxFuture<'_, Vec<WriteRequest>> {
         Box::pin(Storage::batch_write(self, requests))
@@ -1800,6 +1956,26 @@ impl Storage for SharedStorage {
         consistent: bool,
     ) -> impl Future<Output = Result<BatchGetOutput>> + Send {
         async move { self.0.batch_get(keys, consistent).await }
+    }
+    fn get_item_projected(
+        &self,
+        key: &Key,
+        consistent: bool,
+        projection: &[String],
+    ) -> impl Future<Output = Result<Option<Item>>> + Send {
+        async move { self.0.get_item_projected(key, consistent, projection).await }
+    }
+    fn batch_get_projected(
+        &self,
+        keys: Vec<Key>,
+        consistent: bool,
+        projection: &[String],
+    ) -> impl Future<Output = Result<BatchGetOutput>> + Send {
+        async move {
+            self.0
+                .batch_get_projected(keys, consistent, projection)
+                .await
+        }
     }
     fn batch_write(
         &self,

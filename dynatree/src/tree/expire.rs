@@ -68,18 +68,13 @@ impl<S: Storage + 'static> Tree<S> {
         while !current.is_empty() {
             let mut next = Vec::new();
             for prefix in &current {
-                let query = self.listing_query(prefix);
-                let mut start = None;
-                loop {
-                    let page = self.io().query_page(&query, start).await?;
+                let pages = crate::stream::query_pages(self.io(), self.listing_query(prefix), None);
+                futures::pin_mut!(pages);
+                while let Some(page) = futures::TryStreamExt::try_next(&mut pages).await? {
                     for row in &page.items {
                         if let Some(name) = row.get_s(RANGE_KEY) {
                             next.push(prefix.child(name.to_owned())?);
                         }
-                    }
-                    match page.last_key {
-                        Some(last) => start = Some(last),
-                        None => break,
                     }
                 }
             }

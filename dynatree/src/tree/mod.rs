@@ -5,6 +5,7 @@ mod expire;
 mod many;
 mod moves;
 mod ops;
+mod read;
 pub mod scope;
 mod txn;
 mod write;
@@ -12,8 +13,9 @@ mod write;
 pub use moves::{Intent, LinkPolicy, MoveReport, OnChildren};
 pub use ops::{Descendant, Descendants, PATH_INDEX, Strategy};
 pub use txn::Transaction;
+pub(crate) use read::ReadOpts;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -22,7 +24,7 @@ use futures::{Stream, StreamExt, TryStreamExt};
 use serde::{Serialize, de::DeserializeOwned};
 use tracing::Instrument;
 
-use crate::batch::{RetryPolicy, get_all};
+use crate::batch::RetryPolicy;
 use crate::error::{Error, ErrorKind, Result};
 use crate::item::Item;
 use crate::layout::{DEFAULT_RESERVED, HASH_KEY, Layout, RANGE_KEY};
@@ -431,6 +433,23 @@ impl<S: Storage + 'static> Storage for Io<S> {
         consistent: bool,
     ) -> impl Future<Output = Result<crate::storage::BatchGetOutput>> + Send {
         self.raw().batch_get(keys, consistent)
+    }
+    fn get_item_projected(
+        &self,
+        key: &Key,
+        consistent: bool,
+        projection: &[String],
+    ) -> impl Future<Output = Result<Option<Item>>> + Send {
+        self.policy()
+            .retry_throttled(move || self.raw().get_item_projected(key, consistent, projection))
+    }
+    fn batch_get_projected(
+        &self,
+        keys: Vec<Key>,
+        consistent: bool,
+        projection: &[String],
+    ) -> impl Future<Output = Result<crate::storage::BatchGetOutput>> + Send {
+        self.raw().batch_get_projected(keys, consistent, projection)
     }
     fn batch_write(
         &self,
@@ -907,7 +926,7 @@ impl<S: Storage + 'static> Tree<S> {
                     .and_then(move |page| {
                         let prefix = prefix.clone();
                         let tree = tree.clone();
-                        async move { tree.entries_of_page(&prefix, page.items).await }
+                        async move { tree.entries_for(&prefix, page.items).await }
                     })
                     .map_ok(|entries| futures::stream::iter(entries.into_iter().map(Ok)))
                     .try_flatten()
@@ -999,43 +1018,10 @@ impl<S: Storage + 'static> Tree<S> {
             .try_flatten()
     }
 
-    /// The object rows of `paths` (one BatchGetItem per 100, unprocessed keys retried),
-    /// keyed by their `Key` string; absent objects are left out.
-    pub(crate) async fn objects_of<'p>(
-        &self,
-        paths: impl IntoIterator<Item = &'p Path>,
-        consistent: bool,
-    ) -> Result<HashMap<String, Item>> {
-        let keys = paths
-            .into_iter()
-            .map(|p| self.inner.layout.object_key(p))
-            .collect();
-        let items = get_all(
-            &self.inner.storage,
-            keys,
-            consistent,
-            &self.inner.config.retry,
-        )
-        .await?;
-        Ok(items
-            .into_iter()
-            .filter_map(|i| Some((i.get_s(HASH_KEY)?.to_owned(), i)))
-            .collect())
-    }
-
     /// The checked listing query of `prefix`.
     pub(crate) fn listing_query_for(&self, prefix: &Path) -> Result<Query> {
         self.inner.layout.check_listing_path(prefix)?;
         Ok(self.listing_query(prefix))
-    }
-
-    /// The children in `rows` (listing rows under `prefix`) with their objects.
-    pub(crate) async fn entries_for<T: DeserializeOwned>(
-        &self,
-        prefix: &Path,
-        rows: Vec<Item>,
-    ) -> Result<Vec<Entry<T>>> {
-        self.entries_of_page(prefix, rows).await
     }
 
     fn listing_query(&self, prefix: &Path) -> Query {
@@ -1043,56 +1029,6 @@ impl<S: Storage + 'static> Tree<S> {
             .consistent(self.inner.config.consistent_reads);
         q.limit = self.inner.config.page_size;
         q
-    }
-
-    async fn entries_of_page<T: DeserializeOwned>(
-        &self,
-        prefix: &Path,
-        rows: Vec<Item>,
-    ) -> Result<Vec<Entry<T>>> {
-        let names: Vec<String> = rows
-            .iter()
-            .filter_map(|i| i.get_s(RANGE_KEY).map(str::to_owned))
-            .collect();
-        let paths = names
-            .iter()
-            .map(|n| prefix.child(n.clone()))
-            .collect::<Result<Vec<Path>>>()?;
-        let resolved = self.resolve_many(&paths).await?;
-        names
-            .into_iter()
-            .zip(resolved)
-            .map(|(name, item)| {
-                Ok(Entry {
-                    name,
-                    value: item.map(|i| self.to_value(i)).transpose()?,
-                })
-            })
-            .collect()
-    }
-
-    /// Follows links from `path` to an object row.
-    async fn resolve(&self, path: &Path) -> Result<Option<Item>> {
-        let mut current = path.clone();
-        let mut seen = vec![current.clone()];
-        loop {
-            let key = self.inner.layout.object_key(&current);
-            let Some(item) = self
-                .io()
-                .get_item(&key, self.inner.config.consistent_reads)
-                .await?
-            else {
-                return Ok(None);
-            };
-            let Some(target) = item.get_s(self.inner.layout.link_attr()) else {
-                // Expired (see `crate::expiry`): as if DynamoDB had deleted it already.
-                if self.inner.layout.is_expired(&item, crate::expiry::now_secs()) {
-                    return Ok(None);
-                }
-                return Ok(Some(item));
-            };
-            current = self.next_hop(path, target, &mut seen)?;
-        }
     }
 
     fn next_hop(&self, origin: &Path, target: &str, seen: &mut Vec<Path>) -> Result<Path> {
@@ -1116,55 +1052,8 @@ impl<S: Storage + 'static> Tree<S> {
         Ok(target)
     }
 
-    /// Resolves many paths with BatchGetItem rounds (one round per link hop).
-    async fn resolve_many(&self, paths: &[Path]) -> Result<Vec<Option<Item>>> {
-        let mut out: Vec<Option<Item>> = vec![None; paths.len()];
-        let now = crate::expiry::now_secs();
-        let mut pending: Vec<(usize, Path, Vec<Path>)> = paths
-            .iter()
-            .enumerate()
-            .map(|(i, p)| (i, p.clone(), vec![p.clone()]))
-            .collect();
-        while !pending.is_empty() {
-            let mut by_hash = self
-                .objects_of(
-                    pending.iter().map(|(_, p, _)| p),
-                    self.inner.config.consistent_reads,
-                )
-                .await?;
-            let mut next = Vec::new();
-            for (i, p, mut seen) in pending {
-                let hash = self.inner.layout.object_key(&p).hash;
-                let Some(item) = by_hash.get(&hash).cloned() else {
-                    continue;
-                };
-                match item.get_s(self.inner.layout.link_attr()) {
-                    Some(t) => {
-                        let target = self.next_hop(&paths[i], t, &mut seen)?;
-                        next.push((i, target, seen));
-                    }
-                    None if self.inner.layout.is_expired(&item, now) => {}
-                    None => out[i] = Some(item),
-                }
-            }
-            by_hash.clear();
-            pending = next;
-        }
-        Ok(out)
-    }
-
     pub(crate) fn to_value<T: DeserializeOwned>(&self, mut item: Item) -> Result<T> {
-        item.remove(HASH_KEY);
-        item.remove(RANGE_KEY);
-        let sc = self.inner.layout.reserved();
-        let bookkeeping: Vec<String> = item
-            .names()
-            .filter(|n| n.starts_with(sc))
-            .map(str::to_owned)
-            .collect();
-        for n in bookkeeping {
-            item.remove(&n);
-        }
+        crate::layout::strip_bookkeeping(&mut item, self.inner.layout.reserved());
         item.to_deserialize()
     }
 }

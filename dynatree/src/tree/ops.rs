@@ -68,9 +68,9 @@ pub enum Strategy {
 /// for p in [&["a"][..], &["a", "b"], &["a", "b", "c"], &["a", "d"], &["a", "e"]] {
 ///     tree.put(p, &V { v: 0 }).await?;
 /// }
-/// let first = tree.descendants(["a"]).limit(2).pages().try_next().await?.expect("a page");
-/// let paths: Vec<String> = first.items.iter().map(|d| d.path.to_string()).collect();
-/// assert_eq!(paths, ["/a/b", "/a/b/c"]);
+/// let first: Vec<_> = tree.descendants(["a"]).limit(2).items().try_collect().await?;
+/// let paths: Vec<String> = first.iter().map(|d| d.path.to_string()).collect();
+/// assert_eq!(paths, ["/a/b", "/a/b/c"]); // depth first
 /// // Send the cursor to a client as a string, take it back, continue after it.
 /// let page = tree.descendants(["a"]).page_size(1).pages().try_next().await?.expect("a page");
 /// let cursor: Cursor = page.cursor.expect("more follow").to_string().parse()?;
@@ -190,10 +190,14 @@ impl<S: Storage + 'static> Tree<S> {
         let mut by_hash = self
             .objects_of(&prefixes, self.inner.config.consistent_reads)
             .await?;
+        let now = crate::expiry::now_secs();
         prefixes
             .into_iter()
             .filter_map(|p| {
                 let item = by_hash.remove(&self.inner.layout.object_key(&p).hash)?;
+                if self.inner.layout.is_expired(&item, now) {
+                    return None;
+                }
                 Some(self.leave(p).map(|p| (p, item)))
             })
             .collect()
@@ -612,8 +616,11 @@ impl<S: Storage + 'static> Walk<S> {
                 let mut by_hash = tree
                     .objects_of(&paths, tree.inner.config.consistent_reads)
                     .await?;
+                let now = crate::expiry::now_secs();
                 for e in &mut top.entries {
-                    e.object = by_hash.remove(&layout.object_key(&e.path).hash);
+                    e.object = by_hash
+                        .remove(&layout.object_key(&e.path).hash)
+                        .filter(|i| !layout.is_expired(i, now));
                 }
                 top.objects = true;
                 continue;
@@ -741,6 +748,7 @@ fn index_pages<S: Storage + 'static>(
         range: Some(RangeCondition::BeginsWith(begins)),
         forward: true,
         limit: page_size,
+        projection: None,
     };
     let base = prefix.len();
     futures::stream::try_unfold((Some(start), limit), move |(state, mut left)| {
@@ -758,6 +766,7 @@ fn index_pages<S: Storage + 'static>(
                 let page = tree.io().query_index_page(&query, start).await?;
                 let mut items = Vec::new();
                 let mut last_hash = None;
+                let now = crate::expiry::now_secs();
                 for item in page.items {
                     if items.len() == left {
                         break;
@@ -766,6 +775,11 @@ fn index_pages<S: Storage + 'static>(
                         continue;
                     };
                     let path = tree.inner.layout.decode_target(hash)?;
+                    if tree.inner.layout.is_expired(&item, now) {
+                        // Expired: skipped, but the page resumes after it.
+                        last_hash = Some(hash.to_owned());
+                        continue;
+                    }
                     if max_depth.is_none_or(|m| path.len() - base <= m) {
                         last_hash = Some(hash.to_owned());
                         items.push(Descendant {

@@ -1,0 +1,227 @@
+//! Reads with a per-call choice: [`Read`] (consistency, projection).
+
+use std::fmt;
+use std::future::{Future, IntoFuture};
+use std::marker::PhantomData;
+use std::pin::Pin;
+
+use serde::de::{self, DeserializeOwned, Visitor};
+
+use crate::error::Result;
+use crate::hierarchical::Hierarchical;
+use crate::repo::Repository;
+use crate::storage::{SharedStorage, Storage};
+
+/// One read of a value by key, with a per-call choice of consistency and of the fields read.
+/// Built by [`Repository::read`]; `.await` it (or call [`send`](Read::send)).
+///
+/// [`project`](Read::project) reads the value as a smaller type `P`: only the attributes `P`'s
+/// fields are stored under are requested (a DynamoDB ProjectionExpression), which saves the
+/// bytes of the others on the wire. DynamoDB bills a read by the whole item's size either way.
+///
+/// # Examples
+///
+/// ```
+/// use dynatree::{Hierarchical, Tree};
+/// use dynatree_testing::FakeTable;
+/// use serde::{Deserialize, Serialize};
+///
+/// #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+/// #[dynatree(path = "Docs/{id}")]
+/// struct Doc { id: String, title: String, body: String }
+///
+/// /// What a listing page shows: no body.
+/// #[derive(Deserialize, Debug, PartialEq)]
+/// struct Title { title: String }
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+/// let tree = Tree::new(FakeTable::new());
+/// tree.create_table().await?;
+/// let docs = tree.repo::<Doc>();
+/// let doc = Doc { id: "d".into(), title: "Hello".into(), body: "x".repeat(10_000) };
+/// docs.put(&doc).await?;
+///
+/// // Read-your-writes, whatever the tree's default.
+/// assert_eq!(docs.read(&doc.key()).consistent(true).await?, Some(doc.clone()));
+/// // Only the title crosses the network.
+/// let title = docs.read(&doc.key()).project::<Title>().await?;
+/// assert_eq!(title, Some(Title { title: "Hello".into() }));
+/// # Ok(()) }
+/// ```
+#[must_use = "a read does nothing until it is awaited"]
+pub struct Read<T: Hierarchical, S = SharedStorage, P = T> {
+    repo: Repository<T, S>,
+    key: T::Key,
+    consistent: Option<bool>,
+    projection: Option<&'static [&'static str]>,
+    _marker: PhantomData<fn() -> P>,
+}
+
+impl<T: Hierarchical, S, P> fmt::Debug for Read<T, S, P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Read")
+            .field("key", &self.key)
+            .field("consistent", &self.consistent)
+            .field("projection", &self.projection)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T: Hierarchical, S: Storage + 'static> Repository<T, S> {
+    /// A read of the value at `key` with per-call options (see [`Read`]); `repo.read(&key).await`
+    /// is [`get`](Repository::get).
+    pub fn read(&self, key: &T::Key) -> Read<T, S, T> {
+        Read {
+            repo: self.clone(),
+            key: key.clone(),
+            consistent: None,
+            projection: None,
+            _marker: PhantomData,
+        }
+    }
+}
+
+impl<T: Hierarchical, S: Storage + 'static, P: DeserializeOwned + Send + 'static> Read<T, S, P> {
+    /// A strongly consistent read (`true`: it sees every write acknowledged before it; twice
+    /// the read units) or an eventually consistent one (`false`); default: the tree's setting.
+    pub fn consistent(mut self, yes: bool) -> Self {
+        self.consistent = Some(yes);
+        self
+    }
+
+    /// Reads the value as `Q`, requesting only the attributes of `Q`'s fields (serde's names
+    /// for them). `Q` is usually a struct with some of `T`'s fields; a `Q` that is not a
+    /// struct with named fields (a map, a struct with `#[serde(flatten)]`) reads every
+    /// attribute.
+    pub fn project<Q: DeserializeOwned + Send + 'static>(self) -> Read<T, S, Q> {
+        Read {
+            repo: self.repo,
+            key: self.key,
+            consistent: self.consistent,
+            projection: struct_fields::<Q>(),
+            _marker: PhantomData,
+        }
+    }
+
+    /// Sends the read: the value, links followed; `None` if nothing is there (or it expired).
+    ///
+    /// # Errors
+    ///
+    /// As [`Repository::get`]; [`ErrorKind::Serialization`](crate::ErrorKind::Serialization)
+    /// if the attributes read do not fit `P`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe.
+    pub async fn send(self) -> Result<Option<P>> {
+        self.repo.check_reserved()?;
+        let tree = self.repo.tree();
+        let path = tree.enter(T::key_path(&self.key)?)?;
+        tree.layout().check_object_path(&path)?;
+        let read = tree.read_opts(self.consistent, self.projection);
+        let span = tracing::debug_span!("dynatree.read", path = %path, consistent = read.consistent);
+        tracing::Instrument::instrument(
+            async {
+                match tree.resolve_with(&path, &read).await? {
+                    Some(item) => tree.to_value(item).map(Some),
+                    None => Ok(None),
+                }
+            },
+            span,
+        )
+        .await
+    }
+}
+
+impl<T: Hierarchical, S: Storage + 'static, P: DeserializeOwned + Send + 'static> IntoFuture
+    for Read<T, S, P>
+{
+    type Output = Result<Option<P>>;
+    type IntoFuture = Pin<Box<dyn Future<Output = Result<Option<P>>> + Send>>;
+
+    fn into_future(self) -> Self::IntoFuture {
+        Box::pin(self.send())
+    }
+}
+
+/// The serialized names of the fields of `P`, if `P` deserializes as a struct with named
+/// fields: asks serde's generated `Deserialize` (which names them to `deserialize_struct`)
+/// without reading anything.
+pub(crate) fn struct_fields<P: DeserializeOwned>() -> Option<&'static [&'static str]> {
+    let mut found = None;
+    let _ = P::deserialize(Probe(&mut found));
+    found
+}
+
+struct Probe<'a>(&'a mut Option<&'static [&'static str]>);
+
+#[derive(Debug)]
+struct Probed;
+
+impl fmt::Display for Probed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("probed")
+    }
+}
+
+impl std::error::Error for Probed {}
+
+impl de::Error for Probed {
+    fn custom<M: fmt::Display>(_: M) -> Self {
+        Probed
+    }
+}
+
+impl<'de> de::Deserializer<'de> for Probe<'_> {
+    type Error = Probed;
+
+    fn deserialize_any<V: Visitor<'de>>(self, _: V) -> std::result::Result<V::Value, Probed> {
+        Err(Probed)
+    }
+
+    fn deserialize_struct<V: Visitor<'de>>(
+        self,
+        _: &'static str,
+        fields: &'static [&'static str],
+        _: V,
+    ) -> std::result::Result<V::Value, Probed> {
+        *self.0 = Some(fields);
+        Err(Probed)
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
+        option unit unit_struct newtype_struct seq tuple tuple_struct map enum identifier
+        ignored_any
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::struct_fields;
+    use std::collections::HashMap;
+
+    #[derive(serde::Deserialize)]
+    #[allow(dead_code)]
+    struct Two {
+        a: u8,
+        #[serde(rename = "B")]
+        b: String,
+    }
+
+    #[derive(serde::Deserialize)]
+    #[allow(dead_code)]
+    struct Flat {
+        a: u8,
+        #[serde(flatten)]
+        rest: HashMap<String, u8>,
+    }
+
+    #[test]
+    fn names_of_struct_fields() {
+        assert_eq!(struct_fields::<Two>(), Some(&["a", "B"][..]));
+        assert_eq!(struct_fields::<HashMap<String, u8>>(), None);
+        assert_eq!(struct_fields::<Flat>(), None);
+        assert_eq!(struct_fields::<u8>(), None);
+    }
+}
