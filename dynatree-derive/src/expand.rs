@@ -512,7 +512,10 @@ fn fields_items(
                 .indexes
                 .iter()
                 .any(|ix| ix.hash.ident == f.ident || ix.range.is_some_and(|r| r.ident == f.ident))
-            || plan.version.as_ref().is_some_and(|(v, _)| v.ident == f.ident)
+            || plan
+                .version
+                .as_ref()
+                .is_some_and(|(v, _)| v.ident == f.ident)
     };
     let stored = input.fields.iter().filter(|f| {
         !f.attrs
@@ -531,7 +534,10 @@ fn fields_items(
         let (field_ty, doc) = if read_only(f) {
             (
                 quote!(#krate::Field<#ident, #ty, #krate::ReadOnly>),
-                format!("`{}` (stored as `{attr}`): conditions only (a key, index or version field).", name.unraw()),
+                format!(
+                    "`{}` (stored as `{attr}`): conditions only (a key, index or version field).",
+                    name.unraw()
+                ),
             )
         } else {
             (

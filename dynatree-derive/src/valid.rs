@@ -383,7 +383,10 @@ fn check_ttl<'a>(
             continue;
         }
         if version.is_some_and(|(v, _)| std::ptr::eq(*v, f)) {
-            cx.error_spanned_by(kw, "the `#[dynatree(version)]` field cannot also be the `#[dynatree(ttl)]` field");
+            cx.error_spanned_by(
+                kw,
+                "the `#[dynatree(version)]` field cannot also be the `#[dynatree(ttl)]` field",
+            );
             continue;
         }
         found = Some((f, f.attribute_name(rename_all.as_deref())));

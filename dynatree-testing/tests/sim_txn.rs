@@ -202,8 +202,16 @@ fn sweep_vs_put() {
         .faults(1, SimFault::all())
         .setup(|t| async move {
             let docs = t.repo::<Doc>();
-            docs.put(&Doc { until: Some(1), ..doc("x", "a", 1) }).await?;
-            docs.put(&Doc { until: Some(1), ..doc("x", "b", 1) }).await
+            docs.put(&Doc {
+                until: Some(1),
+                ..doc("x", "a", 1)
+            })
+            .await?;
+            docs.put(&Doc {
+                until: Some(1),
+                ..doc("x", "b", 1)
+            })
+            .await
         })
         .op("sweep x", |t| async move { t.sweep_expired(["x"]).await })
         .op("put x/a", |t| async move {

@@ -162,7 +162,10 @@ impl<T> fmt::Debug for Cond<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.inner {
             Ok(c) => f.debug_tuple("Cond").field(c).finish(),
-            Err(e) => f.debug_tuple("Cond").field(&format_args!("invalid: {e}")).finish(),
+            Err(e) => f
+                .debug_tuple("Cond")
+                .field(&format_args!("invalid: {e}"))
+                .finish(),
         }
     }
 }

@@ -35,10 +35,10 @@ pub use crate::batch::RetryPolicy;
 pub use crate::error::{CancellationReason, Error, ErrorKind, Party, Result};
 pub use crate::expiry::Expiry;
 pub use crate::fields::{Cond, Field, Operand, ReadOnly, Updatable};
-pub use crate::update::{Numeric, Patch, UpdatableField};
 pub use crate::hierarchical::{Hierarchical, IndexDef, IndexKey};
 pub use crate::item::{Item, MAX_ATTRIBUTE_NAME_BYTES, MAX_ITEM_BYTES, Value};
 pub use crate::layout::DEFAULT_RESERVED;
+pub use crate::update::{Numeric, Patch, UpdatableField};
 
 pub use crate::path::{IntoPath, Path};
 pub use crate::query::{Cursor, IndexQueryBuilder, TypedPage, TypedQuery};

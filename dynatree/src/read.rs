@@ -119,7 +119,8 @@ impl<T: Hierarchical, S: Storage + 'static, P: DeserializeOwned + Send + 'static
         let path = tree.enter(T::key_path(&self.key)?)?;
         tree.layout().check_object_path(&path)?;
         let read = tree.read_opts(self.consistent, self.projection);
-        let span = tracing::debug_span!("dynatree.read", path = %path, consistent = read.consistent);
+        let span =
+            tracing::debug_span!("dynatree.read", path = %path, consistent = read.consistent);
         tracing::Instrument::instrument(
             async {
                 match tree.resolve_with(&path, &read).await? {

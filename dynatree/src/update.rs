@@ -45,7 +45,9 @@ macro_rules! numeric {
         impl Numeric for Option<$t> {}
     )*};
 }
-numeric!(u8, u16, u32, u64, u128, usize, i8, i16, i32, i64, i128, isize, f32, f64);
+numeric!(
+    u8, u16, u32, u64, u128, usize, i8, i16, i32, i64, i128, isize, f32, f64
+);
 
 /// A partial update of one stored value of `T`: which fields change and how, under which
 /// condition. Build it with [`Patch::new`], then send it with
@@ -119,7 +121,12 @@ impl<T: Hierarchical> Patch<T> {
         }
     }
 
-    fn push(mut self, name: &'static str, v: Result<Value>, f: impl FnOnce(String, Value) -> UpdateAction) -> Self {
+    fn push(
+        mut self,
+        name: &'static str,
+        v: Result<Value>,
+        f: impl FnOnce(String, Value) -> UpdateAction,
+    ) -> Self {
         match v {
             Ok(v) => self.actions.push(f(name.to_owned(), v)),
             Err(e) => {
@@ -136,7 +143,11 @@ impl<T: Hierarchical> Patch<T> {
     where
         F: UpdatableField<T>,
     {
-        self.push(field.attribute(), Value::from_serialize(&value), UpdateAction::Set)
+        self.push(
+            field.attribute(),
+            Value::from_serialize(&value),
+            UpdateAction::Set,
+        )
     }
 
     /// Removes an optional field (it reads back as `None`).
@@ -156,7 +167,11 @@ impl<T: Hierarchical> Patch<T> {
         F: UpdatableField<T>,
         F::Value: Numeric,
     {
-        self.push(field.attribute(), Value::from_serialize(&n), UpdateAction::Add)
+        self.push(
+            field.attribute(),
+            Value::from_serialize(&n),
+            UpdateAction::Add,
+        )
     }
 
     /// Appends `items` to the end of a list field (a missing field counts as empty),
@@ -171,7 +186,11 @@ impl<T: Hierarchical> Patch<T> {
             .into_iter()
             .map(|i| Value::from_serialize(&i))
             .collect();
-        self.push(field.attribute(), values.map(Value::L), UpdateAction::Append)
+        self.push(
+            field.attribute(),
+            values.map(Value::L),
+            UpdateAction::Append,
+        )
     }
 
     /// Applies the patch only if `condition` holds for the stored value (in addition to the
@@ -195,7 +214,10 @@ impl<T: Hierarchical> Patch<T> {
         }
         let mut actions = self.actions.clone();
         if let Some(version) = T::VERSION_FIELD {
-            actions.push(UpdateAction::Add(version.to_owned(), Value::N("1".to_owned())));
+            actions.push(UpdateAction::Add(
+                version.to_owned(),
+                Value::N("1".to_owned()),
+            ));
         }
         let mut seen = std::collections::HashSet::new();
         for a in &actions {
@@ -377,7 +399,11 @@ impl<T: Hierarchical, S: crate::storage::Storage + 'static> crate::Repository<T,
                 if stored.is_some_and(|row| !row.contains(layout.link_attr())) {
                     Err(e)
                 } else {
-                    Err(Error::new(ErrorKind::NotFound, format!("nothing to patch at {key}", key = T::key_path(&key)?)).with_source(e))
+                    Err(Error::new(
+                        ErrorKind::NotFound,
+                        format!("nothing to patch at {key}", key = T::key_path(&key)?),
+                    )
+                    .with_source(e))
                 }
             }
             other => other,
@@ -391,8 +417,7 @@ fn single(result: Result<()>) -> Result<()> {
     match result {
         Err(e)
             if e.is_transaction_canceled()
-                && e
-                    .cancellation_reasons()
+                && e.cancellation_reasons()
                     .first()
                     .is_some_and(crate::CancellationReason::is_condition_failed) =>
         {

@@ -83,7 +83,13 @@ async fn transaction_commits_all_or_nothing_and_maps_reasons() {
     tx.commit().await.unwrap();
     assert_eq!(accounts.get(&akey("a")).await.unwrap().unwrap().balance, 7);
     assert_eq!(accounts.get(&akey("a")).await.unwrap().unwrap().version, 2);
-    assert!(tree.repo::<Link>().get(&link("b", "l1").key()).await.unwrap().is_some());
+    assert!(
+        tree.repo::<Link>()
+            .get(&link("b", "l1").key())
+            .await
+            .unwrap()
+            .is_some()
+    );
 
     // The second action's condition fails: nothing is applied, the reasons are the caller's.
     let before = table.rows();
@@ -118,7 +124,10 @@ async fn transaction_refuses_mistakes_before_sending() {
 
     let mut tx = tree.transaction();
     tx.put(&account("a", 1)).delete::<Account>(&akey("a"));
-    assert_eq!(tx.commit().await.unwrap_err().kind(), ErrorKind::InvalidArgument);
+    assert_eq!(
+        tx.commit().await.unwrap_err().kind(),
+        ErrorKind::InvalidArgument
+    );
 
     // 40 puts of new names need 40 listing rows + a parent check each: over 100 actions.
     let mut tx = tree.transaction();
@@ -132,15 +141,24 @@ async fn transaction_refuses_mistakes_before_sending() {
 
     let mut tx = tree.transaction();
     tx.idempotency_token("x".repeat(37)).put(&account("a", 1));
-    assert_eq!(tx.commit().await.unwrap_err().kind(), ErrorKind::InvalidArgument);
+    assert_eq!(
+        tx.commit().await.unwrap_err().kind(),
+        ErrorKind::InvalidArgument
+    );
 
     let mut tx = tree.transaction();
     tx.patch(Patch::<Account>::new(&akey("a")));
-    assert_eq!(tx.commit().await.unwrap_err().kind(), ErrorKind::InvalidArgument);
+    assert_eq!(
+        tx.commit().await.unwrap_err().kind(),
+        ErrorKind::InvalidArgument
+    );
 
     let mut tx = tree.transaction();
     tx.put(&account("", 1));
-    assert_eq!(tx.commit().await.unwrap_err().kind(), ErrorKind::InvalidPath);
+    assert_eq!(
+        tx.commit().await.unwrap_err().kind(),
+        ErrorKind::InvalidPath
+    );
 
     assert_eq!(table.metrics().total_requests(), 0);
 }
@@ -212,12 +230,19 @@ async fn put_if_delete_if_patch() {
 
     // Nothing stored: a field condition does not hold; `Cond::not_exists` does.
     assert_eq!(
-        accounts.put_if(&a, f.balance.gt(0)).await.unwrap_err().kind(),
+        accounts
+            .put_if(&a, f.balance.gt(0))
+            .await
+            .unwrap_err()
+            .kind(),
         ErrorKind::ConditionFailed
     );
     accounts.put_if(&a, Cond::not_exists()).await.unwrap();
     accounts
-        .put_if(&account("a", 20), f.balance.between(5, 15) & f.nick.eq(None))
+        .put_if(
+            &account("a", 20),
+            f.balance.between(5, 15) & f.nick.eq(None),
+        )
         .await
         .unwrap();
 
@@ -240,14 +265,22 @@ async fn put_if_delete_if_patch() {
     assert_eq!(got.name, "A");
     assert_eq!(got.version, 2);
     accounts
-        .patch(Patch::new(&akey("a")).remove(f.nick).when(f.tags.contains("x")))
+        .patch(
+            Patch::new(&akey("a"))
+                .remove(f.nick)
+                .when(f.tags.contains("x")),
+        )
         .await
         .unwrap();
     assert_eq!(accounts.get(&akey("a")).await.unwrap().unwrap().nick, None);
 
     // A failing patch condition vs nothing to patch.
     let err = accounts
-        .patch(Patch::new(&akey("a")).add(f.balance, 1).when(f.balance.lt(0)))
+        .patch(
+            Patch::new(&akey("a"))
+                .add(f.balance, 1)
+                .when(f.balance.lt(0)),
+        )
         .await
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::ConditionFailed);
@@ -276,7 +309,10 @@ async fn put_if_delete_if_patch() {
             .kind(),
         ErrorKind::ConditionFailed
     );
-    accounts.delete_if(&akey("a"), f.name.begins_with("A")).await.unwrap();
+    accounts
+        .delete_if(&akey("a"), f.name.begins_with("A"))
+        .await
+        .unwrap();
     assert!(accounts.get(&akey("a")).await.unwrap().is_none());
     assert!(table.rows().is_empty(), "{:?}", table.rows());
 }
@@ -285,14 +321,19 @@ async fn put_if_delete_if_patch() {
 async fn patch_never_touches_a_link() {
     let (_table, tree) = setup().await;
     tree.repo::<Account>().put(&account("a", 1)).await.unwrap();
-    tree.put_link(["Accounts", "l"], ["Accounts", "a"]).await.unwrap();
+    tree.put_link(["Accounts", "l"], ["Accounts", "a"])
+        .await
+        .unwrap();
     let err = tree
         .repo::<Account>()
         .patch(Patch::new(&akey("l")).add(Account::FIELDS.balance, 1))
         .await
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::NotFound);
-    assert_eq!(tree.read_link(["Accounts", "l"]).await.unwrap().to_string(), "/Accounts/a");
+    assert_eq!(
+        tree.read_link(["Accounts", "l"]).await.unwrap().to_string(),
+        "/Accounts/a"
+    );
 }
 
 #[tokio::test]
@@ -307,9 +348,15 @@ async fn expired_values_are_not_read_and_are_swept() {
         until: Some(4_000_000_000),
         ..link("a", "new")
     };
-    links.put_all(&[old.clone(), new.clone(), link("a", "forever")]).await.unwrap();
+    links
+        .put_all(&[old.clone(), new.clone(), link("a", "forever")])
+        .await
+        .unwrap();
     assert_eq!(
-        dynatree::storage::Storage::ttl_attribute(&table).await.unwrap().as_deref(),
+        dynatree::storage::Storage::ttl_attribute(&table)
+            .await
+            .unwrap()
+            .as_deref(),
         Some("¦ttl")
     );
 
@@ -332,15 +379,26 @@ async fn expired_values_are_not_read_and_are_swept() {
         .unwrap();
     assert_eq!(listed.len(), 2, "{listed:?}");
 
-    let below: Vec<dynatree::Descendant> =
-        tree.descendants(["Accounts"]).items().try_collect().await.unwrap();
+    let below: Vec<dynatree::Descendant> = tree
+        .descendants(["Accounts"])
+        .items()
+        .try_collect()
+        .await
+        .unwrap();
     let paths: Vec<String> = below.iter().map(|d| d.path.to_string()).collect();
-    assert_eq!(paths, ["/Accounts/a/Links/forever", "/Accounts/a/Links/new"]);
+    assert_eq!(
+        paths,
+        ["/Accounts/a/Links/forever", "/Accounts/a/Links/new"]
+    );
 
     // DynamoDB deletes the expired object row; the sweep removes the name left behind.
     assert_eq!(table.expire_ttl(2), 1);
     assert_eq!(tree.sweep_expired(["Accounts"]).await.unwrap(), 1);
-    let names: Vec<String> = tree.list(["Accounts", "a", "Links"]).try_collect().await.unwrap();
+    let names: Vec<String> = tree
+        .list(["Accounts", "a", "Links"])
+        .try_collect()
+        .await
+        .unwrap();
     assert_eq!(names, ["forever", "new"]);
 }
 
@@ -363,8 +421,17 @@ async fn write_api_through_a_scope() {
     // Stored under the scope's root, invisible to the unscoped repository at the same key.
     let inside: Option<Account> = tree.get(["Tenants", "t1", "Accounts", "a"]).await.unwrap();
     assert_eq!(inside.unwrap().balance, 5);
-    assert!(tree.repo::<Account>().get(&akey("a")).await.unwrap().is_none());
-    accounts.delete_if(&akey("a"), Account::FIELDS.balance.eq(5)).await.unwrap();
+    assert!(
+        tree.repo::<Account>()
+            .get(&akey("a"))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    accounts
+        .delete_if(&akey("a"), Account::FIELDS.balance.eq(5))
+        .await
+        .unwrap();
     tenant
         .repo::<Link>()
         .delete_if(&link("a", "x").key(), Cond::exists())
@@ -373,6 +440,10 @@ async fn write_api_through_a_scope() {
     // Everything under the scope is pruned; the scope's root row stays.
     let names: Vec<String> = tree.list(["Tenants"]).try_collect().await.unwrap();
     assert_eq!(names, ["t1"]);
-    let inside: Vec<String> = tenant.list(dynatree::Path::root()).try_collect().await.unwrap();
+    let inside: Vec<String> = tenant
+        .list(dynatree::Path::root())
+        .try_collect()
+        .await
+        .unwrap();
     assert!(inside.is_empty(), "{inside:?}");
 }

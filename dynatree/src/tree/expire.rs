@@ -97,7 +97,8 @@ impl<S: Storage + 'static> Tree<S> {
                     }
                     // Still expired at the moment of the delete: a value put again meanwhile
                     // stays.
-                    let still = Condition::Compare(ttl.clone(), Comparison::Lt, Value::N(now.to_string()));
+                    let still =
+                        Condition::Compare(ttl.clone(), Comparison::Lt, Value::N(now.to_string()));
                     match self
                         .io()
                         .delete_item(&self.inner.layout.object_key(path), still)

@@ -12,8 +12,8 @@ mod write;
 
 pub use moves::{Intent, LinkPolicy, MoveReport, OnChildren};
 pub use ops::{Descendant, Descendants, PATH_INDEX, Strategy};
-pub use txn::Transaction;
 pub(crate) use read::ReadOpts;
+pub use txn::Transaction;
 
 use std::collections::HashSet;
 use std::fmt;
@@ -508,10 +508,8 @@ impl<S: Storage + 'static> Storage for Io<S> {
         actions: Vec<crate::storage::TransactAction>,
         token: &str,
     ) -> impl Future<Output = Result<()>> + Send {
-        self.policy().retry_throttled(move || {
-            self.raw()
-                .transact_write_idempotent(actions.clone(), token)
-        })
+        self.policy()
+            .retry_throttled(move || self.raw().transact_write_idempotent(actions.clone(), token))
     }
     fn enable_ttl(&self, attribute: &str) -> impl Future<Output = Result<()>> + Send {
         self.policy()

@@ -155,7 +155,11 @@ impl<S: Storage + 'static> Tree<S> {
             };
             let Some(target) = item.get_s(self.inner.layout.link_attr()) else {
                 // Expired (see `crate::expiry`): as if DynamoDB had deleted it already.
-                if self.inner.layout.is_expired(&item, crate::expiry::now_secs()) {
+                if self
+                    .inner
+                    .layout
+                    .is_expired(&item, crate::expiry::now_secs())
+                {
                     return Ok(None);
                 }
                 return Ok(Some(item));

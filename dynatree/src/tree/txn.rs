@@ -22,7 +22,9 @@ use crate::fields::Cond;
 use crate::hierarchical::Hierarchical;
 use crate::item::Item;
 use crate::path::Path;
-use crate::storage::{Condition, Key, SharedStorage, Storage, TRANSACT_MAX, TransactAction, get_all};
+use crate::storage::{
+    Condition, Key, SharedStorage, Storage, TRANSACT_MAX, TransactAction, get_all,
+};
 use crate::update::Patch;
 
 use super::Tree;
@@ -36,10 +38,24 @@ const MAX_TOKEN_CHARS: usize = 36;
 
 #[derive(Debug, Clone)]
 enum Op {
-    Put { path: Path, row: Item, condition: Condition },
-    Delete { path: Path, condition: Condition },
-    Update { path: Path, actions: Vec<crate::storage::UpdateAction>, condition: Condition },
-    Check { path: Path, condition: Condition },
+    Put {
+        path: Path,
+        row: Item,
+        condition: Condition,
+    },
+    Delete {
+        path: Path,
+        condition: Condition,
+    },
+    Update {
+        path: Path,
+        actions: Vec<crate::storage::UpdateAction>,
+        condition: Condition,
+    },
+    Check {
+        path: Path,
+        condition: Condition,
+    },
 }
 
 impl Op {
@@ -537,7 +553,13 @@ impl<S: Storage + 'static> Tree<S> {
         if unknown.is_empty() {
             return Ok(true);
         }
-        let found = get_all(&self.inner.storage, unknown.clone(), true, &self.inner.config.retry).await?;
+        let found = get_all(
+            &self.inner.storage,
+            unknown.clone(),
+            true,
+            &self.inner.config.retry,
+        )
+        .await?;
         let mut present: HashSet<Key> = HashSet::new();
         for row in &found {
             if let Some(k) = Key::from_item(row) {
@@ -607,10 +629,12 @@ impl<S: Storage + 'static> Tree<S> {
     /// are removed if they name nothing now, and their ancestors pruned.
     async fn after_commit(&self, ops: &[Op]) {
         let layout = &self.inner.layout;
-        self.inner.known.insert_all(ops.iter().filter_map(|op| match op {
-            Op::Put { path, .. } => Some(layout.listing_key(path)),
-            _ => None,
-        }));
+        self.inner
+            .known
+            .insert_all(ops.iter().filter_map(|op| match op {
+                Op::Put { path, .. } => Some(layout.listing_key(path)),
+                _ => None,
+            }));
         for op in ops {
             if let Op::Delete { path, .. } = op {
                 let pruned = match self.remove_if_empty(path).await {
