@@ -101,6 +101,7 @@ pub fn cases<S: Storage + 'static>() -> Vec<(&'static str, Case<S>)> {
         case!(projection_with_a_name_twice_is_refused),
         case!(projection_with_an_empty_name_is_refused),
         case!(projection_name_count_limit),
+        case!(index_names_follow_dynamodb_rules),
     ]
 }
 
@@ -2802,4 +2803,24 @@ pub async fn projection_name_count_limit<S: Storage + 'static>(table: S) {
     let max = storage::MAX_PROJECTION_NAMES;
     projection_verdicts(&s, &spec, names(max), false).await;
     projection_verdicts(&s, &spec, names(max + 1), true).await;
+}
+
+/// An index name has 3 to 255 characters of `a-z A-Z 0-9 _ - .`: a table with a shorter one is
+/// refused (and not created).
+pub async fn index_names_follow_dynamodb_rules<S: Storage + 'static>(table: S) {
+    for name in ["ix", "has space"] {
+        let spec = storage::IndexSpec::new(name, "¦ix.h", None);
+        let err = table
+            .create_table(dynatree::Billing::OnDemand, &[spec])
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Validation, "{name}: {err:?}");
+    }
+    let spec = storage::IndexSpec::new("ix3", "¦ix.h", None);
+    assert!(
+        table
+            .create_table(dynatree::Billing::OnDemand, &[spec])
+            .await
+            .unwrap()
+    );
 }

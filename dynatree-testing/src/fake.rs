@@ -55,6 +55,13 @@ const TOKEN_LIFETIME: std::time::Duration = std::time::Duration::from_secs(10 * 
 ///   the item, a result over 400 KB) refuses the whole request. (Local then lists only the
 ///   failing action's reason; the fake gives one per action, as DynamoDB documents.)
 /// - UpdateItem without actions is valid: it creates an absent item with just its key.
+/// - A projection ([`Storage::get_item_projected`], [`Storage::batch_get_projected`],
+///   [`IndexQuery::projection`](dynatree::storage::IndexQuery::projection)) returns the named
+///   attributes an item has (an item with none of them is an empty item; BatchGetItem and
+///   Query return it too), adds no key attributes, and is metered (and paged) by the whole
+///   item, as DynamoDB documents. A name given twice, an empty name and more than
+///   [`MAX_PROJECTION_NAMES`] names are refused (Local names two different paths when it
+///   reports the overlap; the fake names the repeated one).
 ///
 /// Two quirks of DynamoDB Local the fake does not copy: Local fails with `InternalFailure` on
 /// attribute names of about 40,000 bytes and more (the service takes names up to 65,535 bytes),
@@ -1421,6 +1428,9 @@ impl Storage for FakeTable {
                 "a table takes at most 20 global secondary indexes",
             ));
         }
+        for index in indexes {
+            check_index_name(&index.name)?;
+        }
         inner.table = Some(TableState {
             hash_name: dynatree::storage::HASH_KEY.to_owned(),
             range_name: dynatree::storage::RANGE_KEY.to_owned(),
@@ -1439,6 +1449,7 @@ impl Storage for FakeTable {
         tokio::task::yield_now().await;
         let mut inner = self.lock();
         let fault = self.begin(&mut inner, Op::UpdateTable, &[])?;
+        check_index_name(&index.name)?;
         let t = inner.table()?;
         if t.building.is_some() {
             return Err(Error::new(
@@ -1683,6 +1694,21 @@ fn paginate<'a>(
         }
     }
     (items, last_key, bytes)
+}
+
+/// DynamoDB's rule for index names: 3 to 255 characters of `a-z A-Z 0-9 _ - .`.
+fn check_index_name(name: &str) -> Result<()> {
+    let ok = (3..=255).contains(&name.len())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+    if ok {
+        Ok(())
+    } else {
+        Err(validation(format!(
+            "index name `{name}`: 3 to 255 characters of a-z, A-Z, 0-9, '_', '-', '.'"
+        )))
+    }
 }
 
 #[cfg(test)]

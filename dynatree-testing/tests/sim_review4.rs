@@ -195,7 +195,6 @@ fn nested_puts_in_one_transaction_vs_delete_subtree() {
 /// is created before the transaction, as a missing ancestor) while `n`'s only other value is
 /// deleted, a delete that prunes `n` when it names nothing else.
 #[test]
-#[ignore = "review4 finding 1: a transaction spins on a marked or locked parent"]
 fn nested_new_branch_transaction_vs_pruning_delete() {
     sim("txn {put n, put n/s/q} vs delete n/o (prunes n)")
         .setup(|t| async move { t.repo::<Doc>().put(&doc("n", "o", 1)).await })
@@ -230,7 +229,6 @@ fn nested_new_branch_transaction_vs_pruning_delete() {
 /// not exist yet) while `x` is deleted as a subtree. The transaction must end: `Ok` (before
 /// the subtree's lock, then deleted with it), or refused with `Locked`.
 #[test]
-#[ignore = "review4 finding 1: a transaction spins on a marked or locked parent"]
 fn deep_put_transaction_vs_delete_subtree() {
     sim("txn {put x/n/q} vs delete_subtree x")
         .setup(|t| async move { t.repo::<Doc>().put(&doc("x", "a", 1)).await })
@@ -291,7 +289,6 @@ fn patch_vs_delete_node_reparent() {
 /// copied to `z`: the copy holds one state of the source, a patch of the destination finds
 /// nothing before the copy ends or applies after it.
 #[test]
-#[ignore = "review4 finding 2: patch reports ConditionFailed for a value that was missing"]
 fn patches_vs_copy_subtree() {
     sim("patch x/a vs copy x -> z vs patch z/a")
         .setup(|t| async move { t.repo::<Doc>().put(&doc("x", "a", 1)).await })
@@ -615,7 +612,6 @@ async fn with_expired_value() -> dynatree::Result<Tree> {
 /// A patch of a value that expired (reads no longer return it) reports `NotFound`, as for a
 /// value DynamoDB already deleted, instead of updating a row nobody can read.
 #[tokio::test]
-#[ignore = "review4 finding 3: conditional writes see expired values"]
 async fn patch_of_an_expired_value_is_not_found() -> dynatree::Result<()> {
     let tree = with_expired_value().await?;
     let patched = tree
@@ -632,7 +628,6 @@ async fn patch_of_an_expired_value_is_not_found() -> dynatree::Result<()> {
 /// Storing a value only if none is stored succeeds over an expired value (reads say none
 /// is), through `put_if(not_exists)` and a transaction's `create`.
 #[tokio::test]
-#[ignore = "review4 finding 3: conditional writes see expired values"]
 async fn create_over_an_expired_value_succeeds() -> dynatree::Result<()> {
     let tree = with_expired_value().await?;
     let created = tree

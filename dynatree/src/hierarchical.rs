@@ -202,11 +202,8 @@ impl IndexDef {
 
     /// The table's index definition for a tree with reserved character `sc`.
     pub fn spec(&self, sc: char) -> crate::storage::IndexSpec {
-        crate::storage::IndexSpec::new(
-            self.name,
-            format!("{sc}ix.{}.h", self.name),
-            self.has_range.then(|| format!("{sc}ix.{}.r", self.name)),
-        )
+        let (hash, range) = crate::layout::index_attrs(sc, self.name, self.has_range);
+        crate::storage::IndexSpec::new(self.name, hash, range)
     }
 }
 

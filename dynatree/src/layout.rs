@@ -15,7 +15,7 @@
 use crate::error::{Error, ErrorKind, Result};
 use crate::item::{Item, MAX_ITEM_BYTES, Value};
 use crate::path::Path;
-use crate::storage::Key;
+use crate::storage::{Comparison, Condition, Key};
 
 /// The hash key attribute of a tree table.
 pub const HASH_KEY: &str = "Key";
@@ -124,6 +124,24 @@ impl Layout {
     /// epoch), the table's time-to-live attribute: `SC ttl`.
     pub(crate) fn ttl_attr(&self) -> String {
         format!("{}ttl", self.sc)
+    }
+
+    /// `condition` as it should hold for a value that may have expired: evaluated against the
+    /// object row if it has not expired by `now`, and against "no object" if it has (so that
+    /// `NotExists` holds over an expired value and a field condition does not), as the reads
+    /// see it. `Always` stays `Always`.
+    pub(crate) fn live(&self, condition: Condition, now: u64) -> Condition {
+        if condition.is_always() {
+            return condition;
+        }
+        let expired =
+            Condition::Compare(self.ttl_attr(), Comparison::Lt, Value::N(now.to_string()));
+        if condition.eval(None) {
+            // Holds for "nothing": an expired value is as good as nothing.
+            Condition::Or(vec![expired, condition])
+        } else {
+            Condition::And(vec![Condition::Not(Box::new(expired)), condition])
+        }
     }
 
     /// Whether `row` is an object row whose expiry is before `now` (seconds since the epoch).
@@ -334,6 +352,15 @@ impl Layout {
             self.object_hash(path),
         )
     }
+}
+
+/// The key attributes of secondary index `name` (bookkeeping): `SC ix.<name>.h` and, with a
+/// range key, `SC ix.<name>.r`.
+pub(crate) fn index_attrs(sc: char, name: &str, has_range: bool) -> (String, Option<String>) {
+    (
+        format!("{sc}ix.{name}.h"),
+        has_range.then(|| format!("{sc}ix.{name}.r")),
+    )
 }
 
 /// The user's attributes of a row as read: without the key attributes and without dynatree's

@@ -267,7 +267,7 @@ impl<T: Hierarchical, S: Storage + 'static> Repository<T, S> {
         let (path, row) = self.row(value)?;
         match self
             .tree
-            .write_object(&path, row, &Condition::NotExists)
+            .write_object(&path, row, &self.tree.live_for::<T>(Condition::NotExists))
             .await
         {
             Err(e) if e.kind() == ErrorKind::ConditionFailed => Err(Error::new(
@@ -308,7 +308,10 @@ impl<T: Hierarchical, S: Storage + 'static> Repository<T, S> {
             value.set_version(next);
         }
         let result = match self.row(value) {
-            Ok((path, row)) => self.tree.write_object(&path, row, &condition).await,
+            Ok((path, row)) => {
+                let condition = self.tree.live_for::<T>(condition);
+                self.tree.write_object(&path, row, &condition).await
+            }
             Err(e) => Err(e),
         };
         if result.is_err()

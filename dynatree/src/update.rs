@@ -98,7 +98,6 @@ numeric!(
 /// // `f.id` (a key field) and `f.version` cannot be patched: that does not compile.
 /// # Ok(()) }
 /// ```
-#[derive(Debug, Clone)]
 #[must_use = "a patch does nothing until it is sent or added to a transaction"]
 pub struct Patch<T: Hierarchical> {
     pub(crate) key: T::Key,
@@ -107,6 +106,28 @@ pub struct Patch<T: Hierarchical> {
     /// The first invalid value, reported before anything is sent.
     pub(crate) error: Option<String>,
     _marker: PhantomData<fn() -> T>,
+}
+
+impl<T: Hierarchical> Clone for Patch<T> {
+    fn clone(&self) -> Self {
+        Self {
+            key: self.key.clone(),
+            actions: self.actions.clone(),
+            condition: self.condition.clone(),
+            error: self.error.clone(),
+            _marker: PhantomData,
+        }
+    }
+}
+
+impl<T: Hierarchical> std::fmt::Debug for Patch<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Patch")
+            .field("key", &self.key)
+            .field("actions", &self.actions)
+            .field("condition", &self.condition)
+            .finish_non_exhaustive()
+    }
 }
 
 impl<T: Hierarchical> Patch<T> {
@@ -292,7 +313,7 @@ impl<T: Hierarchical, S: crate::storage::Storage + 'static> crate::Repository<T,
     ///
     /// As [`put`](crate::Repository::put).
     pub async fn put_if(&self, value: &T, condition: Cond<T>) -> Result<()> {
-        let condition = condition.into_condition()?;
+        let condition = self.tree().live_for::<T>(condition.into_condition()?);
         let (path, row) = self.row(value)?;
         self.tree().write_object(&path, row, &condition).await
     }
@@ -383,30 +404,43 @@ impl<T: Hierarchical, S: crate::storage::Storage + 'static> crate::Repository<T,
     /// idempotent: use a [`Transaction`](crate::Transaction) with an idempotency token when
     /// that matters).
     pub async fn patch(&self, patch: Patch<T>) -> Result<()> {
-        let key = patch.key.clone();
-        let mut tx = self.tree().transaction();
-        tx.patch(patch);
-        match single(tx.commit().await) {
-            Err(e) if e.is_condition_failed() => {
-                // Tell a missing value from a condition that does not hold.
-                let path = self.tree().enter(T::key_path(&key)?)?;
-                let layout = self.tree().layout();
-                let stored = self
-                    .tree()
-                    .io()
-                    .get_item(&layout.object_key(&path), true)
-                    .await?;
-                if stored.is_some_and(|row| !row.contains(layout.link_attr())) {
-                    Err(e)
-                } else {
-                    Err(Error::new(
-                        ErrorKind::NotFound,
-                        format!("nothing to patch at {key}", key = T::key_path(&key)?),
-                    )
-                    .with_source(e))
-                }
+        let tree = self.tree();
+        let path = tree.enter(T::key_path(&patch.key)?)?;
+        let policy = tree.config_retry();
+        let mut attempt = 0;
+        loop {
+            let mut tx = tree.transaction();
+            tx.patch(patch.clone());
+            let e = match single(tx.commit().await) {
+                Err(e) if e.is_condition_failed() => e,
+                other => return other,
+            };
+            // Tell a missing value from a condition that does not hold, at one moment: the
+            // value as a consistent read sees it. Missing (or a link, or expired): not found.
+            // Present and the condition false: the condition failed. Present and the condition
+            // true: it changed in between; try again.
+            let layout = tree.layout();
+            let stored = tree
+                .io()
+                .get_item(&layout.object_key(&path), true)
+                .await?
+                .filter(|row| {
+                    !row.contains(layout.link_attr())
+                        && !layout.is_expired(row, crate::expiry::now_secs())
+                });
+            let Some(row) = stored else {
+                return Err(Error::new(
+                    ErrorKind::NotFound,
+                    format!("nothing to patch at {}", T::key_path(&patch.key)?),
+                )
+                .with_source(e));
+            };
+            let (_, condition) = patch.plan(layout.link_attr())?;
+            if !condition.eval(Some(&row)) || attempt + 1 >= policy.max_attempts() {
+                return Err(e);
             }
-            other => other,
+            policy.sleep(attempt).await;
+            attempt += 1;
         }
     }
 }

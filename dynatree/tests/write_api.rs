@@ -447,3 +447,67 @@ async fn write_api_through_a_scope() {
         .unwrap();
     assert!(inside.is_empty(), "{inside:?}");
 }
+
+/// What each write of the write API costs, on the metered fake (deterministic; DynamoDB's
+/// published rule: a transaction bills 2 write units per KB per item, condition checks
+/// included). Figures in BENCHMARKS.md.
+#[tokio::test]
+async fn write_api_costs() {
+    let (table, tree) = setup().await;
+    let accounts = tree.repo::<Account>();
+    let links = tree.repo::<Link>();
+    accounts.put(&account("a", 0)).await.unwrap();
+    links.put(&link("a", "x")).await.unwrap();
+    links.put(&link("a", "y")).await.unwrap();
+    let f = Account::FIELDS;
+    let mut rows = Vec::new();
+    let mut measure = |what: &str, table: &FakeTable| {
+        let m = table.metrics();
+        rows.push((
+            what.to_owned(),
+            m.total_requests(),
+            m.requests("TransactWriteItems"),
+            m.write_units(),
+            m.read_units(),
+        ));
+        table.reset_metrics();
+    };
+
+    table.reset_metrics();
+    accounts
+        .patch(Patch::new(&akey("a")).add(f.balance, 1))
+        .await
+        .unwrap();
+    measure("patch", &table);
+    accounts
+        .put_if(&account("a", 5), f.balance.eq(1))
+        .await
+        .unwrap();
+    measure("put_if (existing)", &table);
+    let mut tx = tree.transaction();
+    tx.put(&link("a", "p"))
+        .put(&link("a", "q"))
+        .patch(Patch::new(&akey("a")).add(f.balance, 1));
+    tx.commit().await.unwrap();
+    measure("transaction: 2 new names + 1 patch", &table);
+    links
+        .delete_if(&link("a", "p").key(), Link::FIELDS.hits.eq(0))
+        .await
+        .unwrap();
+    measure("delete_if (siblings remain)", &table);
+    let expected: Vec<(&str, u64, u64, f64)> = vec![
+        ("patch", 1, 1, 4.0),
+        ("put_if (existing)", 1, 1, 4.0),
+        // 3 actions + 4 guards (2 new listing rows, their parent's check, the patched
+        // value's listing row), 2 units each.
+        ("transaction: 2 new names + 1 patch", 1, 1, 14.0),
+        // The transaction (delete + lock check), then the removal of the emptied listing row
+        // (children query, mark, children query, object read, delete) and one look at the
+        // parent, which still has children.
+        ("delete_if (siblings remain)", 7, 1, 6.0),
+    ];
+    for ((what, requests, tx, wcu, _), (ew, er, et, eu)) in rows.iter().zip(&expected) {
+        assert_eq!(what, ew);
+        assert_eq!((*requests, *tx, *wcu), (*er, *et, *eu), "{what}");
+    }
+}

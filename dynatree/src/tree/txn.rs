@@ -59,6 +59,38 @@ enum Op {
 }
 
 impl Op {
+    /// The op with its condition seeing an expired value as absent.
+    fn live(self, layout: &crate::layout::Layout, now: u64) -> Op {
+        match self {
+            Op::Put {
+                path,
+                row,
+                condition,
+            } => Op::Put {
+                path,
+                row,
+                condition: layout.live(condition, now),
+            },
+            Op::Delete { path, condition } => Op::Delete {
+                path,
+                condition: layout.live(condition, now),
+            },
+            Op::Update {
+                path,
+                actions,
+                condition,
+            } => Op::Update {
+                path,
+                actions,
+                condition: layout.live(condition, now),
+            },
+            Op::Check { path, condition } => Op::Check {
+                path,
+                condition: layout.live(condition, now),
+            },
+        }
+    }
+
     fn path(&self) -> &Path {
         match self {
             Op::Put { path, .. }
@@ -125,6 +157,9 @@ impl Op {
 pub struct Transaction<S = SharedStorage> {
     tree: Tree<S>,
     ops: Vec<Op>,
+    /// Per action: whether its type has a `#[dynatree(ttl)]` field (its conditions then see an
+    /// expired value as absent).
+    expiring: Vec<bool>,
     token: Option<String>,
     error: Option<Error>,
 }
@@ -145,6 +180,7 @@ impl<S: Storage + 'static> Tree<S> {
         Transaction {
             tree: self.clone(),
             ops: Vec::new(),
+            expiring: Vec::new(),
             token: None,
             error: None,
         }
@@ -159,10 +195,11 @@ impl<S: Storage + 'static> Transaction<S> {
         self
     }
 
-    fn push(&mut self, op: Result<Op>) -> &mut Self {
+    fn push<T: Hierarchical>(&mut self, op: Result<Op>) -> &mut Self {
         match op {
             Ok(op) => {
                 self.ops.push(op);
+                self.expiring.push(T::TTL_FIELD.is_some());
                 self
             }
             Err(e) => self.fail(e),
@@ -188,19 +225,19 @@ impl<S: Storage + 'static> Transaction<S> {
     /// Stores `value` at its path, replacing what is there.
     pub fn put<T: Hierarchical>(&mut self, value: &T) -> &mut Self {
         let op = self.put_op(value, Ok(Condition::Always));
-        self.push(op)
+        self.push::<T>(op)
     }
 
     /// Stores `value` only if nothing is at its path yet.
     pub fn create<T: Hierarchical>(&mut self, value: &T) -> &mut Self {
         let op = self.put_op(value, Ok(Condition::NotExists));
-        self.push(op)
+        self.push::<T>(op)
     }
 
     /// Stores `value` only if `condition` holds for what is stored at its path.
     pub fn put_if<T: Hierarchical>(&mut self, value: &T, condition: Cond<T>) -> &mut Self {
         let op = self.put_op(value, condition.into_condition());
-        self.push(op)
+        self.push::<T>(op)
     }
 
     /// Deletes the value at `key` (nothing there is fine).
@@ -216,7 +253,7 @@ impl<S: Storage + 'static> Transaction<S> {
                 condition: condition.into_condition()?,
             })
         });
-        self.push(op)
+        self.push::<T>(op)
     }
 
     /// Applies a partial update (see [`Patch`]): fails the transaction if no value is stored
@@ -230,7 +267,7 @@ impl<S: Storage + 'static> Transaction<S> {
                 condition,
             })
         });
-        self.push(op)
+        self.push::<T>(op)
     }
 
     /// Writes nothing at `key`, but fails the transaction unless `condition` holds for what
@@ -242,7 +279,7 @@ impl<S: Storage + 'static> Transaction<S> {
                 condition: condition.into_condition()?,
             })
         });
-        self.push(op)
+        self.push::<T>(op)
     }
 
     /// Makes the commit idempotent: DynamoDB applies a transaction with a given token at most
@@ -322,7 +359,22 @@ impl<S: Storage + 'static> Transaction<S> {
             }
         }
         let tree = &self.tree;
-        let (actions, owners) = tree.plan_transaction(&self.ops);
+        // Conditions see expired values as absent, except under an idempotency token: a resend must
+        // be the identical request, and the time of the check would differ.
+        let now = crate::expiry::now_secs();
+        let ops: Vec<Op> = self
+            .ops
+            .iter()
+            .zip(&self.expiring)
+            .map(|(op, &expiring)| {
+                if expiring && self.token.is_none() {
+                    op.clone().live(&tree.inner.layout, now)
+                } else {
+                    op.clone()
+                }
+            })
+            .collect();
+        let (actions, owners) = tree.plan_transaction(&ops);
         if actions.len() > TRANSACT_MAX {
             return Err(Error::new(
                 ErrorKind::InvalidArgument,
@@ -353,71 +405,79 @@ impl<S: Storage + 'static> Transaction<S> {
         let mut waited = 0;
         let mut fresh = false;
         loop {
-            if !tree.ensure_ancestors(&puts, fresh).await? {
-                fresh = true;
-                continue;
-            }
-            let sent = match &self.token {
-                Some(token) => {
-                    tree.io()
-                        .transact_write_idempotent(actions.clone(), token)
-                        .await
-                }
-                None => tree.io().transact_write(actions.clone()).await,
-            };
-            match sent {
-                Ok(()) => {
-                    tree.after_commit(&self.ops).await;
-                    return Ok(());
-                }
-                Err(e) if e.kind() == ErrorKind::TransactionCanceled => {
-                    let reasons = e.cancellation_reasons();
-                    let caller_failed = reasons
-                        .iter()
-                        .zip(&owners)
-                        .any(|(r, o)| o.is_some() && r.is_condition_failed());
-                    if caller_failed {
-                        let mine: Vec<CancellationReason> = reasons
+            // `None`: lost a race creating the ancestors; `Some(e)`: a guard failed.
+            let failure = if tree.ensure_ancestors(&puts, fresh).await? {
+                let sent = match &self.token {
+                    Some(token) => {
+                        tree.io()
+                            .transact_write_idempotent(actions.clone(), token)
+                            .await
+                    }
+                    None => tree.io().transact_write(actions.clone()).await,
+                };
+                match sent {
+                    Ok(()) => {
+                        tree.after_commit(&self.ops).await;
+                        return Ok(());
+                    }
+                    Err(e) if e.kind() == ErrorKind::TransactionCanceled => {
+                        let reasons = e.cancellation_reasons();
+                        let caller_failed = reasons
                             .iter()
                             .zip(&owners)
-                            .filter(|(_, o)| o.is_some())
-                            .map(|(r, _)| r.clone())
-                            .collect();
-                        let mut err = Error::transaction_canceled(mine);
-                        if let Some(id) = e.request_id() {
-                            err = err.with_request_id(id.to_owned());
-                        }
-                        return Err(err.with_source(e));
-                    }
-                    let raced = reasons
-                        .iter()
-                        .any(|r| r.is_condition_failed() || r.code() == "TransactionConflict");
-                    if !raced {
-                        return Err(e);
-                    }
-                    // A guard failed: a removal or a move under way, or a conflict.
-                    match tree.guard_state(&self.ops).await? {
-                        GuardState::Locked(path) => return Err(tree.locked_error(&path)),
-                        GuardState::Removing => {
-                            policy.sleep(waited.min(8)).await;
-                            waited += 1;
-                        }
-                        GuardState::Raced => {
-                            if retry + 1 >= policy.max_attempts() {
-                                return Err(Error::new(
-                                    ErrorKind::Conflict,
-                                    "the transaction's paths kept changing concurrently",
-                                )
-                                .with_source(e));
+                            .any(|(r, o)| o.is_some() && r.is_condition_failed());
+                        if caller_failed {
+                            let mine: Vec<CancellationReason> = reasons
+                                .iter()
+                                .zip(&owners)
+                                .filter(|(_, o)| o.is_some())
+                                .map(|(r, _)| r.clone())
+                                .collect();
+                            let mut err = Error::transaction_canceled(mine);
+                            if let Some(id) = e.request_id() {
+                                err = err.with_request_id(id.to_owned());
                             }
-                            policy.sleep(retry).await;
-                            retry += 1;
+                            return Err(err.with_source(e));
                         }
+                        let raced = reasons
+                            .iter()
+                            .any(|r| r.is_condition_failed() || r.code() == "TransactionConflict");
+                        if !raced {
+                            return Err(e);
+                        }
+                        Some(e)
                     }
-                    fresh = true;
+                    Err(e) => return Err(e),
                 }
-                Err(e) => return Err(e),
+            } else {
+                None
+            };
+            // A guard failed, or an ancestor could not be created: a removal or a move under
+            // way, or a conflict. Look at the rows: a lock is reported, a live mark waited out
+            // (its lease bounds the wait), an expired one taken off, a race retried under the
+            // retry policy.
+            match tree.guard_state(&self.ops).await? {
+                GuardState::Locked(path) => return Err(tree.locked_error(&path)),
+                GuardState::Removing => {
+                    policy.sleep(waited.min(8)).await;
+                    waited += 1;
+                }
+                GuardState::Raced => {
+                    if retry + 1 >= policy.max_attempts() {
+                        let err = Error::new(
+                            ErrorKind::Conflict,
+                            "the transaction's paths kept changing concurrently",
+                        );
+                        return Err(match failure {
+                            Some(e) => err.with_source(e),
+                            None => err,
+                        });
+                    }
+                    policy.sleep(retry).await;
+                    retry += 1;
+                }
             }
+            fresh = true;
         }
     }
 }
@@ -651,6 +711,21 @@ impl<S: Storage + 'static> Tree<S> {
 }
 
 impl<S> Tree<S> {
+    /// `condition` on a value of `T`: if `T` has a `#[dynatree(ttl)]` field, an expired value
+    /// counts as absent (see `Layout::live`).
+    pub(crate) fn live_for<T: Hierarchical>(&self, condition: Condition) -> Condition {
+        if T::TTL_FIELD.is_some() {
+            self.inner.layout.live(condition, crate::expiry::now_secs())
+        } else {
+            condition
+        }
+    }
+
+    /// The tree's retry policy.
+    pub(crate) fn config_retry(&self) -> crate::RetryPolicy {
+        self.inner.config.retry
+    }
+
     /// The key strings of this tree.
     pub(crate) fn layout(&self) -> &crate::layout::Layout {
         &self.inner.layout
