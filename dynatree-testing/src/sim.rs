@@ -79,7 +79,7 @@ use dynatree::storage::{
     BatchGetOutput, Condition, IndexPage, IndexQuery, IndexSpec, Key, Page, Query, Storage,
     TableDescription, TransactAction, WriteRequest,
 };
-use dynatree::{Billing, Error, ErrorKind, Item, Result, Tree};
+use dynatree::{Billing, Error, ErrorKind, IntoPath, Item, Result, Tree};
 use futures::FutureExt;
 use futures::future::LocalBoxFuture;
 
@@ -699,6 +699,37 @@ pub struct End<'a> {
     pub model: &'a Model,
     /// Every raw row of the table.
     pub rows: &'a [Item],
+}
+
+impl End<'_> {
+    /// Whether operation `i` (by the order of [`Sim::op`]) returned `Ok`.
+    ///
+    /// # Panics
+    ///
+    /// If there is no operation `i`.
+    pub fn ok(&self, i: usize) -> bool {
+        self.outcomes[i].is_ok()
+    }
+
+    /// The number attribute `attr` of the object at `path` (links not followed), if there is
+    /// such an object with such a number (as a `u64`).
+    pub fn number(&self, path: impl IntoPath, attr: &str) -> Option<u64> {
+        match self.model.get(path)? {
+            Stored::Object(item) => match item.get(attr)? {
+                dynatree::Value::N(n) => n.parse().ok(),
+                _ => None,
+            },
+            Stored::Link(_) => None,
+        }
+    }
+
+    /// Whether the table holds the row with this `Key` and `Child` (a listing row, say).
+    pub fn has_row(&self, key: &str, child: &str) -> bool {
+        self.rows.iter().any(|r| {
+            r.get_s(dynatree::storage::HASH_KEY) == Some(key)
+                && r.get_s(dynatree::storage::RANGE_KEY) == Some(child)
+        })
+    }
 }
 
 type TreeFactory<B> = Box<dyn Fn(SimStorage<B>) -> Tree>;

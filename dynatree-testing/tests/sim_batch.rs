@@ -9,7 +9,7 @@
 
 use dynatree::{ErrorKind, Hierarchical, LinkPolicy, Tree};
 use dynatree_testing::FakeTable;
-use dynatree_testing::sim::{End, OpOutcome, Sim, SimFault, Stored};
+use dynatree_testing::sim::{End, Sim, SimFault};
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
@@ -44,18 +44,8 @@ fn base(name: &str) -> Sim<FakeTable> {
         .setup(|t| async move { t.repo::<Doc>().put(&doc("x", "a", 1)).await })
 }
 
-fn ok(end: &End<'_>, i: usize) -> bool {
-    matches!(end.outcomes[i], OpOutcome::Ok(_))
-}
-
-fn value(end: &End<'_>, path: [&str; 2]) -> Option<u32> {
-    match end.model.get(path)? {
-        Stored::Object(item) => match item.get("v")? {
-            dynatree::Value::N(n) => n.parse().ok(),
-            _ => None,
-        },
-        Stored::Link(_) => None,
-    }
+fn value(end: &End<'_>, path: [&str; 2]) -> Option<u64> {
+    end.number(path, "v")
 }
 
 /// A batch under `x` and elsewhere while `x` is deleted: the subtree deletion takes the batch's
@@ -71,10 +61,10 @@ fn put_all_vs_delete_subtree() {
             t.delete_subtree(["x"]).await
         })
         .check(|end| {
-            if ok(end, 0) && value(end, ["y", "c"]) != Some(2) {
+            if end.ok(0) && value(end, ["y", "c"]) != Some(2) {
                 return Err("an acknowledged value outside the deleted subtree is gone".into());
             }
-            if ok(end, 0) && ok(end, 1) {
+            if end.ok(0) && end.ok(1) {
                 // Each value under x is either deleted or the batch's.
                 for n in ["a", "b"] {
                     if value(end, ["x", n]).is_some_and(|v| v != 2) {
@@ -97,7 +87,7 @@ fn put_all_vs_move() {
             t.move_subtree_with(["x"], ["z"], LinkPolicy::Ignore).await
         })
         .check(|end| {
-            if !ok(end, 0) {
+            if !end.ok(0) {
                 return Ok(());
             }
             for n in ["a", "b"] {
@@ -121,14 +111,14 @@ fn put_all_vs_delete_pruning_the_directory() {
         .op("put_all", put_all(vec![doc("x", "b", 2), doc("x", "c", 2)]))
         .op("delete x/a", |t| async move { t.delete(["x", "a"]).await })
         .check(|end| {
-            if ok(end, 0) {
+            if end.ok(0) {
                 for n in ["b", "c"] {
                     if value(end, ["x", n]) != Some(2) {
                         return Err(format!("the acknowledged x/{n}=2 is gone"));
                     }
                 }
             }
-            if ok(end, 1) && value(end, ["x", "a"]).is_some() {
+            if end.ok(1) && value(end, ["x", "a"]).is_some() {
                 return Err("x/a survived its acknowledged delete".into());
             }
             Ok(())

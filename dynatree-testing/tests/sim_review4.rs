@@ -70,10 +70,6 @@ fn sim(name: &str) -> Sim<FakeTable> {
         .allow_wait(true)
 }
 
-fn ok(end: &End<'_>, i: usize) -> bool {
-    matches!(end.outcomes[i], OpOutcome::Ok(_))
-}
-
 fn v_of(stored: Option<&Stored>) -> Option<u32> {
     match stored? {
         Stored::Object(item) => match item.get("v")? {
@@ -125,13 +121,6 @@ fn model_txn(
         }
         Err(_) => Err(ErrorKind::TransactionCanceled),
     }
-}
-
-/// Whether the listing row `(Key, Child)` is in the table.
-fn has_row(end: &End<'_>, key: &str, child: &str) -> bool {
-    end.rows
-        .iter()
-        .any(|r| r.get_s("Key") == Some(key) && r.get_s("Child") == Some(child))
 }
 
 /// A transaction moving a value between two directories (delete `x/a`, create `y/a`) while
@@ -422,7 +411,7 @@ fn idempotent_transaction_resent_by_another_process() {
                 return Err(format!("y/b is {b:?}: the patch applied twice"));
             }
             let applied = b == Some(2);
-            if (ok(end, 0) || ok(end, 1)) && !applied {
+            if (end.ok(0) || end.ok(1)) && !applied {
                 return Err("an acknowledged transaction's patch is missing".into());
             }
             if applied != (value(end, &["w", "c"]) == Some(1)) {
@@ -502,13 +491,13 @@ fn scoped_transaction_delete_of_last_child_keeps_the_root_row() {
             // A scoped removal whose process died is finished by the whole tree's recovery,
             // which may prune up to the scope root's row (documented in `scope`).
             let crashed = matches!(end.outcomes[0], OpOutcome::Crashed);
-            if !crashed && !has_row(end, "¦T¦", "s") {
+            if !crashed && !end.has_row("¦T¦", "s") {
                 return Err("the scope root's listing row (¦T¦, s) is gone".into());
             }
-            if ok(end, 0) && value(end, &["T", "s", "a"]).is_some() {
+            if end.ok(0) && value(end, &["T", "s", "a"]).is_some() {
                 return Err("a survived its acknowledged scoped delete".into());
             }
-            if ok(end, 1) && value(end, &["T", "s", "b"]) != Some(2) {
+            if end.ok(1) && value(end, &["T", "s", "b"]) != Some(2) {
                 return Err("the acknowledged scoped put of b is gone".into());
             }
             Ok(())
@@ -540,7 +529,7 @@ fn sweep_vs_move() {
             if here == moved {
                 return Err(format!("the live x/b is at x: {here}, at z: {moved}"));
             }
-            if ok(end, 1) && !moved {
+            if end.ok(1) && !moved {
                 return Err("the acknowledged move left x/b behind".into());
             }
             Ok(())
@@ -583,7 +572,7 @@ fn sweep_vs_reparent_vs_patch() {
             }
             match live {
                 None => Err("the live value was deleted".into()),
-                Some(5) if ok(end, 2) => Err("the acknowledged patch was lost".into()),
+                Some(5) if end.ok(2) => Err("the acknowledged patch was lost".into()),
                 Some(5 | 15) => Ok(()),
                 Some(v) => Err(format!("the live value is {v}")),
             }

@@ -9,7 +9,7 @@
 
 use dynatree::Tree;
 use dynatree_testing::FakeTable;
-use dynatree_testing::sim::{End, OpOutcome, Sim, SimFault, Stored};
+use dynatree_testing::sim::{End, Sim, SimFault};
 use serde::{Deserialize, Serialize};
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
@@ -24,25 +24,8 @@ fn scope(t: &Tree) -> dynatree::Result<Tree> {
     t.scope(ROOT)
 }
 
-fn ok(end: &End<'_>, i: usize) -> bool {
-    matches!(end.outcomes[i], OpOutcome::Ok(_))
-}
-
-fn value(end: &End<'_>, path: &[&str]) -> Option<u32> {
-    match end.model.get(path.to_vec())? {
-        Stored::Object(item) => match item.get("v")? {
-            dynatree::Value::N(n) => n.parse().ok(),
-            _ => None,
-        },
-        Stored::Link(_) => None,
-    }
-}
-
-/// Whether the listing row `(Key, Child)` is in the table.
-fn has_row(end: &End<'_>, key: &str, child: &str) -> bool {
-    end.rows
-        .iter()
-        .any(|r| r.get_s("Key") == Some(key) && r.get_s("Child") == Some(child))
+fn value(end: &End<'_>, path: &[&str]) -> Option<u64> {
+    end.number(path, "v")
 }
 
 /// The scope's last child `a` is deleted through the scope while a put adds `b` through the
@@ -70,19 +53,19 @@ fn scoped_delete_of_last_child_vs_put_into_scope_vs_unscoped_delete_above() {
     })
     .op("delete T", |t| async move { t.delete(["T"]).await })
     .check(|end| {
-        if !has_row(end, "¦T¦", "s") {
+        if !end.has_row("¦T¦", "s") {
             return Err("the scope root's listing row (¦T¦, s) is gone".into());
         }
-        if !has_row(end, "¦", "T") {
+        if !end.has_row("¦", "T") {
             return Err("the listing row of T, which lists the scope, is gone".into());
         }
-        if ok(end, 0) && value(end, &["T", "s", "a"]).is_some() {
+        if end.ok(0) && value(end, &["T", "s", "a"]).is_some() {
             return Err("a survived its acknowledged scoped delete".into());
         }
-        if ok(end, 1) && value(end, &["T", "s", "b"]) != Some(2) {
+        if end.ok(1) && value(end, &["T", "s", "b"]) != Some(2) {
             return Err("the acknowledged scoped put of b is gone".into());
         }
-        if ok(end, 2) && value(end, &["T"]).is_some() {
+        if end.ok(2) && value(end, &["T"]).is_some() {
             return Err("T survived its acknowledged delete".into());
         }
         Ok(())
@@ -116,16 +99,16 @@ fn scoped_delete_of_last_child_vs_put_into_scope_vs_unscoped_delete_of_the_root_
     .op("delete T/s", |t| async move { t.delete(ROOT).await })
     .check(|end| {
         let b = value(end, &["T", "s", "b"]);
-        if ok(end, 1) && b != Some(2) {
+        if end.ok(1) && b != Some(2) {
             return Err("the acknowledged scoped put of b is gone".into());
         }
-        if b.is_some() && !has_row(end, "¦T¦", "s") {
+        if b.is_some() && !end.has_row("¦T¦", "s") {
             return Err("b is stored but the scope root's listing row is gone".into());
         }
-        if ok(end, 0) && value(end, &["T", "s", "a"]).is_some() {
+        if end.ok(0) && value(end, &["T", "s", "a"]).is_some() {
             return Err("a survived its acknowledged scoped delete".into());
         }
-        if ok(end, 2) && value(end, &["T", "s"]).is_some() {
+        if end.ok(2) && value(end, &["T", "s"]).is_some() {
             return Err("T/s survived its acknowledged delete".into());
         }
         Ok(())

@@ -8,7 +8,7 @@
 
 use dynatree::{Hierarchical, LinkPolicy, Patch};
 use dynatree_testing::FakeTable;
-use dynatree_testing::sim::{End, OpOutcome, Sim, SimFault, Stored};
+use dynatree_testing::sim::{End, Sim, SimFault};
 use serde::{Deserialize, Serialize};
 
 #[derive(Hierarchical, Serialize, Deserialize, Clone, Debug, PartialEq)]
@@ -48,18 +48,8 @@ fn base(name: &str) -> Sim<FakeTable> {
         })
 }
 
-fn ok(end: &End<'_>, i: usize) -> bool {
-    matches!(end.outcomes[i], OpOutcome::Ok(_))
-}
-
-fn value(end: &End<'_>, path: [&str; 2]) -> Option<u32> {
-    match end.model.get(path)? {
-        Stored::Object(item) => match item.get("v")? {
-            dynatree::Value::N(n) => n.parse().ok(),
-            _ => None,
-        },
-        Stored::Link(_) => None,
-    }
+fn value(end: &End<'_>, path: [&str; 2]) -> Option<u64> {
+    end.number(path, "v")
 }
 
 /// A transaction that writes under `x` (an overwrite and a new name) and patches `y/b`, while
@@ -80,7 +70,7 @@ fn transaction_vs_delete_subtree() {
         })
         .check(|end| {
             let patched = value(end, ["y", "b"]) == Some(2);
-            if ok(end, 0) && !patched {
+            if end.ok(0) && !patched {
                 return Err("an acknowledged transaction's patch is missing".into());
             }
             if !patched {
@@ -89,7 +79,7 @@ fn transaction_vs_delete_subtree() {
                     return Err("part of a transaction that did not commit is visible".into());
                 }
             }
-            if ok(end, 0) && ok(end, 1) {
+            if end.ok(0) && end.ok(1) {
                 for n in ["a", "n"] {
                     if value(end, ["x", n]).is_some_and(|v| v != 2) {
                         return Err(format!("x/{n} holds a value nobody wrote last"));
@@ -117,7 +107,7 @@ fn patch_vs_move() {
             t.move_subtree_with(["x"], ["z"], LinkPolicy::Ignore).await
         })
         .check(|end| {
-            if !ok(end, 0) {
+            if !end.ok(0) {
                 return Ok(());
             }
             let here = value(end, ["x", "a"]) == Some(11);
@@ -148,10 +138,10 @@ fn delete_if_vs_put_and_pruning() {
         .op("delete y/b", |t| async move { t.delete(["y", "b"]).await })
         .check(|end| {
             // v=7 never satisfies the condition: an acknowledged put stays.
-            if ok(end, 1) && value(end, ["x", "a"]) != Some(7) {
+            if end.ok(1) && value(end, ["x", "a"]) != Some(7) {
                 return Err("the acknowledged x/a=7 is gone".into());
             }
-            if ok(end, 2) && value(end, ["y", "b"]).is_some() {
+            if end.ok(2) && value(end, ["y", "b"]).is_some() {
                 return Err("y/b survived its acknowledged delete".into());
             }
             Ok(())
@@ -184,7 +174,7 @@ fn idempotent_transaction_resent() {
                 Some(1) | Some(2) => {}
                 other => return Err(format!("y/b is {other:?}: the patch applied twice")),
             }
-            if ok(end, 0) && value(end, ["y", "b"]) != Some(2) {
+            if end.ok(0) && value(end, ["y", "b"]) != Some(2) {
                 return Err("an acknowledged transaction's patch is missing".into());
             }
             Ok(())
@@ -218,7 +208,7 @@ fn sweep_vs_put() {
             t.repo::<Doc>().put(&doc("x", "a", 2)).await
         })
         .check(|end| {
-            if ok(end, 1) && value(end, ["x", "a"]) != Some(2) {
+            if end.ok(1) && value(end, ["x", "a"]) != Some(2) {
                 return Err("the acknowledged x/a=2 was swept".into());
             }
             Ok(())

@@ -13,6 +13,12 @@
 //!   within days, and until then they are still read; dynatree's reads (get, get_many, lists of
 //!   values, queries, index queries, descendants) skip object rows whose expiry has passed, by
 //!   the clock of the reading machine.
+//! - **Conditions see it as absent, too.** For a type with a `#[dynatree(ttl)]` field, the
+//!   conditions of `create`, `update`, `put_if`, `delete_if`, `patch` and of a transaction's
+//!   actions are evaluated against "nothing stored" when the value has expired: a session can be
+//!   created again at the path of an expired one, and an expired value is not patched
+//!   (`NotFound`). One exception: a transaction with an idempotency token compares as DynamoDB
+//!   stores it (the resent request must be identical, and the time of the check would differ).
 //! - **DynamoDB deletes the object row only.** It knows nothing of the tree, so the listing row
 //!   that names the value stays behind: a name without an object, like an emptied directory.
 //!   Names (`list`) still show it until it is cleaned up, and the invariants still hold (a

@@ -338,6 +338,48 @@ impl Shape {
 }
 
 /// The builder methods every query shares (order, limits, resumption).
+/// `pages_as` and `items_as` (projections) of a query builder with a `pages_read`; `$example`:
+/// the doc example of `items_as`.
+macro_rules! projection_vocabulary {
+    ($example:literal) => {
+        /// The values read as `P`, page by page: only the attributes of `P`'s fields are
+        /// requested from DynamoDB (see [`Read::project`](crate::Read::project); a read is
+        /// billed by the whole item either way).
+        ///
+        /// # Errors
+        ///
+        /// As `pages`, with values that do not fit `P`.
+        ///
+        /// # Cancel safety
+        ///
+        /// Cancel safe.
+        pub fn pages_as<P: DeserializeOwned + Send + 'static>(
+            self,
+        ) -> BoxStream<'static, Result<TypedPage<P>>> {
+            self.pages_read(Some(crate::read::struct_fields::<P>()))
+        }
+
+        /// The values read as `P`, lazily (see `pages_as`).
+        ///
+        /// # Examples
+        ///
+        #[doc = $example]
+        ///
+        /// # Errors
+        ///
+        /// As `pages_as`.
+        ///
+        /// # Cancel safety
+        ///
+        /// Cancel safe.
+        pub fn items_as<P: DeserializeOwned + Send + 'static>(
+            self,
+        ) -> BoxStream<'static, Result<P>> {
+            flatten(self.pages_as())
+        }
+    };
+}
+
 macro_rules! shared_vocabulary {
     () => {
         /// Descending order (default ascending).
@@ -500,59 +542,32 @@ impl<T: Hierarchical, S: Storage + 'static> TypedQuery<T, S> {
         self.pages_read(None)
     }
 
-    /// The values read as `P`, page by page: only the attributes of `P`'s fields are requested
-    /// from DynamoDB (see [`Read::project`](crate::Read::project)).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use dynatree::{Hierarchical, Tree};
-    /// use dynatree_testing::FakeTable;
-    /// use futures::TryStreamExt;
-    /// use serde::{Deserialize, Serialize};
-    ///
-    /// #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
-    /// #[dynatree(path = "Docs/{id}")]
-    /// struct Doc { id: String, title: String, body: String }
-    ///
-    /// #[derive(Deserialize, Debug, PartialEq)]
-    /// struct Title { title: String }
-    ///
-    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
-    /// let tree = Tree::new(FakeTable::new());
-    /// tree.create_table().await?;
-    /// let docs = tree.repo::<Doc>();
-    /// docs.put(&Doc { id: "a".into(), title: "A".into(), body: "…".into() }).await?;
-    /// let titles: Vec<Title> = docs.query(&DocCollection {}).items_as::<Title>().try_collect().await?;
-    /// assert_eq!(titles, [Title { title: "A".into() }]);
-    /// # Ok(()) }
-    /// ```
-    ///
-    /// # Errors
-    ///
-    /// As [`pages`](TypedQuery::pages), with values that do not fit `P`.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe.
-    pub fn pages_as<P: DeserializeOwned + Send + 'static>(
-        self,
-    ) -> BoxStream<'static, Result<TypedPage<P>>> {
-        self.pages_read(Some(crate::read::struct_fields::<P>()))
-    }
+    projection_vocabulary!(
+        r#"
+```
+use dynatree::{Hierarchical, Tree};
+use dynatree_testing::FakeTable;
+use futures::TryStreamExt;
+use serde::{Deserialize, Serialize};
 
-    /// The values read as `P`, lazily (see [`pages_as`](TypedQuery::pages_as)).
-    ///
-    /// # Errors
-    ///
-    /// As [`pages_as`](TypedQuery::pages_as).
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe.
-    pub fn items_as<P: DeserializeOwned + Send + 'static>(self) -> BoxStream<'static, Result<P>> {
-        flatten(self.pages_as())
-    }
+#[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[dynatree(path = "Docs/{id}")]
+struct Doc { id: String, title: String, body: String }
+
+#[derive(Deserialize, Debug, PartialEq)]
+struct Title { title: String }
+
+# #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+let tree = Tree::new(FakeTable::new());
+tree.create_table().await?;
+let docs = tree.repo::<Doc>();
+docs.put(&Doc { id: "a".into(), title: "A".into(), body: "…".into() }).await?;
+let titles: Vec<Title> = docs.query(&DocCollection {}).items_as::<Title>().try_collect().await?;
+assert_eq!(titles, [Title { title: "A".into() }]);
+# Ok(()) }
+```
+"#
+    );
 
     /// `projection`: `None` for `T` itself (every attribute); `Some(fields)` for another type
     /// (`Some(None)`: one that is not a struct, every attribute).
@@ -718,59 +733,32 @@ impl<T: Hierarchical, S: Storage + 'static> IndexQueryBuilder<T, S> {
         self.pages_read(None)
     }
 
-    /// The values read as `P`, page by page: only the attributes of `P`'s fields are requested
-    /// (see [`Read::project`](crate::Read::project)).
-    ///
-    /// # Errors
-    ///
-    /// As [`pages`](IndexQueryBuilder::pages), with values that do not fit `P`.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe.
-    pub fn pages_as<P: DeserializeOwned + Send + 'static>(
-        self,
-    ) -> BoxStream<'static, Result<TypedPage<P>>> {
-        self.pages_read(Some(crate::read::struct_fields::<P>()))
-    }
+    projection_vocabulary!(
+        r#"
+```
+use dynatree::{Hierarchical, Tree};
+use dynatree_testing::FakeTable;
+use futures::TryStreamExt;
+use serde::{Deserialize, Serialize};
 
-    /// The values read as `P`, lazily (see [`pages_as`](IndexQueryBuilder::pages_as)).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use dynatree::{Hierarchical, Tree};
-    /// use dynatree_testing::FakeTable;
-    /// use futures::TryStreamExt;
-    /// use serde::{Deserialize, Serialize};
-    ///
-    /// #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
-    /// #[dynatree(path = "Users/{id}", index(name = "by_email", hash = email))]
-    /// struct User { id: String, email: String, bio: String }
-    ///
-    /// #[derive(Deserialize, Debug, PartialEq)]
-    /// struct Id { id: String }
-    ///
-    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
-    /// let tree = Tree::builder(FakeTable::new()).indexes_of::<User>().build()?;
-    /// tree.create_table().await?;
-    /// let users = tree.repo::<User>();
-    /// users.put(&User { id: "u1".into(), email: "a@example.com".into(), bio: "…".into() }).await?;
-    /// let ids: Vec<Id> = users.index(User::index_by_email("a@example.com")).items_as().try_collect().await?;
-    /// assert_eq!(ids, [Id { id: "u1".into() }]);
-    /// # Ok(()) }
-    /// ```
-    ///
-    /// # Errors
-    ///
-    /// As [`pages_as`](IndexQueryBuilder::pages_as).
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe.
-    pub fn items_as<P: DeserializeOwned + Send + 'static>(self) -> BoxStream<'static, Result<P>> {
-        flatten(self.pages_as())
-    }
+#[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[dynatree(path = "Users/{id}", index(name = "by_email", hash = email))]
+struct User { id: String, email: String, bio: String }
+
+#[derive(Deserialize, Debug, PartialEq)]
+struct Id { id: String }
+
+# #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+let tree = Tree::builder(FakeTable::new()).indexes_of::<User>().build()?;
+tree.create_table().await?;
+let users = tree.repo::<User>();
+users.put(&User { id: "u1".into(), email: "a@example.com".into(), bio: "…".into() }).await?;
+let ids: Vec<Id> = users.index(User::index_by_email("a@example.com")).items_as().try_collect().await?;
+assert_eq!(ids, [Id { id: "u1".into() }]);
+# Ok(()) }
+```
+"#
+    );
 
     fn pages_read<P: DeserializeOwned + Send + 'static>(
         mut self,
