@@ -16,7 +16,7 @@ use crate::path::Path;
 use crate::storage::{Key, Storage, TRANSACT_MAX, TransactAction, get_all};
 
 use super::Tree;
-use super::write::Attempt;
+use super::guard::Attempt;
 
 /// DynamoDB refuses a TransactWriteItems request over 4 MB; stay under it with a margin for
 /// the request's own framing.

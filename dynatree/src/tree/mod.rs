@@ -2,10 +2,12 @@
 
 mod clock;
 mod expire;
+mod guard;
 mod many;
 mod moves;
 mod ops;
 mod read;
+mod removal;
 pub mod scope;
 mod txn;
 mod write;

@@ -1,0 +1,239 @@
+//! The guards of the write and removal protocols (see [`consistency`](crate::consistency)):
+//! the conditions a listing row is checked against, removal marks (leases), and the one
+//! transaction helper that tells a lost race from a caller's failed condition.
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::item::{Item, Value};
+use crate::path::Path;
+use crate::storage::{Condition, Key, Storage, TransactAction};
+
+use super::Tree;
+use super::clock::{after_ms, now_ms};
+
+/// Outcome of one attempt of a write.
+pub(crate) enum Attempt {
+    Done,
+    /// Lost a race (a condition or a concurrent transaction): retry, within the budget.
+    Retry,
+    /// A listing row on the path carries a live removal mark: wait (outside the retry budget;
+    /// the mark's lease bounds the wait) and look again.
+    Wait,
+    /// An expired mark was taken off: look again at once (no failed attempt).
+    Again,
+}
+
+impl<S: Storage + 'static> Tree<S> {
+    /// A listing row exists, and is neither marked for removal nor locked.
+    pub(super) fn unmarked_exists(&self) -> Condition {
+        self.inner.layout.free_row()
+    }
+
+    /// Exists, and neither marked for removal nor locked.
+    pub(super) fn free_row(&self) -> Condition {
+        self.inner.layout.free_row()
+    }
+
+    /// A listing row (if any) is neither marked nor locked: what creating it requires.
+    pub(super) fn not_marked(&self) -> Condition {
+        self.inner.layout.not_marked()
+    }
+
+    pub(super) fn locked_error(&self, path: &Path) -> Error {
+        Error::new(
+            ErrorKind::Locked,
+            format!(
+                "{path} is inside a subtree that another operation holds (a move, copy or subtree deletion)"
+            ),
+        )
+    }
+
+    /// Sends one transaction; a cancellation for a condition or a conflict means "retry". With
+    /// `object_condition`, the last action is the object put with the caller's condition, and
+    /// its failure is the caller's [`ErrorKind::ConditionFailed`], not a race to retry.
+    pub(super) async fn transact(
+        &self,
+        actions: Vec<TransactAction>,
+        object_condition: bool,
+    ) -> Result<Attempt> {
+        match self.io().transact_write(actions).await {
+            Ok(()) => Ok(Attempt::Done),
+            Err(e)
+                if object_condition
+                    && e.kind() == ErrorKind::TransactionCanceled
+                    && e.cancellation_reasons()
+                        .last()
+                        .is_some_and(crate::CancellationReason::is_condition_failed) =>
+            {
+                Err(Error::new(
+                    ErrorKind::ConditionFailed,
+                    "the object's condition does not hold",
+                )
+                .with_source(e))
+            }
+            Err(e) if e.kind() == ErrorKind::TransactionCanceled => {
+                let lost_race = e
+                    .cancellation_reasons()
+                    .iter()
+                    .any(|r| r.is_condition_failed() || matches!(r.code(), "TransactionConflict"));
+                if lost_race {
+                    Ok(Attempt::Retry)
+                } else {
+                    Err(e)
+                }
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    pub(super) fn new_mark(&self) -> String {
+        let expires = after_ms(self.inner.config.lease);
+        format!("{expires}:{:016x}", fastrand::u64(..))
+    }
+
+    pub(super) fn mark_expired(&self, mark: &str) -> bool {
+        mark_expired_at(mark, now_ms())
+    }
+
+    /// The condition under which a listing row may be marked by a remover: it exists and is
+    /// not locked. Any removal mark already there is taken over: every final step of a removal
+    /// is conditional on the remover's own mark, so the one replaced stops at its next step
+    /// (the lease only tells writers how long to wait). So a repeated delete finishes what a
+    /// failed one left marked.
+    pub(super) fn markable(&self) -> Condition {
+        self.inner.layout.markable()
+    }
+
+    /// After a failure part-way through a removal: takes our mark off again if it is still
+    /// ours (best effort; if this fails too, the mark's lease runs out instead), and returns
+    /// the original error.
+    pub(super) async fn abandon_removal<T>(&self, key: &Key, mark: &str, e: Error) -> Result<T> {
+        for _ in 0..2 {
+            if self.clear_mark(key, mark).await.is_ok() {
+                break;
+            }
+        }
+        Err(e)
+    }
+
+    /// Takes an expired removal mark off `key` (conditional on exactly that mark).
+    pub(super) async fn clear_expired_mark(&self, key: &Key, mark: &str) -> Result<()> {
+        self.clear_mark(key, mark).await
+    }
+
+    pub(super) async fn clear_mark(&self, key: &Key, mark: &str) -> Result<()> {
+        match self
+            .io()
+            .put_item(
+                key.clone().into_item(),
+                Condition::equals(self.inner.layout.deleting_attr(), Value::S(mark.to_owned())),
+            )
+            .await
+        {
+            Err(e) if e.kind() != ErrorKind::ConditionFailed => Err(e),
+            _ => Ok(()),
+        }
+    }
+
+    pub(super) fn marked_row(&self, key: &Key, mark: &str) -> Item {
+        let mut item = key.clone().into_item();
+        item.insert(self.inner.layout.deleting_attr(), Value::S(mark.to_owned()));
+        item
+    }
+}
+
+/// Whether the removal mark `mark` (`<expiry ms>:<nonce>`) has expired at `now` (ms); a mark
+/// that does not parse counts as expired (it cannot be anyone's live lease).
+fn mark_expired_at(mark: &str, now: u64) -> bool {
+    mark.split(':')
+        .next()
+        .and_then(|t| t.parse::<u64>().ok())
+        .is_none_or(|expires| expires < now)
+}
+
+/// The conditions listing rows are guarded with: one place, checked below against every state
+/// a row can be in.
+impl crate::layout::Layout {
+    /// Exists, and neither marked for removal nor locked by a move.
+    pub(crate) fn free_row(&self) -> Condition {
+        Condition::And(vec![
+            Condition::Exists,
+            Condition::attr_not_exists(self.deleting_attr()),
+            Condition::attr_not_exists(self.moving_attr()),
+        ])
+    }
+
+    /// Absent, or present and neither marked nor locked: what writing a listing row requires.
+    pub(crate) fn not_marked(&self) -> Condition {
+        Condition::And(vec![
+            Condition::attr_not_exists(self.deleting_attr()),
+            Condition::attr_not_exists(self.moving_attr()),
+        ])
+    }
+
+    /// Exists and is not locked (a live or expired mark is taken over): what marking requires.
+    pub(crate) fn markable(&self) -> Condition {
+        Condition::And(vec![
+            Condition::Exists,
+            Condition::attr_not_exists(self.moving_attr()),
+        ])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::mark_expired_at;
+    use crate::item::{Item, Value};
+    use crate::layout::Layout;
+    use crate::path::Path;
+
+    /// Every state of a listing row: absent, plain, marked, locked, marked and locked.
+    fn states(layout: &Layout) -> [(&'static str, Option<Item>); 5] {
+        let path = Path::new(["a", "b"]).unwrap();
+        let plain = layout.listing_key(&path).into_item();
+        let with = |attrs: &[&str]| {
+            let mut row = plain.clone();
+            for a in attrs {
+                row.insert(*a, Value::S("1:x".into()));
+            }
+            Some(row)
+        };
+        [
+            ("absent", None),
+            ("plain", Some(plain.clone())),
+            ("marked", with(&[layout.deleting_attr()])),
+            ("locked", with(&[layout.moving_attr()])),
+            (
+                "marked+locked",
+                with(&[layout.deleting_attr(), layout.moving_attr()]),
+            ),
+        ]
+    }
+
+    fn holds(c: &crate::storage::Condition, layout: &Layout) -> Vec<&'static str> {
+        states(layout)
+            .into_iter()
+            .filter(|(_, row)| c.eval(row.as_ref()))
+            .map(|(name, _)| name)
+            .collect()
+    }
+
+    #[test]
+    fn guard_conditions_hold_exactly_where_the_protocol_needs() {
+        let layout = Layout::new('¦').unwrap();
+        // A put may rely on a row only when it is there and nobody is removing or moving it.
+        assert_eq!(holds(&layout.free_row(), &layout), ["plain"]);
+        // A new row may be written over nothing or an unclaimed row, never over a claimed one.
+        assert_eq!(holds(&layout.not_marked(), &layout), ["absent", "plain"]);
+        // A remover may mark a row that exists and is not locked (taking over another mark).
+        assert_eq!(holds(&layout.markable(), &layout), ["plain", "marked"]);
+    }
+
+    #[test]
+    fn marks_expire_by_their_lease() {
+        assert!(!mark_expired_at("2000:00ff", 1999));
+        assert!(!mark_expired_at("2000:00ff", 2000));
+        assert!(mark_expired_at("2000:00ff", 2001));
+        // Not a mark of ours: nobody's live lease.
+        assert!(mark_expired_at("garbage", 0));
+    }
+}

@@ -1,0 +1,295 @@
+//! The removal protocol (see [`consistency`](crate::consistency)): deleting an object, removing
+//! listing rows that name nothing (mark, check, delete on the mark), pruning emptied ancestors.
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::item::{Item, Value};
+use crate::path::Path;
+use crate::storage::{Condition, Key, Query, Storage, TransactAction};
+
+use super::Tree;
+use super::guard::Attempt;
+
+impl<S: Storage + 'static> Tree<S> {
+    /// Deletes the object or link at `path`.
+    ///
+    /// Children of `path` stay reachable: its listing row is removed only when it has none.
+    /// Ancestor listing rows left naming nothing are removed too (safely against concurrent
+    /// puts; see the module docs). Deleting a missing path succeeds.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::Tree; use dynatree_testing::FakeTable; use futures::TryStreamExt;
+    /// # #[derive(serde::Serialize)] struct V { v: u8 }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let tree = Tree::new(FakeTable::new()); tree.create_table().await?;
+    /// tree.put(["a"], &V { v: 1 }).await?;
+    /// tree.put(["a", "child"], &V { v: 2 }).await?;
+    /// tree.delete(["a"]).await?;
+    /// // The child stays reachable.
+    /// let names: Vec<String> = tree.list(["a"]).try_collect().await?;
+    /// assert_eq!(names, ["child"]);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidPath`] (the root, an empty component, the reserved character, a key
+    /// over DynamoDB's limits): nothing was written. Backend errors.
+    ///
+    /// # Cancel safety
+    ///
+    /// A dropped future may or may not have deleted the object; a listing row it marked is
+    /// released after the removal lease. Calling `delete` again completes it.
+    pub async fn delete(&self, path: impl crate::IntoPath) -> Result<()> {
+        let path = self.enter(path)?;
+        let span = tracing::debug_span!("dynatree.delete", path = %path);
+        tracing::Instrument::instrument(
+            async {
+                self.inner.layout.check_object_path(&path)?;
+                self.refuse_root(&path, "delete")?;
+                self.delete_checked(&path).await
+            },
+            span,
+        )
+        .await
+    }
+
+    pub(super) async fn delete_checked(&self, path: &Path) -> Result<()> {
+        let own = self.inner.layout.listing_key(path);
+        self.inner.known.remove(&own);
+        let policy = self.inner.config.retry;
+        let mut retry = 0;
+        // What we believe L(P) is; refined after a cancelled attempt.
+        let mut seen: Option<Item> = Some(own.clone().into_item());
+        let marked = loop {
+            let Some(row) = seen.as_ref() else {
+                // L(P) is missing: so is O(P) (or a foreign writer left it alone): delete it.
+                self.io()
+                    .delete_item(&self.inner.layout.object_key(path), Condition::Always)
+                    .await?;
+                break None;
+            };
+            if row.contains(self.inner.layout.moving_attr()) {
+                return Err(self.locked_error(path));
+            }
+            let mark = self.new_mark();
+            let tx = vec![
+                TransactAction::Delete {
+                    key: self.inner.layout.object_key(path),
+                    condition: Condition::Always,
+                },
+                TransactAction::Put {
+                    item: self.marked_row(&own, &mark),
+                    condition: self.markable(),
+                },
+            ];
+            match self.transact(tx, false).await {
+                Ok(Attempt::Done) => break Some(mark),
+                Ok(_) => {}
+                // The mark may have been applied with its response lost: take it off again.
+                Err(e) => return self.abandon_removal(&own, &mark, e).await,
+            }
+            if retry + 1 >= policy.max_attempts() {
+                return Err(Error::new(
+                    ErrorKind::Conflict,
+                    format!("{path} kept changing concurrently"),
+                ));
+            }
+            retry += 1;
+            seen = self.io().get_item(&own, true).await?;
+        };
+        // O(P) is gone and puts at P wait; L(P) goes if P has no children.
+        if let Some(mark) = marked {
+            match self.finish_removal(path, &own, &mark, false).await {
+                Ok(true) => {}
+                Ok(false) => return Ok(()),
+                Err(e) => return self.abandon_removal(&own, &mark, e).await,
+            }
+        }
+        // Prune ancestors that now name nothing. This also runs when L(P) was already gone, so
+        // repeating a delete that failed while pruning finishes the pruning.
+        self.prune_above(path).await
+    }
+
+    /// Removes the listing rows of `path`'s ancestors that name nothing, deepest first,
+    /// stopping at the first one still needed (or being removed by someone else).
+    pub(super) async fn prune_above(&self, path: &Path) -> Result<()> {
+        let mut q = path.parent();
+        // Never the root's listing row: a whole tree's root has none, a scope's belongs to
+        // the parent tree (see `scope`).
+        while let Some(current) = q.filter(|p| p.len() > self.floor()) {
+            if !self.remove_if_empty(&current).await? {
+                break;
+            }
+            q = current.parent();
+        }
+        Ok(())
+    }
+
+    /// With `key` = L(q) marked by `mark`: deletes it if q has no children (and, when
+    /// `check_object`, no object), else unmarks it. Returns whether it was deleted.
+    pub(super) async fn finish_removal(
+        &self,
+        q: &Path,
+        key: &Key,
+        mark: &str,
+        check_object: bool,
+    ) -> Result<bool> {
+        let mut empty = !self.has_children(q).await?;
+        if empty && check_object {
+            empty = self
+                .io()
+                .get_item(&self.inner.layout.object_key(q), true)
+                .await?
+                .is_none();
+        }
+        let ours = Condition::equals(self.inner.layout.deleting_attr(), Value::S(mark.to_owned()));
+        let result = if empty {
+            self.io().delete_item(key, ours).await
+        } else {
+            self.io().put_item(key.clone().into_item(), ours).await
+        };
+        match result {
+            Ok(()) => Ok(empty),
+            // The mark expired and someone else took it over: their job now.
+            Err(e) if e.kind() == ErrorKind::ConditionFailed => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Removes L(q) if q has neither object nor children. Returns whether it is now absent
+    /// (removed, or already gone), in which case the parent is the next to look at.
+    ///
+    /// A locked row is left to its operation, a row with a live removal mark to its remover
+    /// (`false`); an expired mark is taken over.
+    pub(super) async fn remove_if_empty(&self, q: &Path) -> Result<bool> {
+        // A cheap look first: most parents still have other children.
+        if self.has_children(q).await? {
+            return Ok(false);
+        }
+        let key = self.inner.layout.listing_key(q);
+        self.inner.known.remove(&key);
+        let mut seen: Option<Item> = Some(key.clone().into_item());
+        for _ in 0..self.inner.config.retry.max_attempts() {
+            let Some(row) = seen.as_ref() else {
+                // Already absent (a failed delete got this far): keep pruning upwards.
+                return Ok(true);
+            };
+            if row.contains(self.inner.layout.moving_attr()) {
+                return Ok(false);
+            }
+            // A live removal mark belongs to a removal (or a re-parenting) under way: it is
+            // theirs to finish. An expired one is taken over, conditional on exactly it.
+            let condition = match row.get_s(self.inner.layout.deleting_attr()) {
+                Some(old) if !self.mark_expired(old) => return Ok(false),
+                Some(old) => Condition::And(vec![
+                    Condition::attr_not_exists(self.inner.layout.moving_attr()),
+                    Condition::equals(self.inner.layout.deleting_attr(), Value::S(old.to_owned())),
+                ]),
+                None => Condition::And(vec![
+                    Condition::Exists,
+                    Condition::attr_not_exists(self.inner.layout.moving_attr()),
+                    Condition::attr_not_exists(self.inner.layout.deleting_attr()),
+                ]),
+            };
+            let mark = self.new_mark();
+            match self
+                .io()
+                .put_item(self.marked_row(&key, &mark), condition)
+                .await
+            {
+                Ok(()) => {
+                    return match self.finish_removal(q, &key, &mark, true).await {
+                        Err(e) => self.abandon_removal(&key, &mark, e).await,
+                        ok => ok,
+                    };
+                }
+                Err(e) if e.kind() == ErrorKind::ConditionFailed => {
+                    seen = self.io().get_item(&key, true).await?;
+                }
+                Err(e) => return self.abandon_removal(&key, &mark, e).await,
+            }
+        }
+        Ok(false)
+    }
+
+    /// Deletes `path`'s object and listing row only if it has no children, atomically
+    /// against puts under it: L(P) is marked first (new children wait), then the children are
+    /// counted with a consistent read, then both rows go in one transaction conditional on the
+    /// mark. Children found: the mark is taken off and the result is
+    /// [`ErrorKind::HasChildren`].
+    pub(super) async fn delete_leaf(&self, path: &Path) -> Result<()> {
+        let key = self.inner.layout.listing_key(path);
+        self.inner.known.remove(&key);
+        let policy = self.inner.config.retry;
+        let mut retry = 0;
+        loop {
+            let Some(row) = self.io().get_item(&key, true).await? else {
+                // No listing row: no children and (by the invariants) no object.
+                self.io()
+                    .delete_item(&self.inner.layout.object_key(path), Condition::Always)
+                    .await?;
+                return self.prune_above(path).await;
+            };
+            if row.contains(self.inner.layout.moving_attr()) {
+                return Err(self.locked_error(path));
+            }
+            let mark = self.new_mark();
+            match self
+                .io()
+                .put_item(self.marked_row(&key, &mark), self.markable())
+                .await
+            {
+                Ok(()) => {}
+                Err(e) if e.kind() == ErrorKind::ConditionFailed => continue,
+                Err(e) => return self.abandon_removal(&key, &mark, e).await,
+            }
+            let ours = Condition::equals(self.inner.layout.deleting_attr(), Value::S(mark.clone()));
+            let has_children = match self.has_children(path).await {
+                Ok(yes) => yes,
+                Err(e) => return self.abandon_removal(&key, &mark, e).await,
+            };
+            if has_children {
+                let e = Error::new(ErrorKind::HasChildren, format!("{path} still has children"));
+                return self.abandon_removal(&key, &mark, e).await;
+            }
+            let tx = vec![
+                TransactAction::Delete {
+                    key: self.inner.layout.object_key(path),
+                    condition: Condition::Always,
+                },
+                TransactAction::Delete {
+                    key: key.clone(),
+                    condition: ours,
+                },
+            ];
+            match self.transact(tx, false).await {
+                Ok(Attempt::Done) => return self.prune_above(path).await,
+                Ok(_) => {}
+                Err(e) => return self.abandon_removal(&key, &mark, e).await,
+            }
+            if retry + 1 >= policy.max_attempts() {
+                return Err(Error::new(
+                    ErrorKind::Conflict,
+                    format!("{path} kept changing concurrently"),
+                ));
+            }
+            policy.sleep(retry).await;
+            retry += 1;
+        }
+    }
+
+    /// Whether `q` has a child (one consistent Query of one item).
+    pub(super) async fn has_children_consistent(&self, q: &Path) -> Result<bool> {
+        self.has_children(q).await
+    }
+
+    pub(super) async fn has_children(&self, q: &Path) -> Result<bool> {
+        let query = Query::new(self.inner.layout.listing_hash(q.components()))
+            .with_limit(1)
+            .consistent(true);
+        let page = self.io().query_page(&query, None).await?;
+        Ok(!page.items.is_empty())
+    }
+}
