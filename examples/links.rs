@@ -9,7 +9,7 @@
 //! chain (creating the table if missing); for DynamoDB Local, also set
 //! `AWS_ENDPOINT_URL_DYNAMODB=http://127.0.0.1:8000`, `AWS_REGION` and test credentials.
 
-use dynatree::{DynamoDbTable, Hierarchical, Tree};
+use dynatree::{DynamoDbTable, Hierarchical, Patch, Tree};
 use dynatree_testing::FakeTable;
 use futures::TryStreamExt;
 use serde::{Deserialize, Serialize};
@@ -29,6 +29,9 @@ struct Link {
     short: String,
     target: String,
     created: u64,
+    /// Redirects served: counted with an atomic partial update.
+    #[serde(default)]
+    hits: u64,
 }
 
 #[tokio::main]
@@ -54,10 +57,16 @@ async fn shorten(tree: &Tree, link: &Link) -> dynatree::Result<()> {
         .await
 }
 
-/// A redirect: one call, no account id needed.
+/// A redirect: one read, no account id needed; the hit is counted with a partial update (an
+/// atomic `ADD`, so concurrent redirects all count).
 async fn redirect(tree: &Tree, short: &str) -> dynatree::Result<Option<String>> {
-    let link: Option<Link> = tree.get(["Links", short]).await?;
-    Ok(link.map(|l| l.target))
+    let Some(link) = tree.get::<Link>(["Links", short]).await? else {
+        return Ok(None);
+    };
+    tree.repo::<Link>()
+        .patch(Patch::new(&link.key()).add(Link::FIELDS.hits, 1))
+        .await?;
+    Ok(Some(link.target))
 }
 
 async fn run(tree: Tree) -> Result<(), Box<dyn std::error::Error>> {
@@ -94,6 +103,7 @@ async fn run(tree: Tree) -> Result<(), Box<dyn std::error::Error>> {
             short: short.into(),
             target: target.into(),
             created: 1_700_000_000,
+            hits: 0,
         };
         match shorten(&tree, &link).await {
             Ok(()) => println!("shorten {short} -> {target} (and /Links/{short})"),
@@ -108,6 +118,17 @@ async fn run(tree: Tree) -> Result<(), Box<dyn std::error::Error>> {
         "redirect /Links/xyzpdq -> {}",
         redirect(&tree, "xyzpdq").await?.unwrap_or_default()
     );
+
+    redirect(&tree, "xyzpdq").await?;
+    let counted = links
+        .read(&LinkKey {
+            account_id: alice.id.clone(),
+            short: "xyzpdq".into(),
+        })
+        .consistent(true)
+        .await?
+        .map_or(0, |l| l.hits);
+    println!("hits of xyzpdq after 2 redirects (a patch each): {counted}");
 
     let mine = LinkCollection {
         account_id: alice.id.clone(),
