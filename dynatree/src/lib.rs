@@ -19,6 +19,7 @@ mod repo;
 mod segment;
 pub mod storage;
 mod stream;
+pub mod string_set;
 mod tree;
 mod update;
 
@@ -38,7 +39,7 @@ pub use crate::fields::{Cond, Field, Operand, ReadOnly, Updatable};
 pub use crate::hierarchical::{Hierarchical, IndexDef, IndexKey};
 pub use crate::item::{Item, MAX_ATTRIBUTE_NAME_BYTES, MAX_ITEM_BYTES, Value};
 pub use crate::layout::DEFAULT_RESERVED;
-pub use crate::update::{Numeric, Patch, UpdatableField};
+pub use crate::update::{Numeric, Patch, StringSetField, UpdatableField};
 
 pub use crate::path::{IntoPath, Path};
 pub use crate::query::{Cursor, IndexQueryBuilder, TypedPage, TypedQuery};

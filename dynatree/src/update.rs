@@ -32,6 +32,18 @@ impl<T, V> UpdatableField<T> for Field<T, V, Updatable> {
     }
 }
 
+/// Field types a string set is stored from (with `#[serde(with = "dynatree::string_set")]`):
+/// `Vec<String>`, `BTreeSet<String>`, `HashSet<String>`, and `Option`s of them.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a collection of strings: `add_to_set` needs a string set field"
+)]
+pub trait StringSetField {}
+
+impl StringSetField for Vec<String> {}
+impl StringSetField for std::collections::BTreeSet<String> {}
+impl<H> StringSetField for std::collections::HashSet<String, H> {}
+impl<C: StringSetField> StringSetField for Option<C> {}
+
 /// Numbers a partial update can add to (DynamoDB `ADD`), and `Option`s of them.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not a number: `add` needs a number field",
@@ -212,6 +224,81 @@ impl<T: Hierarchical> Patch<T> {
             values.map(Value::L),
             UpdateAction::Append,
         )
+    }
+
+    /// Adds `items` to a string set field (DynamoDB `ADD`: a union, atomically; a missing field
+    /// counts as empty). The field must be stored as a set, not a list: annotate it with
+    /// `#[serde(with = "dynatree::string_set")]` (serde stores every Rust collection as a list
+    /// otherwise, and DynamoDB then refuses the patch with
+    /// [`ErrorKind::Validation`]). Adding no item changes nothing.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::{Hierarchical, Patch, Tree};
+    /// use dynatree_testing::FakeTable;
+    /// use serde::{Deserialize, Serialize};
+    /// use std::collections::BTreeSet;
+    ///
+    /// #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+    /// #[dynatree(path = "Posts/{id}")]
+    /// struct Post {
+    ///     id: String,
+    ///     #[serde(with = "dynatree::string_set", default, skip_serializing_if = "BTreeSet::is_empty")]
+    ///     tags: BTreeSet<String>,
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// let tree = Tree::new(FakeTable::new());
+    /// tree.create_table().await?;
+    /// let posts = tree.repo::<Post>();
+    /// let key = PostKey { id: "p".into() };
+    /// posts.put(&Post { id: "p".into(), tags: BTreeSet::from(["rust".to_owned()]) }).await?;
+    /// let f = Post::FIELDS;
+    /// posts.patch(Patch::new(&key).add_to_set(f.tags, ["dynamodb", "rust"])).await?;
+    /// posts.patch(Patch::new(&key).remove_from_set(f.tags, ["rust"])).await?;
+    /// assert_eq!(posts.get(&key).await?.unwrap().tags, BTreeSet::from(["dynamodb".to_owned()]));
+    /// # Ok(()) }
+    /// ```
+    pub fn add_to_set<F, I>(self, field: F, items: I) -> Self
+    where
+        F: UpdatableField<T>,
+        F::Value: StringSetField,
+        I: IntoIterator,
+        I::Item: Into<String>,
+    {
+        self.set_action(field.attribute(), items, UpdateAction::Add)
+    }
+
+    /// Removes `items` from a string set field (DynamoDB `DELETE`, atomically); see
+    /// [`add_to_set`](Patch::add_to_set). Removing no item changes nothing.
+    pub fn remove_from_set<F, I>(self, field: F, items: I) -> Self
+    where
+        F: UpdatableField<T>,
+        F::Value: StringSetField,
+        I: IntoIterator,
+        I::Item: Into<String>,
+    {
+        self.set_action(field.attribute(), items, UpdateAction::Delete)
+    }
+
+    fn set_action<I>(
+        mut self,
+        name: &'static str,
+        items: I,
+        f: impl FnOnce(String, Value) -> UpdateAction,
+    ) -> Self
+    where
+        I: IntoIterator,
+        I::Item: Into<String>,
+    {
+        // A set value has no duplicates and is not empty (DynamoDB refuses both).
+        let items: std::collections::BTreeSet<String> = items.into_iter().map(Into::into).collect();
+        if !items.is_empty() {
+            self.actions
+                .push(f(name.to_owned(), Value::Ss(items.into_iter().collect())));
+        }
+        self
     }
 
     /// Applies the patch only if `condition` holds for the stored value (in addition to the

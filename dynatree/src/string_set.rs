@@ -1,0 +1,53 @@
+//! Stores a collection of strings as a DynamoDB string set (`SS`) instead of a list:
+//! `#[serde(with = "dynatree::string_set")]` on a field of type `Vec<String>`,
+//! `BTreeSet<String>` or `HashSet<String>` (or an `Option` of one). What
+//! [`Patch::add_to_set`](crate::Patch::add_to_set) and
+//! [`remove_from_set`](crate::Patch::remove_from_set) need.
+//!
+//! DynamoDB refuses an empty set and a set with duplicates: pair the attribute with
+//! `default` and `skip_serializing_if` for an empty collection (as below), and use a set type
+//! (or keep a `Vec` free of duplicates); dynatree refuses such a value with
+//! [`ErrorKind::InvalidValue`](crate::ErrorKind::InvalidValue) before sending. Reading accepts
+//! both a set and a list.
+//!
+//! # Examples
+//!
+//! ```
+//! use dynatree::{Item, Value};
+//! use serde::{Deserialize, Serialize};
+//! use std::collections::BTreeSet;
+//!
+//! #[derive(Serialize, Deserialize, Debug, PartialEq)]
+//! struct Post {
+//!     #[serde(with = "dynatree::string_set", default, skip_serializing_if = "BTreeSet::is_empty")]
+//!     tags: BTreeSet<String>,
+//! }
+//!
+//! let post = Post { tags: BTreeSet::from(["a".to_owned(), "b".to_owned()]) };
+//! let item = Item::from_serialize(&post)?;
+//! assert_eq!(item.get("tags"), Some(&Value::Ss(vec!["a".into(), "b".into()])));
+//! assert_eq!(item.to_deserialize::<Post>()?, post);
+//! # Ok::<(), dynatree::Error>(())
+//! ```
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// Serializes a collection of strings as a string set.
+///
+/// # Errors
+///
+/// If the value is not a sequence of strings.
+pub fn serialize<T: Serialize, S: Serializer>(value: &T, serializer: S) -> Result<S::Ok, S::Error> {
+    serde_dynamo::string_set::serialize(value, serializer)
+}
+
+/// Deserializes a collection of strings from a string set (or a list).
+///
+/// # Errors
+///
+/// If the stored value is not a set or list of strings.
+pub fn deserialize<'de, T: Deserialize<'de>, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<T, D::Error> {
+    T::deserialize(deserializer)
+}
