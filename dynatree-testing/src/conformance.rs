@@ -102,6 +102,11 @@ pub fn cases<S: Storage + 'static>() -> Vec<(&'static str, Case<S>)> {
         case!(projection_with_an_empty_name_is_refused),
         case!(projection_name_count_limit),
         case!(index_names_follow_dynamodb_rules),
+        case!(typed_transactions),
+        case!(typed_conditions_and_patches),
+        case!(typed_idempotent_transaction),
+        case!(typed_expiry_and_sweep),
+        case!(typed_projections_and_consistent_reads),
     ]
 }
 
@@ -2823,4 +2828,353 @@ pub async fn index_names_follow_dynamodb_rules<S: Storage + 'static>(table: S) {
             .await
             .unwrap()
     );
+}
+
+// ---- the write API of issue 8 (typed) ----------------------------------------------------------
+
+#[derive(Hierarchical, Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[dynatree(path = "Wallets/{id}", index(name = "by_owner", hash = owner))]
+struct Wallet {
+    id: String,
+    owner: String,
+    balance: i64,
+    tags: Vec<String>,
+    note: Option<String>,
+    #[dynatree(version)]
+    version: u64,
+}
+
+#[derive(Hierarchical, Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[dynatree(path = "Wallets/{wallet}/Entries/{n}")]
+struct Entry {
+    wallet: String,
+    n: u32,
+    amount: i64,
+    #[dynatree(ttl)]
+    until: Option<u64>,
+}
+
+fn wallet(id: &str, balance: i64) -> Wallet {
+    Wallet {
+        id: id.into(),
+        owner: format!("owner-{id}"),
+        balance,
+        tags: Vec::new(),
+        note: None,
+        version: 1,
+    }
+}
+
+fn wkey(id: &str) -> WalletKey {
+    WalletKey { id: id.into() }
+}
+
+async fn wallet_tree<S: Storage + 'static>(table: S) -> Tree {
+    let tree = Tree::builder(table)
+        .retry_policy(fast_retry())
+        .indexes_of::<Wallet>()
+        .time_to_live(true)
+        .build()
+        .expect("tree");
+    tree.create_table().await.expect("create table");
+    tree
+}
+
+/// `tree.transaction()` across types: all or nothing, new paths with their listing rows,
+/// cancellation reasons for the caller's actions only; the invariants hold after each.
+pub async fn typed_transactions<S: Storage + 'static>(table: S) {
+    let tree = wallet_tree(table).await;
+    let wallets = tree.repo::<Wallet>();
+    wallets.put(&wallet("a", 10)).await.unwrap();
+    let f = Wallet::FIELDS;
+    let mut tx = tree.transaction();
+    tx.patch(
+        dynatree::Patch::new(&wkey("a"))
+            .add(f.balance, -4)
+            .when(f.balance.ge(4)),
+    )
+    .create(&wallet("b", 4))
+    .create(&Entry {
+        wallet: "b".into(),
+        n: 1,
+        amount: 4,
+        until: None,
+    });
+    tx.commit().await.unwrap();
+    assert_eq!(wallets.get(&wkey("a")).await.unwrap().unwrap().balance, 6);
+    assert_eq!(wallets.get(&wkey("a")).await.unwrap().unwrap().version, 2);
+    assert!(
+        tree.repo::<Entry>()
+            .get(&EntryKey {
+                wallet: "b".into(),
+                n: 1
+            })
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert_invariants(&tree).await;
+
+    // The second action fails (b exists): nothing applied, reasons in the caller's order.
+    let mut tx = tree.transaction();
+    tx.patch(dynatree::Patch::new(&wkey("a")).add(f.balance, -1))
+        .create(&wallet("b", 0))
+        .put(&Entry {
+            wallet: "c".into(),
+            n: 1,
+            amount: 1,
+            until: None,
+        });
+    let err = tx.commit().await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::TransactionCanceled, "{err:?}");
+    let reasons = err.cancellation_reasons();
+    assert_eq!(reasons.len(), 3, "{reasons:?}");
+    assert!(reasons[1].is_condition_failed(), "{reasons:?}");
+    assert!(!reasons[0].is_condition_failed() && !reasons[2].is_condition_failed());
+    assert_eq!(wallets.get(&wkey("a")).await.unwrap().unwrap().balance, 6);
+    assert!(
+        tree.repo::<Entry>()
+            .get(&EntryKey {
+                wallet: "c".into(),
+                n: 1
+            })
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert_invariants(&tree).await;
+
+    // A delete in a transaction prunes what then names nothing.
+    let mut tx = tree.transaction();
+    tx.delete::<Entry>(&EntryKey {
+        wallet: "b".into(),
+        n: 1,
+    })
+    .delete::<Wallet>(&wkey("b"));
+    tx.commit().await.unwrap();
+    let names: Vec<String> = tree.list(p(&["Wallets"])).try_collect().await.unwrap();
+    assert!(names.iter().all(|n| n != "b"), "{names:?}");
+    assert_invariants(&tree).await;
+}
+
+/// `put_if`, `delete_if` and `Patch` with typed conditions, as DynamoDB evaluates them.
+pub async fn typed_conditions_and_patches<S: Storage + 'static>(table: S) {
+    let tree = wallet_tree(table).await;
+    let wallets = tree.repo::<Wallet>();
+    let f = Wallet::FIELDS;
+    assert_eq!(
+        wallets
+            .put_if(&wallet("a", 1), f.balance.gt(0))
+            .await
+            .unwrap_err()
+            .kind(),
+        ErrorKind::ConditionFailed
+    );
+    wallets
+        .put_if(&wallet("a", 1), dynatree::Cond::not_exists())
+        .await
+        .unwrap();
+    wallets
+        .patch(
+            dynatree::Patch::new(&wkey("a"))
+                .add(f.balance, 2)
+                .append(f.tags, ["x", "y"])
+                .set(f.note, "hi")
+                .when(f.owner.begins_with("owner-") & f.note.eq(None)),
+        )
+        .await
+        .unwrap();
+    let got = wallets.get(&wkey("a")).await.unwrap().unwrap();
+    assert_eq!(
+        (
+            got.balance,
+            got.tags.len(),
+            got.note.as_deref(),
+            got.version
+        ),
+        (3, 2, Some("hi"), 2)
+    );
+    wallets
+        .patch(
+            dynatree::Patch::new(&wkey("a"))
+                .remove(f.note)
+                .when(f.tags.contains("y") & f.balance.between(1, 5)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(wallets.get(&wkey("a")).await.unwrap().unwrap().note, None);
+    assert_eq!(
+        wallets
+            .patch(
+                dynatree::Patch::new(&wkey("a"))
+                    .add(f.balance, 1)
+                    .when(f.balance.ne(3))
+            )
+            .await
+            .unwrap_err()
+            .kind(),
+        ErrorKind::ConditionFailed
+    );
+    assert_eq!(
+        wallets
+            .patch(dynatree::Patch::new(&wkey("zz")).add(f.balance, 1))
+            .await
+            .unwrap_err()
+            .kind(),
+        ErrorKind::NotFound
+    );
+    assert!(wallets.get(&wkey("zz")).await.unwrap().is_none());
+    assert_eq!(
+        wallets
+            .delete_if(&wkey("a"), f.balance.lt(0))
+            .await
+            .unwrap_err()
+            .kind(),
+        ErrorKind::ConditionFailed
+    );
+    wallets
+        .delete_if(&wkey("a"), !f.tags.contains("nope"))
+        .await
+        .unwrap();
+    assert!(wallets.get(&wkey("a")).await.unwrap().is_none());
+    assert_invariants(&tree).await;
+}
+
+/// A transaction with an idempotency token applies once however often it is sent; other
+/// actions under the same token are DynamoDB's mismatch error.
+pub async fn typed_idempotent_transaction<S: Storage + 'static>(table: S) {
+    let tree = wallet_tree(table).await;
+    let wallets = tree.repo::<Wallet>();
+    wallets.put(&wallet("a", 0)).await.unwrap();
+    let f = Wallet::FIELDS;
+    let token = format!("t-{:016x}", fastrand::u64(..));
+    for _ in 0..2 {
+        let mut tx = tree.transaction();
+        tx.idempotency_token(token.clone())
+            .patch(dynatree::Patch::new(&wkey("a")).add(f.balance, 5))
+            .put(&Entry {
+                wallet: "a".into(),
+                n: 1,
+                amount: 5,
+                until: None,
+            });
+        tx.commit().await.unwrap();
+    }
+    assert_eq!(wallets.get(&wkey("a")).await.unwrap().unwrap().balance, 5);
+    let mut other = tree.transaction();
+    other
+        .idempotency_token(token)
+        .patch(dynatree::Patch::new(&wkey("a")).add(f.balance, 6));
+    let err = other.commit().await.unwrap_err();
+    assert_eq!(
+        err.service_code(),
+        Some("IdempotentParameterMismatchException"),
+        "{err:?}"
+    );
+}
+
+/// `#[dynatree(ttl)]`: the expiry attribute is written, TTL enabled by `create_table`, reads and
+/// conditions see an expired value as absent, and the sweep removes it and its name.
+pub async fn typed_expiry_and_sweep<S: Storage + 'static>(table: S) {
+    let tree = wallet_tree(table).await;
+    assert_eq!(
+        tree.storage().ttl_attribute().await.unwrap().as_deref(),
+        Some("¦ttl")
+    );
+    let entries = tree.repo::<Entry>();
+    let old = Entry {
+        wallet: "a".into(),
+        n: 1,
+        amount: 1,
+        until: Some(1_000),
+    };
+    let live = Entry {
+        wallet: "a".into(),
+        n: 2,
+        amount: 2,
+        until: Some(4_000_000_000),
+    };
+    entries.put_all(&[old.clone(), live.clone()]).await.unwrap();
+    assert_eq!(entries.get(&old.key()).await.unwrap(), None);
+    assert_eq!(entries.get(&live.key()).await.unwrap(), Some(live.clone()));
+    let listed: Vec<Entry> = entries
+        .query(&old.key().collection())
+        .items()
+        .try_collect()
+        .await
+        .unwrap();
+    assert_eq!(listed, [live.clone()]);
+    // A create over the expired value succeeds (it is absent for conditions too).
+    let again = Entry {
+        until: Some(4_000_000_000),
+        ..old.clone()
+    };
+    entries.create(&again).await.unwrap();
+    assert_eq!(entries.get(&old.key()).await.unwrap(), Some(again.clone()));
+    // Expire it again and sweep: the object and its name go, the live one stays.
+    entries
+        .put(&Entry {
+            until: Some(1_000),
+            ..again
+        })
+        .await
+        .unwrap();
+    assert_eq!(tree.sweep_expired(p(&["Wallets"])).await.unwrap(), 1);
+    let names: Vec<String> = tree
+        .list(p(&["Wallets", "a", "Entries"]))
+        .try_collect()
+        .await
+        .unwrap();
+    assert_eq!(names, ["0000000002"]);
+    assert_invariants(&tree).await;
+}
+
+/// Per-call reads: a consistent read sees the last write; a projection reads a smaller type,
+/// through get, a typed query and an index query.
+pub async fn typed_projections_and_consistent_reads<S: Storage + 'static>(table: S) {
+    #[derive(Debug, PartialEq, Deserialize)]
+    struct Balance {
+        balance: i64,
+    }
+    let tree = wallet_tree(table).await;
+    let wallets = tree.repo::<Wallet>();
+    let mut w = wallet("a", 7);
+    w.note = Some("x".repeat(10_000));
+    wallets.put(&w).await.unwrap();
+    assert_eq!(
+        wallets.read(&wkey("a")).consistent(true).await.unwrap(),
+        Some(w.clone())
+    );
+    assert_eq!(
+        wallets
+            .read(&wkey("a"))
+            .consistent(true)
+            .project::<Balance>()
+            .await
+            .unwrap(),
+        Some(Balance { balance: 7 })
+    );
+    let listed: Vec<Balance> = wallets
+        .query(&WalletCollection {})
+        .consistent(true)
+        .items_as()
+        .try_collect()
+        .await
+        .unwrap();
+    assert_eq!(listed, [Balance { balance: 7 }]);
+    // Index reads are eventually consistent: wait for the index to show it.
+    let mut by_owner: Vec<Balance> = Vec::new();
+    for _ in 0..50 {
+        by_owner = wallets
+            .index(Wallet::index_by_owner("owner-a"))
+            .items_as()
+            .try_collect()
+            .await
+            .unwrap();
+        if !by_owner.is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(by_owner, [Balance { balance: 7 }]);
 }
