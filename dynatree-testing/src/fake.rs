@@ -167,38 +167,171 @@ pub struct Metrics {
 
 impl Metrics {
     /// Requests of one operation (`"GetItem"`, `"TransactWriteItems"`, …), failed ones included.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::Tree;
+    /// # use dynatree::storage::{Condition, Key, Storage};
+    /// # use dynatree_testing::FakeTable;
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// let table = FakeTable::new();
+    /// Tree::new(table.clone()).create_table().await?;
+    /// table.reset_metrics();
+    /// table.put_item(Key::new("h", "a").into_item(), Condition::Always).await?;
+    /// table.put_item(Key::new("h", "b").into_item(), Condition::Always).await?;
+    /// table.get_item(&Key::new("h", "a"), true).await?;
+    /// let m = table.metrics();
+    /// assert_eq!(m.requests("PutItem"), 2);
+    /// assert_eq!(m.requests("GetItem"), 1);
+    /// assert_eq!(m.requests("Query"), 0);
+    /// # Ok(()) }
+    /// ```
     pub fn requests(&self, operation: &str) -> u64 {
         self.requests.get(operation).copied().unwrap_or(0)
     }
 
     /// Requests of every operation.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::Tree;
+    /// # use dynatree::storage::{Condition, Key, Storage};
+    /// # use dynatree_testing::FakeTable;
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// let table = FakeTable::new();
+    /// Tree::new(table.clone()).create_table().await?;
+    /// table.reset_metrics();
+    /// table.put_item(Key::new("h", "a").into_item(), Condition::Always).await?;
+    /// table.put_item(Key::new("h", "b").into_item(), Condition::Always).await?;
+    /// table.get_item(&Key::new("h", "a"), true).await?;
+    /// let m = table.metrics();
+    /// assert_eq!(m.total_requests(), 3);
+    /// # Ok(()) }
+    /// ```
     pub fn total_requests(&self) -> u64 {
         self.requests.values().sum()
     }
 
     /// Requests per operation.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::Tree;
+    /// # use dynatree::storage::{Condition, Key, Storage};
+    /// # use dynatree_testing::FakeTable;
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// let table = FakeTable::new();
+    /// Tree::new(table.clone()).create_table().await?;
+    /// table.reset_metrics();
+    /// table.put_item(Key::new("h", "a").into_item(), Condition::Always).await?;
+    /// table.put_item(Key::new("h", "b").into_item(), Condition::Always).await?;
+    /// table.get_item(&Key::new("h", "a"), true).await?;
+    /// let m = table.metrics();
+    /// let ops: Vec<(&str, u64)> = m.requests_by_operation().iter().map(|(op, n)| (*op, *n)).collect();
+    /// assert_eq!(ops, [("GetItem", 1), ("PutItem", 2)]);
+    /// # Ok(()) }
+    /// ```
     pub fn requests_by_operation(&self) -> &BTreeMap<&'static str, u64> {
         &self.requests
     }
 
     /// Read capacity units consumed: 1 per 4 KB strongly consistent, half that eventually
     /// consistent, twice that in transactions; a Query or Scan sums its items' sizes first.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::Tree;
+    /// # use dynatree::storage::{Condition, Key, Storage};
+    /// # use dynatree_testing::FakeTable;
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// let table = FakeTable::new();
+    /// Tree::new(table.clone()).create_table().await?;
+    /// table.reset_metrics();
+    /// table.put_item(Key::new("h", "a").into_item(), Condition::Always).await?;
+    /// table.put_item(Key::new("h", "b").into_item(), Condition::Always).await?;
+    /// table.get_item(&Key::new("h", "a"), true).await?;
+    /// let m = table.metrics();
+    /// assert_eq!(m.read_units(), 1.0); // one strongly consistent read under 4 KB
+    /// table.get_item(&Key::new("h", "a"), false).await?;
+    /// assert_eq!(table.metrics().read_units(), 1.5); // eventually consistent: half
+    /// # Ok(()) }
+    /// ```
     pub fn read_units(&self) -> f64 {
         self.read_units
     }
 
     /// Write capacity units consumed: 1 per 1 KB of the larger of the old and new item, twice
     /// that in transactions (condition checks included).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::Tree;
+    /// # use dynatree::storage::{Condition, Key, Storage};
+    /// # use dynatree_testing::FakeTable;
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// let table = FakeTable::new();
+    /// Tree::new(table.clone()).create_table().await?;
+    /// table.reset_metrics();
+    /// table.put_item(Key::new("h", "a").into_item(), Condition::Always).await?;
+    /// table.put_item(Key::new("h", "b").into_item(), Condition::Always).await?;
+    /// table.get_item(&Key::new("h", "a"), true).await?;
+    /// let m = table.metrics();
+    /// assert_eq!(m.write_units(), 2.0); // two puts under 1 KB
+    /// # Ok(()) }
+    /// ```
     pub fn write_units(&self) -> f64 {
         self.write_units
     }
 
     /// Item writes (puts and deletes) that went to partition key `hash`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::Tree;
+    /// # use dynatree::storage::{Condition, Key, Storage};
+    /// # use dynatree_testing::FakeTable;
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// let table = FakeTable::new();
+    /// Tree::new(table.clone()).create_table().await?;
+    /// table.reset_metrics();
+    /// table.put_item(Key::new("h", "a").into_item(), Condition::Always).await?;
+    /// table.put_item(Key::new("h", "b").into_item(), Condition::Always).await?;
+    /// table.get_item(&Key::new("h", "a"), true).await?;
+    /// let m = table.metrics();
+    /// assert_eq!(m.writes_to("h"), 2);
+    /// assert_eq!(m.writes_to("other"), 0);
+    /// # Ok(()) }
+    /// ```
     pub fn writes_to(&self, hash: &str) -> u64 {
         self.partition_writes.get(hash).copied().unwrap_or(0)
     }
 
     /// Item writes per partition key.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::Tree;
+    /// # use dynatree::storage::{Condition, Key, Storage};
+    /// # use dynatree_testing::FakeTable;
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// let table = FakeTable::new();
+    /// Tree::new(table.clone()).create_table().await?;
+    /// table.reset_metrics();
+    /// table.put_item(Key::new("h", "a").into_item(), Condition::Always).await?;
+    /// table.put_item(Key::new("h", "b").into_item(), Condition::Always).await?;
+    /// table.get_item(&Key::new("h", "a"), true).await?;
+    /// let m = table.metrics();
+    /// assert_eq!(m.partition_writes().get("h"), Some(&2));
+    /// assert_eq!(m.partition_writes().len(), 1);
+    /// # Ok(()) }
+    /// ```
     pub fn partition_writes(&self) -> &BTreeMap<String, u64> {
         &self.partition_writes
     }
@@ -261,12 +394,41 @@ fn project(item: Item, names: &[String]) -> Item {
 impl FakeTable {
     /// A fake account with no table yet: call [`Tree::create_table`](dynatree::Tree::create_table)
     /// (or [`Storage::create_table`]) first, as with DynamoDB.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::Tree;
+    /// # use dynatree::storage::{Condition, Key, Storage};
+    /// # use dynatree_testing::FakeTable;
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// let table = FakeTable::new();
+    /// assert!(table.describe_table().await?.is_none()); // no table yet
+    /// let tree = Tree::new(table.clone());
+    /// tree.create_table().await?;
+    /// assert!(table.describe_table().await?.is_some_and(|d| d.has_tree_schema()));
+    /// # Ok(()) }
+    /// ```
     pub fn new() -> Self {
         Self::default()
     }
 
     /// A fake whose table already exists with another key schema (for testing that a tree
     /// refuses it).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::Tree;
+    /// # use dynatree::storage::{Condition, Key, Storage};
+    /// # use dynatree_testing::FakeTable;
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// let table = FakeTable::with_schema("id", "sort");
+    /// let description = table.describe_table().await?.expect("the table exists");
+    /// assert_eq!(description.hash_key.0, "id");
+    /// assert!(!description.has_tree_schema());
+    /// # Ok(()) }
+    /// ```
     pub fn with_schema(hash_key: &str, range_key: &str) -> Self {
         let fake = Self::new();
         fake.lock().table = Some(TableState {
@@ -291,6 +453,25 @@ impl FakeTable {
     }
 
     /// What the table has served since it was made or [`reset_metrics`](Self::reset_metrics).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::Tree;
+    /// # use dynatree::storage::{Condition, Key, Storage};
+    /// # use dynatree_testing::FakeTable;
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # #[derive(serde::Serialize)] struct Doc { title: String }
+    /// let table = FakeTable::new();
+    /// let tree = Tree::new(table.clone());
+    /// tree.create_table().await?;
+    /// table.reset_metrics();
+    /// tree.put(["a"], &Doc { title: "hello".into() }).await?;
+    /// let m = table.metrics();
+    /// assert_eq!(m.requests("TransactWriteItems"), 1);
+    /// assert!(m.write_units() > 0.0);
+    /// # Ok(()) }
+    /// ```
     pub fn metrics(&self) -> Metrics {
         self.lock().metrics.clone()
     }
@@ -298,6 +479,22 @@ impl FakeTable {
     /// Zeroes the metrics. Faults placed by request number ([`inject`](Self::inject)) are
     /// removed too, as their numbering restarts; rules placed by
     /// [`inject_rule`](Self::inject_rule) and [`inject_always`](Self::inject_always) stay.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::Tree;
+    /// # use dynatree::storage::{Condition, Key, Storage};
+    /// # use dynatree_testing::FakeTable;
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// let table = FakeTable::new();
+    /// Tree::new(table.clone()).create_table().await?;
+    /// assert_eq!(table.metrics().requests("CreateTable"), 1);
+    /// table.reset_metrics();
+    /// assert_eq!(table.metrics().total_requests(), 0);
+    /// assert_eq!(table.metrics(), Default::default());
+    /// # Ok(()) }
+    /// ```
     pub fn reset_metrics(&self) {
         let mut inner = self.lock();
         inner.metrics = Metrics::default();
@@ -520,6 +717,27 @@ impl FakeTable {
 
     /// Sets the Query/Scan page size in bytes (default 1 MB, as DynamoDB), to test pagination
     /// without megabytes of data.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::Tree;
+    /// # use dynatree::storage::{Condition, Key, Storage};
+    /// # use dynatree_testing::FakeTable;
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// use dynatree::storage::Query;
+    ///
+    /// let table = FakeTable::new();
+    /// Tree::new(table.clone()).create_table().await?;
+    /// for r in ["a", "b", "c"] {
+    ///     table.put_item(Key::new("h", r).into_item(), Condition::Always).await?;
+    /// }
+    /// table.set_page_bytes(1); // every page stops after its first item
+    /// let page = table.query_page(&Query::new("h"), None).await?;
+    /// assert_eq!(page.items.len(), 1);
+    /// assert_eq!(page.last_key, Some(Key::new("h", "a")));
+    /// # Ok(()) }
+    /// ```
     pub fn set_page_bytes(&self, bytes: usize) {
         self.lock().page_bytes = Some(bytes.max(1));
     }
@@ -581,6 +799,23 @@ impl FakeTable {
     }
 
     /// Every row, in key order (hash, then range).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::Tree;
+    /// # use dynatree::storage::{Condition, Key, Storage};
+    /// # use dynatree_testing::FakeTable;
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// let table = FakeTable::new();
+    /// Tree::new(table.clone()).create_table().await?;
+    /// table.put_item(Key::new("h", "b").into_item(), Condition::Always).await?;
+    /// table.put_item(Key::new("g", "z").into_item(), Condition::Always).await?;
+    /// table.put_item(Key::new("h", "a").into_item(), Condition::Always).await?;
+    /// let keys: Vec<Key> = table.rows().iter().filter_map(Key::from_item).collect();
+    /// assert_eq!(keys, [Key::new("g", "z"), Key::new("h", "a"), Key::new("h", "b")]);
+    /// # Ok(()) }
+    /// ```
     pub fn rows(&self) -> Vec<Item> {
         self.lock()
             .table

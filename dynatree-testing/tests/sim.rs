@@ -4,138 +4,14 @@
 //! `DYNATREE_SIM_REPLAY='<replay>' cargo test -p dynatree-testing --test sim <test name>`.
 //! Budget: `DYNATREE_SIM_SCHEDULES` schedules per scenario (default 1000 here, 1500 for triples).
 
-use dynatree::{ErrorKind, Hierarchical, LinkPolicy, OnChildren, Tree};
-use dynatree_testing::FakeTable;
-use dynatree_testing::sim::{End, Model, OpOutcome, Sim, SimFault};
-use serde::{Deserialize, Serialize};
+mod review_acts;
 
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
-struct V {
-    v: u32,
-}
+use review_acts::*;
 
-/// A two-level document for `create` and `update` (repositories need a template).
-#[derive(Hierarchical, Serialize, Deserialize, Clone, Debug, PartialEq)]
-#[dynatree(path = "{dir}/{name}")]
-struct Doc {
-    dir: String,
-    name: String,
-    v: u32,
-}
-
-type P = &'static [&'static str];
-type T = Tree;
-
-/// One operation of a scenario, with its model.
-#[derive(Clone, Debug)]
-enum Act {
-    Put(P, u32),
-    PutLink(P, P),
-    Create(&'static str, &'static str, u32),
-    Update(&'static str, &'static str, u32),
-    Delete(P),
-    DeleteSubtree(P),
-    DeleteNode(P, OnChildren),
-    Move(P, P, LinkPolicy),
-    Copy(P, P),
-    Resume,
-}
-
-fn doc(dir: &str, name: &str, v: u32) -> Doc {
-    Doc {
-        dir: dir.into(),
-        name: name.into(),
-        v,
-    }
-}
-
-impl Act {
-    fn name(&self) -> String {
-        let j = |p: P| p.join("/");
-        match self {
-            Act::Put(p, v) => format!("put {}={v}", j(p)),
-            Act::PutLink(p, t) => format!("put_link {}->{}", j(p), j(t)),
-            Act::Create(d, n, v) => format!("create {d}/{n}={v}"),
-            Act::Update(d, n, v) => format!("update {d}/{n}={v}"),
-            Act::Delete(p) => format!("delete {}", j(p)),
-            Act::DeleteSubtree(p) => format!("delete_subtree {}", j(p)),
-            Act::DeleteNode(p, c) => format!("delete_node {} {c:?}", j(p)),
-            Act::Move(f, t, l) => format!("move {}->{} {l:?}", j(f), j(t)),
-            Act::Copy(f, t) => format!("copy {}->{}", j(f), j(t)),
-            Act::Resume => "resume".into(),
-        }
-    }
-
-    async fn run(self, t: T) -> dynatree::Result<String> {
-        match self {
-            Act::Put(p, v) => t.put(p, &V { v }).await.map(|()| String::new()),
-            Act::PutLink(p, to) => t.put_link(p, to).await.map(|()| String::new()),
-            Act::Create(d, n, v) => t
-                .repo::<Doc>()
-                .create(&doc(d, n, v))
-                .await
-                .map(|()| String::new()),
-            Act::Update(d, n, v) => t
-                .repo::<Doc>()
-                .update(&mut doc(d, n, v))
-                .await
-                .map(|()| String::new()),
-            Act::Delete(p) => t.delete(p).await.map(|()| String::new()),
-            Act::DeleteSubtree(p) => t.delete_subtree(p).await.map(|n| n.to_string()),
-            Act::DeleteNode(p, c) => t.delete_node(p, c).await.map(|()| String::new()),
-            Act::Move(f, to, l) => t
-                .move_subtree_with(f, to, l)
-                .await
-                .map(|r| format!("{} objects", r.objects)),
-            Act::Copy(f, to) => t
-                .copy_subtree(f, to)
-                .await
-                .map(|r| format!("{} objects", r.objects)),
-            Act::Resume => t.resume().await.map(|r| format!("{} resumed", r.len())),
-        }
-    }
-
-    fn model(&self, m: &mut Model) -> Result<(), ErrorKind> {
-        match *self {
-            Act::Put(p, v) => m.put(p, &V { v }),
-            Act::PutLink(p, t) => m.put_link(p, t),
-            Act::Create(d, n, v) => m.create([d, n], &doc(d, n, v)),
-            Act::Update(d, n, v) => m.update([d, n], &doc(d, n, v)),
-            Act::Delete(p) => m.delete(p),
-            Act::DeleteSubtree(p) => m.delete_subtree(p),
-            Act::DeleteNode(p, c) => m.delete_node(p, c),
-            Act::Move(f, t, l) => m.move_subtree(f, t, l),
-            Act::Copy(f, t) => m.copy_subtree(f, t),
-            Act::Resume => Ok(()),
-        }
-    }
-}
-
-/// A scenario: `setup` objects, then `acts` concurrently, each checked against its model.
-fn scenario(name: &str, setup: &[(P, u32)], acts: &[Act]) -> Sim<FakeTable> {
-    let setup: Vec<(P, u32)> = setup.to_vec();
-    let mut sim = Sim::new(name, FakeTable::new)
-        .schedules(1000)
-        .setup(move |t| {
-            let setup = setup.clone();
-            async move {
-                for (p, v) in setup {
-                    t.put(p, &V { v }).await?;
-                }
-                Ok(())
-            }
-        });
-    for a in acts {
-        let (run, model) = (a.clone(), a.clone());
-        sim = sim
-            .op(a.name(), move |t| run.clone().run(t))
-            .model(move |m| model.model(m));
-    }
-    sim
-}
-
-fn with_faults(sim: Sim<FakeTable>) -> Sim<FakeTable> {
-    sim.faults(1, SimFault::all())
+/// A scenario of this file: the shared one (setup objects, then `acts` concurrently, each
+/// checked against its model), with a budget of 1000 schedules.
+fn scenario(name: &str, setup: &[(&[&str], u32)], acts: &[Act]) -> Sim<FakeTable> {
+    review_acts::scenario(name, setup, acts).schedules(1000)
 }
 
 /// The operation `i` returned `Ok` unless a fault hit it.
@@ -168,8 +44,8 @@ fn d1_put_deep_vs_delete_subtree() {
         "put x/new/deep vs delete_subtree x",
         &[(&["x", "a"], 1)],
         &[
-            Act::Put(&["x", "new", "deep"], 2),
-            Act::DeleteSubtree(&["x"]),
+            Act::Put(p(&["x", "new", "deep"]), 2),
+            Act::DeleteSubtree(p(&["x"])),
         ],
     )
     .run();
@@ -181,7 +57,10 @@ fn d1_put_under_child_vs_delete_subtree() {
     scenario(
         "put x/b/new vs delete_subtree x",
         &[(&["x", "a"], 1), (&["x", "b"], 2), (&["x", "b", "c"], 3)],
-        &[Act::Put(&["x", "b", "new"], 4), Act::DeleteSubtree(&["x"])],
+        &[
+            Act::Put(p(&["x", "b", "new"]), 4),
+            Act::DeleteSubtree(p(&["x"])),
+        ],
     )
     .run();
 }
@@ -194,8 +73,8 @@ fn d2_failed_move_then_move_into_its_source() {
         "move src->dst (faulted) vs move p->src/p2",
         &[(&["src", "a"], 1), (&["p", "q1"], 2), (&["p", "q2"], 3)],
         &[
-            Act::Move(&["src"], &["dst"], LinkPolicy::Report),
-            Act::Move(&["p"], &["src", "p2"], LinkPolicy::Report),
+            Act::Move(p(&["src"]), p(&["dst"]), LinkPolicy::Report),
+            Act::Move(p(&["p"]), p(&["src", "p2"]), LinkPolicy::Report),
         ],
     ))
     .run();
@@ -209,9 +88,9 @@ fn d3_resume_races_the_move_it_resumes() {
         "move s->d vs resume vs put d/2=99",
         &[(&["s", "1"], 1), (&["s", "2"], 2)],
         &[
-            Act::Move(&["s"], &["d"], LinkPolicy::Report),
+            Act::Move(p(&["s"]), p(&["d"]), LinkPolicy::Report),
             Act::Resume,
-            Act::Put(&["d", "2"], 99),
+            Act::Put(p(&["d", "2"]), 99),
         ],
     )
     .schedules(1500)
@@ -224,7 +103,10 @@ fn d3_move_vs_resume() {
     with_faults(scenario(
         "move s->d vs resume",
         &[(&["s", "1"], 1), (&["s", "2", "x"], 2)],
-        &[Act::Move(&["s"], &["d"], LinkPolicy::Report), Act::Resume],
+        &[
+            Act::Move(p(&["s"]), p(&["d"]), LinkPolicy::Report),
+            Act::Resume,
+        ],
     ))
     .run();
 }
@@ -236,8 +118,8 @@ fn d4_put_at_destination_during_move() {
         "move s->d vs put d/1=9",
         &[(&["s", "1"], 1), (&["s", "2"], 2)],
         &[
-            Act::Move(&["s"], &["d"], LinkPolicy::Report),
-            Act::Put(&["d", "1"], 9),
+            Act::Move(p(&["s"]), p(&["d"]), LinkPolicy::Report),
+            Act::Put(p(&["d", "1"]), 9),
         ],
     )
     .run();
@@ -250,8 +132,8 @@ fn d4_put_destination_node_during_move() {
         "move s->d vs put d=9",
         &[(&["s", "1"], 1)],
         &[
-            Act::Move(&["s"], &["d"], LinkPolicy::Report),
-            Act::Put(&["d"], 9),
+            Act::Move(p(&["s"]), p(&["d"]), LinkPolicy::Report),
+            Act::Put(p(&["d"]), 9),
         ],
     )
     .run();
@@ -265,8 +147,8 @@ fn d5_refused_move_leaves_nothing() {
         "move a->b vs move a/x->c",
         &[(&["a", "x", "1"], 1), (&["a", "y"], 2)],
         &[
-            Act::Move(&["a"], &["b"], LinkPolicy::Report),
-            Act::Move(&["a", "x"], &["c"], LinkPolicy::Report),
+            Act::Move(p(&["a"]), p(&["b"]), LinkPolicy::Report),
+            Act::Move(p(&["a", "x"]), p(&["c"]), LinkPolicy::Report),
         ],
     )
     .run();
@@ -279,8 +161,8 @@ fn d6_move_refused_at_taken_destination() {
         "move a->d vs put d/z",
         &[(&["a", "1"], 1)],
         &[
-            Act::Move(&["a"], &["d"], LinkPolicy::Report),
-            Act::Put(&["d", "z"], 2),
+            Act::Move(p(&["a"]), p(&["d"]), LinkPolicy::Report),
+            Act::Put(p(&["d", "z"]), 2),
             Act::Resume,
         ],
     )
@@ -294,9 +176,9 @@ fn d11_writer_meets_mark_of_dead_deleter() {
     scenario(
         "delete x/a (may crash) vs put x/b",
         &[(&["x", "a"], 1)],
-        &[Act::Delete(&["x", "a"]), Act::Put(&["x", "b"], 2)],
+        &[Act::Delete(p(&["x", "a"])), Act::Put(p(&["x", "b"]), 2)],
     )
-    .faults(1, [SimFault::Crash, SimFault::CrashAfterApply])
+    .faults(1, crashes())
     // The deletion holds its subtree locked until it ends, or until `resume()` finishes it
     // after its process died: a put under it is refused (`Locked`), never lost.
     .check(ok_unless_faulted_or_locked(1))
@@ -310,9 +192,12 @@ fn d11_writer_meets_marks_of_dead_delete_subtree() {
     scenario(
         "delete_subtree x (may crash) vs put x/a/b",
         &[(&["x", "a"], 1), (&["x", "c"], 2)],
-        &[Act::DeleteSubtree(&["x"]), Act::Put(&["x", "a", "b"], 3)],
+        &[
+            Act::DeleteSubtree(p(&["x"])),
+            Act::Put(p(&["x", "a", "b"]), 3),
+        ],
     )
-    .faults(1, [SimFault::Crash, SimFault::CrashAfterApply])
+    .faults(1, crashes())
     // The deletion holds its subtree locked until it ends, or until `resume()` finishes it
     // after its process died: a put under it is refused (`Locked`), never lost.
     .check(ok_unless_faulted_or_locked(1))
@@ -327,7 +212,7 @@ fn put_vs_put_same_node() {
     with_faults(scenario(
         "put a/b=1 vs put a/b=2",
         &[],
-        &[Act::Put(&["a", "b"], 1), Act::Put(&["a", "b"], 2)],
+        &[Act::Put(p(&["a", "b"]), 1), Act::Put(p(&["a", "b"]), 2)],
     ))
     .run();
 }
@@ -337,7 +222,7 @@ fn put_vs_delete_same_node() {
     with_faults(scenario(
         "put a/b vs delete a/b",
         &[(&["a", "b"], 1)],
-        &[Act::Put(&["a", "b"], 2), Act::Delete(&["a", "b"])],
+        &[Act::Put(p(&["a", "b"]), 2), Act::Delete(p(&["a", "b"]))],
     ))
     .run();
 }
@@ -347,7 +232,7 @@ fn put_vs_delete_sibling_prunes_parent() {
     with_faults(scenario(
         "put a/c vs delete a/b (prunes a)",
         &[(&["a", "b"], 1)],
-        &[Act::Put(&["a", "c"], 2), Act::Delete(&["a", "b"])],
+        &[Act::Put(p(&["a", "c"]), 2), Act::Delete(p(&["a", "b"]))],
     ))
     .run();
 }
@@ -357,7 +242,7 @@ fn put_deep_vs_delete_ancestor_object() {
     with_faults(scenario(
         "put a/b/c vs delete a",
         &[(&["a"], 1)],
-        &[Act::Put(&["a", "b", "c"], 2), Act::Delete(&["a"])],
+        &[Act::Put(p(&["a", "b", "c"]), 2), Act::Delete(p(&["a"]))],
     ))
     .run();
 }
@@ -380,7 +265,7 @@ fn update_vs_delete_same_node() {
         &[
             Act::Create("d", "n", 1),
             Act::Update("d", "n", 2),
-            Act::Delete(&["d", "n"]),
+            Act::Delete(p(&["d", "n"])),
         ],
     ))
     .run();
@@ -392,8 +277,8 @@ fn put_link_vs_move_of_its_target() {
         "put_link l->s/1 vs move s->d Rewrite",
         &[(&["s", "1"], 1)],
         &[
-            Act::PutLink(&["l"], &["s", "1"]),
-            Act::Move(&["s"], &["d"], LinkPolicy::Rewrite),
+            Act::PutLink(p(&["l"]), p(&["s", "1"])),
+            Act::Move(p(&["s"]), p(&["d"]), LinkPolicy::Rewrite),
         ],
     )
     .run();
@@ -405,8 +290,8 @@ fn put_vs_delete_node_refuse() {
         "put a/b/new vs delete_node a/b Refuse",
         &[(&["a", "b"], 1)],
         &[
-            Act::Put(&["a", "b", "new"], 2),
-            Act::DeleteNode(&["a", "b"], OnChildren::Refuse),
+            Act::Put(p(&["a", "b", "new"]), 2),
+            Act::DeleteNode(p(&["a", "b"]), OnChildren::Refuse),
         ],
     ))
     .run();
@@ -418,8 +303,8 @@ fn put_vs_delete_node_reparent() {
         "put a/b/new vs delete_node a/b Reparent",
         &[(&["a", "b"], 1), (&["a", "b", "c"], 2)],
         &[
-            Act::Put(&["a", "b", "new"], 3),
-            Act::DeleteNode(&["a", "b"], OnChildren::Reparent),
+            Act::Put(p(&["a", "b", "new"]), 3),
+            Act::DeleteNode(p(&["a", "b"]), OnChildren::Reparent),
         ],
     )
     .run();
@@ -431,8 +316,8 @@ fn put_vs_delete_node_recursive() {
         "put a/b/new vs delete_node a Recursive",
         &[(&["a"], 1), (&["a", "b"], 2)],
         &[
-            Act::Put(&["a", "b", "new"], 3),
-            Act::DeleteNode(&["a"], OnChildren::Recursive),
+            Act::Put(p(&["a", "b", "new"]), 3),
+            Act::DeleteNode(p(&["a"]), OnChildren::Recursive),
         ],
     ))
     .run();
@@ -444,8 +329,8 @@ fn put_under_source_vs_move() {
         "put s/new vs move s->d",
         &[(&["s", "1"], 1)],
         &[
-            Act::Put(&["s", "new"], 2),
-            Act::Move(&["s"], &["d"], LinkPolicy::Report),
+            Act::Put(p(&["s", "new"]), 2),
+            Act::Move(p(&["s"]), p(&["d"]), LinkPolicy::Report),
         ],
     )
     .run();
@@ -456,7 +341,7 @@ fn move_with_every_fault() {
     with_faults(scenario(
         "move s->d alone, faults",
         &[(&["s", "1"], 1), (&["s", "2", "3"], 2)],
-        &[Act::Move(&["s"], &["d"], LinkPolicy::Rewrite)],
+        &[Act::Move(p(&["s"]), p(&["d"]), LinkPolicy::Rewrite)],
     ))
     .schedules(1000)
     .run();
@@ -468,8 +353,8 @@ fn move_vs_delete_subtree_of_source() {
         "move s->d vs delete_subtree s",
         &[(&["s", "1"], 1), (&["s", "2"], 2)],
         &[
-            Act::Move(&["s"], &["d"], LinkPolicy::Report),
-            Act::DeleteSubtree(&["s"]),
+            Act::Move(p(&["s"]), p(&["d"]), LinkPolicy::Report),
+            Act::DeleteSubtree(p(&["s"])),
         ],
     )
     .run();
@@ -481,8 +366,8 @@ fn move_vs_move_same_source() {
         "move s->d1 vs move s->d2",
         &[(&["s", "1"], 1)],
         &[
-            Act::Move(&["s"], &["d1"], LinkPolicy::Report),
-            Act::Move(&["s"], &["d2"], LinkPolicy::Report),
+            Act::Move(p(&["s"]), p(&["d1"]), LinkPolicy::Report),
+            Act::Move(p(&["s"]), p(&["d2"]), LinkPolicy::Report),
         ],
     )
     .run();
@@ -494,8 +379,8 @@ fn move_source_vs_destination_chain() {
         "move a->b vs move b->c",
         &[(&["a", "1"], 1), (&["b", "2"], 2)],
         &[
-            Act::Move(&["a"], &["b2"], LinkPolicy::Report),
-            Act::Move(&["b"], &["a", "b"], LinkPolicy::Report),
+            Act::Move(p(&["a"]), p(&["b2"]), LinkPolicy::Report),
+            Act::Move(p(&["b"]), p(&["a", "b"]), LinkPolicy::Report),
         ],
     )
     .run();
@@ -507,8 +392,8 @@ fn moves_into_each_others_subtrees() {
         "move a->b/a vs move b->a/b",
         &[(&["a", "1"], 1), (&["b", "2"], 2)],
         &[
-            Act::Move(&["a"], &["b", "a"], LinkPolicy::Report),
-            Act::Move(&["b"], &["a", "b"], LinkPolicy::Report),
+            Act::Move(p(&["a"]), p(&["b", "a"]), LinkPolicy::Report),
+            Act::Move(p(&["b"]), p(&["a", "b"]), LinkPolicy::Report),
         ],
     )
     .run();
@@ -519,7 +404,10 @@ fn copy_vs_put_under_source() {
     scenario(
         "copy s->d vs put s/new",
         &[(&["s", "1"], 1)],
-        &[Act::Copy(&["s"], &["d"]), Act::Put(&["s", "new"], 2)],
+        &[
+            Act::Copy(p(&["s"]), p(&["d"])),
+            Act::Put(p(&["s", "new"]), 2),
+        ],
     )
     // A put under the source during a copy may or may not be copied: no serial order
     // describes "copied without the put's object" when the put came first and vice versa, so
@@ -533,8 +421,8 @@ fn move_ignore_vs_put_under_source_with_faults() {
         "move s->d Ignore vs put s/n",
         &[(&["s", "1"], 1)],
         &[
-            Act::Move(&["s"], &["d"], LinkPolicy::Ignore),
-            Act::Put(&["s", "n"], 2),
+            Act::Move(p(&["s"]), p(&["d"]), LinkPolicy::Ignore),
+            Act::Put(p(&["s", "n"]), 2),
         ],
     ))
     .run();
@@ -546,8 +434,8 @@ fn put_link_vs_delete_subtree_of_its_node() {
         "put_link x/l->y vs delete_subtree x",
         &[(&["x", "a"], 1), (&["y"], 2)],
         &[
-            Act::PutLink(&["x", "l"], &["y"]),
-            Act::DeleteSubtree(&["x"]),
+            Act::PutLink(p(&["x", "l"]), p(&["y"])),
+            Act::DeleteSubtree(p(&["x"])),
         ],
     ))
     .run();
@@ -573,8 +461,8 @@ fn copy_vs_copy_into_each_other() {
         "copy a->b/a vs copy b->a/b",
         &[(&["a", "1"], 1), (&["b", "2"], 2)],
         &[
-            Act::Copy(&["a"], &["b", "a"]),
-            Act::Copy(&["b"], &["a", "b"]),
+            Act::Copy(p(&["a"]), p(&["b", "a"])),
+            Act::Copy(p(&["b"]), p(&["a", "b"])),
         ],
     )
     .run();
@@ -586,8 +474,8 @@ fn delete_node_recursive_vs_move_into_it_vs_resume() {
         "delete_node x Recursive vs move s->x/s vs resume",
         &[(&["x", "a"], 1), (&["s", "1"], 2)],
         &[
-            Act::DeleteNode(&["x"], OnChildren::Recursive),
-            Act::Move(&["s"], &["x", "s"], LinkPolicy::Report),
+            Act::DeleteNode(p(&["x"]), OnChildren::Recursive),
+            Act::Move(p(&["s"]), p(&["x", "s"]), LinkPolicy::Report),
             Act::Resume,
         ],
     ))
@@ -600,7 +488,10 @@ fn copy_vs_delete_subtree_of_destination_parent() {
     with_faults(scenario(
         "copy s->d/c vs delete_subtree d",
         &[(&["s", "1"], 1), (&["d", "x"], 2)],
-        &[Act::Copy(&["s"], &["d", "c"]), Act::DeleteSubtree(&["d"])],
+        &[
+            Act::Copy(p(&["s"]), p(&["d", "c"])),
+            Act::DeleteSubtree(p(&["d"])),
+        ],
     ))
     .run();
 }
@@ -610,7 +501,10 @@ fn delete_subtree_vs_delete_subtree_nested() {
     with_faults(scenario(
         "delete_subtree a vs delete_subtree a/b",
         &[(&["a", "b", "c"], 1), (&["a", "d"], 2)],
-        &[Act::DeleteSubtree(&["a"]), Act::DeleteSubtree(&["a", "b"])],
+        &[
+            Act::DeleteSubtree(p(&["a"])),
+            Act::DeleteSubtree(p(&["a", "b"])),
+        ],
     ))
     .run();
 }
@@ -624,9 +518,9 @@ fn triple_put_delete_subtree_move() {
         "put x/b/new vs delete_subtree x/a vs move x/b->y",
         &[(&["x", "a", "1"], 1), (&["x", "b", "2"], 2)],
         &[
-            Act::Put(&["x", "b", "new"], 3),
-            Act::DeleteSubtree(&["x", "a"]),
-            Act::Move(&["x", "b"], &["y"], LinkPolicy::Report),
+            Act::Put(p(&["x", "b", "new"]), 3),
+            Act::DeleteSubtree(p(&["x", "a"])),
+            Act::Move(p(&["x", "b"]), p(&["y"]), LinkPolicy::Report),
         ],
     )
     .schedules(1500)
@@ -639,9 +533,9 @@ fn triple_move_resume_delete_subtree_with_faults() {
         "move s->d vs resume vs delete_subtree d",
         &[(&["s", "1"], 1)],
         &[
-            Act::Move(&["s"], &["d"], LinkPolicy::Report),
+            Act::Move(p(&["s"]), p(&["d"]), LinkPolicy::Report),
             Act::Resume,
-            Act::DeleteSubtree(&["d"]),
+            Act::DeleteSubtree(p(&["d"])),
         ],
     ))
     .schedules(1500)

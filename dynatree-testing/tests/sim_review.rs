@@ -6,271 +6,13 @@
 //! <test name> -- --nocapture`. Budget: `DYNATREE_SIM_SCHEDULES` (default small here, so that the
 //! whole file stays under a minute; use 3000 locally).
 
+mod review_acts;
+
 use std::cell::Cell;
 use std::rc::Rc;
-use std::time::Duration;
 
-use dynatree::{ErrorKind, LinkPolicy, OnChildren, Tree};
-use dynatree_testing::FakeTable;
-use dynatree_testing::sim::{End, Model, OpOutcome, Sim, SimFault, SimStorage, Stored};
 use futures::TryStreamExt;
-use serde::{Deserialize, Serialize};
-
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
-struct V {
-    v: u32,
-}
-
-type P = Vec<String>;
-type T = Tree;
-
-const SC: char = '¦';
-
-fn p(parts: &[&str]) -> P {
-    parts.iter().map(|s| (*s).to_owned()).collect()
-}
-
-/// One operation of a scenario, with its model.
-#[derive(Clone, Debug)]
-enum Act {
-    Put(P, u32),
-    PutLink(P, P),
-    Delete(P),
-    DeleteSubtree(P),
-    DeleteNode(P, OnChildren),
-    /// `delete_node(Reparent)`, called again once after an error that is not a refusal of
-    /// the model's (the documented recovery: "call again finishes").
-    ReparentTwice(P),
-    Move(P, P, LinkPolicy),
-    /// A move, called again after a transient (backend) error, as a client retrying would.
-    MoveRetried(P, P),
-    /// A move that may join the same move of another process (documented: the same call
-    /// again, from any process, joins the recorded operation and returns `Ok`).
-    MoveJoining(P, P),
-    Copy(P, P),
-    Resume,
-}
-
-fn short(p: &P) -> String {
-    p.iter()
-        .map(|c| {
-            if c.len() > 12 {
-                format!("{}…({}B)", &c[..4], c.len())
-            } else {
-                c.clone()
-            }
-        })
-        .collect::<Vec<_>>()
-        .join("/")
-}
-
-fn transient(k: ErrorKind) -> bool {
-    matches!(
-        k,
-        ErrorKind::Backend
-            | ErrorKind::Throttled
-            | ErrorKind::Unprocessed
-            | ErrorKind::TransactionCanceled
-    )
-}
-
-impl Act {
-    fn name(&self) -> String {
-        match self {
-            Act::Put(p, v) => format!("put {}={v}", short(p)),
-            Act::PutLink(p, t) => format!("put_link {}->{}", short(p), short(t)),
-            Act::Delete(p) => format!("delete {}", short(p)),
-            Act::DeleteSubtree(p) => format!("delete_subtree {}", short(p)),
-            Act::DeleteNode(p, c) => format!("delete_node {} {c:?}", short(p)),
-            Act::ReparentTwice(p) => format!("delete_node {} Reparent (x2)", short(p)),
-            Act::Move(f, t, l) => format!("move {}->{} {l:?}", short(f), short(t)),
-            Act::MoveRetried(f, t) => format!("move {}->{} (retried)", short(f), short(t)),
-            Act::MoveJoining(f, t) => format!("move {}->{} (may join)", short(f), short(t)),
-            Act::Copy(f, t) => format!("copy {}->{}", short(f), short(t)),
-            Act::Resume => "resume".into(),
-        }
-    }
-
-    async fn run(self, t: T) -> dynatree::Result<String> {
-        match self {
-            Act::Put(p, v) => t.put(p, &V { v }).await.map(|()| String::new()),
-            Act::PutLink(p, to) => t.put_link(p, to).await.map(|()| String::new()),
-            Act::Delete(p) => t.delete(p).await.map(|()| String::new()),
-            Act::DeleteSubtree(p) => t.delete_subtree(p).await.map(|n| n.to_string()),
-            Act::DeleteNode(p, c) => t.delete_node(p, c).await.map(|()| String::new()),
-            Act::ReparentTwice(p) => match t.delete_node(p.clone(), OnChildren::Reparent).await {
-                Ok(()) => Ok(String::new()),
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        ErrorKind::HasChildren | ErrorKind::AlreadyExists | ErrorKind::Locked
-                    ) =>
-                {
-                    Err(e)
-                }
-                Err(first) => match t.delete_node(p, OnChildren::Reparent).await {
-                    Ok(()) => Ok("second call".to_owned()),
-                    // Documented: the first call may have completed with its response lost;
-                    // the same call again then acts on the tree as it is now (here refused).
-                    // The outcome stays the first failure's (applied or not), which the
-                    // serial check then decides from the state.
-                    Err(e)
-                        if matches!(
-                            e.kind(),
-                            ErrorKind::AlreadyExists | ErrorKind::NotFound | ErrorKind::HasChildren
-                        ) =>
-                    {
-                        Err(first)
-                    }
-                    Err(e) => Err(e),
-                },
-            },
-            Act::Move(f, to, l) => t
-                .move_subtree_with(f, to, l)
-                .await
-                .map(|r| format!("{} objects", r.objects)),
-            Act::MoveRetried(f, to) => {
-                let mut last = None;
-                for _ in 0..3 {
-                    match t.move_subtree(f.clone(), to.clone()).await {
-                        Ok(r) => return Ok(format!("{} objects, id {:?}", r.objects, r.id)),
-                        Err(e) if transient(e.kind()) => last = Some(e),
-                        // Documented: a move whose last response was lost may have completed;
-                        // the same call again then finds no source. Its outcome stays the
-                        // earlier failure's (applied or not), which the check then decides.
-                        Err(e) if e.kind() == ErrorKind::NotFound && last.is_some() => {
-                            return Err(last.expect("checked"));
-                        }
-                        Err(e) => return Err(e),
-                    }
-                }
-                Err(last.expect("three attempts"))
-            }
-            // Joined (Ok) or after the other (NotFound): both leave the move applied once,
-            // which the model checks (source gone, destination there).
-            Act::MoveJoining(f, to) => match t.move_subtree(f, to).await {
-                Ok(r) => Ok(format!("{} objects", r.objects)),
-                // Came after the other, or lost the race to it (its source or destination
-                // taken by the other's identical move).
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        ErrorKind::NotFound | ErrorKind::AlreadyExists | ErrorKind::Locked
-                    ) =>
-                {
-                    Ok(format!("after the other ({:?})", e.kind()))
-                }
-                Err(e) => Err(e),
-            },
-            Act::Copy(f, to) => t
-                .copy_subtree(f, to)
-                .await
-                .map(|r| format!("{} objects", r.objects)),
-            Act::Resume => t.resume().await.map(|r| format!("{} resumed", r.len())),
-        }
-    }
-
-    fn model(&self, m: &mut Model) -> Result<(), ErrorKind> {
-        match self {
-            Act::Put(p, v) => m.put(p, &V { v: *v }),
-            Act::PutLink(p, t) => m.put_link(p, t),
-            Act::Delete(p) => m.delete(p),
-            Act::DeleteSubtree(p) => m.delete_subtree(p),
-            Act::DeleteNode(p, c) => m.delete_node(p, *c),
-            Act::ReparentTwice(p) => m.delete_node(p, OnChildren::Reparent),
-            Act::Move(f, t, l) => m.move_subtree(f, t, *l),
-            Act::MoveRetried(f, t) => m.move_subtree(f, t, LinkPolicy::Report),
-            // Joining a move that was already applied: Ok, and nothing more changes.
-            Act::MoveJoining(f, t) => match m.move_subtree(f, t, LinkPolicy::Report) {
-                Err(ErrorKind::NotFound) if m.has_node(t) && !m.has_node(f) => Ok(()),
-                other => other,
-            },
-            Act::Copy(f, t) => m.copy_subtree(f, t),
-            Act::Resume => Ok(()),
-        }
-    }
-}
-
-fn plain_tree(s: SimStorage<FakeTable>) -> T {
-    Tree::new(s)
-}
-
-fn pix_tree(s: SimStorage<FakeTable>) -> T {
-    Tree::builder(s)
-        .path_index(1)
-        .build()
-        .expect("a tree with a path index")
-}
-
-/// A scenario: `setup` objects and links, then `acts` concurrently, each checked against its
-/// model, on trees built by `tree`.
-fn scenario_with(
-    name: &str,
-    tree: fn(SimStorage<FakeTable>) -> T,
-    setup: Vec<(P, u32)>,
-    links: Vec<(P, P)>,
-    acts: &[Act],
-) -> Sim<FakeTable> {
-    let mut sim = Sim::new(name, FakeTable::new)
-        .schedules(200)
-        .tree(tree)
-        .setup(move |t| {
-            let setup = setup.clone();
-            let links = links.clone();
-            async move {
-                for (p, v) in setup {
-                    t.put(p, &V { v }).await?;
-                }
-                for (p, to) in links {
-                    t.put_link(p, to).await?;
-                }
-                Ok(())
-            }
-        });
-    for a in acts {
-        let (run, model) = (a.clone(), a.clone());
-        sim = sim
-            .op(a.name(), move |t| run.clone().run(t))
-            .model(move |m| model.model(m));
-    }
-    sim
-}
-
-fn scenario(name: &str, setup: &[(&[&str], u32)], acts: &[Act]) -> Sim<FakeTable> {
-    let setup = setup.iter().map(|(q, v)| (p(q), *v)).collect();
-    scenario_with(name, plain_tree, setup, Vec::new(), acts)
-}
-
-fn with_faults(sim: Sim<FakeTable>) -> Sim<FakeTable> {
-    sim.faults(1, SimFault::all())
-}
-
-/// Every object row of a tree with a path index of depth 1 carries the index attributes of
-/// its own path (so the index and the walk agree).
-fn pix_attrs_match(end: &End<'_>) -> Result<(), String> {
-    let sc = SC.to_string();
-    for r in end.rows {
-        let (Some(h), Some(c)) = (r.get_s("Key"), r.get_s("Child")) else {
-            continue;
-        };
-        if c != sc || h.starts_with(&format!("{sc}{sc}")) {
-            continue;
-        }
-        let first: String = {
-            let rest = &h[sc.len()..];
-            let end = rest.find(SC).unwrap_or(rest.len());
-            format!("{sc}{}", &rest[..end])
-        };
-        let ph = r.get_s(&format!("{sc}pix.h"));
-        let pr = r.get_s(&format!("{sc}pix.r"));
-        if ph != Some(first.as_str()) || pr != Some(h) {
-            return Err(format!(
-                "object row {h:?} has path index attributes {ph:?}/{pr:?}, expected {first:?}/{h:?}: the index no longer finds it"
-            ));
-        }
-    }
-    Ok(())
-}
+use review_acts::*;
 
 /// Every link's target is a path DynamoDB can address (object key at most 2048 bytes).
 fn link_targets_valid(end: &End<'_>) -> Result<(), String> {
@@ -614,7 +356,7 @@ fn reparent_vs_move_of_a_child() {
             (&["a", "b", "e"], 3),
         ],
         &[
-            Act::ReparentTwice(p(&["a", "b"])),
+            Act::ReparentTwiceUnlessRefused(p(&["a", "b"])),
             Act::Move(p(&["a", "b", "c"]), p(&["z"]), LinkPolicy::Report),
         ],
     )
@@ -631,7 +373,7 @@ fn reparent_vs_delete_subtree_of_a_child() {
             (&["a", "b", "e"], 3),
         ],
         &[
-            Act::ReparentTwice(p(&["a", "b"])),
+            Act::ReparentTwiceUnlessRefused(p(&["a", "b"])),
             Act::DeleteSubtree(p(&["a", "b", "c"])),
         ],
     )
@@ -644,7 +386,7 @@ fn reparent_vs_move_of_the_node_itself() {
         "delete_node a/b Reparent (x2) vs move a/b->z",
         &[(&["a", "b"], 1), (&["a", "b", "c"], 2)],
         &[
-            Act::ReparentTwice(p(&["a", "b"])),
+            Act::ReparentTwiceUnlessRefused(p(&["a", "b"])),
             Act::Move(p(&["a", "b"]), p(&["z"]), LinkPolicy::Report),
         ],
     )
@@ -659,7 +401,7 @@ fn reparent_with_links_vs_put_link() {
         vec![(p(&["a", "b"]), 1), (p(&["a", "b", "c", "x"]), 2)],
         vec![(p(&["m"]), p(&["a", "b", "c"]))],
         &[
-            Act::ReparentTwice(p(&["a", "b"])),
+            Act::ReparentTwiceUnlessRefused(p(&["a", "b"])),
             Act::PutLink(p(&["l"]), p(&["a", "b", "c", "x"])),
         ],
     )
@@ -745,8 +487,8 @@ fn same_move_from_two_processes() {
         "move s->d vs move s->d",
         &[(&["s", "1"], 1)],
         &[
-            Act::MoveJoining(p(&["s"]), p(&["d"])),
-            Act::MoveJoining(p(&["s"]), p(&["d"])),
+            Act::MoveJoiningOrAfter(p(&["s"]), p(&["d"])),
+            Act::MoveJoiningOrAfter(p(&["s"]), p(&["d"])),
         ],
     )
     .run();
@@ -764,14 +506,7 @@ fn crash_during_rollback_of_refused_move() {
             Act::Put(p(&["d", "z"]), 2),
         ],
     )
-    .faults(
-        2,
-        [
-            SimFault::Crash,
-            SimFault::CrashAfterApply,
-            SimFault::Request(dynatree_testing::Fault::Fail),
-        ],
-    )
+    .faults(2, crashes_and_failures())
     .schedules(400)
     .run();
 }
@@ -842,13 +577,6 @@ fn triple_copy_delete_subtree_source_put_source() {
 
 // ------------------------------------------------------------------------------------------
 // Lease takeover: a slow owner whose lease ran out while a resume() elsewhere took over.
-
-fn short_lease_tree(s: SimStorage<FakeTable>) -> T {
-    Tree::builder(s)
-        .removal_lease(Duration::from_millis(200))
-        .build()
-        .expect("a tree with a short lease")
-}
 
 /// Time may pass at any point (the owner is slow); the resume takes over once the lease ran
 /// out, and the slow owner must write nothing after that.
@@ -1010,13 +738,6 @@ fn review_helpers_accept_a_plain_tree() {
 // ------------------------------------------------------------------------------------------
 // Targeted schedules (replay strings written by hand from serial traces).
 
-/// Runs exactly `replay` and panics with the failure (trace included) if a check breaks.
-fn replay_exact(sim: Sim<FakeTable>, replay: &str) {
-    if let Err(f) = sim.replay(replay) {
-        panic!("{f}");
-    }
-}
-
 /// A move refused because its destination was taken (a put won the race), whose rollback's
 /// first write fails; the client calls the move again, as the docs say. The second call finds
 /// the recorded intent in phase `rollback`, finishes the rollback, and returns `Ok` with an
@@ -1050,18 +771,11 @@ fn reparent_faulted_then_called_again_vs_put() {
             (&["a", "b", "e", "f"], 3),
         ],
         &[
-            Act::ReparentTwice(p(&["a", "b"])),
+            Act::ReparentTwiceUnlessRefused(p(&["a", "b"])),
             Act::Put(p(&["a", "b", "c", "n"]), 4),
         ],
     )
-    .faults(
-        1,
-        [
-            SimFault::Request(dynatree_testing::Fault::Fail),
-            SimFault::Request(dynatree_testing::Fault::FailAfterApply),
-            SimFault::Request(dynatree_testing::Fault::Throttle),
-        ],
-    )
+    .faults(1, request_faults())
     .schedules(300)
     .run();
 }

@@ -19,23 +19,8 @@ use review_acts::*;
 /// not report success: nothing was moved. (No serial model: a joined call's `Ok` is checked
 /// directly: `Ok` must mean the move was applied.)
 fn same_call_sim(name: &str, setup: &[(&[&str], u32)], acts: &[Act]) -> Sim<FakeTable> {
-    let setup: Vec<(P, u32)> = setup.iter().map(|(q, v)| (p(q), *v)).collect();
-    let mut sim = Sim::new(name, FakeTable::new)
-        .schedules(300)
-        .setup(move |t| {
-            let setup = setup.clone();
-            async move {
-                for (p, v) in setup {
-                    t.put(p, &V { v }).await?;
-                }
-                Ok(())
-            }
-        });
-    for a in acts {
-        let run = a.clone();
-        sim = sim.op(a.name(), move |t| run.clone().run(t));
-    }
-    sim
+    let sim = scenario_base(name, plain_tree, paths(setup), Vec::new());
+    with_acts(sim, acts, false, Act::run).schedules(300)
 }
 
 /// Op `i` returned `Ok`: then `gone` has no object and `there` has one.
@@ -192,7 +177,7 @@ fn go_put_under_source_vs_crashed_move() {
             Act::GoPut(p(&["s", "a", "new"]), 3),
         ],
     )
-    .faults(1, [SimFault::Crash, SimFault::CrashAfterApply])
+    .faults(1, crashes())
     .schedules(300)
     .run();
 }
@@ -211,7 +196,7 @@ fn go_put_then_dynatree_put_vs_move() {
         ],
     )
     .check(|end| {
-        if end.outcomes[1].is_ok() && paths_with_value(end, 4).is_empty() {
+        if end.ok(1) && paths_with_value(end, 4).is_empty() {
             return Err("the dynatree put s/a=4 returned Ok, but no object has v=4: lost".into());
         }
         Ok(())
@@ -292,7 +277,7 @@ fn reparent_mark_expires_vs_put() {
     scenario_with(
         "short lease: delete_node a/b Reparent (x2, faults) vs put a/b/c/n (time passes)",
         short_lease_tree,
-        reparent_setup().iter().map(|(q, v)| (p(q), *v)).collect(),
+        paths(&reparent_setup()),
         Vec::new(),
         &[
             Act::ReparentTwice(p(&["a", "b"])),
@@ -368,14 +353,7 @@ fn refused_copy_whose_rollback_crashes() {
         &[(&["s", "1"], 1), (&["s", "2", "3"], 2)],
         &[Act::Copy(p(&["s"]), p(&["d"])), Act::Put(p(&["d", "z"]), 4)],
     )
-    .faults(
-        2,
-        [
-            SimFault::Crash,
-            SimFault::CrashAfterApply,
-            SimFault::Request(dynatree_testing::Fault::Fail),
-        ],
-    )
+    .faults(2, crashes_and_failures())
     .schedules(300)
     .run();
 }
@@ -610,7 +588,7 @@ fn reparent_crash_then_recovery() {
     // No serial model: the simulator checks serial orders only when every op has a model, so
     // a model-less op that does nothing turns that check off; the checks below replace it.
     sim.op("nothing", |_t| async { Ok(()) })
-        .faults(1, [SimFault::Crash, SimFault::CrashAfterApply])
+        .faults(1, crashes())
         .check(|end| {
             let one = |a: &[&str], b: &[&str]| {
                 let (x, y) = (end.model.get(a).is_some(), end.model.get(b).is_some());
@@ -627,10 +605,10 @@ fn reparent_crash_then_recovery() {
             };
             one(&["a", "b", "c"], &["a", "c"])?;
             one(&["a", "b", "e", "f"], &["a", "e", "f"])?;
-            if end.outcomes[1].is_ok() {
+            if end.ok(1) {
                 one(&["a", "b", "c", "n"], &["a", "c", "n"])?;
             }
-            if end.outcomes[0].is_ok() && end.model.get(["a", "b"]).is_some() {
+            if end.ok(0) && end.model.get(["a", "b"]).is_some() {
                 return Err("the re-parenting returned Ok but a/b is still there".into());
             }
             Ok(())
@@ -651,7 +629,7 @@ fn go_put_at_destination_vs_crashed_move() {
             Act::GoPut(p(&["d", "a", "x"]), 3),
         ],
     )
-    .faults(1, [SimFault::Crash, SimFault::CrashAfterApply])
+    .faults(1, crashes())
     .schedules(300)
     .run();
 }

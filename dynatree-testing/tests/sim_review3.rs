@@ -94,38 +94,22 @@ fn measured_scenario_opts(
     acts: &[Act],
     models: bool,
 ) -> Sim<FakeTable> {
-    let mut sim = Sim::new(name, FakeTable::new)
-        .schedules(200)
-        .tree(tree)
-        .setup(move |t| {
-            let setup = setup.clone();
-            let links = links.clone();
-            async move {
-                reset_stats();
-                for (p, v) in setup {
-                    t.put(p, &V { v }).await?;
-                }
-                for (p, to) in links {
-                    t.put_link(p, to).await?;
-                }
-                Ok(())
-            }
-        });
-    for a in acts {
-        let (run, model) = (a.clone(), a.clone());
-        sim = sim.op(a.name(), move |t| measured(run.clone(), t));
-        if models && a.has_model() {
-            sim = sim.model(move |m| model.model(m));
-        }
-    }
-    sim
+    // The setup steps run alone, before any operation records its stats.
+    let sim = scenario_base(name, tree, setup, links).setup(|_| async {
+        reset_stats();
+        Ok(())
+    });
+    with_acts(sim, acts, models, measured)
 }
 
 /// Op `i` returned `Ok` (not `TakenOver` or another error).
 fn op_ok(i: usize) -> impl Fn(&End<'_>) -> Result<(), String> {
-    move |end| match &end.outcomes[i] {
-        OpOutcome::Ok(_) => Ok(()),
-        o => Err(format!("op{i} did not succeed: {o}")),
+    move |end| {
+        if end.ok(i) {
+            Ok(())
+        } else {
+            Err(format!("op{i} did not succeed: {}", end.outcomes[i]))
+        }
     }
 }
 
@@ -252,7 +236,7 @@ fn crashed_reparent_then_three_resumes() {
         ],
     )
     .schedules(400)
-    .faults(1, [SimFault::Crash, SimFault::CrashAfterApply])
+    .faults(1, crashes())
     .check(not_taken_over(1))
     .check(not_taken_over(2))
     .check(not_taken_over(3))

@@ -270,6 +270,16 @@ pub struct CancellationReason {
 impl CancellationReason {
     /// A reason with DynamoDB's code (`"None"`, `"ConditionalCheckFailed"`,
     /// `"TransactionConflict"`, `"ValidationError"`, `"ThrottlingError"`, …).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::CancellationReason;
+    ///
+    /// let r = CancellationReason::new("TransactionConflict", Some("conflict on /a".into()));
+    /// assert_eq!(r.code(), "TransactionConflict");
+    /// assert!(r.is_failure() && !r.is_condition_failed());
+    /// ```
     pub fn new(code: impl Into<String>, message: Option<String>) -> Self {
         Self {
             code: code.into(),
@@ -278,26 +288,72 @@ impl CancellationReason {
     }
 
     /// The reason of an action that did not fail (code `"None"`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::CancellationReason;
+    ///
+    /// let ok = CancellationReason::none();
+    /// assert_eq!(ok.code(), "None");
+    /// assert!(!ok.is_failure());
+    /// ```
     pub fn none() -> Self {
         Self::new("None", None)
     }
 
     /// DynamoDB's code for this action.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::CancellationReason;
+    ///
+    /// assert_eq!(CancellationReason::new("ThrottlingError", None).code(), "ThrottlingError");
+    /// ```
     pub fn code(&self) -> &str {
         &self.code
     }
 
     /// DynamoDB's message, if it sent one.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::CancellationReason;
+    ///
+    /// let r = CancellationReason::new("ValidationError", Some("item too large".into()));
+    /// assert_eq!(r.message(), Some("item too large"));
+    /// assert_eq!(CancellationReason::none().message(), None);
+    /// ```
     pub fn message(&self) -> Option<&str> {
         self.message.as_deref()
     }
 
     /// Whether this action's condition failed.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::CancellationReason;
+    ///
+    /// assert!(CancellationReason::new("ConditionalCheckFailed", None).is_condition_failed());
+    /// assert!(!CancellationReason::new("TransactionConflict", None).is_condition_failed());
+    /// ```
     pub fn is_condition_failed(&self) -> bool {
         self.code == "ConditionalCheckFailed"
     }
 
     /// Whether this action caused (or shared in) the cancellation.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::CancellationReason;
+    ///
+    /// assert!(CancellationReason::new("TransactionConflict", None).is_failure());
+    /// assert!(!CancellationReason::none().is_failure());
+    /// ```
     pub fn is_failure(&self) -> bool {
         self.code != "None"
     }
@@ -334,6 +390,17 @@ struct Inner {
 
 impl Error {
     /// An error of `kind` with a short lowercase detail (may be empty).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::{Error, ErrorKind};
+    ///
+    /// let err = Error::new(ErrorKind::HasChildren, "/a has children");
+    /// assert_eq!(err.kind(), ErrorKind::HasChildren);
+    /// assert_eq!(err.to_string(), "node has children: /a has children");
+    /// assert_eq!(Error::new(ErrorKind::NotFound, "").to_string(), "not found");
+    /// ```
     pub fn new(kind: ErrorKind, detail: impl Into<String>) -> Self {
         Self(Box::new(Inner {
             kind,
@@ -416,6 +483,20 @@ impl Error {
     }
 
     /// A cancelled-transaction error with one reason per action, in request order.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::{CancellationReason, Error};
+    ///
+    /// let err = Error::transaction_canceled(vec![
+    ///     CancellationReason::none(),
+    ///     CancellationReason::new("ConditionalCheckFailed", None),
+    /// ]);
+    /// assert!(err.is_transaction_canceled());
+    /// assert_eq!(err.to_string(), "transaction canceled: action 1: ConditionalCheckFailed");
+    /// assert_eq!(err.service_code(), Some("TransactionCanceledException"));
+    /// ```
     pub fn transaction_canceled(reasons: Vec<CancellationReason>) -> Self {
         let failed: Vec<String> = reasons
             .iter()
@@ -430,6 +511,17 @@ impl Error {
     }
 
     /// A batch error: `count` items were still unprocessed after every retry.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::{Error, ErrorKind};
+    ///
+    /// let err = Error::unprocessed(3, "writes");
+    /// assert_eq!(err.kind(), ErrorKind::Unprocessed);
+    /// assert_eq!(err.unprocessed_count(), 3);
+    /// assert_eq!(err.to_string(), "batch items left unprocessed: 3 writes left unprocessed after every retry");
+    /// ```
     pub fn unprocessed(count: usize, what: &str) -> Self {
         let mut e = Self::new(
             ErrorKind::Unprocessed,
@@ -524,11 +616,40 @@ impl Error {
     }
 
     /// For [`ErrorKind::TransactionCanceled`]: one reason per action, in request order.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::{CancellationReason, Error, ErrorKind};
+    ///
+    /// let err = Error::transaction_canceled(vec![
+    ///     CancellationReason::none(),
+    ///     CancellationReason::new("ConditionalCheckFailed", None),
+    /// ]);
+    /// let failed: Vec<usize> = err
+    ///     .cancellation_reasons()
+    ///     .iter()
+    ///     .enumerate()
+    ///     .filter(|(_, r)| r.is_failure())
+    ///     .map(|(i, _)| i)
+    ///     .collect();
+    /// assert_eq!(failed, [1]);
+    /// assert!(Error::new(ErrorKind::NotFound, "").cancellation_reasons().is_empty());
+    /// ```
     pub fn cancellation_reasons(&self) -> &[CancellationReason] {
         &self.0.reasons
     }
 
     /// For [`ErrorKind::Unprocessed`]: how many items were not written (or not read).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::{Error, ErrorKind};
+    ///
+    /// assert_eq!(Error::unprocessed(2, "reads").unprocessed_count(), 2);
+    /// assert_eq!(Error::new(ErrorKind::Backend, "").unprocessed_count(), 0);
+    /// ```
     pub fn unprocessed_count(&self) -> usize {
         self.0.unprocessed
     }
@@ -562,66 +683,188 @@ impl Error {
     }
 
     /// [`ErrorKind::InvalidPath`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::Path;
+    ///
+    /// let err = Path::new(["a", ""]).unwrap_err();
+    /// assert!(err.is_invalid_path());
+    /// ```
     pub fn is_invalid_path(&self) -> bool {
         self.kind() == ErrorKind::InvalidPath
     }
 
     /// [`ErrorKind::NotFound`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::{Error, ErrorKind};
+    ///
+    /// assert!(Error::new(ErrorKind::NotFound, "no object at /a").is_not_found());
+    /// assert!(!Error::new(ErrorKind::NotALink, "").is_not_found());
+    /// ```
     pub fn is_not_found(&self) -> bool {
         self.kind() == ErrorKind::NotFound
     }
 
     /// [`ErrorKind::NotALink`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::{Error, ErrorKind};
+    ///
+    /// assert!(Error::new(ErrorKind::NotALink, "/a").is_not_a_link());
+    /// assert!(!Error::new(ErrorKind::NotFound, "").is_not_a_link());
+    /// ```
     pub fn is_not_a_link(&self) -> bool {
         self.kind() == ErrorKind::NotALink
     }
 
     /// [`ErrorKind::LinkLoop`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::{Error, ErrorKind};
+    ///
+    /// assert!(Error::new(ErrorKind::LinkLoop, "/a -> /b -> /a").is_link_loop());
+    /// assert!(!Error::new(ErrorKind::NotALink, "").is_link_loop());
+    /// ```
     pub fn is_link_loop(&self) -> bool {
         self.kind() == ErrorKind::LinkLoop
     }
 
     /// [`ErrorKind::OutOfScope`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::{Error, ErrorKind};
+    ///
+    /// let err = Error::new(ErrorKind::OutOfScope, "/Other");
+    /// assert!(err.is_out_of_scope());
+    /// assert_eq!(err.to_string(), "outside the scope: /Other");
+    /// ```
     pub fn is_out_of_scope(&self) -> bool {
         self.kind() == ErrorKind::OutOfScope
     }
 
     /// [`ErrorKind::ConditionFailed`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::{Error, ErrorKind};
+    ///
+    /// assert!(Error::new(ErrorKind::ConditionFailed, "").is_condition_failed());
+    /// assert!(!Error::new(ErrorKind::AlreadyExists, "").is_condition_failed());
+    /// ```
     pub fn is_condition_failed(&self) -> bool {
         self.kind() == ErrorKind::ConditionFailed
     }
 
     /// [`ErrorKind::AlreadyExists`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::{Error, ErrorKind};
+    ///
+    /// assert!(Error::new(ErrorKind::AlreadyExists, "/a").is_already_exists());
+    /// assert!(!Error::new(ErrorKind::ConditionFailed, "").is_already_exists());
+    /// ```
     pub fn is_already_exists(&self) -> bool {
         self.kind() == ErrorKind::AlreadyExists
     }
 
     /// [`ErrorKind::Locked`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::{Error, ErrorKind};
+    ///
+    /// let err = Error::new(ErrorKind::Locked, "/a");
+    /// assert!(err.is_locked());
+    /// assert!(!err.is_retryable()); // write again once the move is done
+    /// ```
     pub fn is_locked(&self) -> bool {
         self.kind() == ErrorKind::Locked
     }
 
     /// [`ErrorKind::HasChildren`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::{Error, ErrorKind};
+    ///
+    /// assert!(Error::new(ErrorKind::HasChildren, "/a").is_has_children());
+    /// assert!(!Error::new(ErrorKind::NotFound, "").is_has_children());
+    /// ```
     pub fn is_has_children(&self) -> bool {
         self.kind() == ErrorKind::HasChildren
     }
 
     /// [`ErrorKind::TransactionCanceled`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::{CancellationReason, Error};
+    ///
+    /// let err = Error::transaction_canceled(vec![CancellationReason::new("TransactionConflict", None)]);
+    /// assert!(err.is_transaction_canceled());
+    /// assert!(!err.is_condition_failed());
+    /// ```
     pub fn is_transaction_canceled(&self) -> bool {
         self.kind() == ErrorKind::TransactionCanceled
     }
 
     /// [`ErrorKind::Throttled`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::{Error, ErrorKind};
+    ///
+    /// let err = Error::new(ErrorKind::Throttled, "").with_service_code("ThrottlingException");
+    /// assert!(err.is_throttled() && err.is_retryable());
+    /// ```
     pub fn is_throttled(&self) -> bool {
         self.kind() == ErrorKind::Throttled
     }
 
     /// [`ErrorKind::Validation`]: DynamoDB refused the request as invalid.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::{Error, ErrorKind};
+    ///
+    /// let err = Error::new(ErrorKind::Validation, "").with_service_code("ValidationException");
+    /// assert!(err.is_validation());
+    /// assert!(!err.is_invalid_input()); // DynamoDB refused it, not dynatree
+    /// ```
     pub fn is_validation(&self) -> bool {
         self.kind() == ErrorKind::Validation
     }
 
     /// [`ErrorKind::Serialization`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::{Error, ErrorKind};
+    ///
+    /// let err = Error::new(ErrorKind::Serialization, "missing field `name`");
+    /// assert!(err.is_serialization());
+    /// assert!(!err.is_retryable());
+    /// ```
     pub fn is_serialization(&self) -> bool {
         self.kind() == ErrorKind::Serialization
     }
@@ -631,6 +874,17 @@ impl Error {
     ///
     /// These were already retried within the tree's [`RetryPolicy`](crate::RetryPolicy)
     /// where dynatree retries them at all: retry the call later, not in a tight loop.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::{CancellationReason, Error, ErrorKind};
+    ///
+    /// assert!(Error::new(ErrorKind::Throttled, "").is_retryable());
+    /// assert!(!Error::new(ErrorKind::ConditionFailed, "").is_retryable());
+    /// let conflict = Error::transaction_canceled(vec![CancellationReason::new("TransactionConflict", None)]);
+    /// assert!(conflict.is_retryable());
+    /// ```
     pub fn is_retryable(&self) -> bool {
         match self.kind() {
             ErrorKind::Throttled

@@ -104,6 +104,19 @@ impl<T, V, A> Field<T, V, A> {
     }
 
     /// The attribute the field is stored under (serde's name for it).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::Hierarchical;
+    /// use serde::{Deserialize, Serialize};
+    ///
+    /// #[derive(Hierarchical, Serialize, Deserialize)]
+    /// #[dynatree(path = "Users/{id}")]
+    /// struct User { id: String, #[serde(rename = "n")] nick: String }
+    ///
+    /// assert_eq!(User::FIELDS.nick.name(), "n"); // what conditions and updates name
+    /// ```
     pub fn name(&self) -> &'static str {
         self.name
     }
@@ -188,21 +201,110 @@ impl<T> Cond<T> {
     }
 
     /// Holds always.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::{Cond, Hierarchical, Tree};
+    /// # use dynatree_testing::FakeTable;
+    /// # use serde::{Deserialize, Serialize};
+    /// # #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+    /// # #[dynatree(path = "Users/{id}")]
+    /// # struct User { id: String, name: String, age: u32, nick: Option<String>, tags: Vec<String> }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let tree = Tree::new(FakeTable::new());
+    /// # tree.create_table().await?;
+    /// let users = tree.repo::<User>();
+    /// let ann = User { id: "1".into(), name: "Ann".into(), age: 30, nick: Some("annie".into()), tags: vec!["admin".into()] };
+    /// users.put(&ann).await?;
+    /// let f = User::FIELDS;
+    /// // No condition: as `put`, whatever is stored.
+    /// users.put_if(&User { age: 31, ..ann.clone() }, Cond::always()).await?;
+    /// assert_eq!(users.get(&ann.key()).await?.unwrap().age, 31);
+    /// # Ok(()) }
+    /// ```
     pub fn always() -> Self {
         Self::of(Condition::Always)
     }
 
     /// An object of `T` is stored at the path.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::{Cond, Hierarchical, Tree};
+    /// # use dynatree_testing::FakeTable;
+    /// # use serde::{Deserialize, Serialize};
+    /// # #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+    /// # #[dynatree(path = "Users/{id}")]
+    /// # struct User { id: String, name: String, age: u32, nick: Option<String>, tags: Vec<String> }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let tree = Tree::new(FakeTable::new());
+    /// # tree.create_table().await?;
+    /// let users = tree.repo::<User>();
+    /// let ann = User { id: "1".into(), name: "Ann".into(), age: 30, nick: Some("annie".into()), tags: vec!["admin".into()] };
+    /// users.put(&ann).await?;
+    /// let f = User::FIELDS;
+    /// let bob = User { id: "2".into(), name: "Bob".into(), ..ann.clone() };
+    /// // Replace only what is there: nothing is stored for Bob.
+    /// assert!(users.put_if(&bob, Cond::exists()).await.unwrap_err().is_condition_failed());
+    /// users.put_if(&User { age: 31, ..ann.clone() }, Cond::exists()).await?;
+    /// # Ok(()) }
+    /// ```
     pub fn exists() -> Self {
         Self::of(Condition::Exists)
     }
 
     /// Nothing is stored at the path.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::{Cond, Hierarchical, Tree};
+    /// # use dynatree_testing::FakeTable;
+    /// # use serde::{Deserialize, Serialize};
+    /// # #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+    /// # #[dynatree(path = "Users/{id}")]
+    /// # struct User { id: String, name: String, age: u32, nick: Option<String>, tags: Vec<String> }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let tree = Tree::new(FakeTable::new());
+    /// # tree.create_table().await?;
+    /// let users = tree.repo::<User>();
+    /// let ann = User { id: "1".into(), name: "Ann".into(), age: 30, nick: Some("annie".into()), tags: vec!["admin".into()] };
+    /// users.put(&ann).await?;
+    /// let f = User::FIELDS;
+    /// let bob = User { id: "2".into(), name: "Bob".into(), ..ann.clone() };
+    /// users.put_if(&bob, Cond::not_exists()).await?; // nothing was there
+    /// assert!(users.put_if(&bob, Cond::not_exists()).await.unwrap_err().is_condition_failed());
+    /// # Ok(()) }
+    /// ```
     pub fn not_exists() -> Self {
         Self::of(Condition::NotExists)
     }
 
     /// Both hold.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::{Cond, Hierarchical, Tree};
+    /// # use dynatree_testing::FakeTable;
+    /// # use serde::{Deserialize, Serialize};
+    /// # #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+    /// # #[dynatree(path = "Users/{id}")]
+    /// # struct User { id: String, name: String, age: u32, nick: Option<String>, tags: Vec<String> }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let tree = Tree::new(FakeTable::new());
+    /// # tree.create_table().await?;
+    /// let users = tree.repo::<User>();
+    /// let ann = User { id: "1".into(), name: "Ann".into(), age: 30, nick: Some("annie".into()), tags: vec!["admin".into()] };
+    /// users.put(&ann).await?;
+    /// let f = User::FIELDS;
+    /// users.put_if(&ann, f.age.ge(18).and(f.name.eq("Ann"))).await?; // holds
+    /// let err = users.put_if(&ann, f.age.ge(18).and(f.name.eq("Bob"))).await.unwrap_err();
+    /// assert!(err.is_condition_failed());
+    /// # Ok(()) }
+    /// ```
     #[must_use]
     pub fn and(self, other: Self) -> Self {
         self.join(other, |a, b| match (a, b) {
@@ -220,6 +322,28 @@ impl<T> Cond<T> {
     }
 
     /// At least one holds.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::{Cond, Hierarchical, Tree};
+    /// # use dynatree_testing::FakeTable;
+    /// # use serde::{Deserialize, Serialize};
+    /// # #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+    /// # #[dynatree(path = "Users/{id}")]
+    /// # struct User { id: String, name: String, age: u32, nick: Option<String>, tags: Vec<String> }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let tree = Tree::new(FakeTable::new());
+    /// # tree.create_table().await?;
+    /// let users = tree.repo::<User>();
+    /// let ann = User { id: "1".into(), name: "Ann".into(), age: 30, nick: Some("annie".into()), tags: vec!["admin".into()] };
+    /// users.put(&ann).await?;
+    /// let f = User::FIELDS;
+    /// users.put_if(&ann, f.name.eq("Bob").or(f.age.gt(20))).await?; // holds
+    /// let err = users.put_if(&ann, f.name.eq("Bob").or(f.age.gt(40))).await.unwrap_err();
+    /// assert!(err.is_condition_failed());
+    /// # Ok(()) }
+    /// ```
     #[must_use]
     pub fn or(self, other: Self) -> Self {
         self.join(other, |a, b| match (a, b) {
@@ -237,6 +361,28 @@ impl<T> Cond<T> {
     }
 
     /// Does not hold.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::{Cond, Hierarchical, Tree};
+    /// # use dynatree_testing::FakeTable;
+    /// # use serde::{Deserialize, Serialize};
+    /// # #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+    /// # #[dynatree(path = "Users/{id}")]
+    /// # struct User { id: String, name: String, age: u32, nick: Option<String>, tags: Vec<String> }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let tree = Tree::new(FakeTable::new());
+    /// # tree.create_table().await?;
+    /// let users = tree.repo::<User>();
+    /// let ann = User { id: "1".into(), name: "Ann".into(), age: 30, nick: Some("annie".into()), tags: vec!["admin".into()] };
+    /// users.put(&ann).await?;
+    /// let f = User::FIELDS;
+    /// users.put_if(&ann, f.name.eq("Bob").not()).await?; // holds
+    /// let err = users.put_if(&ann, f.name.eq("Ann").not()).await.unwrap_err();
+    /// assert!(err.is_condition_failed());
+    /// # Ok(()) }
+    /// ```
     #[must_use]
     #[allow(clippy::should_implement_trait)] // `!` is implemented too; this reads as a method.
     pub fn not(self) -> Self {
@@ -286,47 +432,248 @@ impl<T> Not for Cond<T> {
 
 impl<T, V: Serialize, A> Field<T, V, A> {
     /// The field is stored (for an `Option` field serde stores `None` too, as NULL).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::{Cond, Hierarchical, Tree};
+    /// # use dynatree_testing::FakeTable;
+    /// # use serde::{Deserialize, Serialize};
+    /// # #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+    /// # #[dynatree(path = "Users/{id}")]
+    /// # struct User { id: String, name: String, age: u32, nick: Option<String>, tags: Vec<String> }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let tree = Tree::new(FakeTable::new());
+    /// # tree.create_table().await?;
+    /// let users = tree.repo::<User>();
+    /// let ann = User { id: "1".into(), name: "Ann".into(), age: 30, nick: Some("annie".into()), tags: vec!["admin".into()] };
+    /// users.put(&ann).await?;
+    /// let f = User::FIELDS;
+    /// users.put_if(&ann, f.nick.exists()).await?; // holds
+    /// let bob = User { id: "2".into(), name: "Bob".into(), ..ann.clone() };
+    /// // Nothing is stored for Bob, so no field is.
+    /// let err = users.put_if(&bob, f.nick.exists()).await.unwrap_err();
+    /// assert!(err.is_condition_failed());
+    /// # Ok(()) }
+    /// ```
     pub fn exists(&self) -> Cond<T> {
         Cond::of(Condition::attr_exists(self.name))
     }
 
     /// The field is not stored, or nothing is.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::{Cond, Hierarchical, Tree};
+    /// # use dynatree_testing::FakeTable;
+    /// # use serde::{Deserialize, Serialize};
+    /// # #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+    /// # #[dynatree(path = "Users/{id}")]
+    /// # struct User { id: String, name: String, age: u32, nick: Option<String>, tags: Vec<String> }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let tree = Tree::new(FakeTable::new());
+    /// # tree.create_table().await?;
+    /// let users = tree.repo::<User>();
+    /// let ann = User { id: "1".into(), name: "Ann".into(), age: 30, nick: Some("annie".into()), tags: vec!["admin".into()] };
+    /// users.put(&ann).await?;
+    /// let f = User::FIELDS;
+    /// let bob = User { id: "2".into(), name: "Bob".into(), ..ann.clone() };
+    /// users.put_if(&bob, f.name.not_exists()).await?; // nothing was stored for Bob
+    /// let err = users.put_if(&bob, f.name.not_exists()).await.unwrap_err(); // now `name` is
+    /// assert!(err.is_condition_failed());
+    /// # Ok(()) }
+    /// ```
     pub fn not_exists(&self) -> Cond<T> {
         Cond::of(Condition::attr_not_exists(self.name))
     }
 
     /// The field equals `v` (numbers by value, as DynamoDB compares them).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::{Cond, Hierarchical, Tree};
+    /// # use dynatree_testing::FakeTable;
+    /// # use serde::{Deserialize, Serialize};
+    /// # #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+    /// # #[dynatree(path = "Users/{id}")]
+    /// # struct User { id: String, name: String, age: u32, nick: Option<String>, tags: Vec<String> }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let tree = Tree::new(FakeTable::new());
+    /// # tree.create_table().await?;
+    /// let users = tree.repo::<User>();
+    /// let ann = User { id: "1".into(), name: "Ann".into(), age: 30, nick: Some("annie".into()), tags: vec!["admin".into()] };
+    /// users.put(&ann).await?;
+    /// let f = User::FIELDS;
+    /// users.put_if(&ann, f.name.eq("Ann")).await?; // holds
+    /// let err = users.put_if(&ann, f.name.eq("Bob")).await.unwrap_err();
+    /// assert!(err.is_condition_failed());
+    /// # Ok(()) }
+    /// ```
     pub fn eq(&self, v: impl Operand<V>) -> Cond<T> {
         Cond::with(self.name, &v, |v| Condition::equals(self.name, v))
     }
 
     /// The field differs from `v` (or is not stored).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::{Cond, Hierarchical, Tree};
+    /// # use dynatree_testing::FakeTable;
+    /// # use serde::{Deserialize, Serialize};
+    /// # #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+    /// # #[dynatree(path = "Users/{id}")]
+    /// # struct User { id: String, name: String, age: u32, nick: Option<String>, tags: Vec<String> }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let tree = Tree::new(FakeTable::new());
+    /// # tree.create_table().await?;
+    /// let users = tree.repo::<User>();
+    /// let ann = User { id: "1".into(), name: "Ann".into(), age: 30, nick: Some("annie".into()), tags: vec!["admin".into()] };
+    /// users.put(&ann).await?;
+    /// let f = User::FIELDS;
+    /// users.put_if(&ann, f.name.ne("Bob")).await?; // holds
+    /// let err = users.put_if(&ann, f.name.ne("Ann")).await.unwrap_err();
+    /// assert!(err.is_condition_failed());
+    /// # Ok(()) }
+    /// ```
     pub fn ne(&self, v: impl Operand<V>) -> Cond<T> {
         self.compare(Comparison::Ne, v)
     }
 
     /// The field is less than `v` (numbers by value, strings and bytes by bytes; a stored value
     /// of another type compares false).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::{Cond, Hierarchical, Tree};
+    /// # use dynatree_testing::FakeTable;
+    /// # use serde::{Deserialize, Serialize};
+    /// # #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+    /// # #[dynatree(path = "Users/{id}")]
+    /// # struct User { id: String, name: String, age: u32, nick: Option<String>, tags: Vec<String> }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let tree = Tree::new(FakeTable::new());
+    /// # tree.create_table().await?;
+    /// let users = tree.repo::<User>();
+    /// let ann = User { id: "1".into(), name: "Ann".into(), age: 30, nick: Some("annie".into()), tags: vec!["admin".into()] };
+    /// users.put(&ann).await?;
+    /// let f = User::FIELDS;
+    /// users.put_if(&ann, f.age.lt(31)).await?; // holds
+    /// let err = users.put_if(&ann, f.age.lt(30)).await.unwrap_err();
+    /// assert!(err.is_condition_failed());
+    /// # Ok(()) }
+    /// ```
     pub fn lt(&self, v: impl Operand<V>) -> Cond<T> {
         self.compare(Comparison::Lt, v)
     }
 
     /// The field is at most `v`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::{Cond, Hierarchical, Tree};
+    /// # use dynatree_testing::FakeTable;
+    /// # use serde::{Deserialize, Serialize};
+    /// # #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+    /// # #[dynatree(path = "Users/{id}")]
+    /// # struct User { id: String, name: String, age: u32, nick: Option<String>, tags: Vec<String> }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let tree = Tree::new(FakeTable::new());
+    /// # tree.create_table().await?;
+    /// let users = tree.repo::<User>();
+    /// let ann = User { id: "1".into(), name: "Ann".into(), age: 30, nick: Some("annie".into()), tags: vec!["admin".into()] };
+    /// users.put(&ann).await?;
+    /// let f = User::FIELDS;
+    /// users.put_if(&ann, f.age.le(30)).await?; // holds
+    /// let err = users.put_if(&ann, f.age.le(29)).await.unwrap_err();
+    /// assert!(err.is_condition_failed());
+    /// # Ok(()) }
+    /// ```
     pub fn le(&self, v: impl Operand<V>) -> Cond<T> {
         self.compare(Comparison::Le, v)
     }
 
     /// The field is greater than `v`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::{Cond, Hierarchical, Tree};
+    /// # use dynatree_testing::FakeTable;
+    /// # use serde::{Deserialize, Serialize};
+    /// # #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+    /// # #[dynatree(path = "Users/{id}")]
+    /// # struct User { id: String, name: String, age: u32, nick: Option<String>, tags: Vec<String> }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let tree = Tree::new(FakeTable::new());
+    /// # tree.create_table().await?;
+    /// let users = tree.repo::<User>();
+    /// let ann = User { id: "1".into(), name: "Ann".into(), age: 30, nick: Some("annie".into()), tags: vec!["admin".into()] };
+    /// users.put(&ann).await?;
+    /// let f = User::FIELDS;
+    /// users.put_if(&ann, f.age.gt(29)).await?; // holds
+    /// let err = users.put_if(&ann, f.age.gt(30)).await.unwrap_err();
+    /// assert!(err.is_condition_failed());
+    /// # Ok(()) }
+    /// ```
     pub fn gt(&self, v: impl Operand<V>) -> Cond<T> {
         self.compare(Comparison::Gt, v)
     }
 
     /// The field is at least `v`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::{Cond, Hierarchical, Tree};
+    /// # use dynatree_testing::FakeTable;
+    /// # use serde::{Deserialize, Serialize};
+    /// # #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+    /// # #[dynatree(path = "Users/{id}")]
+    /// # struct User { id: String, name: String, age: u32, nick: Option<String>, tags: Vec<String> }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let tree = Tree::new(FakeTable::new());
+    /// # tree.create_table().await?;
+    /// let users = tree.repo::<User>();
+    /// let ann = User { id: "1".into(), name: "Ann".into(), age: 30, nick: Some("annie".into()), tags: vec!["admin".into()] };
+    /// users.put(&ann).await?;
+    /// let f = User::FIELDS;
+    /// users.put_if(&ann, f.age.ge(30)).await?; // holds
+    /// let err = users.put_if(&ann, f.age.ge(31)).await.unwrap_err();
+    /// assert!(err.is_condition_failed());
+    /// # Ok(()) }
+    /// ```
     pub fn ge(&self, v: impl Operand<V>) -> Cond<T> {
         self.compare(Comparison::Ge, v)
     }
 
     /// The field is between `low` and `high`, both included.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::{Cond, Hierarchical, Tree};
+    /// # use dynatree_testing::FakeTable;
+    /// # use serde::{Deserialize, Serialize};
+    /// # #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+    /// # #[dynatree(path = "Users/{id}")]
+    /// # struct User { id: String, name: String, age: u32, nick: Option<String>, tags: Vec<String> }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let tree = Tree::new(FakeTable::new());
+    /// # tree.create_table().await?;
+    /// let users = tree.repo::<User>();
+    /// let ann = User { id: "1".into(), name: "Ann".into(), age: 30, nick: Some("annie".into()), tags: vec!["admin".into()] };
+    /// users.put(&ann).await?;
+    /// let f = User::FIELDS;
+    /// users.put_if(&ann, f.age.between(18, 30)).await?; // holds
+    /// let err = users.put_if(&ann, f.age.between(31, 65)).await.unwrap_err();
+    /// assert!(err.is_condition_failed());
+    /// # Ok(()) }
+    /// ```
     pub fn between(&self, low: impl Operand<V>, high: impl Operand<V>) -> Cond<T> {
         let high = Value::from_serialize(&high);
         let name = self.name;
@@ -378,6 +725,28 @@ impl Operand<Option<String>> for &str {}
 /// Text fields: prefix and substring conditions.
 impl<T, A> Field<T, String, A> {
     /// The field starts with `prefix`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::{Cond, Hierarchical, Tree};
+    /// # use dynatree_testing::FakeTable;
+    /// # use serde::{Deserialize, Serialize};
+    /// # #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+    /// # #[dynatree(path = "Users/{id}")]
+    /// # struct User { id: String, name: String, age: u32, nick: Option<String>, tags: Vec<String> }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let tree = Tree::new(FakeTable::new());
+    /// # tree.create_table().await?;
+    /// let users = tree.repo::<User>();
+    /// let ann = User { id: "1".into(), name: "Ann".into(), age: 30, nick: Some("annie".into()), tags: vec!["admin".into()] };
+    /// users.put(&ann).await?;
+    /// let f = User::FIELDS;
+    /// users.put_if(&ann, f.name.begins_with("A")).await?; // holds
+    /// let err = users.put_if(&ann, f.name.begins_with("B")).await.unwrap_err();
+    /// assert!(err.is_condition_failed());
+    /// # Ok(()) }
+    /// ```
     pub fn begins_with(&self, prefix: &str) -> Cond<T> {
         Cond::of(Condition::BeginsWith(
             self.name.to_owned(),
@@ -386,6 +755,28 @@ impl<T, A> Field<T, String, A> {
     }
 
     /// The field contains `part`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::{Cond, Hierarchical, Tree};
+    /// # use dynatree_testing::FakeTable;
+    /// # use serde::{Deserialize, Serialize};
+    /// # #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+    /// # #[dynatree(path = "Users/{id}")]
+    /// # struct User { id: String, name: String, age: u32, nick: Option<String>, tags: Vec<String> }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let tree = Tree::new(FakeTable::new());
+    /// # tree.create_table().await?;
+    /// let users = tree.repo::<User>();
+    /// let ann = User { id: "1".into(), name: "Ann".into(), age: 30, nick: Some("annie".into()), tags: vec!["admin".into()] };
+    /// users.put(&ann).await?;
+    /// let f = User::FIELDS;
+    /// users.put_if(&ann, f.name.contains("nn")).await?; // holds
+    /// let err = users.put_if(&ann, f.name.contains("ob")).await.unwrap_err();
+    /// assert!(err.is_condition_failed());
+    /// # Ok(()) }
+    /// ```
     pub fn contains(&self, part: &str) -> Cond<T> {
         Cond::of(Condition::Contains(
             self.name.to_owned(),
@@ -397,6 +788,28 @@ impl<T, A> Field<T, String, A> {
 /// Optional text fields: prefix and substring conditions on the stored text.
 impl<T, A> Field<T, Option<String>, A> {
     /// The field holds a text starting with `prefix`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::{Cond, Hierarchical, Tree};
+    /// # use dynatree_testing::FakeTable;
+    /// # use serde::{Deserialize, Serialize};
+    /// # #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+    /// # #[dynatree(path = "Users/{id}")]
+    /// # struct User { id: String, name: String, age: u32, nick: Option<String>, tags: Vec<String> }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let tree = Tree::new(FakeTable::new());
+    /// # tree.create_table().await?;
+    /// let users = tree.repo::<User>();
+    /// let ann = User { id: "1".into(), name: "Ann".into(), age: 30, nick: Some("annie".into()), tags: vec!["admin".into()] };
+    /// users.put(&ann).await?;
+    /// let f = User::FIELDS;
+    /// users.put_if(&ann, f.nick.begins_with("ann")).await?; // holds
+    /// let err = users.put_if(&ann, f.nick.begins_with("bob")).await.unwrap_err();
+    /// assert!(err.is_condition_failed());
+    /// # Ok(()) }
+    /// ```
     pub fn begins_with(&self, prefix: &str) -> Cond<T> {
         Cond::of(Condition::BeginsWith(
             self.name.to_owned(),
@@ -405,6 +818,28 @@ impl<T, A> Field<T, Option<String>, A> {
     }
 
     /// The field holds a text containing `part`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::{Cond, Hierarchical, Tree};
+    /// # use dynatree_testing::FakeTable;
+    /// # use serde::{Deserialize, Serialize};
+    /// # #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+    /// # #[dynatree(path = "Users/{id}")]
+    /// # struct User { id: String, name: String, age: u32, nick: Option<String>, tags: Vec<String> }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let tree = Tree::new(FakeTable::new());
+    /// # tree.create_table().await?;
+    /// let users = tree.repo::<User>();
+    /// let ann = User { id: "1".into(), name: "Ann".into(), age: 30, nick: Some("annie".into()), tags: vec!["admin".into()] };
+    /// users.put(&ann).await?;
+    /// let f = User::FIELDS;
+    /// users.put_if(&ann, f.nick.contains("nie")).await?; // holds
+    /// let err = users.put_if(&ann, f.nick.contains("bob")).await.unwrap_err();
+    /// assert!(err.is_condition_failed());
+    /// # Ok(()) }
+    /// ```
     pub fn contains(&self, part: &str) -> Cond<T> {
         Cond::of(Condition::Contains(
             self.name.to_owned(),
@@ -416,6 +851,28 @@ impl<T, A> Field<T, Option<String>, A> {
 /// List fields: membership.
 impl<T, U: Serialize, A> Field<T, Vec<U>, A> {
     /// The list has an element equal to `element`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::{Cond, Hierarchical, Tree};
+    /// # use dynatree_testing::FakeTable;
+    /// # use serde::{Deserialize, Serialize};
+    /// # #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+    /// # #[dynatree(path = "Users/{id}")]
+    /// # struct User { id: String, name: String, age: u32, nick: Option<String>, tags: Vec<String> }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let tree = Tree::new(FakeTable::new());
+    /// # tree.create_table().await?;
+    /// let users = tree.repo::<User>();
+    /// let ann = User { id: "1".into(), name: "Ann".into(), age: 30, nick: Some("annie".into()), tags: vec!["admin".into()] };
+    /// users.put(&ann).await?;
+    /// let f = User::FIELDS;
+    /// users.put_if(&ann, f.tags.contains("admin")).await?; // holds
+    /// let err = users.put_if(&ann, f.tags.contains("guest")).await.unwrap_err();
+    /// assert!(err.is_condition_failed());
+    /// # Ok(()) }
+    /// ```
     pub fn contains(&self, element: impl Operand<U>) -> Cond<T> {
         Cond::with(self.name, &element, |v| {
             Condition::Contains(self.name.to_owned(), v)

@@ -191,16 +191,45 @@ impl IndexDef {
     }
 
     /// The index name.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::IndexDef;
+    ///
+    /// assert_eq!(IndexDef::new("by_email", false).name(), "by_email");
+    /// ```
     pub fn name(&self) -> &'static str {
         self.name
     }
 
     /// Whether the index has a range key.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::IndexDef;
+    ///
+    /// assert!(IndexDef::new("by_created", true).has_range());
+    /// assert!(!IndexDef::new("by_email", false).has_range());
+    /// ```
     pub fn has_range(&self) -> bool {
         self.has_range
     }
 
     /// The table's index definition for a tree with reserved character `sc`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::IndexDef;
+    ///
+    /// let spec = IndexDef::new("by_created", true).spec('¦');
+    /// assert_eq!(spec.name, "by_created");
+    /// assert_eq!(spec.hash_attr, "¦ix.by_created.h");
+    /// assert_eq!(spec.range_attr.as_deref(), Some("¦ix.by_created.r"));
+    /// assert_eq!(IndexDef::new("by_email", false).spec('|').range_attr, None);
+    /// ```
     pub fn spec(&self, sc: char) -> crate::storage::IndexSpec {
         let (hash, range) = crate::layout::index_attrs(sc, self.name, self.has_range);
         crate::storage::IndexSpec::new(self.name, hash, range)
@@ -225,21 +254,56 @@ pub struct IndexKey {
 
 impl IndexKey {
     /// A key in index `index`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::IndexKey;
+    ///
+    /// let k = IndexKey::new("by_created", "a1".into(), Some("2024-05-01".into()));
+    /// assert_eq!((k.index(), k.hash(), k.range()), ("by_created", "a1", Some("2024-05-01")));
+    /// ```
     pub fn new(index: &'static str, hash: String, range: Option<String>) -> Self {
         Self { index, hash, range }
     }
 
     /// The index name.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::IndexKey;
+    ///
+    /// assert_eq!(IndexKey::new("by_email", "a@b".into(), None).index(), "by_email");
+    /// ```
     pub fn index(&self) -> &'static str {
         self.index
     }
 
     /// The encoded hash value.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::IndexKey;
+    ///
+    /// assert_eq!(IndexKey::new("by_email", "a@b".into(), None).hash(), "a@b");
+    /// ```
     pub fn hash(&self) -> &str {
         &self.hash
     }
 
     /// The encoded range value, if any.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::IndexKey;
+    ///
+    /// assert_eq!(IndexKey::new("by_email", "a@b".into(), None).range(), None);
+    /// let k = IndexKey::new("by_created", "a1".into(), Some("2024".into()));
+    /// assert_eq!(k.range(), Some("2024"));
+    /// ```
     pub fn range(&self) -> Option<&str> {
         self.range.as_deref()
     }
@@ -254,6 +318,15 @@ pub(crate) mod support {
     /// # Errors
     ///
     /// [`ErrorKind::InvalidPath`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let c = vec!["Accounts".to_owned(), "a1".to_owned()];
+    /// assert!(dynatree::__private::expect_len(&c, 2, "Accounts/{id}").is_ok());
+    /// let err = dynatree::__private::expect_len(&c[..1], 2, "Accounts/{id}").unwrap_err();
+    /// assert!(err.is_invalid_path());
+    /// ```
     pub fn expect_len(components: &[String], n: usize, template: &str) -> Result<()> {
         if components.len() == n {
             Ok(())
@@ -273,6 +346,15 @@ pub(crate) mod support {
     /// # Errors
     ///
     /// [`ErrorKind::InvalidPath`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::__private::expect_literal;
+    ///
+    /// assert!(expect_literal("Accounts", "Accounts", "Accounts/{id}").is_ok());
+    /// assert!(expect_literal("Users", "Accounts", "Accounts/{id}").unwrap_err().is_invalid_path());
+    /// ```
     pub fn expect_literal(component: &str, expected: &str, template: &str) -> Result<()> {
         if component == expected {
             Ok(())
@@ -293,6 +375,21 @@ pub(crate) mod support {
     /// # Errors
     ///
     /// Only the formatter's.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::fmt;
+    ///
+    /// struct Shown(Vec<String>);
+    /// impl fmt::Display for Shown {
+    ///     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    ///         dynatree::__private::fmt_components(&self.0, f)
+    ///     }
+    /// }
+    /// assert_eq!(Shown(vec!["a".into(), String::new(), "b".into()]).to_string(), "/a//b");
+    /// assert_eq!(Shown(vec![]).to_string(), "/");
+    /// ```
     pub fn fmt_components(
         components: &[String],
         f: &mut std::fmt::Formatter<'_>,

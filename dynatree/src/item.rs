@@ -65,6 +65,17 @@ impl Value {
     /// Strings and binaries count their bytes; numbers about one byte per two significant
     /// digits plus one; booleans and null one byte; lists and maps three bytes plus one byte per
     /// element plus the elements (map keys included).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::Value;
+    ///
+    /// assert_eq!(Value::S("héllo".into()).size(), 6); // UTF-8 bytes
+    /// assert_eq!(Value::N("-1.5".into()).size(), 3); // 2 digits: 1 + 1, and 1 for the sign
+    /// assert_eq!(Value::Bool(true).size(), 1);
+    /// assert_eq!(Value::L(vec![Value::S("ab".into())]).size(), 3 + 1 + 2);
+    /// ```
     pub fn size(&self) -> usize {
         match self {
             Value::S(s) => s.len(),
@@ -80,6 +91,15 @@ impl Value {
     }
 
     /// The string, if this is a string value.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::Value;
+    ///
+    /// assert_eq!(Value::S("a".into()).as_s(), Some("a"));
+    /// assert_eq!(Value::N("1".into()).as_s(), None);
+    /// ```
     pub fn as_s(&self) -> Option<&str> {
         match self {
             Value::S(s) => Some(s),
@@ -465,6 +485,16 @@ pub struct Item {
 
 impl Item {
     /// An empty item.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::Item;
+    ///
+    /// let item = Item::new();
+    /// assert!(item.is_empty());
+    /// assert_eq!(item.size(), 0);
+    /// ```
     pub fn new() -> Self {
         Self::default()
     }
@@ -475,6 +505,21 @@ impl Item {
     ///
     /// [`ErrorKind::Serialization`](crate::ErrorKind::Serialization) if the value does not
     /// serialize to a map of DynamoDB attributes.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::{Item, Value};
+    ///
+    /// #[derive(serde::Serialize)]
+    /// struct User { name: String, age: u32 }
+    ///
+    /// let item = Item::from_serialize(&User { name: "ann".into(), age: 41 })?;
+    /// assert_eq!(item.get_s("name"), Some("ann"));
+    /// assert_eq!(item.get("age"), Some(&Value::N("41".into())));
+    /// assert!(Item::from_serialize(&42u8).unwrap_err().is_serialization()); // not a map
+    /// # Ok::<(), dynatree::Error>(())
+    /// ```
     pub fn from_serialize<T: Serialize + ?Sized>(value: &T) -> Result<Self> {
         let raw: serde_dynamo::Item = serde_dynamo::to_item(value).map_err(|e| {
             Error::serialization("value does not serialize as a map of attributes", e)
@@ -550,6 +595,19 @@ impl Item {
     }
 
     /// The item as DynamoDB stores it (see [`Value::normalized`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::{Item, Value};
+    ///
+    /// let mut item = Item::new();
+    /// item.insert("price", Value::N("01.50".into()));
+    /// item.insert("name", Value::S("01.50".into()));
+    /// let stored = item.normalized();
+    /// assert_eq!(stored.get("price"), Some(&Value::N("1.5".into())));
+    /// assert_eq!(stored.get_s("name"), Some("01.50")); // strings are untouched
+    /// ```
     #[must_use]
     pub fn normalized(&self) -> Item {
         Self {
@@ -562,52 +620,166 @@ impl Item {
     }
 
     /// The value of one attribute.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::{Item, Value};
+    ///
+    /// let mut item = Item::new();
+    /// item.insert("n", Value::N("3".into()));
+    /// assert_eq!(item.get("n"), Some(&Value::N("3".into())));
+    /// assert_eq!(item.get("missing"), None);
+    /// ```
     pub fn get(&self, name: &str) -> Option<&Value> {
         self.attrs.get(name)
     }
 
     /// The value of one string attribute.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::{Item, Value};
+    ///
+    /// let mut item = Item::new();
+    /// item.insert("name", Value::S("ann".into()));
+    /// item.insert("n", Value::N("3".into()));
+    /// assert_eq!(item.get_s("name"), Some("ann"));
+    /// assert_eq!(item.get_s("n"), None); // not a string
+    /// ```
     pub fn get_s(&self, name: &str) -> Option<&str> {
         self.attrs.get(name).and_then(Value::as_s)
     }
 
     /// Sets one attribute, returning the previous value.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::{Item, Value};
+    ///
+    /// let mut item = Item::new();
+    /// assert_eq!(item.insert("a", Value::Bool(true)), None);
+    /// assert_eq!(item.insert("a", Value::Null), Some(Value::Bool(true)));
+    /// assert_eq!(item.get("a"), Some(&Value::Null));
+    /// ```
     pub fn insert(&mut self, name: impl Into<String>, value: Value) -> Option<Value> {
         self.attrs.insert(name.into(), value)
     }
 
     /// Removes one attribute.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::{Item, Value};
+    ///
+    /// let mut item = Item::new();
+    /// item.insert("a", Value::Bool(true));
+    /// assert_eq!(item.remove("a"), Some(Value::Bool(true)));
+    /// assert_eq!(item.remove("a"), None);
+    /// assert!(item.is_empty());
+    /// ```
     pub fn remove(&mut self, name: &str) -> Option<Value> {
         self.attrs.remove(name)
     }
 
     /// Whether the item has an attribute of this name.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::{Item, Value};
+    ///
+    /// let mut item = Item::new();
+    /// item.insert("a", Value::Null);
+    /// assert!(item.contains("a"));
+    /// assert!(!item.contains("b"));
+    /// ```
     pub fn contains(&self, name: &str) -> bool {
         self.attrs.contains_key(name)
     }
 
     /// Attributes in name order.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::{Item, Value};
+    ///
+    /// let mut item = Item::new();
+    /// item.insert("b", Value::Bool(false));
+    /// item.insert("a", Value::Null);
+    /// let attrs: Vec<(&str, &Value)> = item.iter().collect();
+    /// assert_eq!(attrs, [("a", &Value::Null), ("b", &Value::Bool(false))]);
+    /// ```
     pub fn iter(&self) -> impl Iterator<Item = (&str, &Value)> {
         self.attrs.iter().map(|(k, v)| (k.as_str(), v))
     }
 
     /// Attribute names in order.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::{Item, Value};
+    ///
+    /// let mut item = Item::new();
+    /// item.insert("b", Value::Null);
+    /// item.insert("a", Value::Null);
+    /// assert_eq!(item.names().collect::<Vec<_>>(), ["a", "b"]);
+    /// ```
     pub fn names(&self) -> impl Iterator<Item = &str> {
         self.attrs.keys().map(String::as_str)
     }
 
     /// The number of attributes.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::{Item, Value};
+    ///
+    /// let mut item = Item::new();
+    /// item.insert("a", Value::Null);
+    /// item.insert("a", Value::Bool(true));
+    /// assert_eq!(item.len(), 1);
+    /// ```
     pub fn len(&self) -> usize {
         self.attrs.len()
     }
 
     /// Whether the item has no attributes.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::{Item, Value};
+    ///
+    /// let mut item = Item::new();
+    /// assert!(item.is_empty());
+    /// item.insert("a", Value::Null);
+    /// assert!(!item.is_empty());
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.attrs.is_empty()
     }
 
     /// The item's size by DynamoDB's rules: for each attribute, its name's bytes plus its
     /// value's [`size`](Value::size).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::{Item, MAX_ITEM_BYTES, Value};
+    ///
+    /// let mut item = Item::new();
+    /// item.insert("name", Value::S("ann".into()));
+    /// item.insert("ok", Value::Bool(true));
+    /// assert_eq!(item.size(), (4 + 3) + (2 + 1));
+    /// assert!(item.size() <= MAX_ITEM_BYTES);
+    /// ```
     pub fn size(&self) -> usize {
         self.attrs.iter().map(|(k, v)| k.len() + v.size()).sum()
     }

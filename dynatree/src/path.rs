@@ -34,6 +34,18 @@ impl Path {
     /// # Errors
     ///
     /// [`ErrorKind::InvalidPath`](crate::ErrorKind::InvalidPath) if a component is empty.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::Path;
+    ///
+    /// let p = Path::new(["Accounts", "123456"])?;
+    /// assert_eq!(p.to_string(), "/Accounts/123456");
+    /// assert_eq!(Path::new(Vec::<String>::new())?, Path::root());
+    /// assert!(Path::new(["a", ""]).unwrap_err().is_invalid_path());
+    /// # Ok::<(), dynatree::Error>(())
+    /// ```
     pub fn new<I, C>(components: I) -> Result<Self>
     where
         I: IntoIterator<Item = C>,
@@ -47,6 +59,17 @@ impl Path {
     }
 
     /// The root: the empty path.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::Path;
+    ///
+    /// let root = Path::root();
+    /// assert!(root.is_root());
+    /// assert_eq!(root.to_string(), "/");
+    /// assert_eq!(root.parent(), None);
+    /// ```
     pub fn root() -> Self {
         Self::default()
     }
@@ -76,31 +99,94 @@ impl Path {
     }
 
     /// The components.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::Path;
+    ///
+    /// let p = Path::parse("/Accounts/123456")?;
+    /// assert_eq!(p.components(), ["Accounts", "123456"]);
+    /// assert!(Path::root().components().is_empty());
+    /// # Ok::<(), dynatree::Error>(())
+    /// ```
     pub fn components(&self) -> &[String] {
         &self.components
     }
 
     /// The number of components.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::Path;
+    ///
+    /// assert_eq!(Path::parse("/a/b/c")?.len(), 3);
+    /// assert_eq!(Path::root().len(), 0);
+    /// # Ok::<(), dynatree::Error>(())
+    /// ```
     pub fn len(&self) -> usize {
         self.components.len()
     }
 
     /// Whether the path has no components (it is the root); the same as [`Path::is_root`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::Path;
+    ///
+    /// assert!(Path::root().is_empty());
+    /// assert!(!Path::parse("/a")?.is_empty());
+    /// # Ok::<(), dynatree::Error>(())
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.components.is_empty()
     }
 
     /// Whether this is the root.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::Path;
+    ///
+    /// assert!(Path::parse("/")?.is_root());
+    /// assert!(!Path::parse("/a")?.is_root());
+    /// # Ok::<(), dynatree::Error>(())
+    /// ```
     pub fn is_root(&self) -> bool {
         self.components.is_empty()
     }
 
     /// The last component, if any.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::Path;
+    ///
+    /// assert_eq!(Path::parse("/Accounts/123456")?.name(), Some("123456"));
+    /// assert_eq!(Path::root().name(), None);
+    /// # Ok::<(), dynatree::Error>(())
+    /// ```
     pub fn name(&self) -> Option<&str> {
         self.components.last().map(String::as_str)
     }
 
     /// The path without its last component; `None` for the root.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::Path;
+    ///
+    /// let p = Path::parse("/a/b")?;
+    /// assert_eq!(p.parent(), Some(Path::parse("/a")?));
+    /// assert_eq!(Path::parse("/a")?.parent(), Some(Path::root()));
+    /// assert_eq!(Path::root().parent(), None);
+    /// # Ok::<(), dynatree::Error>(())
+    /// ```
     pub fn parent(&self) -> Option<Path> {
         let (_, rest) = self.components.split_last()?;
         Some(Self {
@@ -109,6 +195,18 @@ impl Path {
     }
 
     /// The first `n` components.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::Path;
+    ///
+    /// let p = Path::parse("/a/b/c")?;
+    /// assert_eq!(p.prefix(2), Path::parse("/a/b")?);
+    /// assert_eq!(p.prefix(0), Path::root());
+    /// assert_eq!(p.prefix(10), p); // at most every component
+    /// # Ok::<(), dynatree::Error>(())
+    /// ```
     pub fn prefix(&self, n: usize) -> Path {
         Self {
             components: self.components[..n.min(self.len())].to_vec(),
@@ -120,6 +218,17 @@ impl Path {
     /// # Errors
     ///
     /// [`ErrorKind::InvalidPath`](crate::ErrorKind::InvalidPath) if `name` is empty.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::Path;
+    ///
+    /// let accounts = Path::parse("/Accounts")?;
+    /// assert_eq!(accounts.child("123456")?.to_string(), "/Accounts/123456");
+    /// assert!(accounts.child("").unwrap_err().is_invalid_path());
+    /// # Ok::<(), dynatree::Error>(())
+    /// ```
     pub fn child(&self, name: impl Into<String>) -> Result<Path> {
         let name = name.into();
         if name.is_empty() {
@@ -134,6 +243,18 @@ impl Path {
     }
 
     /// Whether `self` starts with every component of `other`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::Path;
+    ///
+    /// let p = Path::parse("/a/b/c")?;
+    /// assert!(p.starts_with(&Path::parse("/a/b")?));
+    /// assert!(p.starts_with(&Path::root()));
+    /// assert!(!p.starts_with(&Path::parse("/a/bc")?)); // whole components, not a string prefix
+    /// # Ok::<(), dynatree::Error>(())
+    /// ```
     pub fn starts_with(&self, other: &Path) -> bool {
         self.components.starts_with(&other.components)
     }
@@ -144,6 +265,17 @@ impl Path {
     ///
     /// [`ErrorKind::InvalidPath`](crate::ErrorKind::InvalidPath) naming the first component
     /// that contains `reserved`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::Path;
+    ///
+    /// assert!(Path::parse("/a/b")?.validate('¦').is_ok());
+    /// let err = Path::parse("/a/b¦c")?.validate('¦').unwrap_err();
+    /// assert!(err.is_invalid_path());
+    /// # Ok::<(), dynatree::Error>(())
+    /// ```
     pub fn validate(&self, reserved: char) -> Result<()> {
         for (i, c) in self.components.iter().enumerate() {
             if c.contains(reserved) {

@@ -1,12 +1,14 @@
-//! Scenario vocabulary shared by the review rounds' simulator tests (`sim_review2.rs`,
-//! `sim_review3.rs`): the operations as data, their model, lock-ignoring writes, scenario
-//! builders and checks. Each test crate uses a part of it.
-#![allow(dead_code)]
+//! Scenario vocabulary shared by the simulator tests (`sim.rs` and the review rounds'
+//! `sim_review.rs`, `sim_review2.rs`, `sim_review3.rs`): the operations as data, their model,
+//! lock-ignoring writes, scenario builders and checks. Each test crate uses a part of it (and
+//! of the names re-exported for it).
+#![allow(dead_code, unused_imports)]
 
+use std::future::Future;
 pub use std::time::Duration;
 
 pub use dynatree::storage::{Condition, Key, Storage, TransactAction};
-pub use dynatree::{ErrorKind, Item, LinkPolicy, OnChildren, Tree, Value};
+pub use dynatree::{ErrorKind, Hierarchical, Item, LinkPolicy, OnChildren, Tree, Value};
 pub use dynatree_testing::FakeTable;
 pub use dynatree_testing::sim::{End, Model, OpOutcome, Sim, SimFault, SimStorage, Stored};
 pub use serde::{Deserialize, Serialize};
@@ -14,6 +16,23 @@ pub use serde::{Deserialize, Serialize};
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct V {
     pub v: u32,
+}
+
+/// A two-level document for `create` and `update` (repositories need a template).
+#[derive(Hierarchical, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[dynatree(path = "{dir}/{name}")]
+pub struct Doc {
+    pub dir: String,
+    pub name: String,
+    pub v: u32,
+}
+
+pub fn doc(dir: &str, name: &str, v: u32) -> Doc {
+    Doc {
+        dir: dir.into(),
+        name: name.into(),
+        v,
+    }
 }
 
 pub type P = Vec<String>;
@@ -30,17 +49,30 @@ pub fn p(parts: &[&str]) -> P {
 pub enum Act {
     Put(P, u32),
     PutLink(P, P),
+    /// `repo::<Doc>().create` of `{dir}/{name}`.
+    Create(&'static str, &'static str, u32),
+    /// `repo::<Doc>().update` of `{dir}/{name}`.
+    Update(&'static str, &'static str, u32),
     Delete(P),
     DeleteSubtree(P),
     DeleteNode(P, OnChildren),
-    /// `delete_node(Reparent)`, called again once after an error that is not a refusal (the
-    /// documented recovery: "call again finishes").
+    /// `delete_node(Reparent)`, called again once after a transient error (the documented
+    /// recovery: "call again finishes").
     ReparentTwice(P),
+    /// The first review round's `ReparentTwice`: called again once after any error but the
+    /// refusals `HasChildren`, `AlreadyExists` and `Locked`.
+    ReparentTwiceUnlessRefused(P),
     Move(P, P, LinkPolicy),
+    /// A move, called again after a transient (backend) error, as a client retrying would.
+    MoveRetried(P, P),
     /// A move that may join the same move of another process (documented: "the same call
     /// again (from this process or another) joins the recorded operation and returns its
     /// result"). `Ok` must mean: the move was applied (by this call or the one it joined).
     MoveJoining(P, P),
+    /// The same move from two processes, as the first review round checks it: joined (`Ok`)
+    /// or after the other (`NotFound`, `AlreadyExists`, `Locked`, reported as `Ok`), the move
+    /// is applied once, which its model checks (source gone, destination there).
+    MoveJoiningOrAfter(P, P),
     /// The same for `delete_subtree`.
     DeleteSubtreeJoining(P),
     Copy(P, P),
@@ -130,17 +162,48 @@ pub async fn go_delete(t: &T, path: &P) -> dynatree::Result<()> {
         .await
 }
 
+/// `delete_node(p, Reparent)`, called once more after an error for which `again` holds.
+async fn reparent_twice(t: T, p: P, again: fn(ErrorKind) -> bool) -> dynatree::Result<String> {
+    match t.delete_node(p.clone(), OnChildren::Reparent).await {
+        Ok(()) => Ok(String::new()),
+        Err(e) if !again(e.kind()) => Err(e),
+        Err(first) => match t.delete_node(p, OnChildren::Reparent).await {
+            Ok(()) => Ok("second call".to_owned()),
+            // Documented: the first call may have completed with its response lost; the same
+            // call again then acts on the tree as it is now (here refused). The outcome stays
+            // the first failure's (applied or not), which the serial check then decides from
+            // the state.
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::AlreadyExists | ErrorKind::NotFound | ErrorKind::HasChildren
+                ) =>
+            {
+                Err(first)
+            }
+            Err(e) => Err(e),
+        },
+    }
+}
+
 impl Act {
     pub fn name(&self) -> String {
         match self {
             Act::Put(p, v) => format!("put {}={v}", short(p)),
             Act::PutLink(p, t) => format!("put_link {}->{}", short(p), short(t)),
+            Act::Create(d, n, v) => format!("create {d}/{n}={v}"),
+            Act::Update(d, n, v) => format!("update {d}/{n}={v}"),
             Act::Delete(p) => format!("delete {}", short(p)),
             Act::DeleteSubtree(p) => format!("delete_subtree {}", short(p)),
             Act::DeleteNode(p, c) => format!("delete_node {} {c:?}", short(p)),
-            Act::ReparentTwice(p) => format!("delete_node {} Reparent (x2)", short(p)),
+            Act::ReparentTwice(p) | Act::ReparentTwiceUnlessRefused(p) => {
+                format!("delete_node {} Reparent (x2)", short(p))
+            }
             Act::Move(f, t, l) => format!("move {}->{} {l:?}", short(f), short(t)),
-            Act::MoveJoining(f, t) => format!("move {}->{} (may join)", short(f), short(t)),
+            Act::MoveRetried(f, t) => format!("move {}->{} (retried)", short(f), short(t)),
+            Act::MoveJoining(f, t) | Act::MoveJoiningOrAfter(f, t) => {
+                format!("move {}->{} (may join)", short(f), short(t))
+            }
             Act::DeleteSubtreeJoining(p) => format!("delete_subtree {} (may join)", short(p)),
             Act::Copy(f, t) => format!("copy {}->{}", short(f), short(t)),
             Act::Resume => "resume".into(),
@@ -161,39 +224,70 @@ impl Act {
         match self {
             Act::Put(p, v) => t.put(p, &V { v }).await.map(|()| String::new()),
             Act::PutLink(p, to) => t.put_link(p, to).await.map(|()| String::new()),
+            Act::Create(d, n, v) => t
+                .repo::<Doc>()
+                .create(&doc(d, n, v))
+                .await
+                .map(|()| String::new()),
+            Act::Update(d, n, v) => t
+                .repo::<Doc>()
+                .update(&mut doc(d, n, v))
+                .await
+                .map(|()| String::new()),
             Act::Delete(p) => t.delete(p).await.map(|()| String::new()),
             Act::DeleteSubtree(p) | Act::DeleteSubtreeJoining(p) => {
                 t.delete_subtree(p).await.map(|n| n.to_string())
             }
             Act::DeleteNode(p, c) => t.delete_node(p, c).await.map(|()| String::new()),
-            Act::ReparentTwice(p) => match t.delete_node(p.clone(), OnChildren::Reparent).await {
-                Ok(()) => Ok(String::new()),
-                Err(e) if !transient(e.kind()) => Err(e),
-                Err(first) => match t.delete_node(p, OnChildren::Reparent).await {
-                    Ok(()) => Ok("second call".to_owned()),
-                    // Documented: the first call may have completed with its response lost;
-                    // the same call again then acts on the tree as it is now (here refused).
-                    // The outcome stays the first failure's (applied or not), which the
-                    // serial check then decides from the state.
-                    Err(e)
-                        if matches!(
-                            e.kind(),
-                            ErrorKind::AlreadyExists | ErrorKind::NotFound | ErrorKind::HasChildren
-                        ) =>
-                    {
-                        Err(first)
-                    }
-                    Err(e) => Err(e),
-                },
-            },
+            Act::ReparentTwice(p) => reparent_twice(t, p, transient).await,
+            Act::ReparentTwiceUnlessRefused(p) => {
+                let again = |k| {
+                    !matches!(
+                        k,
+                        ErrorKind::HasChildren | ErrorKind::AlreadyExists | ErrorKind::Locked
+                    )
+                };
+                reparent_twice(t, p, again).await
+            }
             Act::Move(f, to, l) => t
                 .move_subtree_with(f, to, l)
                 .await
                 .map(|r| format!("{} objects", r.objects)),
+            Act::MoveRetried(f, to) => {
+                let mut last = None;
+                for _ in 0..3 {
+                    match t.move_subtree(f.clone(), to.clone()).await {
+                        Ok(r) => return Ok(format!("{} objects, id {:?}", r.objects, r.id)),
+                        Err(e) if transient(e.kind()) => last = Some(e),
+                        // Documented: a move whose last response was lost may have completed;
+                        // the same call again then finds no source. Its outcome stays the
+                        // earlier failure's (applied or not), which the check then decides.
+                        Err(e) if e.kind() == ErrorKind::NotFound && last.is_some() => {
+                            return Err(last.expect("checked"));
+                        }
+                        Err(e) => return Err(e),
+                    }
+                }
+                Err(last.expect("three attempts"))
+            }
             Act::MoveJoining(f, to) => t
                 .move_subtree(f, to)
                 .await
                 .map(|r| format!("{} objects, id {:?}", r.objects, r.id)),
+            Act::MoveJoiningOrAfter(f, to) => match t.move_subtree(f, to).await {
+                Ok(r) => Ok(format!("{} objects", r.objects)),
+                // Came after the other, or lost the race to it (its source or destination
+                // taken by the other's identical move).
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        ErrorKind::NotFound | ErrorKind::AlreadyExists | ErrorKind::Locked
+                    ) =>
+                {
+                    Ok(format!("after the other ({:?})", e.kind()))
+                }
+                Err(e) => Err(e),
+            },
             Act::Copy(f, to) => t
                 .copy_subtree(f, to)
                 .await
@@ -214,13 +308,23 @@ impl Act {
         match self {
             Act::Put(p, v) => m.put(p, &V { v: *v }),
             Act::PutLink(p, t) => m.put_link(p, t),
+            Act::Create(d, n, v) => m.create([*d, *n], &doc(d, n, *v)),
+            Act::Update(d, n, v) => m.update([*d, *n], &doc(d, n, *v)),
             Act::Delete(p) => m.delete(p),
             Act::DeleteSubtree(p) | Act::DeleteSubtreeJoining(p) => m.delete_subtree(p),
             Act::DeleteNode(p, c) => m.delete_node(p, *c),
-            Act::ReparentTwice(p) => m.delete_node(p, OnChildren::Reparent),
+            Act::ReparentTwice(p) | Act::ReparentTwiceUnlessRefused(p) => {
+                m.delete_node(p, OnChildren::Reparent)
+            }
             Act::Move(f, t, l) => m.move_subtree(f, t, *l),
+            Act::MoveRetried(f, t) => m.move_subtree(f, t, LinkPolicy::Report),
             // Only used without the serial model (see `ok_means_applied`).
             Act::MoveJoining(f, t) => m.move_subtree(f, t, LinkPolicy::Report),
+            // Joining a move that was already applied: Ok, and nothing more changes.
+            Act::MoveJoiningOrAfter(f, t) => match m.move_subtree(f, t, LinkPolicy::Report) {
+                Err(ErrorKind::NotFound) if m.has_node(t) && !m.has_node(f) => Ok(()),
+                other => other,
+            },
             Act::Copy(f, t) => m.copy_subtree(f, t),
             Act::Resume => Ok(()),
             Act::GoPut(..) | Act::GoDelete(_) | Act::GoPutThenPut(..) => Ok(()),
@@ -246,16 +350,15 @@ pub fn short_lease_tree(s: SimStorage<FakeTable>) -> T {
         .expect("a tree with a short lease")
 }
 
-/// A scenario: `setup` objects and links, then `acts` concurrently (each checked against its
-/// model when every act has one), on trees built by `tree`.
-pub fn scenario_with(
+/// The start of a scenario (200 schedules): each schedule's table first gets the `setup`
+/// objects, then the `links`, on trees built by `tree`.
+pub fn scenario_base(
     name: &str,
     tree: fn(SimStorage<FakeTable>) -> T,
     setup: Vec<(P, u32)>,
     links: Vec<(P, P)>,
-    acts: &[Act],
 ) -> Sim<FakeTable> {
-    let mut sim = Sim::new(name, FakeTable::new)
+    Sim::new(name, FakeTable::new)
         .schedules(200)
         .tree(tree)
         .setup(move |t| {
@@ -270,31 +373,80 @@ pub fn scenario_with(
                 }
                 Ok(())
             }
-        });
+        })
+}
+
+/// Adds `acts` as concurrent operations, each run by `run` (`Act::run`, or a wrapper of it),
+/// with its model when `models` is set and the act has one (the serial check needs them all).
+pub fn with_acts<F>(
+    mut sim: Sim<FakeTable>,
+    acts: &[Act],
+    models: bool,
+    run: fn(Act, T) -> F,
+) -> Sim<FakeTable>
+where
+    F: Future<Output = dynatree::Result<String>> + 'static,
+{
     for a in acts {
-        let (run, model) = (a.clone(), a.clone());
-        sim = sim.op(a.name(), move |t| run.clone().run(t));
-        if a.has_model() {
+        let (op, model) = (a.clone(), a.clone());
+        sim = sim.op(a.name(), move |t| run(op.clone(), t));
+        if models && a.has_model() {
             sim = sim.model(move |m| model.model(m));
         }
     }
     sim
 }
 
+/// A scenario: `setup` objects and links, then `acts` concurrently (each checked against its
+/// model when every act has one), on trees built by `tree`.
+pub fn scenario_with(
+    name: &str,
+    tree: fn(SimStorage<FakeTable>) -> T,
+    setup: Vec<(P, u32)>,
+    links: Vec<(P, P)>,
+    acts: &[Act],
+) -> Sim<FakeTable> {
+    with_acts(
+        scenario_base(name, tree, setup, links),
+        acts,
+        true,
+        Act::run,
+    )
+}
+
+/// `(path, value)` pairs written as slices of `&str`.
+pub fn paths(setup: &[(&[&str], u32)]) -> Vec<(P, u32)> {
+    setup.iter().map(|(q, v)| (p(q), *v)).collect()
+}
+
 pub fn scenario(name: &str, setup: &[(&[&str], u32)], acts: &[Act]) -> Sim<FakeTable> {
-    let setup = setup.iter().map(|(q, v)| (p(q), *v)).collect();
-    scenario_with(name, plain_tree, setup, Vec::new(), acts)
+    scenario_with(name, plain_tree, paths(setup), Vec::new(), acts)
 }
 
 pub fn with_faults(sim: Sim<FakeTable>) -> Sim<FakeTable> {
     sim.faults(1, SimFault::all())
 }
 
+/// The request faults (no crash: the caller lives and may call again).
 pub fn request_faults() -> [SimFault; 3] {
     [
         SimFault::Request(dynatree_testing::Fault::Fail),
         SimFault::Request(dynatree_testing::Fault::FailAfterApply),
         SimFault::Request(dynatree_testing::Fault::Throttle),
+    ]
+}
+
+/// The process dies, before or after its request is applied.
+pub fn crashes() -> [SimFault; 2] {
+    [SimFault::Crash, SimFault::CrashAfterApply]
+}
+
+/// A crash or a failed request (two of them hit a rollback as well as its cause).
+pub fn crashes_and_failures() -> [SimFault; 3] {
+    [
+        SimFault::Crash,
+        SimFault::CrashAfterApply,
+        SimFault::Request(dynatree_testing::Fault::Fail),
     ]
 }
 
@@ -334,13 +486,8 @@ pub fn pix_attrs_match(end: &End<'_>) -> Result<(), String> {
 
 /// The objects with value `v` (user attribute `v`), by path.
 pub fn paths_with_value(end: &End<'_>, v: u32) -> Vec<P> {
-    end.model
-        .objects()
-        .iter()
-        .filter(|(_, s)| match s {
-            Stored::Object(item) => item.get("v") == Some(&Value::N(v.to_string())),
-            Stored::Link(_) => false,
-        })
-        .map(|(k, _)| k.clone())
+    (end.model.objects().keys())
+        .filter(|path| end.number(path.as_slice(), "v") == Some(u64::from(v)))
+        .cloned()
         .collect()
 }

@@ -45,6 +45,15 @@ pub struct Key {
 
 impl Key {
     /// A key from its two strings.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::storage::Key;
+    ///
+    /// let k = Key::new("¦Accounts¦", "123456");
+    /// assert_eq!((k.hash.as_str(), k.range.as_str()), ("¦Accounts¦", "123456"));
+    /// ```
     pub fn new(hash: impl Into<String>, range: impl Into<String>) -> Self {
         Self {
             hash: hash.into(),
@@ -53,6 +62,17 @@ impl Key {
     }
 
     /// An item holding just this key.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::storage::{HASH_KEY, Key, RANGE_KEY};
+    ///
+    /// let item = Key::new("h", "r").into_item();
+    /// assert_eq!(item.get_s(HASH_KEY), Some("h"));
+    /// assert_eq!(item.get_s(RANGE_KEY), Some("r"));
+    /// assert_eq!(item.len(), 2);
+    /// ```
     pub fn into_item(self) -> Item {
         let mut item = Item::new();
         item.insert(HASH_KEY, Value::S(self.hash));
@@ -61,6 +81,20 @@ impl Key {
     }
 
     /// The key of an item, if it has both key attributes as strings.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::{Item, Value};
+    /// use dynatree::storage::{HASH_KEY, Key};
+    ///
+    /// let mut item = Key::new("h", "r").into_item();
+    /// item.insert("name", Value::S("ann".into()));
+    /// assert_eq!(Key::from_item(&item), Some(Key::new("h", "r")));
+    /// let mut no_range = Item::new();
+    /// no_range.insert(HASH_KEY, Value::S("h".into()));
+    /// assert_eq!(Key::from_item(&no_range), None);
+    /// ```
     pub fn from_item(item: &Item) -> Option<Self> {
         Some(Self::new(item.get_s(HASH_KEY)?, item.get_s(RANGE_KEY)?))
     }
@@ -222,16 +256,54 @@ fn check_name(name: &str) -> Result<()> {
 
 impl Condition {
     /// [`Condition::AttrExists`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::{Item, Value};
+    /// use dynatree::storage::Condition;
+    ///
+    /// let mut item = Item::new();
+    /// item.insert("v", Value::N("1".into()));
+    /// assert!(Condition::attr_exists("v").eval(Some(&item)));
+    /// assert!(!Condition::attr_exists("w").eval(Some(&item)));
+    /// assert!(!Condition::attr_exists("v").eval(None));
+    /// ```
     pub fn attr_exists(name: impl Into<String>) -> Self {
         Self::AttrExists(name.into())
     }
 
     /// [`Condition::AttrNotExists`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::{Item, Value};
+    /// use dynatree::storage::Condition;
+    ///
+    /// let mut item = Item::new();
+    /// item.insert("v", Value::N("1".into()));
+    /// assert!(Condition::attr_not_exists("w").eval(Some(&item)));
+    /// assert!(!Condition::attr_not_exists("v").eval(Some(&item)));
+    /// assert!(Condition::attr_not_exists("v").eval(None)); // no item, no attribute
+    /// ```
     pub fn attr_not_exists(name: impl Into<String>) -> Self {
         Self::AttrNotExists(name.into())
     }
 
     /// [`Condition::Equals`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::{Item, Value};
+    /// use dynatree::storage::Condition;
+    ///
+    /// let mut item = Item::new();
+    /// item.insert("v", Value::N("1.0".into()));
+    /// assert!(Condition::equals("v", Value::N("1".into())).eval(Some(&item))); // by value
+    /// assert!(!Condition::equals("v", Value::S("1".into())).eval(Some(&item)));
+    /// ```
     pub fn equals(name: impl Into<String>, value: Value) -> Self {
         Self::Equals(name.into(), value)
     }
@@ -318,6 +390,20 @@ impl Condition {
     /// Evaluates the condition against the item's current state (`None`: absent). Values
     /// compare as DynamoDB compares them: numbers by value, sets regardless of order, strings
     /// and binaries by bytes.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::{Item, Value};
+    /// use dynatree::storage::{Comparison, Condition};
+    ///
+    /// let mut item = Item::new();
+    /// item.insert("n", Value::N("10".into()));
+    /// let below_20 = Condition::compare("n", Comparison::Lt, Value::N("2e1".into()));
+    /// assert!(below_20.eval(Some(&item)));
+    /// assert!(!below_20.eval(None)); // an absent item has no attribute to compare
+    /// assert!(Condition::Always.eval(None));
+    /// ```
     pub fn eval(&self, item: Option<&Item>) -> bool {
         let attr = |n: &str| item.and_then(|i| i.get(n));
         match self {
@@ -369,6 +455,16 @@ impl Condition {
     }
 
     /// Whether this is [`Condition::Always`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::storage::Condition;
+    ///
+    /// assert!(Condition::Always.is_always());
+    /// assert!(Condition::default().is_always());
+    /// assert!(!Condition::Exists.is_always());
+    /// ```
     pub fn is_always(&self) -> bool {
         matches!(self, Condition::Always)
     }
@@ -765,6 +861,18 @@ pub enum RangeCondition {
 
 impl RangeCondition {
     /// Whether `range` satisfies the condition, comparing UTF-8 bytes as DynamoDB does.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::storage::RangeCondition;
+    ///
+    /// let lt = RangeCondition::Lt("b".into());
+    /// assert!(lt.matches("a") && lt.matches("") && !lt.matches("b"));
+    /// assert!(!RangeCondition::Eq("é".into()).matches("e"));
+    /// // UTF-8 bytes, not code points or locale: "Z" (0x5A) sorts before "a" (0x61).
+    /// assert!(RangeCondition::Lt("a".into()).matches("Z"));
+    /// ```
     pub fn matches(&self, range: &str) -> bool {
         let r = range.as_bytes();
         match self {
@@ -923,6 +1031,17 @@ pub struct Query {
 
 impl Query {
     /// A query of every item under `hash`, ascending, eventually consistent.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::storage::Query;
+    ///
+    /// let q = Query::new("¦Accounts¦");
+    /// assert_eq!(q.hash, "¦Accounts¦");
+    /// assert!(q.forward && !q.consistent);
+    /// assert_eq!((q.range, q.limit), (None, None));
+    /// ```
     pub fn new(hash: impl Into<String>) -> Self {
         Self {
             hash: hash.into(),
@@ -934,24 +1053,61 @@ impl Query {
     }
 
     /// Adds a range condition.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::storage::{Query, RangeCondition};
+    ///
+    /// let q = Query::new("h").with_range(RangeCondition::BeginsWith("12".into()));
+    /// assert_eq!(q.range, Some(RangeCondition::BeginsWith("12".into())));
+    /// ```
     pub fn with_range(mut self, range: RangeCondition) -> Self {
         self.range = Some(range);
         self
     }
 
     /// Sets the page limit.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::storage::Query;
+    ///
+    /// let q = Query::new("h").with_limit(10);
+    /// assert_eq!(q.limit, Some(10));
+    /// assert!(Query::new("h").with_limit(0).check().is_err()); // DynamoDB wants at least 1
+    /// ```
     pub fn with_limit(mut self, limit: u32) -> Self {
         self.limit = Some(limit);
         self
     }
 
     /// Descending order.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::storage::Query;
+    ///
+    /// assert!(Query::new("h").forward);
+    /// assert!(!Query::new("h").descending().forward);
+    /// ```
     pub fn descending(mut self) -> Self {
         self.forward = false;
         self
     }
 
     /// Strongly consistent reads.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::storage::Query;
+    ///
+    /// assert!(Query::new("h").consistent(true).consistent);
+    /// assert!(!Query::new("h").consistent(false).consistent);
+    /// ```
     pub fn consistent(mut self, consistent: bool) -> Self {
         self.consistent = consistent;
         self
@@ -1152,6 +1308,21 @@ pub enum TransactAction {
 
 impl TransactAction {
     /// The key the action targets.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::Item;
+    /// use dynatree::storage::{Condition, Key, TransactAction};
+    ///
+    /// let key = Key::new("h", "r");
+    /// let delete = TransactAction::Delete { key: key.clone(), condition: Condition::Exists };
+    /// assert_eq!(delete.key(), Some(key.clone()));
+    /// let put = TransactAction::Put { item: key.clone().into_item(), condition: Condition::Always };
+    /// assert_eq!(put.key(), Some(key));
+    /// let keyless = TransactAction::Put { item: Item::new(), condition: Condition::Always };
+    /// assert_eq!(keyless.key(), None);
+    /// ```
     pub fn key(&self) -> Option<Key> {
         match self {
             TransactAction::Put { item, .. } => Key::from_item(item),
@@ -1185,6 +1356,16 @@ pub struct IndexSpec {
 
 impl IndexSpec {
     /// An index definition.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::storage::IndexSpec;
+    ///
+    /// let ix = IndexSpec::new("by_created", "¦ix.by_created.h", Some("¦ix.by_created.r".into()));
+    /// assert_eq!(ix.hash_attr, "¦ix.by_created.h");
+    /// assert_eq!(ix.range_attr.as_deref(), Some("¦ix.by_created.r"));
+    /// ```
     pub fn new(
         name: impl Into<String>,
         hash_attr: impl Into<String>,
@@ -1332,6 +1513,26 @@ pub struct TableDescription {
 
 impl TableDescription {
     /// Whether the key schema is the one a tree needs: `Key` (S) hash, `Child` (S) range.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::Billing;
+    /// use dynatree::storage::{TableDescription, TableStatus};
+    ///
+    /// let mut d = TableDescription {
+    ///     status: TableStatus::Active,
+    ///     hash_key: ("Key".into(), "S".into()),
+    ///     range_key: Some(("Child".into(), "S".into())),
+    ///     billing: Billing::OnDemand,
+    ///     indexes: vec![],
+    /// };
+    /// assert!(d.has_tree_schema());
+    /// d.range_key = Some(("Child".into(), "N".into()));
+    /// assert!(!d.has_tree_schema());
+    /// d.range_key = None;
+    /// assert!(!d.has_tree_schema());
+    /// ```
     pub fn has_tree_schema(&self) -> bool {
         self.hash_key == (HASH_KEY.to_owned(), "S".to_owned())
             && self.range_key == Some((RANGE_KEY.to_owned(), "S".to_owned()))
@@ -1892,6 +2093,18 @@ pub struct SharedStorage(Arc<dyn ErasedStorage>);
 
 impl SharedStorage {
     /// Erases the type of `storage`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::storage::{SharedStorage, Storage};
+    /// use dynatree_testing::FakeTable;
+    ///
+    /// let shared = SharedStorage::new(FakeTable::new());
+    /// assert!(shared.downcast_ref::<FakeTable>().is_some());
+    /// fn takes_storage(_: &impl Storage) {}
+    /// takes_storage(&shared); // a backend itself
+    /// ```
     pub fn new<S: Storage + 'static>(storage: S) -> Self {
         match (&storage as &dyn Any).downcast_ref::<SharedStorage>() {
             Some(shared) => shared.clone(),
@@ -1900,6 +2113,18 @@ impl SharedStorage {
     }
 
     /// The backend, if it is an `S`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::storage::SharedStorage;
+    /// use dynatree_testing::FakeTable;
+    ///
+    /// let shared = SharedStorage::new(FakeTable::new());
+    /// let fake: &FakeTable = shared.downcast_ref().expect("a FakeTable");
+    /// assert!(fake.rows().is_empty());
+    /// assert!(shared.downcast_ref::<SharedStorage>().is_none()); // never nested
+    /// ```
     pub fn downcast_ref<S: Storage + 'static>(&self) -> Option<&S> {
         self.0.as_any().downcast_ref::<S>()
     }
