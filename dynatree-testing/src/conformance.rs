@@ -3103,7 +3103,7 @@ pub async fn typed_expiry_and_sweep<S: Storage + 'static>(table: S) {
         .try_collect()
         .await
         .unwrap();
-    assert_eq!(listed, [live.clone()]);
+    assert_eq!(listed, std::slice::from_ref(&live));
     // A create over the expired value succeeds (it is absent for conditions too).
     let again = Entry {
         until: Some(4_000_000_000),

@@ -88,6 +88,11 @@ fn same_delete_subtree_two_processes_first_refused() {
 /// along. In every serial order the link ends pointing at d/1.
 #[test]
 fn rewrite_vs_move_of_the_links_subtree() {
+    links_subtree_moved_sim().schedules(300).run();
+}
+
+/// `move s->d Rewrite` against `move x->y`, with the link `x/l -> s/1`.
+fn links_subtree_moved_sim() -> Sim<FakeTable> {
     scenario_with(
         "move s->d Rewrite vs move x->y (link x/l->s/1)",
         plain_tree,
@@ -98,8 +103,6 @@ fn rewrite_vs_move_of_the_links_subtree() {
             Act::Move(p(&["x"]), p(&["y"]), LinkPolicy::Report),
         ],
     )
-    .schedules(300)
-    .run();
 }
 
 /// The link `l -> s/1` has a child `l/c`; deleting `l/c` prunes upwards and marks `l`'s
@@ -169,17 +172,21 @@ fn go_put_under_source_vs_refused_move() {
 /// `resume()` must finish without leaving rows locked.
 #[test]
 fn go_put_under_source_vs_crashed_move() {
+    go_put_vs_crashed_move("move s->d (crashes) vs Go put s/a/new", &["s", "a", "new"]).run();
+}
+
+/// `move s->d` (s/a, s/b) whose process may die part-way, against a Go put of `at` (value 3).
+fn go_put_vs_crashed_move(name: &str, at: &[&str]) -> Sim<FakeTable> {
     scenario(
-        "move s->d (crashes) vs Go put s/a/new",
+        name,
         &[(&["s", "a"], 1), (&["s", "b"], 2)],
         &[
             Act::Move(p(&["s"]), p(&["d"]), LinkPolicy::Report),
-            Act::GoPut(p(&["s", "a", "new"]), 3),
+            Act::GoPut(p(at), 3),
         ],
     )
     .faults(1, crashes())
     .schedules(300)
-    .run();
 }
 
 /// A Go put of the very object being moved (it erases the lock of its listing row), then a
@@ -621,17 +628,7 @@ fn reparent_crash_then_recovery() {
 /// unlock phase walks the destination from `L(d)`, whose lock the Go put erased.
 #[test]
 fn go_put_at_destination_vs_crashed_move() {
-    scenario(
-        "move s->d (crashes) vs Go put d/a/x",
-        &[(&["s", "a"], 1), (&["s", "b"], 2)],
-        &[
-            Act::Move(p(&["s"]), p(&["d"]), LinkPolicy::Report),
-            Act::GoPut(p(&["d", "a", "x"]), 3),
-        ],
-    )
-    .faults(1, crashes())
-    .schedules(300)
-    .run();
+    go_put_vs_crashed_move("move s->d (crashes) vs Go put d/a/x", &["d", "a", "x"]).run();
 }
 
 // ------------------------------------------------------------------------------------------
@@ -675,16 +672,7 @@ fn copy_vs_move_of_source_vs_resume_with_faults() {
 /// c8e683f: the rewrite looks the links up again and finds y/l.)
 #[test]
 fn targeted_rewrite_after_the_link_moved_away() {
-    let sim = scenario_with(
-        "move s->d Rewrite vs move x->y (link x/l->s/1)",
-        plain_tree,
-        vec![(p(&["s", "1"]), 1), (p(&["x", "o"]), 2)],
-        vec![(p(&["x", "l"]), p(&["s", "1"]))],
-        &[
-            Act::Move(p(&["s"]), p(&["d"]), LinkPolicy::Rewrite),
-            Act::Move(p(&["x"]), p(&["y"]), LinkPolicy::Report),
-        ],
-    );
+    let sim = links_subtree_moved_sim();
     let mut replay = String::from("24301:");
     replay.push_str(&["0"; 23].join(","));
     replay.push(',');
