@@ -242,6 +242,8 @@ pub struct Field {
     pub version: Option<syn::Path>,
     /// The `ttl` keyword, for spans.
     pub ttl: Option<syn::Path>,
+    /// `from = Type::field`: the keyword (for spans) and the source path.
+    pub from: Option<(syn::Path, syn::ExprPath)>,
     /// serde's `rename` (the serialized name).
     pub rename: Option<LitStr>,
     /// serde's `skip`, `skip_serializing`, `skip_deserializing`, `skip_serializing_if` keys, for
@@ -255,6 +257,7 @@ impl Field {
     pub fn from_ast(cx: &Ctxt, field: &syn::Field) -> Self {
         let mut version = Attr::none(cx, VERSION);
         let mut ttl = Attr::none(cx, TTL);
+        let mut from = Attr::none(cx, FROM);
         let mut rename = None;
         let mut serde_skips = Vec::new();
         let mut serde_flatten = None;
@@ -288,9 +291,12 @@ impl Field {
                     version.set(&meta.path, meta.path.clone());
                 } else if meta.path == TTL {
                     ttl.set(&meta.path, meta.path.clone());
+                } else if meta.path == FROM {
+                    let source: syn::ExprPath = meta.value()?.parse()?;
+                    from.set(&meta.path, (meta.path.clone(), source));
                 } else {
                     return Err(meta.error(format_args!(
-                        "unknown dynatree field attribute `{}`\n\nhelp: the field attributes are `#[dynatree(version)]` and `#[dynatree(ttl)]`",
+                        "unknown dynatree field attribute `{}`\n\nhelp: the field attributes are `#[dynatree(version)]`, `#[dynatree(ttl)]` and `#[dynatree(from = Type::field)]`",
                         path_string(&meta.path)
                     )));
                 }
@@ -303,6 +309,7 @@ impl Field {
         Field {
             version: version.get(),
             ttl: ttl.get(),
+            from: from.get(),
             rename,
             serde_skips,
             serde_flatten,

@@ -135,6 +135,34 @@ fn expand(input: &Input<'_>, plan: &Plan<'_>) -> TokenStream {
 
     let fields_items = fields_items(input, plan, &krate, vis);
 
+    let denorm_defs = plan.denormalized.iter().map(|d| {
+        let attr = &d.attr;
+        let ty = d.field.ty;
+        let src = &d.source_type;
+        let f = &d.source_field;
+        quote_spanned! {d.source_path.span()=>
+            __dynatree::__private::denormalized::<#src, _, _, #ty>(#attr, <#src>::FIELDS.#f)
+        }
+    });
+    let denorm_items = (!plan.denormalized.is_empty()).then(|| {
+        quote! {
+            const DENORMALIZED: &'static [__dynatree::Denormalized] = &[ #( #denorm_defs ),* ];
+        }
+    });
+    let denorm_checks = plan.denormalized.iter().map(|d| {
+        let src = &d.source_type;
+        quote_spanned! {d.source_path.span()=>
+            #[allow(unused_qualifications, clippy::absolute_paths)]
+            const _: () = ::core::assert!(
+                __dynatree::__private::template_strictly_extends(
+                    <#ident as __dynatree::Hierarchical>::TEMPLATE,
+                    <#src as __dynatree::Hierarchical>::TEMPLATE,
+                ),
+                "the source of `#[dynatree(from = ...)]` must be an ancestor: the path template must extend the source type's",
+            );
+        }
+    });
+
     let parent_check = input.attrs.parent.as_ref().map(|parent| {
         quote_spanned! {parent.span()=>
             #[allow(unused_qualifications, clippy::absolute_paths)]
@@ -277,6 +305,7 @@ fn expand(input: &Input<'_>, plan: &Plan<'_>) -> TokenStream {
             use #krate as __dynatree;
 
             #parent_check
+            #( #denorm_checks )*
 
             #[automatically_derived]
             #[allow(unused_qualifications, clippy::absolute_paths)]
@@ -328,6 +357,8 @@ fn expand(input: &Input<'_>, plan: &Plan<'_>) -> TokenStream {
                 #index_items
 
                 #ttl_items
+
+                #denorm_items
             }
 
             #index_impl

@@ -23,7 +23,20 @@ pub struct Plan<'a> {
     pub version: Option<(&'a Field<'a>, String)>,
     /// The `#[dynatree(ttl)]` field and its attribute name.
     pub ttl: Option<(&'a Field<'a>, String)>,
+    /// The `#[dynatree(from = Type::field)]` fields.
+    pub denormalized: Vec<PlannedDenorm<'a>>,
     pub indexes: Vec<PlannedIndex<'a>>,
+}
+
+/// A validated denormalized field: the target field, its attribute name, the source type and
+/// the source field.
+pub struct PlannedDenorm<'a> {
+    pub field: &'a Field<'a>,
+    pub attr: String,
+    /// The whole source path, for spans.
+    pub source_path: &'a syn::ExprPath,
+    pub source_type: syn::Path,
+    pub source_field: syn::Ident,
 }
 
 /// A validated index: its name and fields.
@@ -86,6 +99,14 @@ pub fn check<'a>(cx: &Ctxt, input: &'a Input<'a>) -> Option<Plan<'a>> {
             "the `#[dynatree(ttl)]` field cannot be part of the path: a path does not expire",
         );
     }
+    let denormalized = check_denorm(
+        cx,
+        input,
+        &placeholders,
+        version.as_ref(),
+        ttl.as_ref(),
+        &indexes,
+    );
     Some(Plan {
         template: lit,
         components,
@@ -93,6 +114,7 @@ pub fn check<'a>(cx: &Ctxt, input: &'a Input<'a>) -> Option<Plan<'a>> {
         reserved,
         version,
         ttl,
+        denormalized,
         indexes,
     })
 }
@@ -363,6 +385,90 @@ fn check_serde_key_fields(
             );
         }
     }
+}
+
+/// `#[dynatree(from = Type::field)]`: a path of a type and one of its fields, on a field that is
+/// not a key, index, version or ttl field and is stored (no serde `skip*`). That the source is
+/// an ancestor, that its field exists and that the types fit are checked by the generated code,
+/// spanned on the path.
+fn check_denorm<'a>(
+    cx: &Ctxt,
+    input: &'a Input<'a>,
+    placeholders: &[&'a Field<'a>],
+    version: Option<&(&'a Field<'a>, String)>,
+    ttl: Option<&(&'a Field<'a>, String)>,
+    indexes: &[PlannedIndex<'a>],
+) -> Vec<PlannedDenorm<'a>> {
+    let rename_all = input.attrs.rename_all.as_ref().map(LitStr::value);
+    let mut out = Vec::new();
+    for f in &input.fields {
+        let Some((keyword, source)) = &f.attrs.from else {
+            continue;
+        };
+        let role = if placeholders.iter().any(|p| std::ptr::eq(*p, f)) {
+            Some("a placeholder of the path template")
+        } else if indexes
+            .iter()
+            .any(|ix| std::ptr::eq(ix.hash, f) || ix.range.is_some_and(|r| std::ptr::eq(r, f)))
+        {
+            Some("a key of a secondary index")
+        } else if version.is_some_and(|(v, _)| std::ptr::eq(*v, f)) {
+            Some("the `#[dynatree(version)]` field")
+        } else if ttl.is_some_and(|(t, _)| std::ptr::eq(*t, f)) {
+            Some("the `#[dynatree(ttl)]` field")
+        } else {
+            None
+        };
+        if let Some(role) = role {
+            cx.error_spanned_by(
+                keyword,
+                format!(
+                    "`{}` is {role}: it cannot be a copy of another type's field",
+                    f.ident.unraw()
+                ),
+            );
+            continue;
+        }
+        if let Some(skip) = f.attrs.serde_skips.first() {
+            cx.error_spanned_by(
+                skip,
+                "a `#[dynatree(from = ...)]` field is stored and read back: it cannot be skipped by serde",
+            );
+            continue;
+        }
+        let segments = &source.path.segments;
+        if source.qself.is_some() || segments.len() < 2 {
+            cx.error_spanned_by(
+                source,
+                "expected the source type and its field, e.g. `#[dynatree(from = Forum::name)]`",
+            );
+            continue;
+        }
+        let mut source_type = source.path.clone();
+        let all: Vec<syn::PathSegment> = source_type.segments.iter().cloned().collect();
+        let (last, init) = all.split_last().expect("two segments");
+        source_type.segments = init.iter().cloned().collect();
+        let last = last.clone();
+        if !last.arguments.is_none() {
+            cx.error_spanned_by(&last, "expected a field name after the source type");
+            continue;
+        }
+        if source_type.is_ident(input.ident) || source_type.is_ident("Self") {
+            cx.error_spanned_by(
+                source,
+                "a field cannot copy a field of its own type: the source must be an ancestor",
+            );
+            continue;
+        }
+        out.push(PlannedDenorm {
+            field: f,
+            attr: f.attribute_name(rename_all.as_deref()),
+            source_path: source,
+            source_type,
+            source_field: last.ident,
+        });
+    }
+    out
 }
 
 /// At most one `#[dynatree(ttl)]` field, not the version field, not skipped by serde (its type

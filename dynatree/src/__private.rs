@@ -52,3 +52,18 @@ pub fn seg<T: KeySegment>() -> SegFns<T> {
 pub fn expiry<T: crate::Expiry + ?Sized>(v: &T) -> Option<u64> {
     v.expires_at()
 }
+
+/// The declaration of a `#[dynatree(from = S::field)]` field of type `T`, from the source
+/// field's handle (its type and attribute); the bound checks that `T` can hold the source's
+/// type, spanned on the attribute.
+pub const fn denormalized<S: crate::Hierarchical, V, A, T: crate::DenormTarget<V>>(
+    target: &'static str,
+    source: crate::Field<S, V, A>,
+) -> crate::Denormalized {
+    crate::Denormalized::new(target, S::TEMPLATE, source.name(), T::OPTIONAL)
+}
+
+/// Whether `child` extends `parent` and is longer: `parent` is a strict ancestor.
+pub const fn template_strictly_extends(child: &str, parent: &str) -> bool {
+    template_extends(child, parent) && child.len() != parent.len()
+}

@@ -5,6 +5,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod batch;
+mod denorm;
 mod error;
 mod expiry;
 mod fields;
@@ -33,6 +34,7 @@ pub mod consistency {
 }
 
 pub use crate::batch::RetryPolicy;
+pub use crate::denorm::{DenormTarget, Denormalized};
 pub use crate::error::{CancellationReason, Error, ErrorKind, Party, Result};
 pub use crate::expiry::Expiry;
 pub use crate::fields::{Cond, Field, Operand, ReadOnly, Updatable};

@@ -1,0 +1,159 @@
+//! Denormalized ancestor fields (issue 9, in progress): the declarations.
+//!
+//! A field marked `#[dynatree(from = Forum::name)]` holds a copy of a field of an ancestor
+//! type (one whose path template the type's template extends). The derive checks at compile
+//! time that the source type is a strict ancestor, that it has the field, and that the target
+//! field's type can hold it (the same type, or an `Option` of it); it records each declaration
+//! as a [`Denormalized`] in [`Hierarchical::DENORMALIZED`](crate::Hierarchical::DENORMALIZED).
+//! Chains are allowed (a `Post` copies `Forum::name`, a `Comment` copies `Post::forum_name`);
+//! cycles are impossible, since every source is a strict ancestor.
+//!
+//! Propagation (writing the copies when a source changes, filling them when a value is created
+//! or moved) is not implemented yet: the declarations are checked and recorded only.
+//!
+//! # Examples
+//!
+//! ```
+//! use dynatree::{Denormalized, Hierarchical};
+//! use serde::{Deserialize, Serialize};
+//!
+//! #[derive(Hierarchical, Serialize, Deserialize)]
+//! #[dynatree(path = "Forums/{forum}")]
+//! struct Forum { forum: String, name: String }
+//!
+//! #[derive(Hierarchical, Serialize, Deserialize)]
+//! #[dynatree(path = "Forums/{forum}/Threads/{thread}")]
+//! struct Thread {
+//!     forum: String,
+//!     thread: String,
+//!     title: String,
+//!     #[dynatree(from = Forum::name)]
+//!     forum_name: Option<String>,
+//! }
+//!
+//! assert_eq!(
+//!     Thread::DENORMALIZED,
+//!     &[Denormalized::new("forum_name", "Forums/{forum}", "name", true)]
+//! );
+//! ```
+
+/// One denormalized field of a type: its attribute, and the source type's template and
+/// attribute it copies.
+///
+/// # Examples
+///
+/// ```
+/// use dynatree::Denormalized;
+///
+/// let d = Denormalized::new("forum_name", "Forums/{forum}", "name", false);
+/// assert_eq!((d.target(), d.source_template(), d.source_attr(), d.optional()),
+///            ("forum_name", "Forums/{forum}", "name", false));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Denormalized {
+    target: &'static str,
+    source_template: &'static str,
+    source_attr: &'static str,
+    optional: bool,
+}
+
+impl Denormalized {
+    /// A declaration: the target attribute, the source type's path template, the source
+    /// attribute, and whether the target is an `Option` (cleared when the source is missing).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::Denormalized;
+    /// const D: Denormalized = Denormalized::new("t", "A/{a}", "s", true);
+    /// assert!(D.optional());
+    /// ```
+    pub const fn new(
+        target: &'static str,
+        source_template: &'static str,
+        source_attr: &'static str,
+        optional: bool,
+    ) -> Self {
+        Self {
+            target,
+            source_template,
+            source_attr,
+            optional,
+        }
+    }
+
+    /// The attribute the copy is stored under.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::Denormalized;
+    /// assert_eq!(Denormalized::new("t", "A/{a}", "s", true).target(), "t");
+    /// ```
+    pub const fn target(&self) -> &'static str {
+        self.target
+    }
+
+    /// The path template of the source type.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::Denormalized;
+    /// assert_eq!(Denormalized::new("t", "A/{a}", "s", true).source_template(), "A/{a}");
+    /// ```
+    pub const fn source_template(&self) -> &'static str {
+        self.source_template
+    }
+
+    /// The attribute of the source type that is copied.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::Denormalized;
+    /// assert_eq!(Denormalized::new("t", "A/{a}", "s", true).source_attr(), "s");
+    /// ```
+    pub const fn source_attr(&self) -> &'static str {
+        self.source_attr
+    }
+
+    /// Whether the target is an `Option` (cleared when the source is removed or missing).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::Denormalized;
+    /// assert!(!Denormalized::new("t", "A/{a}", "s", false).optional());
+    /// ```
+    pub const fn optional(&self) -> bool {
+        self.optional
+    }
+}
+
+/// A field type that can hold a copy of a source field of type `V`: `V` itself, or
+/// `Option<V>`.
+///
+/// # Examples
+///
+/// ```
+/// use dynatree::DenormTarget;
+/// assert!(!<String as DenormTarget<String>>::OPTIONAL);
+/// assert!(<Option<String> as DenormTarget<String>>::OPTIONAL);
+/// ```
+#[diagnostic::on_unimplemented(
+    message = "a `{Self}` field cannot hold a copy of a `{V}` field",
+    note = "a `#[dynatree(from = ...)]` field has the source field's type, or an `Option` of it"
+)]
+pub trait DenormTarget<V> {
+    /// Whether the target is an `Option`.
+    const OPTIONAL: bool;
+}
+
+impl<V> DenormTarget<V> for V {
+    const OPTIONAL: bool = false;
+}
+
+impl<V> DenormTarget<V> for Option<V> {
+    const OPTIONAL: bool = true;
+}
