@@ -117,7 +117,7 @@ impl<T, V, A> Field<T, V, A> {
     ///
     /// assert_eq!(User::FIELDS.nick.name(), "n"); // what conditions and updates name
     /// ```
-    pub fn name(&self) -> &'static str {
+    pub const fn name(&self) -> &'static str {
         self.name
     }
 }

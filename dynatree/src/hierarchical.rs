@@ -102,14 +102,54 @@ pub trait Hierarchical: Serialize + DeserializeOwned + Send + Sync + 'static {
 
     /// The attribute name of the `#[dynatree(ttl)]` field, if there is one.
     const TTL_FIELD: Option<&'static str> = None;
+    /// The fields declared with `#[dynatree(from = Type::field)]`: copies of ancestors' fields
+    /// (see [`Denormalized`](crate::Denormalized)).
+    const DENORMALIZED: &'static [crate::Denormalized] = &[];
 
     /// When this value expires (seconds since the Unix epoch), from its `#[dynatree(ttl)]`
     /// field; `None`: never. See [`Expiry`](crate::Expiry).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::Hierarchical;
+    /// use serde::{Deserialize, Serialize};
+    ///
+    /// #[derive(Hierarchical, Serialize, Deserialize)]
+    /// #[dynatree(path = "Sessions/{id}")]
+    /// struct Session { id: String, #[dynatree(ttl)] expires: u64 }
+    ///
+    /// #[derive(Hierarchical, Serialize, Deserialize)]
+    /// #[dynatree(path = "Accounts/{id}")]
+    /// struct Account { id: String }
+    ///
+    /// let s = Session { id: "s1".into(), expires: 1_700_000_000 };
+    /// assert_eq!(s.expires_at(), Some(1_700_000_000));
+    /// assert_eq!(Account { id: "a1".into() }.expires_at(), None); // no ttl field: never
+    /// ```
     fn expires_at(&self) -> Option<u64> {
         None
     }
 
     /// This value's keys in each of [`INDEXES`](Hierarchical::INDEXES) (encoded).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::Hierarchical;
+    /// use serde::{Deserialize, Serialize};
+    ///
+    /// #[derive(Hierarchical, Serialize, Deserialize)]
+    /// #[dynatree(path = "Accounts/{id}", index(name = "by_email", hash = email))]
+    /// struct Account { id: String, email: String }
+    ///
+    /// let a = Account { id: "a1".into(), email: "ann@example.com".into() };
+    /// let keys = a.index_keys();
+    /// assert_eq!(keys.len(), 1);
+    /// assert_eq!(keys[0].index(), "by_email");
+    /// assert!(keys[0].hash().contains("ann@example.com"));
+    /// assert_eq!(keys[0].range(), None);
+    /// ```
     fn index_keys(&self) -> Vec<IndexKey> {
         Vec::new()
     }
@@ -144,6 +184,21 @@ pub trait Hierarchical: Serialize + DeserializeOwned + Send + Sync + 'static {
     /// # Errors
     ///
     /// [`ErrorKind::InvalidPath`] if an encoded component is empty.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::Hierarchical;
+    /// use serde::{Deserialize, Serialize};
+    ///
+    /// #[derive(Hierarchical, Serialize, Deserialize)]
+    /// #[dynatree(path = "Accounts/{account_id}/Links/{short}")]
+    /// struct Link { account_id: String, short: String }
+    ///
+    /// let key = LinkKey { account_id: "a1".into(), short: "xyz".into() };
+    /// assert_eq!(Link::key_path(&key)?.to_string(), "/Accounts/a1/Links/xyz");
+    /// # Ok::<(), dynatree::Error>(())
+    /// ```
     fn key_path(key: &Self::Key) -> Result<Path> {
         Path::new(Self::key_components(key))
     }
@@ -153,6 +208,22 @@ pub trait Hierarchical: Serialize + DeserializeOwned + Send + Sync + 'static {
     /// # Errors
     ///
     /// [`ErrorKind::InvalidPath`] if an encoded component is empty.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::Hierarchical;
+    /// use serde::{Deserialize, Serialize};
+    ///
+    /// #[derive(Hierarchical, Serialize, Deserialize)]
+    /// #[dynatree(path = "Accounts/{account_id}/Links/{short}")]
+    /// struct Link { account_id: String, short: String }
+    ///
+    /// let key = LinkKey { account_id: "a1".into(), short: "xyz".into() };
+    /// let links = Link::collection_of(&key);
+    /// assert_eq!(Link::collection_path(&links)?.to_string(), "/Accounts/a1/Links");
+    /// # Ok::<(), dynatree::Error>(())
+    /// ```
     fn collection_path(collection: &Self::Collection) -> Result<Path> {
         Path::new(Self::collection_components(collection))
     }
@@ -162,6 +233,25 @@ pub trait Hierarchical: Serialize + DeserializeOwned + Send + Sync + 'static {
     /// # Errors
     ///
     /// [`ErrorKind::InvalidPath`] if the path does not match the template.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::Hierarchical;
+    /// use serde::{Deserialize, Serialize};
+    ///
+    /// use dynatree::Path;
+    ///
+    /// #[derive(Hierarchical, Serialize, Deserialize)]
+    /// #[dynatree(path = "Accounts/{account_id}/Links/{short}")]
+    /// struct Link { account_id: String, short: String }
+    ///
+    /// let key = Link::key_from_path(&Path::parse("/Accounts/a1/Links/xyz")?)?;
+    /// assert_eq!(key, LinkKey { account_id: "a1".into(), short: "xyz".into() });
+    /// assert!(Link::key_from_path(&Path::parse("/Users/a1/Links/xyz")?).unwrap_err().is_invalid_path());
+    /// assert!(Link::key_from_path(&Path::parse("/Accounts/a1")?).is_err());
+    /// # Ok::<(), dynatree::Error>(())
+    /// ```
     fn key_from_path(path: &Path) -> Result<Self::Key> {
         Self::key_from_components(path.components())
     }
