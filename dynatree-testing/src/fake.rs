@@ -461,15 +461,14 @@ impl FakeTable {
     /// # use dynatree::storage::{Condition, Key, Storage};
     /// # use dynatree_testing::FakeTable;
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
-    /// # #[derive(serde::Serialize)] struct Doc { title: String }
     /// let table = FakeTable::new();
-    /// let tree = Tree::new(table.clone());
-    /// tree.create_table().await?;
-    /// table.reset_metrics();
-    /// tree.put(["a"], &Doc { title: "hello".into() }).await?;
-    /// let m = table.metrics();
-    /// assert_eq!(m.requests("TransactWriteItems"), 1);
-    /// assert!(m.write_units() > 0.0);
+    /// Tree::new(table.clone()).create_table().await?;
+    /// let before = table.metrics();
+    /// table.put_item(Key::new("h", "r").into_item(), Condition::Always).await?;
+    /// let after = table.metrics();
+    /// assert_eq!(after.total_requests(), before.total_requests() + 1); // `before` is a snapshot
+    /// assert_eq!(after.requests("PutItem"), 1);
+    /// assert_eq!(after.write_units(), 1.0); // one small item
     /// # Ok(()) }
     /// ```
     pub fn metrics(&self) -> Metrics {

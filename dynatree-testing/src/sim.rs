@@ -103,6 +103,20 @@ pub enum SimFault {
 impl SimFault {
     /// Every fault the explorer places by default: fail before apply, lost response, throttle,
     /// and both crashes.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree_testing::Fault;
+    /// use dynatree_testing::sim::SimFault;
+    ///
+    /// let all = SimFault::all();
+    /// assert_eq!(all.len(), 5);
+    /// assert!(all.contains(&SimFault::Request(Fault::FailAfterApply)));
+    /// assert!(all.contains(&SimFault::Crash) && all.contains(&SimFault::CrashAfterApply));
+    /// // Unprocessed batch items are opt-in: they only fit batch requests.
+    /// assert!(!all.iter().any(|f| matches!(f, SimFault::Request(Fault::Unprocessed { .. }))));
+    /// ```
     pub fn all() -> Vec<SimFault> {
         vec![
             SimFault::Request(Fault::Fail),
@@ -266,11 +280,59 @@ impl<B> Clone for SimStorage<B> {
 
 impl<B: Storage + 'static> SimStorage<B> {
     /// The shared backend.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree_testing::FakeTable;
+    /// use dynatree_testing::sim::{OpOutcome, Sim, SimStorage};
+    ///
+    /// # #[derive(serde::Serialize, serde::Deserialize, Debug, Clone)] struct V { v: u8 }
+    /// Sim::new("peek at the table", FakeTable::new)
+    ///     .schedules(1)
+    ///     .setup(|tree| async move { tree.put(["a"], &V { v: 1 }).await })
+    ///     .op("count rows", |tree| async move {
+    ///         let sim: &SimStorage<FakeTable> = tree.storage().downcast_ref().expect("a sim handle");
+    ///         // The shared table itself: not gated, no fault, not a request of the operation.
+    ///         Ok(sim.backend().rows().len())
+    ///     })
+    ///     .check(|end| match &end.outcomes[0] {
+    ///         OpOutcome::Ok(rows) if rows != "0" => Ok(()),
+    ///         other => Err(format!("the setup's rows are missing: {other}")),
+    ///     })
+    ///     .run();
+    /// ```
     pub fn backend(&self) -> &B {
         &self.backend
     }
 
     /// The index of the operation this handle belongs to; `None` for setup and recovery.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::cell::RefCell;
+    /// use std::rc::Rc;
+    /// use dynatree::Tree;
+    /// use dynatree_testing::FakeTable;
+    /// use dynatree_testing::sim::{Sim, SimStorage};
+    ///
+    /// # #[derive(serde::Serialize, serde::Deserialize, Debug, Clone)] struct V { v: u8 }
+    /// let seen = Rc::new(RefCell::new(Vec::new()));
+    /// let log = Rc::clone(&seen);
+    /// Sim::new("who builds trees", FakeTable::new)
+    ///     .schedules(1)
+    ///     .tree(move |s: SimStorage<FakeTable>| {
+    ///         log.borrow_mut().push(s.op());
+    ///         Tree::new(s)
+    ///     })
+    ///     .op("put a", |tree| async move { tree.put(["a"], &V { v: 1 }).await })
+    ///     .op("put b", |tree| async move { tree.put(["b"], &V { v: 2 }).await })
+    ///     .run();
+    /// let seen = seen.borrow();
+    /// assert!(seen.contains(&Some(0)) && seen.contains(&Some(1))); // one per operation
+    /// assert!(seen.contains(&None)); // recovery's tree, not gated
+    /// ```
     pub fn op(&self) -> Option<usize> {
         self.op
     }
@@ -665,11 +727,39 @@ pub enum OpOutcome {
 
 impl OpOutcome {
     /// Whether it returned `Ok`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::{Error, ErrorKind};
+    /// use dynatree_testing::sim::OpOutcome;
+    ///
+    /// assert!(OpOutcome::Ok("()".into()).is_ok());
+    /// assert!(!OpOutcome::Err(Error::new(ErrorKind::Locked, "")).is_ok());
+    /// assert!(!OpOutcome::Crashed.is_ok());
+    /// ```
     pub fn is_ok(&self) -> bool {
         matches!(self, OpOutcome::Ok(_))
     }
 
     /// The error's kind, if it returned an error.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree_testing::FakeTable;
+    /// use dynatree_testing::sim::Sim;
+    /// use dynatree::ErrorKind;
+    ///
+    /// Sim::new("read a missing link", FakeTable::new)
+    ///     .schedules(1)
+    ///     .op("read_link", |tree| async move { tree.read_link(["nothing"]).await })
+    ///     .check(|end| match end.outcomes[0].err_kind() {
+    ///         Some(ErrorKind::NotFound) => Ok(()),
+    ///         _ => Err(format!("expected not found, got {}", end.outcomes[0])),
+    ///     })
+    ///     .run();
+    /// ```
     pub fn err_kind(&self) -> Option<ErrorKind> {
         match self {
             OpOutcome::Err(e) => Some(e.kind()),
@@ -707,12 +797,51 @@ impl End<'_> {
     /// # Panics
     ///
     /// If there is no operation `i`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree_testing::FakeTable;
+    /// use dynatree_testing::sim::Sim;
+    /// use dynatree_testing::Fault;
+    /// use dynatree_testing::sim::SimFault;
+    ///
+    /// # #[derive(serde::Serialize, serde::Deserialize, Debug, Clone)] struct V { v: u8 }
+    /// Sim::new("a put that reports Ok is stored", FakeTable::new)
+    ///     .schedules(20)
+    ///     .faults(1, [SimFault::Request(Fault::Fail)])
+    ///     .op("put a", |tree| async move { tree.put(["a"], &V { v: 1 }).await })
+    ///     .check(|end| {
+    ///         if end.ok(0) && end.model.get(["a"]).is_none() {
+    ///             return Err("put a returned Ok but a is missing".into());
+    ///         }
+    ///         Ok(())
+    ///     })
+    ///     .run();
+    /// ```
     pub fn ok(&self, i: usize) -> bool {
         self.outcomes[i].is_ok()
     }
 
     /// The number attribute `attr` of the object at `path` (links not followed), if there is
     /// such an object with such a number (as a `u64`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree_testing::FakeTable;
+    /// use dynatree_testing::sim::Sim;
+    /// # #[derive(serde::Serialize, serde::Deserialize, Debug, Clone)] struct V { v: u8 }
+    /// Sim::new("last writer wins", FakeTable::new)
+    ///     .schedules(20)
+    ///     .op("put a=1", |tree| async move { tree.put(["a"], &V { v: 1 }).await })
+    ///     .op("put a=2", |tree| async move { tree.put(["a"], &V { v: 2 }).await })
+    ///     .check(|end| match end.number(["a"], "v") {
+    ///         Some(1 | 2) => Ok(()),
+    ///         other => Err(format!("a.v is {other:?}")),
+    ///     })
+    ///     .run();
+    /// ```
     pub fn number(&self, path: impl IntoPath, attr: &str) -> Option<u64> {
         match self.model.get(path)? {
             Stored::Object(item) => match item.get(attr)? {
@@ -724,6 +853,27 @@ impl End<'_> {
     }
 
     /// Whether the table holds the row with this `Key` and `Child` (a listing row, say).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree_testing::FakeTable;
+    /// use dynatree_testing::sim::Sim;
+    /// # #[derive(serde::Serialize, serde::Deserialize, Debug, Clone)] struct V { v: u8 }
+    /// Sim::new("listing rows of a put", FakeTable::new)
+    ///     .schedules(20)
+    ///     .setup(|tree| async move { tree.put(["x", "a"], &V { v: 1 }).await })
+    ///     .op("put x/b", |tree| async move { tree.put(["x", "b"], &V { v: 2 }).await })
+    ///     .op("delete x/a", |tree| async move { tree.delete(["x", "a"]).await })
+    ///     .check(|end| {
+    ///         // `x/b` is listed under `x`, and `x` under the root.
+    ///         if end.ok(0) && !(end.has_row("¦x¦", "b") && end.has_row("¦", "x")) {
+    ///             return Err("x/b is not listed".into());
+    ///         }
+    ///         Ok(())
+    ///     })
+    ///     .run();
+    /// ```
     pub fn has_row(&self, key: &str, child: &str) -> bool {
         self.rows.iter().any(|r| {
             r.get_s(dynatree::storage::HASH_KEY) == Some(key)
@@ -856,6 +1006,21 @@ impl<B: Storage + 'static> Sim<B> {
     /// A scenario named `name` on a fresh backend per schedule from `backend` (the simulator
     /// creates the table). Defaults: 500 schedules (or `DYNATREE_SIM_SCHEDULES`), no faults,
     /// at most 2 preemptions in the bounded search, paused time.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree_testing::FakeTable;
+    /// use dynatree_testing::sim::Sim;
+    /// # #[derive(serde::Serialize, serde::Deserialize, Debug, Clone)] struct V { v: u8 }
+    /// let report = Sim::new("two puts", FakeTable::new)
+    ///     .op("put a", |tree| async move { tree.put(["a"], &V { v: 1 }).await })
+    ///     .op("put b", |tree| async move { tree.put(["b"], &V { v: 2 }).await })
+    ///     .schedules(10)
+    ///     .run();
+    /// assert_eq!(report.name, "two puts");
+    /// assert!(report.schedules >= 2); // both orders at least
+    /// ```
     pub fn new(name: impl Into<String>, backend: impl Fn() -> B + 'static) -> Self {
         Self {
             name: name.into(),
@@ -878,12 +1043,57 @@ impl<B: Storage + 'static> Sim<B> {
     }
 
     /// How each process builds its tree (e.g. a short removal lease); default `Tree::new`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree_testing::FakeTable;
+    /// use dynatree_testing::sim::Sim;
+    /// use std::time::Duration;
+    /// use dynatree::Tree;
+    /// use dynatree_testing::sim::SimFault;
+    ///
+    /// # #[derive(serde::Serialize, serde::Deserialize, Debug, Clone)] struct V { v: u8 }
+    /// Sim::new("crash in delete_subtree, short lease", FakeTable::new)
+    ///     .tree(|s| {
+    ///         Tree::builder(s)
+    ///             .removal_lease(Duration::from_secs(5))
+    ///             .build()
+    ///             .expect("valid tree settings")
+    ///     })
+    ///     .setup(|tree| async move { tree.put(["a", "b"], &V { v: 1 }).await })
+    ///     .op("delete a", |tree| async move { tree.delete_subtree(["a"]).await })
+    ///     .model(|m| m.delete_subtree(["a"]))
+    ///     .faults(1, [SimFault::Crash])
+    ///     .schedules(20)
+    ///     .run(); // recovery resumes a crashed deletion once its 5 s lease has expired
+    /// ```
     pub fn tree(mut self, f: impl Fn(SimStorage<B>) -> Tree + 'static) -> Self {
         self.tree = Box::new(f);
         self
     }
 
     /// A step run before the operations, alone and without faults (e.g. creating objects).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree_testing::FakeTable;
+    /// use dynatree_testing::sim::Sim;
+    /// # #[derive(serde::Serialize, serde::Deserialize, Debug, Clone)] struct V { v: u8 }
+    /// Sim::new("delete what setup wrote", FakeTable::new)
+    ///     .schedules(10)
+    ///     .setup(|tree| async move {
+    ///         tree.put(["a"], &V { v: 1 }).await?;
+    ///         tree.put(["b"], &V { v: 2 }).await
+    ///     })
+    ///     .op("delete a", |tree| async move { tree.delete(["a"]).await })
+    ///     .check(|end| match (end.model.get(["a"]), end.number(["b"], "v")) {
+    ///         (None, Some(2)) => Ok(()),
+    ///         other => Err(format!("unexpected end state {other:?}")),
+    ///     })
+    ///     .run();
+    /// ```
     pub fn setup<F, T>(mut self, f: impl Fn(Tree) -> F + 'static) -> Self
     where
         F: Future<Output = Result<T>> + 'static,
@@ -898,6 +1108,26 @@ impl<B: Storage + 'static> Sim<B> {
 
     /// An operation, run concurrently with the others in its own process (own tree). The
     /// closure gets the tree by value; return what the operation returns.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree_testing::FakeTable;
+    /// use dynatree_testing::sim::Sim;
+    /// use dynatree_testing::sim::OpOutcome;
+    ///
+    /// # #[derive(serde::Serialize, serde::Deserialize, Debug, Clone)] struct V { v: u8 }
+    /// Sim::new("read during a put", FakeTable::new)
+    ///     .schedules(10)
+    ///     .op("put a", |tree| async move { tree.put(["a"], &V { v: 1 }).await })
+    ///     .op("get a", |tree| async move { tree.get::<V>(["a"]).await })
+    ///     .check(|end| match &end.outcomes[1] {
+    ///         // The value an operation returns, in its `Debug` form.
+    ///         OpOutcome::Ok(got) if got == "None" || got == "Some(V { v: 1 })" => Ok(()),
+    ///         other => Err(format!("get a: {other}")),
+    ///     })
+    ///     .run();
+    /// ```
     pub fn op<F, T>(mut self, name: impl Into<String>, f: impl Fn(Tree) -> F + 'static) -> Self
     where
         F: Future<Output = Result<T>> + 'static,
@@ -922,6 +1152,23 @@ impl<B: Storage + 'static> Sim<B> {
     /// [`ErrorKind::Conflict`], see [`refusals`](Sim::refusals)) is not applied, one taken
     /// over by another call ([`ErrorKind::TakenOver`]) may or may not be, and any
     /// other error must be the model's error at that position.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree_testing::FakeTable;
+    /// use dynatree_testing::sim::Sim;
+    /// # #[derive(serde::Serialize, serde::Deserialize, Debug, Clone)] struct V { v: u8 }
+    /// // Whatever the order, the table must equal the model after both puts in some serial order.
+    /// Sim::new("put vs delete", FakeTable::new)
+    ///     .schedules(20)
+    ///     .setup(|tree| async move { tree.put(["a"], &V { v: 1 }).await })
+    ///     .op("put a/b", |tree| async move { tree.put(["a", "b"], &V { v: 2 }).await })
+    ///     .model(|m| m.put(["a", "b"], &V { v: 2 }))
+    ///     .op("delete a", |tree| async move { tree.delete(["a"]).await })
+    ///     .model(|m| m.delete(["a"]))
+    ///     .run();
+    /// ```
     pub fn model(
         mut self,
         f: impl Fn(&mut Model) -> std::result::Result<(), ErrorKind> + 'static,
@@ -933,6 +1180,22 @@ impl<B: Storage + 'static> Sim<B> {
     }
 
     /// A check of your own, after each schedule and its recovery.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree_testing::FakeTable;
+    /// use dynatree_testing::sim::Sim;
+    /// # #[derive(serde::Serialize, serde::Deserialize, Debug, Clone)] struct V { v: u8 }
+    /// Sim::new("two puts of one path", FakeTable::new)
+    ///     .schedules(20)
+    ///     .op("put a=1", |tree| async move { tree.put(["a"], &V { v: 1 }).await })
+    ///     .op("put a=2", |tree| async move { tree.put(["a"], &V { v: 2 }).await })
+    ///     .check(|end| {
+    ///         if end.model.objects().len() == 1 { Ok(()) } else { Err("a is not alone".into()) }
+    ///     })
+    ///     .run();
+    /// ```
     pub fn check(
         mut self,
         f: impl Fn(&End<'_>) -> std::result::Result<(), String> + 'static,
@@ -942,6 +1205,23 @@ impl<B: Storage + 'static> Sim<B> {
     }
 
     /// Schedules to run (overridden by `DYNATREE_SIM_SCHEDULES`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree_testing::FakeTable;
+    /// use dynatree_testing::sim::Sim;
+    /// # #[derive(serde::Serialize, serde::Deserialize, Debug, Clone)] struct V { v: u8 }
+    /// let report = Sim::new("three puts", FakeTable::new)
+    ///     .op("put a", |tree| async move { tree.put(["a"], &V { v: 1 }).await })
+    ///     .op("put b", |tree| async move { tree.put(["b"], &V { v: 2 }).await })
+    ///     .op("put c", |tree| async move { tree.put(["c"], &V { v: 3 }).await })
+    ///     .schedules(4)
+    ///     .run();
+    /// # if std::env::var_os("DYNATREE_SIM_SCHEDULES").is_none() {
+    /// assert_eq!(report.schedules, 4); // half bounded search, half random
+    /// # }
+    /// ```
     pub fn schedules(mut self, n: usize) -> Self {
         if env_num("DYNATREE_SIM_SCHEDULES").is_none() {
             self.schedules = n.max(1);
@@ -950,6 +1230,26 @@ impl<B: Storage + 'static> Sim<B> {
     }
 
     /// Places up to `n` faults per schedule, of the given kinds.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree_testing::FakeTable;
+    /// use dynatree_testing::sim::Sim;
+    /// use dynatree_testing::Fault;
+    /// use dynatree_testing::sim::SimFault;
+    ///
+    /// # #[derive(serde::Serialize, serde::Deserialize, Debug, Clone)] struct V { v: u8 }
+    /// // A lost response or a crash may leave the put applied or not; the model check accepts both.
+    /// Sim::new("put under faults", FakeTable::new)
+    ///     .faults(1, [SimFault::Request(Fault::FailAfterApply), SimFault::CrashAfterApply])
+    ///     .op("put a/b", |tree| async move { tree.put(["a", "b"], &V { v: 1 }).await })
+    ///     .model(|m| m.put(["a", "b"], &V { v: 1 }))
+    ///     .op("put a/c", |tree| async move { tree.put(["a", "c"], &V { v: 2 }).await })
+    ///     .model(|m| m.put(["a", "c"], &V { v: 2 }))
+    ///     .schedules(30)
+    ///     .run();
+    /// ```
     pub fn faults(mut self, n: usize, kinds: impl IntoIterator<Item = SimFault>) -> Self {
         self.max_faults = n;
         self.faults = kinds.into_iter().collect();
@@ -957,12 +1257,55 @@ impl<B: Storage + 'static> Sim<B> {
     }
 
     /// The preemption bound of the depth-first search (`None`: unbounded).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree_testing::FakeTable;
+    /// use dynatree_testing::sim::Sim;
+    /// # #[derive(serde::Serialize, serde::Deserialize, Debug, Clone)] struct V { v: u8 }
+    /// let report = Sim::new("two puts, every interleaving", FakeTable::new)
+    ///     .preemptions(None)
+    ///     .schedules(1_000)
+    ///     .op("put a", |tree| async move { tree.put(["a"], &V { v: 1 }).await })
+    ///     .op("put b", |tree| async move { tree.put(["b"], &V { v: 2 }).await })
+    ///     .run();
+    /// # if std::env::var_os("DYNATREE_SIM_SCHEDULES").is_none() {
+    /// assert!(report.exhaustive); // the unbounded search finished within the budget
+    /// # }
+    /// ```
     pub fn preemptions(mut self, bound: Option<usize>) -> Self {
         self.preemptions = bound;
         self
     }
 
-    /// Seed of the random phase (overridden by `DYNATREE_SIM_SEED`).
+    /// Seed of the random phase and, on paused time, of `fastrand` in every schedule (it leads
+    /// the replay string); overridden by `DYNATREE_SIM_SEED`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree_testing::FakeTable;
+    /// use dynatree_testing::sim::Sim;
+    /// # #[derive(serde::Serialize, serde::Deserialize, Debug, Clone)] struct V { v: u8 }
+    /// let sim = |seed| {
+    ///     Sim::new("seeded", FakeTable::new)
+    ///         .schedules(6)
+    ///         .seed(seed)
+    ///         .op("put a=1", |tree| async move { tree.put(["a"], &V { v: 1 }).await })
+    ///         .op("put a=2", |tree| async move { tree.put(["a"], &V { v: 2 }).await })
+    ///         .check(|end| match end.number(["a"], "v") {
+    ///             Some(2) => Ok(()),
+    ///             _ => Err("put a=1 ran last".into()), // wrong on purpose
+    ///         })
+    /// };
+    /// // The same seed explores the same schedules: the same failure, with the same replay string.
+    /// let failure = sim(7).explore().unwrap_err();
+    /// assert_eq!(sim(7).explore().unwrap_err().replay, failure.replay);
+    /// # if std::env::var_os("DYNATREE_SIM_SEED").is_none() {
+    /// assert!(failure.replay.starts_with("7:")); // on paused time, every schedule's `fastrand` seed
+    /// # }
+    /// ```
     pub fn seed(mut self, seed: u64) -> Self {
         if env_num("DYNATREE_SIM_SEED").is_none() {
             self.seed = seed;
@@ -972,6 +1315,28 @@ impl<B: Storage + 'static> Sim<B> {
 
     /// Also offers "let time pass" as a choice while requests are parked and an operation
     /// sleeps (a retry backoff, a lease wait), so the sleeper may act before the others.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree_testing::FakeTable;
+    /// use dynatree_testing::sim::Sim;
+    /// use dynatree_testing::Fault;
+    /// use dynatree_testing::sim::SimFault;
+    ///
+    /// # #[derive(serde::Serialize, serde::Deserialize, Debug, Clone)] struct V { v: u8 }
+    /// // A throttled put sleeps before it retries; the other put may overtake it meanwhile.
+    /// Sim::new("throttled put", FakeTable::new)
+    ///     .allow_wait(true)
+    ///     .faults(1, [SimFault::Request(Fault::Throttle)])
+    ///     .op("put a", |tree| async move { tree.put(["a"], &V { v: 1 }).await })
+    ///     .model(|m| m.put(["a"], &V { v: 1 }))
+    ///     .op("put b", |tree| async move { tree.put(["b"], &V { v: 2 }).await })
+    ///     .model(|m| m.put(["b"], &V { v: 2 }))
+    ///     .check(|end| if end.ok(0) { Ok(()) } else { Err("the retry gave up".into()) })
+    ///     .schedules(30)
+    ///     .run();
+    /// ```
     pub fn allow_wait(mut self, yes: bool) -> Self {
         self.allow_wait = yes;
         self
@@ -979,6 +1344,22 @@ impl<B: Storage + 'static> Sim<B> {
 
     /// Runs on a real clock and I/O (for a real backend such as DynamoDB Local) instead of
     /// paused time. Requests are still serialized in the chosen order.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree_testing::FakeTable;
+    /// use dynatree_testing::sim::Sim;
+    /// # #[derive(serde::Serialize, serde::Deserialize, Debug, Clone)] struct V { v: u8 }
+    /// // For DynamoDB Local (`move || local.fresh_table()`); the fake works too.
+    /// let report = Sim::new("real clock", FakeTable::new)
+    ///     .real_time(true)
+    ///     .schedules(2)
+    ///     .op("put a", |tree| async move { tree.put(["a"], &V { v: 1 }).await })
+    ///     .model(|m| m.put(["a"], &V { v: 1 }))
+    ///     .run();
+    /// assert!(report.schedules >= 1);
+    /// ```
     pub fn real_time(mut self, yes: bool) -> Self {
         self.real_time = yes;
         if yes {
@@ -989,6 +1370,28 @@ impl<B: Storage + 'static> Sim<B> {
 
     /// How long recovery waits before `resume()` (default 1 h of paused time, so every lease
     /// has expired; zero with [`real_time`](Sim::real_time)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree_testing::FakeTable;
+    /// use dynatree_testing::sim::Sim;
+    /// use std::time::Duration;
+    /// use dynatree::Tree;
+    /// use dynatree_testing::sim::SimFault;
+    ///
+    /// # #[derive(serde::Serialize, serde::Deserialize, Debug, Clone)] struct V { v: u8 }
+    /// // Recovery waits one minute of paused time: past the 30 s lease of a crashed deletion.
+    /// Sim::new("crashed deletion, recovered", FakeTable::new)
+    ///     .tree(|s| Tree::builder(s).removal_lease(Duration::from_secs(30)).build().expect("valid"))
+    ///     .recovery_wait(Duration::from_secs(60))
+    ///     .setup(|tree| async move { tree.put(["a", "b"], &V { v: 1 }).await })
+    ///     .op("delete a", |tree| async move { tree.delete_subtree(["a"]).await })
+    ///     .model(|m| m.delete_subtree(["a"]))
+    ///     .faults(1, [SimFault::Crash])
+    ///     .schedules(20)
+    ///     .run();
+    /// ```
     pub fn recovery_wait(mut self, d: Duration) -> Self {
         self.recovery_wait = d;
         self
@@ -996,6 +1399,26 @@ impl<B: Storage + 'static> Sim<B> {
 
     /// Error kinds that mean "refused, nothing applied" for the serial-order check (default
     /// `Locked` and `Conflict`); replaces the list.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree_testing::FakeTable;
+    /// use dynatree_testing::sim::Sim;
+    /// use dynatree::ErrorKind;
+    ///
+    /// # #[derive(serde::Serialize, serde::Deserialize, Debug, Clone)] struct V { v: u8 }
+    /// // A put into a subtree being deleted is refused (`Locked`): it must not have written.
+    /// Sim::new("put vs delete_subtree", FakeTable::new)
+    ///     .refusals([ErrorKind::Locked, ErrorKind::Conflict])
+    ///     .setup(|tree| async move { tree.put(["a", "b"], &V { v: 1 }).await })
+    ///     .op("put a/c", |tree| async move { tree.put(["a", "c"], &V { v: 2 }).await })
+    ///     .model(|m| m.put(["a", "c"], &V { v: 2 }))
+    ///     .op("delete a", |tree| async move { tree.delete_subtree(["a"]).await })
+    ///     .model(|m| m.delete_subtree(["a"]))
+    ///     .schedules(30)
+    ///     .run();
+    /// ```
     pub fn refusals(mut self, kinds: impl IntoIterator<Item = ErrorKind>) -> Self {
         self.refusals = kinds.into_iter().collect();
         self
@@ -1007,6 +1430,22 @@ impl<B: Storage + 'static> Sim<B> {
     /// # Panics
     ///
     /// On a failing schedule.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree_testing::FakeTable;
+    /// use dynatree_testing::sim::Sim;
+    /// # #[derive(serde::Serialize, serde::Deserialize, Debug, Clone)] struct V { v: u8 }
+    /// let report = Sim::new("two puts", FakeTable::new)
+    ///     .op("put a", |tree| async move { tree.put(["a"], &V { v: 1 }).await })
+    ///     .model(|m| m.put(["a"], &V { v: 1 }))
+    ///     .op("put b", |tree| async move { tree.put(["b"], &V { v: 2 }).await })
+    ///     .model(|m| m.put(["b"], &V { v: 2 }))
+    ///     .schedules(10)
+    ///     .run(); // prints the report; would panic with a replay string on a failing schedule
+    /// assert!(report.to_string().starts_with("sim `two puts`:"));
+    /// ```
     #[track_caller]
     pub fn run(self) -> Report {
         match self.explore() {
@@ -1025,6 +1464,26 @@ impl<B: Storage + 'static> Sim<B> {
     /// # Errors
     ///
     /// The first failing schedule.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree_testing::FakeTable;
+    /// use dynatree_testing::sim::Sim;
+    /// # #[derive(serde::Serialize, serde::Deserialize, Debug, Clone)] struct V { v: u8 }
+    /// let failure = Sim::new("wrong expectation", FakeTable::new)
+    ///     .schedules(20)
+    ///     .op("put a=1", |tree| async move { tree.put(["a"], &V { v: 1 }).await })
+    ///     .op("put a=2", |tree| async move { tree.put(["a"], &V { v: 2 }).await })
+    ///     .check(|end| match end.number(["a"], "v") {
+    ///         Some(2) => Ok(()),
+    ///         _ => Err("put a=1 ran last".into()), // wrong on purpose: either may run last
+    ///     })
+    ///     .explore()
+    ///     .unwrap_err();
+    /// assert!(failure.message.contains("put a=1 ran last"), "{failure}");
+    /// assert!(!failure.replay.is_empty() && !failure.trace.is_empty());
+    /// ```
     pub fn explore(&self) -> std::result::Result<Report, Failure> {
         if let Ok(r) = std::env::var("DYNATREE_SIM_REPLAY") {
             return self.replay(&r);
@@ -1105,6 +1564,28 @@ impl<B: Storage + 'static> Sim<B> {
     ///
     /// The failure, if it fails again (or if the code changed so that the schedule no longer
     /// exists: "diverged").
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree_testing::FakeTable;
+    /// use dynatree_testing::sim::Sim;
+    /// # #[derive(serde::Serialize, serde::Deserialize, Debug, Clone)] struct V { v: u8 }
+    /// let sim = || {
+    ///     Sim::new("wrong expectation", FakeTable::new)
+    ///         .schedules(20)
+    ///         .op("put a=1", |tree| async move { tree.put(["a"], &V { v: 1 }).await })
+    ///         .op("put a=2", |tree| async move { tree.put(["a"], &V { v: 2 }).await })
+    ///         .check(|end| match end.number(["a"], "v") {
+    ///             Some(2) => Ok(()),
+    ///             _ => Err("put a=1 ran last".into()),
+    ///         })
+    /// };
+    /// let failure = sim().explore().unwrap_err();
+    /// let again = sim().replay(&failure.replay).unwrap_err(); // exactly that schedule
+    /// assert_eq!(again.trace, failure.trace);
+    /// assert_eq!(again.schedules, 1);
+    /// ```
     pub fn replay(&self, replay: &str) -> std::result::Result<Report, Failure> {
         let started = Instant::now();
         let (seed, choices) = replay.split_once(':').unwrap_or((replay, ""));

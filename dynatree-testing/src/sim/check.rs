@@ -201,6 +201,29 @@ impl Model {
     /// The model of the objects in `rows` (raw rows of a tree with reserved character
     /// `reserved`): listing rows and bookkeeping rows are skipped, bookkeeping attributes
     /// dropped.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::{Tree, Value};
+    /// use dynatree_testing::FakeTable;
+    /// use dynatree_testing::sim::{Model, Stored};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # #[derive(serde::Serialize)] struct V { v: u8 }
+    /// let table = FakeTable::new();
+    /// let tree = Tree::new(table.clone());
+    /// tree.create_table().await?;
+    /// tree.put(["a", "b"], &V { v: 1 }).await?;
+    /// tree.put_link(["l"], ["a", "b"]).await?;
+    /// let m = Model::from_rows(&table.rows(), '¦');
+    /// assert_eq!(m.objects().len(), 2); // no listing rows, no `a` of its own
+    /// let Some(Stored::Object(item)) = m.get(["a", "b"]) else { panic!("no object at a/b") };
+    /// assert_eq!(item.get("v"), Some(&Value::N("1".into())));
+    /// assert_eq!(item.len(), 1); // keys and bookkeeping dropped
+    /// assert_eq!(m.get(["l"]), Some(&Stored::Link(vec!["a".into(), "b".into()])));
+    /// # Ok(()) }
+    /// ```
     pub fn from_rows(rows: &[Item], reserved: char) -> Self {
         let sc = reserved.to_string();
         let mut objects = BTreeMap::new();
@@ -238,16 +261,56 @@ impl Model {
     }
 
     /// Every object and link, by path.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree_testing::sim::Model;
+    ///
+    /// # #[derive(serde::Serialize)] struct V { v: u8 }
+    /// let mut m = Model::default();
+    /// m.put(["b"], &V { v: 2 }).unwrap();
+    /// m.put(["a", "x"], &V { v: 1 }).unwrap();
+    /// let paths: Vec<&Vec<String>> = m.objects().keys().collect();
+    /// assert_eq!(paths, [&vec!["a".to_owned(), "x".to_owned()], &vec!["b".to_owned()]]);
+    /// ```
     pub fn objects(&self) -> &BTreeMap<Vec<String>, Stored> {
         &self.objects
     }
 
     /// What is stored at `path` (links not followed).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree_testing::sim::{Model, Stored};
+    ///
+    /// # #[derive(serde::Serialize)] struct V { v: u8 }
+    /// let mut m = Model::default();
+    /// m.put(["a"], &V { v: 1 }).unwrap();
+    /// m.put_link(["l"], ["a"]).unwrap();
+    /// assert!(matches!(m.get(["a"]), Some(Stored::Object(_))));
+    /// assert_eq!(m.get(["l"]), Some(&Stored::Link(vec!["a".into()]))); // not followed
+    /// assert_eq!(m.get(["b"]), None);
+    /// ```
     pub fn get(&self, path: impl IntoPath) -> Option<&Stored> {
         self.objects.get(&comps(path).ok()?)
     }
 
     /// Whether `path` is a node: an object there or below (its listing row exists).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree_testing::sim::Model;
+    ///
+    /// # #[derive(serde::Serialize)] struct V { v: u8 }
+    /// let mut m = Model::default();
+    /// m.put(["a", "b"], &V { v: 1 }).unwrap();
+    /// assert!(m.has_node(["a"]) && m.has_node(["a", "b"]));
+    /// assert!(m.get(["a"]).is_none()); // a node without an object of its own
+    /// assert!(!m.has_node(["b"]));
+    /// ```
     pub fn has_node(&self, path: impl IntoPath) -> bool {
         comps(path).is_ok_and(|p| self.node(&p))
     }
@@ -261,6 +324,21 @@ impl Model {
     /// # Errors
     ///
     /// As the tree's, for an invalid path or value.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::Value;
+    /// use dynatree_testing::sim::{Model, Stored};
+    ///
+    /// # #[derive(serde::Serialize)] struct V { v: u8 }
+    /// let mut m = Model::default();
+    /// m.put(["a"], &V { v: 1 }).unwrap();
+    /// m.put(["a"], &V { v: 2 }).unwrap(); // replaces
+    /// let Some(Stored::Object(item)) = m.get(["a"]) else { panic!() };
+    /// assert_eq!(item.get("v"), Some(&Value::N("2".into())));
+    /// assert_eq!(m.put(["a", ""], &V { v: 3 }), Err(dynatree::ErrorKind::InvalidPath));
+    /// ```
     pub fn put<T: Serialize + ?Sized>(
         &mut self,
         path: impl IntoPath,
@@ -276,6 +354,17 @@ impl Model {
     /// # Errors
     ///
     /// As the tree's, for an invalid path.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree_testing::sim::{Model, Stored};
+    ///
+    /// let mut m = Model::default();
+    /// m.put_link(["l"], ["a", "b"]).unwrap(); // the target need not exist
+    /// assert_eq!(m.get(["l"]), Some(&Stored::Link(vec!["a".into(), "b".into()])));
+    /// assert!(!m.has_node(["a"]));
+    /// ```
     pub fn put_link(
         &mut self,
         path: impl IntoPath,
@@ -293,6 +382,20 @@ impl Model {
     /// # Errors
     ///
     /// [`ErrorKind::AlreadyExists`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::ErrorKind;
+    /// use dynatree_testing::sim::Model;
+    ///
+    /// # #[derive(serde::Serialize)] struct V { v: u8 }
+    /// let mut m = Model::default();
+    /// assert_eq!(m.create(["a"], &V { v: 1 }), Ok(()));
+    /// assert_eq!(m.create(["a"], &V { v: 2 }), Err(ErrorKind::AlreadyExists));
+    /// m.put_link(["l"], ["a"]).unwrap();
+    /// assert_eq!(m.create(["l"], &V { v: 3 }), Err(ErrorKind::AlreadyExists));
+    /// ```
     pub fn create<T: Serialize + ?Sized>(
         &mut self,
         path: impl IntoPath,
@@ -312,6 +415,20 @@ impl Model {
     /// # Errors
     ///
     /// [`ErrorKind::ConditionFailed`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::ErrorKind;
+    /// use dynatree_testing::sim::Model;
+    ///
+    /// # #[derive(serde::Serialize)] struct V { v: u8 }
+    /// let mut m = Model::default();
+    /// assert_eq!(m.update(["a"], &V { v: 1 }), Err(ErrorKind::ConditionFailed));
+    /// assert!(m.get(["a"]).is_none());
+    /// m.put(["a"], &V { v: 1 }).unwrap();
+    /// assert_eq!(m.update(["a"], &V { v: 2 }), Ok(()));
+    /// ```
     pub fn update<T: Serialize + ?Sized>(
         &mut self,
         path: impl IntoPath,
@@ -330,6 +447,21 @@ impl Model {
     /// # Errors
     ///
     /// For an invalid path.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree_testing::sim::Model;
+    ///
+    /// # #[derive(serde::Serialize)] struct V { v: u8 }
+    /// let mut m = Model::default();
+    /// m.put(["a"], &V { v: 1 }).unwrap();
+    /// m.put(["a", "b"], &V { v: 2 }).unwrap();
+    /// m.delete(["a"]).unwrap();
+    /// assert!(m.get(["a"]).is_none());
+    /// assert!(m.get(["a", "b"]).is_some()); // children stay
+    /// m.delete(["nothing"]).unwrap(); // deleting nothing is fine
+    /// ```
     pub fn delete(&mut self, path: impl IntoPath) -> Result<(), ErrorKind> {
         let p = comps(path)?;
         self.objects.remove(&p);
@@ -342,6 +474,21 @@ impl Model {
     /// # Errors
     ///
     /// For an invalid path.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree_testing::sim::Model;
+    ///
+    /// # #[derive(serde::Serialize)] struct V { v: u8 }
+    /// let mut m = Model::default();
+    /// m.put(["a"], &V { v: 1 }).unwrap();
+    /// m.put(["a", "b", "c"], &V { v: 2 }).unwrap();
+    /// m.put(["ab"], &V { v: 3 }).unwrap();
+    /// m.delete_subtree(["a"]).unwrap();
+    /// assert!(!m.has_node(["a"]));
+    /// assert!(m.get(["ab"]).is_some()); // whole components only
+    /// ```
     pub fn delete_subtree(&mut self, path: impl IntoPath) -> Result<(), ErrorKind> {
         let p = comps(path)?;
         self.objects.retain(|k, _| !under(k, &p));
@@ -354,6 +501,22 @@ impl Model {
     ///
     /// [`ErrorKind::HasChildren`] with [`OnChildren::Refuse`]; [`ErrorKind::AlreadyExists`]
     /// when re-parenting meets a taken name (children moved before it stay moved).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::{ErrorKind, OnChildren};
+    /// use dynatree_testing::sim::Model;
+    ///
+    /// # #[derive(serde::Serialize)] struct V { v: u8 }
+    /// let mut m = Model::default();
+    /// m.put(["a"], &V { v: 1 }).unwrap();
+    /// m.put(["a", "b"], &V { v: 2 }).unwrap();
+    /// assert_eq!(m.delete_node(["a"], OnChildren::Refuse), Err(ErrorKind::HasChildren));
+    /// m.delete_node(["a"], OnChildren::Reparent).unwrap();
+    /// assert!(m.get(["a"]).is_none());
+    /// assert!(m.get(["b"]).is_some()); // `a/b` moved up to `b`
+    /// ```
     pub fn delete_node(
         &mut self,
         path: impl IntoPath,
@@ -396,6 +559,23 @@ impl Model {
     ///
     /// [`ErrorKind::InvalidPath`] if one path contains the other, [`ErrorKind::NotFound`] if
     /// `from` is no node, [`ErrorKind::AlreadyExists`] if `to` is one.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::{ErrorKind, LinkPolicy};
+    /// use dynatree_testing::sim::{Model, Stored};
+    ///
+    /// # #[derive(serde::Serialize)] struct V { v: u8 }
+    /// let mut m = Model::default();
+    /// m.put(["a", "b"], &V { v: 1 }).unwrap();
+    /// m.put_link(["l"], ["a", "b"]).unwrap();
+    /// m.move_subtree(["a"], ["c"], LinkPolicy::Rewrite).unwrap();
+    /// assert!(!m.has_node(["a"]) && m.get(["c", "b"]).is_some());
+    /// assert_eq!(m.get(["l"]), Some(&Stored::Link(vec!["c".into(), "b".into()])));
+    /// assert_eq!(m.move_subtree(["a"], ["d"], LinkPolicy::Report), Err(ErrorKind::NotFound));
+    /// assert_eq!(m.move_subtree(["c"], ["c", "x"], LinkPolicy::Report), Err(ErrorKind::InvalidPath));
+    /// ```
     pub fn move_subtree(
         &mut self,
         from: impl IntoPath,
@@ -411,6 +591,20 @@ impl Model {
     /// # Errors
     ///
     /// As [`move_subtree`](Model::move_subtree).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::ErrorKind;
+    /// use dynatree_testing::sim::Model;
+    ///
+    /// # #[derive(serde::Serialize)] struct V { v: u8 }
+    /// let mut m = Model::default();
+    /// m.put(["a", "b"], &V { v: 1 }).unwrap();
+    /// m.copy_subtree(["a"], ["c"]).unwrap();
+    /// assert!(m.get(["a", "b"]).is_some() && m.get(["c", "b"]).is_some());
+    /// assert_eq!(m.copy_subtree(["a"], ["c"]), Err(ErrorKind::AlreadyExists));
+    /// ```
     pub fn copy_subtree(
         &mut self,
         from: impl IntoPath,
