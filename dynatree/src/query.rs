@@ -337,14 +337,52 @@ impl Shape {
     }
 }
 
-/// The builder methods every query shares (order, limits, resumption).
-/// `pages_as` and `items_as` (projections) of a query builder with a `pages_read`; `$example`:
-/// the doc example of `items_as`.
+/// The setup of the examples of the methods both query builders share (doc text): five orders
+/// of one shop, by one customer, and `days`, which collects the days of a stream of orders.
+macro_rules! query_doc_setup {
+    () => {
+        r#"# use dynatree::{Hierarchical, Tree};
+# use dynatree_testing::FakeTable;
+# use futures::TryStreamExt;
+# use serde::{Deserialize, Serialize};
+use futures::stream::BoxStream;
+
+#[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[dynatree(path = "Shops/{shop}/Orders/{day}", index(name = "by_customer", hash = customer, range = day))]
+struct Order { shop: String, day: String, customer: String }
+
+/// The days of a stream of orders.
+async fn days(orders: BoxStream<'static, dynatree::Result<Order>>) -> dynatree::Result<Vec<String>> {
+    orders.map_ok(|o| o.day).try_collect().await
+}
+
+# #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+# let tree = Tree::builder(FakeTable::new()).indexes_of::<Order>().build()?;
+# tree.create_table().await?;
+let orders = tree.repo::<Order>();
+for day in ["01-30", "02-01", "02-02", "02-03", "03-01"] {
+    orders.put(&Order { shop: "s".into(), day: day.into(), customer: "c".into() }).await?;
+}
+// The orders of shop "s", by the last key; those of customer "c", by the index's range key.
+let shop = || orders.query(&OrderCollection { shop: "s".into() });
+let customer = || orders.index(Order::index_by_customer("c"));
+"#
+    };
+}
+
+/// `pages_as` and `items_as` (projections) of a query builder with a `pages_read`;
+/// `$pages_example` and `$items_example`: the code of their doc examples.
 macro_rules! projection_vocabulary {
-    ($example:literal) => {
+    ($pages_example:literal, $items_example:literal) => {
         /// The values read as `P`, page by page: only the attributes of `P`'s fields are
         /// requested from DynamoDB (see [`Read::project`](crate::Read::project); a read is
         /// billed by the whole item either way).
+        ///
+        /// # Examples
+        ///
+        /// ```
+        #[doc = $pages_example]
+        /// ```
         ///
         /// # Errors
         ///
@@ -363,7 +401,9 @@ macro_rules! projection_vocabulary {
         ///
         /// # Examples
         ///
-        #[doc = $example]
+        /// ```
+        #[doc = $items_example]
+        /// ```
         ///
         /// # Errors
         ///
@@ -380,21 +420,51 @@ macro_rules! projection_vocabulary {
     };
 }
 
+/// The builder methods every query shares (order, limits, resumption).
 macro_rules! shared_vocabulary {
     () => {
         /// Descending order (default ascending).
+        ///
+        /// # Examples
+        ///
+        /// ```
+        #[doc = query_doc_setup!()]
+        /// assert_eq!(days(shop().descending().items()).await?, ["03-01", "02-03", "02-02", "02-01", "01-30"]);
+        /// assert_eq!(days(customer().descending().items()).await?, ["03-01", "02-03", "02-02", "02-01", "01-30"]);
+        /// # Ok(()) }
+        /// ```
         pub fn descending(mut self) -> Self {
             self.shape.forward = false;
             self
         }
 
         /// At most `n` values in all.
+        ///
+        /// # Examples
+        ///
+        /// ```
+        #[doc = query_doc_setup!()]
+        /// assert_eq!(days(shop().limit(2).items()).await?, ["01-30", "02-01"]);
+        /// assert_eq!(days(customer().descending().limit(2).items()).await?, ["03-01", "02-03"]);
+        /// # Ok(()) }
+        /// ```
         pub fn limit(mut self, n: usize) -> Self {
             self.shape.limit = Some(n);
             self
         }
 
         /// At most `n` rows per DynamoDB request (its `Limit`; default: 1 MB pages).
+        ///
+        /// # Examples
+        ///
+        /// ```
+        #[doc = query_doc_setup!()]
+        /// let pages: Vec<_> = shop().page_size(2).pages().try_collect().await?;
+        /// assert_eq!(pages.iter().map(|p| p.items.len()).collect::<Vec<_>>(), [2, 2, 1]);
+        /// let pages: Vec<_> = customer().page_size(2).pages().try_collect().await?;
+        /// assert_eq!(pages.iter().map(|p| p.items.len()).collect::<Vec<_>>(), [2, 2, 1]);
+        /// # Ok(()) }
+        /// ```
         pub fn page_size(mut self, n: u32) -> Self {
             self.shape.page_size = Some(n.max(1));
             self
@@ -402,6 +472,19 @@ macro_rules! shared_vocabulary {
 
         /// Continues after the page that returned `cursor` (see [`Cursor`]). A cursor of
         /// another query makes the stream yield [`ErrorKind::InvalidArgument`].
+        ///
+        /// # Examples
+        ///
+        /// ```
+        #[doc = query_doc_setup!()]
+        /// let first = shop().page_size(2).pages().try_next().await?.expect("a page");
+        /// let rest = days(shop().start_after(first.cursor.expect("more follow")).items()).await?;
+        /// assert_eq!(rest, ["02-02", "02-03", "03-01"]);
+        /// let first = customer().page_size(2).pages().try_next().await?.expect("a page");
+        /// let rest = days(customer().start_after(first.cursor.expect("more follow")).items()).await?;
+        /// assert_eq!(rest, ["02-02", "02-03", "03-01"]);
+        /// # Ok(()) }
+        /// ```
         pub fn start_after(mut self, cursor: Cursor) -> Self {
             self.shape.start_after = Some(cursor);
             self
@@ -413,36 +496,96 @@ macro_rules! shared_vocabulary {
 macro_rules! range_vocabulary {
     ($v:ty, $enc:path, $what:literal) => {
         #[doc = concat!($what, " equal to `v`.")]
+        ///
+        /// # Examples
+        ///
+        /// ```
+        #[doc = query_doc_setup!()]
+        /// let day = "02-02".to_owned();
+        /// assert_eq!(days(shop().eq(&day).items()).await?, ["02-02"]);
+        /// assert_eq!(days(customer().eq(&day).items()).await?, ["02-02"]);
+        /// # Ok(()) }
+        /// ```
         pub fn eq(mut self, v: &$v) -> Self {
             self.shape.with(RangeCondition::Eq($enc(v)));
             self
         }
 
         #[doc = concat!($what, " below `v`.")]
+        ///
+        /// # Examples
+        ///
+        /// ```
+        #[doc = query_doc_setup!()]
+        /// let day = "02-02".to_owned();
+        /// assert_eq!(days(shop().lt(&day).items()).await?, ["01-30", "02-01"]);
+        /// assert_eq!(days(customer().lt(&day).items()).await?, ["01-30", "02-01"]);
+        /// # Ok(()) }
+        /// ```
         pub fn lt(mut self, v: &$v) -> Self {
             self.shape.with(RangeCondition::Lt($enc(v)));
             self
         }
 
         #[doc = concat!($what, " at most `v`.")]
+        ///
+        /// # Examples
+        ///
+        /// ```
+        #[doc = query_doc_setup!()]
+        /// let day = "02-02".to_owned();
+        /// assert_eq!(days(shop().le(&day).items()).await?, ["01-30", "02-01", "02-02"]);
+        /// assert_eq!(days(customer().le(&day).items()).await?, ["01-30", "02-01", "02-02"]);
+        /// # Ok(()) }
+        /// ```
         pub fn le(mut self, v: &$v) -> Self {
             self.shape.with(RangeCondition::Le($enc(v)));
             self
         }
 
         #[doc = concat!($what, " above `v`.")]
+        ///
+        /// # Examples
+        ///
+        /// ```
+        #[doc = query_doc_setup!()]
+        /// let day = "02-02".to_owned();
+        /// assert_eq!(days(shop().gt(&day).items()).await?, ["02-03", "03-01"]);
+        /// assert_eq!(days(customer().gt(&day).items()).await?, ["02-03", "03-01"]);
+        /// # Ok(()) }
+        /// ```
         pub fn gt(mut self, v: &$v) -> Self {
             self.shape.with(RangeCondition::Gt($enc(v)));
             self
         }
 
         #[doc = concat!($what, " at least `v`.")]
+        ///
+        /// # Examples
+        ///
+        /// ```
+        #[doc = query_doc_setup!()]
+        /// let day = "02-02".to_owned();
+        /// assert_eq!(days(shop().ge(&day).items()).await?, ["02-02", "02-03", "03-01"]);
+        /// assert_eq!(days(customer().ge(&day).items()).await?, ["02-02", "02-03", "03-01"]);
+        /// # Ok(()) }
+        /// ```
         pub fn ge(mut self, v: &$v) -> Self {
             self.shape.with(RangeCondition::Ge($enc(v)));
             self
         }
 
         #[doc = concat!($what, " from `low` to `high`, both included.")]
+        ///
+        /// # Examples
+        ///
+        /// ```
+        #[doc = query_doc_setup!()]
+        /// let (low, high) = ("02-01".to_owned(), "02-03".to_owned());
+        /// assert_eq!(days(shop().between(&low, &high).items()).await?, ["02-01", "02-02", "02-03"]);
+        /// assert_eq!(days(customer().between(&low, &high).items()).await?, ["02-01", "02-02", "02-03"]);
+        /// # Ok(()) }
+        /// ```
         pub fn between(mut self, low: &$v, high: &$v) -> Self {
             self.shape
                 .with(RangeCondition::Between($enc(low), $enc(high)));
@@ -452,6 +595,16 @@ macro_rules! range_vocabulary {
         #[doc = concat!($what, " whose stored form starts with `prefix`'s: for strings, a string")]
         /// prefix. Numbers are stored zero-padded to a fixed width and dates in ISO order, so
         /// on them this selects by leading digits, rarely what you want: use `between`.
+        ///
+        /// # Examples
+        ///
+        /// ```
+        #[doc = query_doc_setup!()]
+        /// let february = "02-".to_owned();
+        /// assert_eq!(days(shop().begins_with(&february).items()).await?, ["02-01", "02-02", "02-03"]);
+        /// assert_eq!(days(customer().begins_with(&february).items()).await?, ["02-01", "02-02", "02-03"]);
+        /// # Ok(()) }
+        /// ```
         pub fn begins_with(mut self, prefix: &$v) -> Self {
             self.shape.with(RangeCondition::BeginsWith($enc(prefix)));
             self
@@ -520,12 +673,63 @@ impl<T: Hierarchical, S: Storage + 'static> TypedQuery<T, S> {
     shared_vocabulary!();
 
     /// Strongly consistent reads (default: the tree's setting).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::{Hierarchical, Tree};
+    /// # use dynatree_testing::FakeTable;
+    /// # use futures::TryStreamExt;
+    /// # use serde::{Deserialize, Serialize};
+    /// #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+    /// #[dynatree(path = "Sensors/{sensor}/Readings/{at}")]
+    /// struct Reading { sensor: String, at: u64 }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// // A fake whose eventually consistent reads lag one write behind.
+    /// let tree = Tree::new(FakeTable::eventually_consistent(1));
+    /// # tree.create_table().await?;
+    /// let readings = tree.repo::<Reading>();
+    /// readings.put(&Reading { sensor: "s1".into(), at: 1 }).await?;
+    /// let s1 = ReadingCollection { sensor: "s1".into() };
+    /// let stale: Vec<Reading> = readings.query(&s1).consistent(false).items().try_collect().await?;
+    /// assert!(stale.is_empty()); // not replicated yet
+    /// let fresh: Vec<Reading> = readings.query(&s1).consistent(true).items().try_collect().await?;
+    /// assert_eq!(fresh.len(), 1);
+    /// # Ok(()) }
+    /// ```
     pub fn consistent(mut self, yes: bool) -> Self {
         self.shape.consistent = Some(yes);
         self
     }
 
     /// The values, page by page, each with the cursor after it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::{Hierarchical, Tree};
+    /// # use dynatree_testing::FakeTable;
+    /// # use futures::TryStreamExt;
+    /// # use serde::{Deserialize, Serialize};
+    /// #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+    /// #[dynatree(path = "Sensors/{sensor}/Readings/{at}")]
+    /// struct Reading { sensor: String, at: u64 }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let tree = Tree::new(FakeTable::new());
+    /// # tree.create_table().await?;
+    /// let readings = tree.repo::<Reading>();
+    /// for at in 1..=5 {
+    ///     readings.put(&Reading { sensor: "s1".into(), at }).await?;
+    /// }
+    /// let s1 = ReadingCollection { sensor: "s1".into() };
+    /// let pages: Vec<_> = readings.query(&s1).page_size(2).pages().try_collect().await?;
+    /// let ats: Vec<Vec<u64>> = pages.iter().map(|p| p.items.iter().map(|r| r.at).collect()).collect();
+    /// assert_eq!(ats, [vec![1, 2], vec![3, 4], vec![5]]);
+    /// assert!(pages[0].cursor.is_some() && pages[2].cursor.is_none());
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     ///
@@ -543,9 +747,31 @@ impl<T: Hierarchical, S: Storage + 'static> TypedQuery<T, S> {
     }
 
     projection_vocabulary!(
-        r#"
-```
-use dynatree::{Hierarchical, Tree};
+        r#"use dynatree::{Hierarchical, Tree};
+use dynatree_testing::FakeTable;
+use futures::TryStreamExt;
+use serde::{Deserialize, Serialize};
+
+#[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[dynatree(path = "Docs/{id}")]
+struct Doc { id: String, title: String, body: String }
+
+#[derive(Deserialize, Debug, PartialEq)]
+struct Title { title: String }
+
+# #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+let tree = Tree::new(FakeTable::new());
+tree.create_table().await?;
+let docs = tree.repo::<Doc>();
+for id in ["a", "b", "c"] {
+    docs.put(&Doc { id: id.into(), title: id.to_uppercase(), body: "…".into() }).await?;
+}
+let pages: Vec<_> = docs.query(&DocCollection {}).page_size(2).pages_as::<Title>().try_collect().await?;
+assert_eq!(pages[0].items, [Title { title: "A".into() }, Title { title: "B".into() }]);
+assert_eq!(pages[1].items, [Title { title: "C".into() }]);
+# Ok(()) }
+"#,
+        r#"use dynatree::{Hierarchical, Tree};
 use dynatree_testing::FakeTable;
 use futures::TryStreamExt;
 use serde::{Deserialize, Serialize};
@@ -565,7 +791,6 @@ docs.put(&Doc { id: "a".into(), title: "A".into(), body: "…".into() }).await?;
 let titles: Vec<Title> = docs.query(&DocCollection {}).items_as::<Title>().try_collect().await?;
 assert_eq!(titles, [Title { title: "A".into() }]);
 # Ok(()) }
-```
 "#
     );
 
@@ -632,6 +857,30 @@ assert_eq!(titles, [Title { title: "A".into() }]);
     }
 
     /// The values, lazily.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::{Hierarchical, Tree};
+    /// # use dynatree_testing::FakeTable;
+    /// # use futures::TryStreamExt;
+    /// # use serde::{Deserialize, Serialize};
+    /// #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+    /// #[dynatree(path = "Sensors/{sensor}/Readings/{at}")]
+    /// struct Reading { sensor: String, at: u64 }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let tree = Tree::new(FakeTable::new());
+    /// # tree.create_table().await?;
+    /// let readings = tree.repo::<Reading>();
+    /// for at in 1..=5 {
+    ///     readings.put(&Reading { sensor: "s1".into(), at }).await?;
+    /// }
+    /// let s1 = ReadingCollection { sensor: "s1".into() };
+    /// let all: Vec<Reading> = readings.query(&s1).items().try_collect().await?;
+    /// assert_eq!(all.iter().map(|r| r.at).collect::<Vec<_>>(), [1, 2, 3, 4, 5]);
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     ///
@@ -722,6 +971,30 @@ impl<T: Hierarchical, S: Storage + 'static> IndexQueryBuilder<T, S> {
 
     /// The values, page by page, each with the cursor after it.
     ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::{Hierarchical, Tree};
+    /// # use dynatree_testing::FakeTable;
+    /// # use futures::TryStreamExt;
+    /// # use serde::{Deserialize, Serialize};
+    /// #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+    /// #[dynatree(path = "Users/{id}", index(name = "by_team", hash = team))]
+    /// struct User { id: String, team: String }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// let tree = Tree::builder(FakeTable::new()).indexes_of::<User>().build()?;
+    /// # tree.create_table().await?;
+    /// let users = tree.repo::<User>();
+    /// for id in ["u1", "u2", "u3"] {
+    ///     users.put(&User { id: id.into(), team: "t".into() }).await?;
+    /// }
+    /// let pages: Vec<_> = users.index(User::index_by_team("t")).page_size(2).pages().try_collect().await?;
+    /// assert_eq!(pages.iter().map(|p| p.items.len()).collect::<Vec<_>>(), [2, 1]);
+    /// assert!(pages[0].cursor.is_some());
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     ///
     /// As [`TypedQuery::pages`]; [`ErrorKind::InvalidArgument`] if `T` declares no such index.
@@ -734,9 +1007,31 @@ impl<T: Hierarchical, S: Storage + 'static> IndexQueryBuilder<T, S> {
     }
 
     projection_vocabulary!(
-        r#"
-```
-use dynatree::{Hierarchical, Tree};
+        r#"use dynatree::{Hierarchical, Tree};
+use dynatree_testing::FakeTable;
+use futures::TryStreamExt;
+use serde::{Deserialize, Serialize};
+
+#[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[dynatree(path = "Users/{id}", index(name = "by_team", hash = team))]
+struct User { id: String, team: String, bio: String }
+
+#[derive(Deserialize, Debug, PartialEq)]
+struct Id { id: String }
+
+# #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+let tree = Tree::builder(FakeTable::new()).indexes_of::<User>().build()?;
+tree.create_table().await?;
+let users = tree.repo::<User>();
+for id in ["u1", "u2", "u3"] {
+    users.put(&User { id: id.into(), team: "t".into(), bio: "…".into() }).await?;
+}
+let pages: Vec<_> = users.index(User::index_by_team("t")).page_size(2).pages_as::<Id>().try_collect().await?;
+let sizes: Vec<usize> = pages.iter().map(|p| p.items.len()).collect();
+assert_eq!(sizes, [2, 1]);
+# Ok(()) }
+"#,
+        r#"use dynatree::{Hierarchical, Tree};
 use dynatree_testing::FakeTable;
 use futures::TryStreamExt;
 use serde::{Deserialize, Serialize};
@@ -756,7 +1051,6 @@ users.put(&User { id: "u1".into(), email: "a@example.com".into(), bio: "…".int
 let ids: Vec<Id> = users.index(User::index_by_email("a@example.com")).items_as().try_collect().await?;
 assert_eq!(ids, [Id { id: "u1".into() }]);
 # Ok(()) }
-```
 "#
     );
 
@@ -856,6 +1150,29 @@ assert_eq!(ids, [Id { id: "u1".into() }]);
     }
 
     /// The values, lazily, one Query per page.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::{Hierarchical, Tree};
+    /// # use dynatree_testing::FakeTable;
+    /// # use futures::TryStreamExt;
+    /// # use serde::{Deserialize, Serialize};
+    /// #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+    /// #[dynatree(path = "Users/{id}", index(name = "by_team", hash = team))]
+    /// struct User { id: String, team: String }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// let tree = Tree::builder(FakeTable::new()).indexes_of::<User>().build()?;
+    /// # tree.create_table().await?;
+    /// let users = tree.repo::<User>();
+    /// for id in ["u1", "u2", "u3"] {
+    ///     users.put(&User { id: id.into(), team: "t".into() }).await?;
+    /// }
+    /// let team: Vec<User> = users.index(User::index_by_team("t")).items().try_collect().await?;
+    /// assert_eq!(team.len(), 3);
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     ///

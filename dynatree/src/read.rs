@@ -70,6 +70,27 @@ impl<T: Hierarchical, S, P> fmt::Debug for Read<T, S, P> {
 impl<T: Hierarchical, S: Storage + 'static> Repository<T, S> {
     /// A read of the value at `key` with per-call options (see [`Read`]); `repo.read(&key).await`
     /// is [`get`](Repository::get).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::{Hierarchical, Tree};
+    /// # use dynatree_testing::FakeTable;
+    /// # use serde::{Deserialize, Serialize};
+    /// #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+    /// #[dynatree(path = "Docs/{id}")]
+    /// struct Doc { id: String, title: String, body: String }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let tree = Tree::new(FakeTable::new());
+    /// # tree.create_table().await?;
+    /// let docs = tree.repo::<Doc>();
+    /// let doc = Doc { id: "d".into(), title: "Hello".into(), body: "…".into() };
+    /// docs.put(&doc).await?;
+    /// assert_eq!(docs.read(&doc.key()).await?, Some(doc.clone())); // as `get`
+    /// assert_eq!(docs.read(&DocKey { id: "other".into() }).await?, None);
+    /// # Ok(()) }
+    /// ```
     pub fn read(&self, key: &T::Key) -> Read<T, S, T> {
         Read {
             repo: self.clone(),
@@ -84,6 +105,29 @@ impl<T: Hierarchical, S: Storage + 'static> Repository<T, S> {
 impl<T: Hierarchical, S: Storage + 'static, P: DeserializeOwned + Send + 'static> Read<T, S, P> {
     /// A strongly consistent read (`true`: it sees every write acknowledged before it; twice
     /// the read units) or an eventually consistent one (`false`); default: the tree's setting.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::{Hierarchical, Tree};
+    /// # use dynatree_testing::FakeTable;
+    /// # use serde::{Deserialize, Serialize};
+    /// #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+    /// #[dynatree(path = "Docs/{id}")]
+    /// struct Doc { id: String, title: String, body: String }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// // A fake whose eventually consistent reads lag one write behind.
+    /// let table = FakeTable::eventually_consistent(1);
+    /// let tree = Tree::new(table.clone());
+    /// # tree.create_table().await?;
+    /// let docs = tree.repo::<Doc>();
+    /// let doc = Doc { id: "d".into(), title: "Hello".into(), body: "…".into() };
+    /// docs.put(&doc).await?;
+    /// assert_eq!(docs.read(&doc.key()).consistent(false).await?, None); // not replicated yet
+    /// assert_eq!(docs.read(&doc.key()).consistent(true).await?, Some(doc));
+    /// # Ok(()) }
+    /// ```
     pub fn consistent(mut self, yes: bool) -> Self {
         self.consistent = Some(yes);
         self
@@ -93,6 +137,30 @@ impl<T: Hierarchical, S: Storage + 'static, P: DeserializeOwned + Send + 'static
     /// for them). `Q` is usually a struct with some of `T`'s fields; a `Q` that is not a
     /// struct with named fields (a map, a struct with `#[serde(flatten)]`) reads every
     /// attribute.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::{Hierarchical, Tree};
+    /// # use dynatree_testing::FakeTable;
+    /// # use serde::{Deserialize, Serialize};
+    /// #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+    /// #[dynatree(path = "Docs/{id}")]
+    /// struct Doc { id: String, title: String, body: String }
+    ///
+    /// #[derive(Deserialize, Debug, PartialEq)]
+    /// struct Title { title: String }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let tree = Tree::new(FakeTable::new());
+    /// # tree.create_table().await?;
+    /// let docs = tree.repo::<Doc>();
+    /// let doc = Doc { id: "d".into(), title: "Hello".into(), body: "x".repeat(10_000) };
+    /// docs.put(&doc).await?;
+    /// let title = docs.read(&doc.key()).project::<Title>().await?;
+    /// assert_eq!(title, Some(Title { title: "Hello".into() }));
+    /// # Ok(()) }
+    /// ```
     pub fn project<Q: DeserializeOwned + Send + 'static>(self) -> Read<T, S, Q> {
         Read {
             repo: self.repo,
@@ -104,6 +172,31 @@ impl<T: Hierarchical, S: Storage + 'static, P: DeserializeOwned + Send + 'static
     }
 
     /// Sends the read: the value, links followed; `None` if nothing is there (or it expired).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::{Hierarchical, Tree};
+    /// # use dynatree_testing::FakeTable;
+    /// # use serde::{Deserialize, Serialize};
+    /// #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+    /// #[dynatree(path = "Docs/{id}")]
+    /// struct Doc { id: String, title: String, body: String }
+    ///
+    /// #[derive(Deserialize, Debug)]
+    /// struct Summary { summary: String } // not a field of `Doc`
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let tree = Tree::new(FakeTable::new());
+    /// # tree.create_table().await?;
+    /// let docs = tree.repo::<Doc>();
+    /// let doc = Doc { id: "d".into(), title: "Hello".into(), body: "…".into() };
+    /// docs.put(&doc).await?;
+    /// assert_eq!(docs.read(&doc.key()).send().await?, Some(doc.clone())); // as `.await`
+    /// let err = docs.read(&doc.key()).project::<Summary>().send().await.unwrap_err();
+    /// assert_eq!(err.kind(), dynatree::ErrorKind::Serialization);
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     ///

@@ -63,6 +63,26 @@ impl<T, S: std::fmt::Debug> std::fmt::Debug for Repository<T, S> {
 
 impl<S: Storage + 'static> Tree<S> {
     /// Typed access to the values of `T`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::{Hierarchical, Tree};
+    /// # use dynatree_testing::FakeTable;
+    /// # use serde::{Deserialize, Serialize};
+    /// #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+    /// #[dynatree(path = "Accounts/{account_id}/Links/{short}")]
+    /// struct Link { account_id: String, short: String, target: String }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let tree = Tree::new(FakeTable::new());
+    /// # tree.create_table().await?;
+    /// let links = tree.repo::<Link>();
+    /// let link = Link { account_id: "a1".into(), short: "x".into(), target: "https://a".into() };
+    /// links.put(&link).await?;
+    /// assert_eq!(links.get(&link.key()).await?, Some(link));
+    /// # Ok(()) }
+    /// ```
     pub fn repo<T: Hierarchical>(&self) -> Repository<T, S> {
         Repository {
             tree: self.clone(),
@@ -126,6 +146,28 @@ impl<T: Hierarchical, S: Storage + 'static> Repository<T, S> {
     }
 
     /// Stores `value` at its path, replacing what is there.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::{Hierarchical, Tree};
+    /// # use dynatree_testing::FakeTable;
+    /// # use serde::{Deserialize, Serialize};
+    /// #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+    /// #[dynatree(path = "Accounts/{account_id}/Links/{short}")]
+    /// struct Link { account_id: String, short: String, target: String }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let tree = Tree::new(FakeTable::new());
+    /// # tree.create_table().await?;
+    /// let links = tree.repo::<Link>();
+    /// let link = Link { account_id: "a1".into(), short: "x".into(), target: "https://a".into() };
+    /// links.put(&link).await?;
+    /// let moved = Link { target: "https://b".into(), ..link.clone() };
+    /// links.put(&moved).await?; // replaces
+    /// assert_eq!(links.get(&link.key()).await?, Some(moved));
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     ///
@@ -255,6 +297,28 @@ impl<T: Hierarchical, S: Storage + 'static> Repository<T, S> {
 
     /// Stores `value` only if nothing is at its path yet.
     ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::{Hierarchical, Tree};
+    /// # use dynatree_testing::FakeTable;
+    /// # use serde::{Deserialize, Serialize};
+    /// #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+    /// #[dynatree(path = "Accounts/{account_id}/Links/{short}")]
+    /// struct Link { account_id: String, short: String, target: String }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let tree = Tree::new(FakeTable::new());
+    /// # tree.create_table().await?;
+    /// let links = tree.repo::<Link>();
+    /// let link = Link { account_id: "a1".into(), short: "x".into(), target: "https://a".into() };
+    /// links.create(&link).await?;
+    /// let other = Link { target: "https://b".into(), ..link.clone() };
+    /// assert!(links.create(&other).await.unwrap_err().is_already_exists());
+    /// assert_eq!(links.get(&link.key()).await?, Some(link));
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     ///
     /// [`ErrorKind::AlreadyExists`] if an object (or link) is there; as [`Tree::put`].
@@ -282,6 +346,33 @@ impl<T: Hierarchical, S: Storage + 'static> Repository<T, S> {
     /// Replaces the stored value with `value`, which must exist. With a `#[dynatree(version)]`
     /// field this is an optimistic update: it succeeds only if the stored version equals
     /// `value`'s, and then stores and sets the version + 1.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::{Hierarchical, Tree};
+    /// # use dynatree_testing::FakeTable;
+    /// # use serde::{Deserialize, Serialize};
+    /// #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+    /// #[dynatree(path = "Docs/{id}")]
+    /// struct Doc { id: String, text: String, #[dynatree(version)] version: u64 }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let tree = Tree::new(FakeTable::new());
+    /// # tree.create_table().await?;
+    /// let docs = tree.repo::<Doc>();
+    /// docs.put(&Doc { id: "d".into(), text: "v1".into(), version: 1 }).await?;
+    /// let mut mine = docs.get(&DocKey { id: "d".into() }).await?.unwrap();
+    /// let mut theirs = mine.clone();
+    /// mine.text = "mine".into();
+    /// docs.update(&mut mine).await?;
+    /// assert_eq!(mine.version, 2);
+    /// // A concurrent editor who read version 1 loses, and keeps its version.
+    /// theirs.text = "theirs".into();
+    /// assert!(docs.update(&mut theirs).await.unwrap_err().is_condition_failed());
+    /// assert_eq!(theirs.version, 1);
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     ///
@@ -323,6 +414,27 @@ impl<T: Hierarchical, S: Storage + 'static> Repository<T, S> {
     }
 
     /// The value at `key`, following links; `None` if nothing is there.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::{Hierarchical, Tree};
+    /// # use dynatree_testing::FakeTable;
+    /// # use serde::{Deserialize, Serialize};
+    /// #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+    /// #[dynatree(path = "Accounts/{account_id}/Links/{short}")]
+    /// struct Link { account_id: String, short: String, target: String }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let tree = Tree::new(FakeTable::new());
+    /// # tree.create_table().await?;
+    /// let links = tree.repo::<Link>();
+    /// let link = Link { account_id: "a1".into(), short: "x".into(), target: "https://a".into() };
+    /// assert_eq!(links.get(&link.key()).await?, None);
+    /// links.put(&link).await?;
+    /// assert_eq!(links.get(&link.key()).await?, Some(link));
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     ///
@@ -386,6 +498,27 @@ impl<T: Hierarchical, S: Storage + 'static> Repository<T, S> {
 
     /// Deletes the value at `key`.
     ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::{Hierarchical, Tree};
+    /// # use dynatree_testing::FakeTable;
+    /// # use serde::{Deserialize, Serialize};
+    /// #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+    /// #[dynatree(path = "Accounts/{account_id}/Links/{short}")]
+    /// struct Link { account_id: String, short: String, target: String }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let tree = Tree::new(FakeTable::new());
+    /// # tree.create_table().await?;
+    /// let links = tree.repo::<Link>();
+    /// let link = Link { account_id: "a1".into(), short: "x".into(), target: "https://a".into() };
+    /// links.put(&link).await?;
+    /// links.delete(&link.key()).await?;
+    /// assert_eq!(links.get(&link.key()).await?, None);
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     ///
     /// As [`Tree::delete`].
@@ -400,6 +533,30 @@ impl<T: Hierarchical, S: Storage + 'static> Repository<T, S> {
 
     /// Every value of a collection, in key order, lazily.
     ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use futures::TryStreamExt;
+    /// # use dynatree::{Hierarchical, Tree};
+    /// # use dynatree_testing::FakeTable;
+    /// # use serde::{Deserialize, Serialize};
+    /// #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+    /// #[dynatree(path = "Accounts/{account_id}/Links/{short}")]
+    /// struct Link { account_id: String, short: String, target: String }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let tree = Tree::new(FakeTable::new());
+    /// # tree.create_table().await?;
+    /// let links = tree.repo::<Link>();
+    /// let link = Link { account_id: "a1".into(), short: "x".into(), target: "https://a".into() };
+    /// for short in ["b", "a", "c"] {
+    ///     links.put(&Link { short: short.into(), ..link.clone() }).await?;
+    /// }
+    /// let all: Vec<Link> = links.list(&LinkCollection { account_id: "a1".into() }).try_collect().await?;
+    /// assert_eq!(all.iter().map(|l| l.short.as_str()).collect::<Vec<_>>(), ["a", "b", "c"]);
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Cancel safety
     ///
     /// Cancel safe.
@@ -412,6 +569,31 @@ impl<T: Hierarchical, S: Storage + 'static> Repository<T, S> {
 
     /// A query on a collection: range conditions on the last placeholder, order, limits,
     /// resumption. It compiles to a DynamoDB key condition on `Child`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use futures::TryStreamExt;
+    /// # use dynatree::{Hierarchical, Tree};
+    /// # use dynatree_testing::FakeTable;
+    /// # use serde::{Deserialize, Serialize};
+    /// #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+    /// #[dynatree(path = "Accounts/{account_id}/Links/{short}")]
+    /// struct Link { account_id: String, short: String, target: String }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let tree = Tree::new(FakeTable::new());
+    /// # tree.create_table().await?;
+    /// let links = tree.repo::<Link>();
+    /// let link = Link { account_id: "a1".into(), short: "x".into(), target: "https://a".into() };
+    /// for short in ["a", "b", "c", "d"] {
+    ///     links.put(&Link { short: short.into(), ..link.clone() }).await?;
+    /// }
+    /// let a1 = LinkCollection { account_id: "a1".into() };
+    /// let last_two: Vec<Link> = links.query(&a1).gt("a").descending().limit(2).items().try_collect().await?;
+    /// assert_eq!(last_two.iter().map(|l| l.short.as_str()).collect::<Vec<_>>(), ["d", "c"]);
+    /// # Ok(()) }
+    /// ```
     pub fn query(&self, collection: &T::Collection) -> TypedQuery<T, S> {
         TypedQuery {
             tree: self.tree.clone(),

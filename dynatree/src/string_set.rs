@@ -34,6 +34,23 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// Serializes a collection of strings as a string set.
 ///
+/// # Examples
+///
+/// ```
+/// use dynatree::{Item, Value};
+/// use serde::Serialize;
+///
+/// #[derive(Serialize)]
+/// struct Post {
+///     #[serde(serialize_with = "dynatree::string_set::serialize")]
+///     tags: Vec<String>,
+/// }
+///
+/// let item = Item::from_serialize(&Post { tags: vec!["b".into(), "a".into()] })?;
+/// assert!(matches!(item.get("tags"), Some(Value::Ss(tags)) if tags.len() == 2));
+/// # Ok::<(), dynatree::Error>(())
+/// ```
+///
 /// # Errors
 ///
 /// If the value is not a sequence of strings.
@@ -42,6 +59,27 @@ pub fn serialize<T: Serialize, S: Serializer>(value: &T, serializer: S) -> Resul
 }
 
 /// Deserializes a collection of strings from a string set (or a list).
+///
+/// # Examples
+///
+/// ```
+/// use dynatree::{Item, Value};
+/// use serde::Deserialize;
+/// use std::collections::BTreeSet;
+///
+/// #[derive(Deserialize)]
+/// struct Post {
+///     #[serde(deserialize_with = "dynatree::string_set::deserialize")]
+///     tags: BTreeSet<String>,
+/// }
+///
+/// // A list stored before the field became a set reads too.
+/// let mut item = Item::new();
+/// item.insert("tags", Value::L(vec![Value::S("b".into()), Value::S("a".into())]));
+/// let post: Post = item.to_deserialize()?;
+/// assert_eq!(post.tags, BTreeSet::from(["a".to_owned(), "b".to_owned()]));
+/// # Ok::<(), dynatree::Error>(())
+/// ```
 ///
 /// # Errors
 ///

@@ -144,6 +144,29 @@ impl<T: Hierarchical> std::fmt::Debug for Patch<T> {
 
 impl<T: Hierarchical> Patch<T> {
     /// An empty patch of the value at `key`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::{Hierarchical, Patch, Tree};
+    /// # use dynatree_testing::FakeTable;
+    /// # use serde::{Deserialize, Serialize};
+    /// # #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+    /// # #[dynatree(path = "Posts/{id}")]
+    /// # struct Post { id: String, title: String, views: u64, tags: Vec<String>, note: Option<String> }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let tree = Tree::new(FakeTable::new());
+    /// # tree.create_table().await?;
+    /// let posts = tree.repo::<Post>();
+    /// let post = Post { id: "p".into(), title: "Hi".into(), views: 0, tags: vec![], note: Some("draft".into()) };
+    /// posts.put(&post).await?;
+    /// let f = Post::FIELDS;
+    /// posts.patch(Patch::new(&post.key()).set(f.title, "Hello")).await?;
+    /// // A patch without changes is refused before anything is sent.
+    /// let err = posts.patch(Patch::new(&post.key())).await.unwrap_err();
+    /// assert_eq!(err.kind(), dynatree::ErrorKind::InvalidArgument);
+    /// # Ok(()) }
+    /// ```
     pub fn new(key: &T::Key) -> Self {
         Self {
             key: key.clone(),
@@ -172,6 +195,28 @@ impl<T: Hierarchical> Patch<T> {
     }
 
     /// Sets the field to `value`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::{Hierarchical, Patch, Tree};
+    /// # use dynatree_testing::FakeTable;
+    /// # use serde::{Deserialize, Serialize};
+    /// # #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+    /// # #[dynatree(path = "Posts/{id}")]
+    /// # struct Post { id: String, title: String, views: u64, tags: Vec<String>, note: Option<String> }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let tree = Tree::new(FakeTable::new());
+    /// # tree.create_table().await?;
+    /// let posts = tree.repo::<Post>();
+    /// let post = Post { id: "p".into(), title: "Hi".into(), views: 0, tags: vec![], note: Some("draft".into()) };
+    /// posts.put(&post).await?;
+    /// let f = Post::FIELDS;
+    /// posts.patch(Patch::new(&post.key()).set(f.title, "Hello").set(f.note, "final")).await?;
+    /// let now = posts.get(&post.key()).await?.unwrap();
+    /// assert_eq!((now.title.as_str(), now.note.as_deref()), ("Hello", Some("final")));
+    /// # Ok(()) }
+    /// ```
     pub fn set<F>(self, field: F, value: impl Operand<F::Value>) -> Self
     where
         F: UpdatableField<T>,
@@ -184,6 +229,27 @@ impl<T: Hierarchical> Patch<T> {
     }
 
     /// Removes an optional field (it reads back as `None`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::{Hierarchical, Patch, Tree};
+    /// # use dynatree_testing::FakeTable;
+    /// # use serde::{Deserialize, Serialize};
+    /// # #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+    /// # #[dynatree(path = "Posts/{id}")]
+    /// # struct Post { id: String, title: String, views: u64, tags: Vec<String>, note: Option<String> }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let tree = Tree::new(FakeTable::new());
+    /// # tree.create_table().await?;
+    /// let posts = tree.repo::<Post>();
+    /// let post = Post { id: "p".into(), title: "Hi".into(), views: 0, tags: vec![], note: Some("draft".into()) };
+    /// posts.put(&post).await?;
+    /// let f = Post::FIELDS;
+    /// posts.patch(Patch::new(&post.key()).remove(f.note)).await?;
+    /// assert_eq!(posts.get(&post.key()).await?.unwrap().note, None);
+    /// # Ok(()) }
+    /// ```
     pub fn remove<F, U>(mut self, field: F) -> Self
     where
         F: UpdatableField<T, Value = Option<U>>,
@@ -195,6 +261,28 @@ impl<T: Hierarchical> Patch<T> {
 
     /// Adds `n` to a number field (a missing field counts as zero), atomically: concurrent
     /// additions all count.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::{Hierarchical, Patch, Tree};
+    /// # use dynatree_testing::FakeTable;
+    /// # use serde::{Deserialize, Serialize};
+    /// # #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+    /// # #[dynatree(path = "Posts/{id}")]
+    /// # struct Post { id: String, title: String, views: u64, tags: Vec<String>, note: Option<String> }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let tree = Tree::new(FakeTable::new());
+    /// # tree.create_table().await?;
+    /// let posts = tree.repo::<Post>();
+    /// let post = Post { id: "p".into(), title: "Hi".into(), views: 0, tags: vec![], note: Some("draft".into()) };
+    /// posts.put(&post).await?;
+    /// let f = Post::FIELDS;
+    /// posts.patch(Patch::new(&post.key()).add(f.views, 2)).await?;
+    /// posts.patch(Patch::new(&post.key()).add(f.views, 3)).await?;
+    /// assert_eq!(posts.get(&post.key()).await?.unwrap().views, 5);
+    /// # Ok(()) }
+    /// ```
     pub fn add<F>(self, field: F, n: impl Operand<F::Value>) -> Self
     where
         F: UpdatableField<T>,
@@ -209,6 +297,28 @@ impl<T: Hierarchical> Patch<T> {
 
     /// Appends `items` to the end of a list field (a missing field counts as empty),
     /// atomically.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::{Hierarchical, Patch, Tree};
+    /// # use dynatree_testing::FakeTable;
+    /// # use serde::{Deserialize, Serialize};
+    /// # #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+    /// # #[dynatree(path = "Posts/{id}")]
+    /// # struct Post { id: String, title: String, views: u64, tags: Vec<String>, note: Option<String> }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let tree = Tree::new(FakeTable::new());
+    /// # tree.create_table().await?;
+    /// let posts = tree.repo::<Post>();
+    /// let post = Post { id: "p".into(), title: "Hi".into(), views: 0, tags: vec![], note: Some("draft".into()) };
+    /// posts.put(&post).await?;
+    /// let f = Post::FIELDS;
+    /// posts.patch(Patch::new(&post.key()).append(f.tags, ["a"])).await?;
+    /// posts.patch(Patch::new(&post.key()).append(f.tags, ["b", "c"])).await?;
+    /// assert_eq!(posts.get(&post.key()).await?.unwrap().tags, ["a", "b", "c"]);
+    /// # Ok(()) }
+    /// ```
     pub fn append<F, U, I>(self, field: F, items: I) -> Self
     where
         F: UpdatableField<T, Value = Vec<U>>,
@@ -272,6 +382,33 @@ impl<T: Hierarchical> Patch<T> {
 
     /// Removes `items` from a string set field (DynamoDB `DELETE`, atomically); see
     /// [`add_to_set`](Patch::add_to_set). Removing no item changes nothing.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::{Hierarchical, Patch, Tree};
+    /// # use dynatree_testing::FakeTable;
+    /// # use serde::{Deserialize, Serialize};
+    /// # use std::collections::BTreeSet;
+    /// #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+    /// #[dynatree(path = "Posts/{id}")]
+    /// struct Post {
+    ///     id: String,
+    ///     #[serde(with = "dynatree::string_set", default, skip_serializing_if = "BTreeSet::is_empty")]
+    ///     tags: BTreeSet<String>,
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let tree = Tree::new(FakeTable::new());
+    /// # tree.create_table().await?;
+    /// let posts = tree.repo::<Post>();
+    /// let key = PostKey { id: "p".into() };
+    /// posts.put(&Post { id: "p".into(), tags: BTreeSet::from(["a".to_owned(), "b".to_owned()]) }).await?;
+    /// // Items not in the set are ignored.
+    /// posts.patch(Patch::new(&key).remove_from_set(Post::FIELDS.tags, ["a", "z"])).await?;
+    /// assert_eq!(posts.get(&key).await?.unwrap().tags, BTreeSet::from(["b".to_owned()]));
+    /// # Ok(()) }
+    /// ```
     pub fn remove_from_set<F, I>(self, field: F, items: I) -> Self
     where
         F: UpdatableField<T>,
@@ -303,6 +440,31 @@ impl<T: Hierarchical> Patch<T> {
 
     /// Applies the patch only if `condition` holds for the stored value (in addition to the
     /// value existing). Calling it again adds to the condition (both must hold).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::{Hierarchical, Patch, Tree};
+    /// # use dynatree_testing::FakeTable;
+    /// # use serde::{Deserialize, Serialize};
+    /// # #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+    /// # #[dynatree(path = "Posts/{id}")]
+    /// # struct Post { id: String, title: String, views: u64, tags: Vec<String>, note: Option<String> }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let tree = Tree::new(FakeTable::new());
+    /// # tree.create_table().await?;
+    /// let posts = tree.repo::<Post>();
+    /// let post = Post { id: "p".into(), title: "Hi".into(), views: 0, tags: vec![], note: Some("draft".into()) };
+    /// posts.put(&post).await?;
+    /// let f = Post::FIELDS;
+    /// // Count a view only while the post has fewer than 2 (both conditions must hold).
+    /// let view = || Patch::new(&post.key()).add(f.views, 1).when(f.views.lt(2)).when(f.title.eq("Hi"));
+    /// posts.patch(view()).await?;
+    /// posts.patch(view()).await?;
+    /// assert!(posts.patch(view()).await.unwrap_err().is_condition_failed());
+    /// assert_eq!(posts.get(&post.key()).await?.unwrap().views, 2);
+    /// # Ok(()) }
+    /// ```
     pub fn when(mut self, condition: Cond<T>) -> Self {
         self.condition = std::mem::replace(&mut self.condition, Cond::always()).and(condition);
         self

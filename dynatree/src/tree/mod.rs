@@ -187,12 +187,44 @@ pub struct TreeBuilder<S> {
 impl<S: Storage + 'static> TreeBuilder<S> {
     /// The reserved character (default `¦`). Components and attribute names may not contain
     /// it; `K` and `C` are refused because they start the key attribute names.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::Tree;
+    /// use dynatree_testing::FakeTable;
+    ///
+    /// let tree = Tree::builder(FakeTable::new()).reserved('|').build()?;
+    /// assert_eq!(tree.reserved(), '|');
+    /// // `K` and `C` start the key attribute names: refused.
+    /// let err = Tree::builder(FakeTable::new()).reserved('C').build().unwrap_err();
+    /// assert_eq!(err.kind(), dynatree::ErrorKind::InvalidReserved);
+    /// # Ok::<(), dynatree::Error>(())
+    /// ```
     pub fn reserved(mut self, c: char) -> Self {
         self.reserved = c;
         self
     }
 
     /// How many links `get` follows before it fails with [`ErrorKind::LinkLoop`] (default 8).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::Tree;
+    /// # use dynatree_testing::FakeTable;
+    /// # #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)] struct V { v: u8 }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// let tree = Tree::builder(FakeTable::new()).max_link_hops(1).build()?;
+    /// tree.create_table().await?;
+    /// tree.put(["target"], &V { v: 1 }).await?;
+    /// tree.put_link(["one"], ["target"]).await?;
+    /// tree.put_link(["two"], ["one"]).await?;
+    /// assert_eq!(tree.get(["one"]).await?, Some(V { v: 1 })); // one hop
+    /// let err = tree.get::<V>(["two"]).await.unwrap_err(); // two hops
+    /// assert_eq!(err.kind(), dynatree::ErrorKind::LinkLoop);
+    /// # Ok(()) }
+    /// ```
     pub fn max_link_hops(mut self, hops: usize) -> Self {
         self.config.max_link_hops = hops;
         self
@@ -200,18 +232,67 @@ impl<S: Storage + 'static> TreeBuilder<S> {
 
     /// Strongly consistent reads for `get`, `list` and `list_items` (default: eventually
     /// consistent, half the read cost). Writes always use consistent reads where they need them.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::Tree;
+    /// # use dynatree_testing::FakeTable;
+    /// # #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)] struct V { v: u8 }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// // A fake whose eventually consistent reads lag one write behind.
+    /// let table = FakeTable::eventually_consistent(1);
+    /// let tree = Tree::builder(table.clone()).consistent_reads(true).build()?;
+    /// tree.create_table().await?;
+    /// tree.put(["a"], &V { v: 1 }).await?;
+    /// assert_eq!(tree.get(["a"]).await?, Some(V { v: 1 })); // read-your-writes
+    /// # Ok(()) }
+    /// ```
     pub fn consistent_reads(mut self, yes: bool) -> Self {
         self.config.consistent_reads = yes;
         self
     }
 
     /// The retry policy for unprocessed batch items, throttling and lost races.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::{RetryPolicy, Tree};
+    /// # use dynatree_testing::{Fault, FaultRule, FakeTable, Op};
+    /// # use std::time::Duration;
+    /// # #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)] struct V { v: u8 }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// let table = FakeTable::new();
+    /// let policy = RetryPolicy::new(3, Duration::from_millis(1), Duration::from_millis(5));
+    /// let tree = Tree::builder(table.clone()).retry_policy(policy).build()?;
+    /// tree.create_table().await?;
+    /// table.inject_rule(FaultRule::new(Fault::Throttle).operation(Op::GetItem).always());
+    /// table.reset_metrics();
+    /// assert!(tree.get::<V>(["a"]).await.unwrap_err().is_throttled());
+    /// assert_eq!(table.metrics().requests("GetItem"), 3); // tried 3 times in all
+    /// # Ok(()) }
+    /// ```
     pub fn retry_policy(mut self, policy: RetryPolicy) -> Self {
         self.config.retry = policy;
         self
     }
 
     /// Billing mode used by [`Tree::create_table`] (default on-demand).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::{Billing, Tree};
+    /// # use dynatree::storage::Storage;
+    /// # use dynatree_testing::FakeTable;
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// let table = FakeTable::new();
+    /// let billing = Billing::Provisioned { read: 5, write: 5 };
+    /// Tree::builder(table.clone()).billing(billing).build()?.create_table().await?;
+    /// assert_eq!(table.describe_table().await?.expect("a table").billing, billing);
+    /// # Ok(()) }
+    /// ```
     pub fn billing(mut self, billing: Billing) -> Self {
         self.config.billing = billing;
         self
@@ -221,12 +302,45 @@ impl<S: Storage + 'static> TreeBuilder<S> {
     /// off (default 30 s), and how long the owner of a move, copy or subtree deletion holds it
     /// without renewing (renewed at half-time) before a [`Tree::resume`] elsewhere may take it
     /// over. Only matters when a process dies or stalls mid-way.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use dynatree::Tree;
+    /// use dynatree_testing::FakeTable;
+    ///
+    /// let tree = Tree::builder(FakeTable::new()).removal_lease(Duration::from_secs(5)).build()?;
+    /// assert!(format!("{tree:?}").contains("lease: 5s"));
+    /// # Ok::<(), dynatree::Error>(())
+    /// ```
     pub fn removal_lease(mut self, lease: Duration) -> Self {
         self.config.lease = lease;
         self
     }
 
     /// The page size (DynamoDB `Limit`) of listing queries; default none (1 MB pages).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::Tree;
+    /// # use dynatree_testing::FakeTable;
+    /// # use futures::TryStreamExt;
+    /// # #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)] struct V { v: u8 }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// let table = FakeTable::new();
+    /// let tree = Tree::builder(table.clone()).page_size(2).build()?;
+    /// tree.create_table().await?;
+    /// for name in ["a", "b", "c", "d", "e"] {
+    ///     tree.put(["dir", name], &V { v: 0 }).await?;
+    /// }
+    /// table.reset_metrics();
+    /// let names: Vec<String> = tree.list(["dir"]).try_collect().await?;
+    /// assert_eq!(names.len(), 5);
+    /// assert_eq!(table.metrics().requests("Query"), 3); // pages of 2, 2 and 1
+    /// # Ok(()) }
+    /// ```
     pub fn page_size(mut self, n: u32) -> Self {
         self.config.page_size = Some(n.max(1));
         self
@@ -234,6 +348,24 @@ impl<S: Storage + 'static> TreeBuilder<S> {
 
     /// Registers the secondary indexes of `T`, so that [`Tree::create_table`] creates them (or
     /// adds them to an existing table) and waits until they are active.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::storage::Storage;
+    /// # use dynatree::{Hierarchical, Tree};
+    /// # use dynatree_testing::FakeTable;
+    /// # use serde::{Deserialize, Serialize};
+    /// #[derive(Hierarchical, Serialize, Deserialize)]
+    /// #[dynatree(path = "Users/{id}", index(name = "by_email", hash = email))]
+    /// struct User { id: String, email: String }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// let table = FakeTable::new();
+    /// Tree::builder(table.clone()).indexes_of::<User>().build()?.create_table().await?;
+    /// assert_eq!(table.describe_table().await?.expect("a table").indexes.len(), 1);
+    /// # Ok(()) }
+    /// ```
     pub fn indexes_of<T: crate::Hierarchical>(mut self) -> Self {
         for ix in T::INDEXES {
             if !self.config.indexes.iter().any(|d| d.name() == ix.name()) {
@@ -249,6 +381,27 @@ impl<S: Storage + 'static> TreeBuilder<S> {
     /// prefix with at least `depth` components is one paged Query, however many directories
     /// it spans. Choose `depth` so that one index partition is one tenant (e.g. 2 for
     /// `Accounts/{id}/…`), not the whole tree. Index reads are eventually consistent.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::Tree;
+    /// # use dynatree_testing::FakeTable;
+    /// # use futures::TryStreamExt;
+    /// # #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)] struct V { v: u8 }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// let table = FakeTable::new();
+    /// let tree = Tree::builder(table.clone()).path_index(1).build()?;
+    /// tree.create_table().await?; // with the index
+    /// for p in [&["a"][..], &["a", "b"], &["a", "b", "c"], &["a", "d", "e", "f"]] {
+    ///     tree.put(p, &V { v: 0 }).await?;
+    /// }
+    /// table.reset_metrics();
+    /// let all: Vec<_> = tree.descendants(["a"]).items().try_collect().await?;
+    /// assert_eq!(all.len(), 3);
+    /// assert_eq!(table.metrics().total_requests(), 1); // one Query, however deep
+    /// # Ok(()) }
+    /// ```
     pub fn path_index(mut self, depth: usize) -> Self {
         self.config.path_index = Some(depth.max(1));
         self
@@ -276,12 +429,46 @@ impl<S: Storage + 'static> TreeBuilder<S> {
     }
 
     /// How long [`Tree::create_table`] waits for the table to become active (default 5 min).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::{ErrorKind, Hierarchical, Tree};
+    /// # use dynatree_testing::FakeTable;
+    /// # use serde::{Deserialize, Serialize};
+    /// # use std::time::Duration;
+    /// # #[derive(Hierarchical, Serialize, Deserialize)]
+    /// # #[dynatree(path = "Users/{id}", index(name = "by_email", hash = email))]
+    /// # struct User { id: String, email: String }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// let table = FakeTable::new();
+    /// Tree::new(table.clone()).create_table().await?;
+    /// // Adding an index to the table takes a while: no wait is not enough.
+    /// let impatient = Tree::builder(table.clone()).indexes_of::<User>().table_wait(Duration::ZERO).build()?;
+    /// assert_eq!(impatient.create_table().await.unwrap_err().kind(), ErrorKind::Backend);
+    /// let patient = Tree::builder(table.clone()).indexes_of::<User>().table_wait(Duration::from_secs(60)).build()?;
+    /// patient.create_table().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn table_wait(mut self, wait: Duration) -> Self {
         self.config.table_wait = wait;
         self
     }
 
     /// The tree.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::{ErrorKind, Tree};
+    /// use dynatree_testing::FakeTable;
+    ///
+    /// let tree: Tree = Tree::builder(FakeTable::new()).max_link_hops(2).build()?;
+    /// assert_eq!(tree.reserved(), '¦');
+    /// let err = Tree::builder(FakeTable::new()).reserved('K').build().unwrap_err();
+    /// assert_eq!(err.kind(), ErrorKind::InvalidReserved);
+    /// # Ok::<(), dynatree::Error>(())
+    /// ```
     ///
     /// # Errors
     ///
@@ -573,6 +760,18 @@ impl<S: Storage + 'static> Tree<S> {
     }
 
     /// The reserved character.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::Tree;
+    /// use dynatree_testing::FakeTable;
+    ///
+    /// assert_eq!(Tree::new(FakeTable::new()).reserved(), '¦'); // the default
+    /// let tree = Tree::builder(FakeTable::new()).reserved('|').build()?;
+    /// assert_eq!(tree.reserved(), '|');
+    /// # Ok::<(), dynatree::Error>(())
+    /// ```
     pub fn reserved(&self) -> char {
         self.inner.layout.reserved()
     }

@@ -126,6 +126,25 @@ impl<S: Storage + 'static> Tree<S> {
 
     /// [`move_subtree`](Tree::move_subtree) with a policy for links into the subtree.
     ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::{LinkPolicy, Tree};
+    /// # use dynatree_testing::FakeTable;
+    /// # #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)] struct V { v: u8 }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let tree = Tree::new(FakeTable::new());
+    /// # tree.create_table().await?;
+    /// tree.put(["org", "eng", "alice"], &V { v: 1 }).await?;
+    /// tree.put_link(["people", "alice"], ["org", "eng", "alice"]).await?;
+    /// let report = tree.move_subtree_with(["org", "eng"], ["org", "tech"], LinkPolicy::Rewrite).await?;
+    /// assert_eq!(report.links.len(), 1);
+    /// // The link now points at the new place.
+    /// assert_eq!(tree.read_link(["people", "alice"]).await?.to_string(), "/org/tech/alice");
+    /// assert_eq!(tree.get(["people", "alice"]).await?, Some(V { v: 1 }));
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     ///
     /// As [`move_subtree`](Tree::move_subtree).
@@ -235,6 +254,27 @@ impl<S: Storage + 'static> Tree<S> {
 
     /// The recorded operations not finished yet (consistent read of the intent records).
     ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::Tree;
+    /// # use dynatree_testing::{Fault, FaultRule, FakeTable, Op};
+    /// # #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)] struct V { v: u8 }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// let table = FakeTable::new();
+    /// let tree = Tree::new(table.clone());
+    /// # tree.create_table().await?;
+    /// tree.put(["org", "eng", "alice"], &V { v: 1 }).await?;
+    /// assert!(tree.pending().await?.is_empty());
+    /// // The move fails part-way (a backend error): it stays recorded.
+    /// table.inject_rule(FaultRule::new(Fault::Fail).operation(Op::TransactWriteItems).nth(1));
+    /// assert!(tree.move_subtree(["org", "eng"], ["org", "tech"]).await.is_err());
+    /// let pending = tree.pending().await?;
+    /// assert_eq!(pending.len(), 1);
+    /// assert_eq!((pending[0].op.as_str(), pending[0].to.to_string().as_str()), ("move", "/org/tech"));
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     ///
     /// Backend errors.
@@ -264,6 +304,28 @@ impl<S: Storage + 'static> Tree<S> {
     /// longer be carried out (its refusal was recorded but not yet undone, or it is refused
     /// now) is rolled back, which is not an error of `resume`. Returns the reports of the
     /// operations this call finished.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::Tree;
+    /// # use dynatree_testing::{Fault, FaultRule, FakeTable, Op};
+    /// # #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)] struct V { v: u8 }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// let table = FakeTable::new();
+    /// let tree = Tree::new(table.clone());
+    /// # tree.create_table().await?;
+    /// tree.put(["org", "eng", "alice"], &V { v: 1 }).await?;
+    /// // The move fails part-way (a backend error)...
+    /// table.inject_rule(FaultRule::new(Fault::Fail).operation(Op::TransactWriteItems).nth(1));
+    /// assert!(tree.move_subtree(["org", "eng"], ["org", "tech"]).await.is_err());
+    /// // ...and any process finishes it.
+    /// let done = Tree::new(table.clone()).resume().await?;
+    /// assert_eq!(done.len(), 1);
+    /// assert!(tree.pending().await?.is_empty());
+    /// assert_eq!(tree.get(["org", "tech", "alice"]).await?, Some(V { v: 1 }));
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     ///

@@ -173,6 +173,29 @@ impl<S: Storage + 'static> Tree<S> {
     /// [`ancestors`](Tree::ancestors) as raw rows, for trees whose levels hold different types
     /// (deserialize each with [`Item::to_deserialize`]).
     ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::Tree;
+    /// # use dynatree_testing::FakeTable;
+    /// # use serde::{Deserialize, Serialize};
+    /// #[derive(Serialize, Deserialize, Debug, PartialEq)]
+    /// struct Org { name: String }
+    /// #[derive(Serialize, Deserialize, Debug, PartialEq)]
+    /// struct Team { lead: String }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let tree = Tree::new(FakeTable::new());
+    /// # tree.create_table().await?;
+    /// tree.put(["acme"], &Org { name: "Acme".into() }).await?;
+    /// tree.put(["acme", "eng"], &Team { lead: "Ann".into() }).await?;
+    /// let rows = tree.ancestor_items(["acme", "eng", "alice"]).await?;
+    /// assert_eq!(rows.len(), 2);
+    /// assert_eq!(rows[0].1.to_deserialize::<Org>()?, Org { name: "Acme".into() });
+    /// assert_eq!(rows[1].1.to_deserialize::<Team>()?, Team { lead: "Ann".into() });
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     ///
     /// As [`ancestors`](Tree::ancestors).
@@ -287,6 +310,25 @@ impl<S: Storage + 'static> Tree<S> {
 
 impl<S: Storage + 'static> Descendants<S> {
     /// Only descendants down to `depth` levels below the prefix (1: children only).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::Tree;
+    /// # use dynatree_testing::FakeTable;
+    /// # use futures::TryStreamExt;
+    /// # #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)] struct V { v: u8 }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let tree = Tree::new(FakeTable::new());
+    /// # tree.create_table().await?;
+    /// for p in [&["a"][..], &["a", "b"], &["a", "b", "c"], &["a", "d"], &["a", "e"]] {
+    ///     tree.put(p, &V { v: 0 }).await?;
+    /// }
+    /// let near: Vec<_> = tree.descendants(["a"]).max_depth(1).items().try_collect().await?;
+    /// let paths: Vec<String> = near.iter().map(|d| d.path.to_string()).collect();
+    /// assert_eq!(paths, ["/a/b", "/a/d", "/a/e"]); // not /a/b/c
+    /// # Ok(()) }
+    /// ```
     pub fn max_depth(mut self, depth: usize) -> Self {
         self.max_depth = Some(depth);
         self
@@ -294,18 +336,78 @@ impl<S: Storage + 'static> Descendants<S> {
 
     /// How many listing Queries the walk runs at once (default 8): it lists the children of
     /// that many siblings together before it goes down into the first.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::Tree;
+    /// # use dynatree_testing::FakeTable;
+    /// # use futures::TryStreamExt;
+    /// # #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)] struct V { v: u8 }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let tree = Tree::new(FakeTable::new());
+    /// # tree.create_table().await?;
+    /// for p in [&["a"][..], &["a", "b"], &["a", "b", "c"], &["a", "d"], &["a", "e"]] {
+    ///     tree.put(p, &V { v: 0 }).await?;
+    /// }
+    /// // One listing Query at a time: slower, same result.
+    /// let one: Vec<_> = tree.descendants(["a"]).concurrency(1).items().try_collect().await?;
+    /// let eight: Vec<_> = tree.descendants(["a"]).items().try_collect().await?;
+    /// assert_eq!(one, eight);
+    /// # Ok(()) }
+    /// ```
     pub fn concurrency(mut self, n: usize) -> Self {
         self.concurrency = n.max(1);
         self
     }
 
     /// The strategy (default [`Strategy::Auto`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::{ErrorKind, Strategy, Tree};
+    /// # use dynatree_testing::FakeTable;
+    /// # use futures::TryStreamExt;
+    /// # #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)] struct V { v: u8 }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let tree = Tree::new(FakeTable::new());
+    /// # tree.create_table().await?;
+    /// for p in [&["a"][..], &["a", "b"], &["a", "b", "c"], &["a", "d"], &["a", "e"]] {
+    ///     tree.put(p, &V { v: 0 }).await?;
+    /// }
+    /// let walked: Vec<_> = tree.descendants(["a"]).strategy(Strategy::Walk).items().try_collect().await?;
+    /// assert_eq!(walked.len(), 4);
+    /// // This tree has no path index (see `TreeBuilder::path_index`).
+    /// let err = tree.descendants(["a"]).strategy(Strategy::PathIndex).items().try_collect::<Vec<_>>().await;
+    /// assert_eq!(err.unwrap_err().kind(), ErrorKind::InvalidArgument);
+    /// # Ok(()) }
+    /// ```
     pub fn strategy(mut self, strategy: Strategy) -> Self {
         self.strategy = strategy;
         self
     }
 
     /// At most `n` descendants in all.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::Tree;
+    /// # use dynatree_testing::FakeTable;
+    /// # use futures::TryStreamExt;
+    /// # #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)] struct V { v: u8 }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let tree = Tree::new(FakeTable::new());
+    /// # tree.create_table().await?;
+    /// for p in [&["a"][..], &["a", "b"], &["a", "b", "c"], &["a", "d"], &["a", "e"]] {
+    ///     tree.put(p, &V { v: 0 }).await?;
+    /// }
+    /// let first: Vec<_> = tree.descendants(["a"]).limit(3).items().try_collect().await?;
+    /// let paths: Vec<String> = first.iter().map(|d| d.path.to_string()).collect();
+    /// assert_eq!(paths, ["/a/b", "/a/b/c", "/a/d"]);
+    /// # Ok(()) }
+    /// ```
     pub fn limit(mut self, n: usize) -> Self {
         self.limit = Some(n);
         self
@@ -314,6 +416,28 @@ impl<S: Storage + 'static> Descendants<S> {
     /// At most `n` rows per DynamoDB Query (its `Limit`; default: the tree's
     /// [`page_size`](super::TreeBuilder::page_size), else 1 MB pages): listing rows for the
     /// walk, objects for the path index.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::Tree;
+    /// # use dynatree_testing::FakeTable;
+    /// # use futures::TryStreamExt;
+    /// # #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)] struct V { v: u8 }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// let table = FakeTable::new();
+    /// let tree = Tree::new(table.clone());
+    /// tree.create_table().await?;
+    /// for name in ["b", "c", "d", "e"] {
+    ///     tree.put(["a", name], &V { v: 0 }).await?;
+    /// }
+    /// table.reset_metrics();
+    /// let all: Vec<_> = tree.descendants(["a"]).page_size(2).items().try_collect().await?;
+    /// assert_eq!(all.len(), 4);
+    /// // `a` listed in Queries of 2 rows (the third finds nothing more), then each child.
+    /// assert_eq!(table.metrics().requests("Query"), 3 + 4);
+    /// # Ok(()) }
+    /// ```
     pub fn page_size(mut self, n: u32) -> Self {
         self.page_size = Some(n.max(1));
         self
@@ -322,6 +446,28 @@ impl<S: Storage + 'static> Descendants<S> {
     /// Continues after the page that returned `cursor` (see [`Cursor`]). A cursor of another
     /// query (another prefix, depth or strategy) makes the stream yield
     /// [`ErrorKind::InvalidArgument`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::{Cursor, Tree};
+    /// # use dynatree_testing::FakeTable;
+    /// # use futures::TryStreamExt;
+    /// # #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)] struct V { v: u8 }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let tree = Tree::new(FakeTable::new());
+    /// # tree.create_table().await?;
+    /// for p in [&["a"][..], &["a", "b"], &["a", "b", "c"], &["a", "d"], &["a", "e"]] {
+    ///     tree.put(p, &V { v: 0 }).await?;
+    /// }
+    /// let page = tree.descendants(["a"]).page_size(1).pages().try_next().await?.expect("a page");
+    /// let cursor: Cursor = page.cursor.expect("more follow");
+    /// let rest: Vec<_> = tree.descendants(["a"]).start_after(cursor).items().try_collect().await?;
+    /// // Together, every descendant once.
+    /// let paths: Vec<String> = page.items.iter().chain(&rest).map(|d| d.path.to_string()).collect();
+    /// assert_eq!(paths, ["/a/b", "/a/b/c", "/a/d", "/a/e"]);
+    /// # Ok(()) }
+    /// ```
     pub fn start_after(mut self, cursor: Cursor) -> Self {
         self.start_after = Some(cursor);
         self
@@ -333,6 +479,26 @@ impl<S: Storage + 'static> Descendants<S> {
     /// [`TypedQuery::pages`](crate::TypedQuery::pages), the cursor is `None` once the end or
     /// the limit is known to be reached, and the last page may still carry one (the next
     /// request finds nothing), which then leads to no more pages.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::Tree;
+    /// # use dynatree_testing::FakeTable;
+    /// # use futures::TryStreamExt;
+    /// # #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)] struct V { v: u8 }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let tree = Tree::new(FakeTable::new());
+    /// # tree.create_table().await?;
+    /// for p in [&["a"][..], &["a", "b"], &["a", "b", "c"], &["a", "d"], &["a", "e"]] {
+    ///     tree.put(p, &V { v: 0 }).await?;
+    /// }
+    /// let pages: Vec<_> = tree.descendants(["a"]).page_size(1).pages().try_collect().await?;
+    /// assert!(pages.iter().all(|p| !p.items.is_empty())); // no page is empty
+    /// assert_eq!(pages.iter().map(|p| p.items.len()).sum::<usize>(), 4);
+    /// assert!(pages[0].cursor.is_some()); // where the second page starts
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     ///
@@ -385,6 +551,25 @@ impl<S: Storage + 'static> Descendants<S> {
 
     /// The descendant objects, lazily, in the order of [`pages`](Descendants::pages).
     ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::Tree;
+    /// # use dynatree_testing::FakeTable;
+    /// # use futures::TryStreamExt;
+    /// # #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)] struct V { v: u8 }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let tree = Tree::new(FakeTable::new());
+    /// # tree.create_table().await?;
+    /// for p in [&["a"][..], &["a", "b"], &["a", "b", "c"], &["a", "d"], &["a", "e"]] {
+    ///     tree.put(p, &V { v: 0 }).await?;
+    /// }
+    /// let all: Vec<_> = tree.descendants(["a"]).items().try_collect().await?;
+    /// let paths: Vec<String> = all.iter().map(|d| d.path.to_string()).collect();
+    /// assert_eq!(paths, ["/a/b", "/a/b/c", "/a/d", "/a/e"]);
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     ///
     /// As [`pages`](Descendants::pages).
@@ -430,6 +615,22 @@ impl<S: Storage + 'static> Descendants<S> {
 
 impl Descendant {
     /// The object as `T` (bookkeeping attributes removed).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::Tree;
+    /// # use dynatree_testing::FakeTable;
+    /// # use futures::TryStreamExt;
+    /// # #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)] struct V { v: u8 }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let tree = Tree::new(FakeTable::new());
+    /// # tree.create_table().await?;
+    /// tree.put(["a", "b"], &V { v: 7 }).await?;
+    /// let found: Vec<_> = tree.descendants(["a"]).items().try_collect().await?;
+    /// assert_eq!(found[0].value::<V>()?, V { v: 7 }); // without the bookkeeping attributes
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     ///

@@ -223,29 +223,145 @@ impl<S: Storage + 'static> Transaction<S> {
     }
 
     /// Stores `value` at its path, replacing what is there.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::{Cond, Hierarchical, Patch, Tree};
+    /// # use dynatree_testing::FakeTable;
+    /// # use serde::{Deserialize, Serialize};
+    /// # #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+    /// # #[dynatree(path = "Accounts/{id}")]
+    /// # struct Account { id: String, balance: i64 }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let tree = Tree::new(FakeTable::new());
+    /// # tree.create_table().await?;
+    /// let accounts = tree.repo::<Account>();
+    /// let key = |id: &str| AccountKey { id: id.into() };
+    /// let f = Account::FIELDS;
+    /// let mut tx = tree.transaction();
+    /// tx.put(&Account { id: "a".into(), balance: 1 }).put(&Account { id: "b".into(), balance: 2 });
+    /// tx.commit().await?;
+    /// assert_eq!(accounts.get(&key("b")).await?.unwrap().balance, 2);
+    /// # Ok(()) }
+    /// ```
     pub fn put<T: Hierarchical>(&mut self, value: &T) -> &mut Self {
         let op = self.put_op(value, Ok(Condition::Always));
         self.push::<T>(op)
     }
 
     /// Stores `value` only if nothing is at its path yet.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::{Cond, Hierarchical, Patch, Tree};
+    /// # use dynatree_testing::FakeTable;
+    /// # use serde::{Deserialize, Serialize};
+    /// # #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+    /// # #[dynatree(path = "Accounts/{id}")]
+    /// # struct Account { id: String, balance: i64 }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let tree = Tree::new(FakeTable::new());
+    /// # tree.create_table().await?;
+    /// let accounts = tree.repo::<Account>();
+    /// let key = |id: &str| AccountKey { id: id.into() };
+    /// let f = Account::FIELDS;
+    /// accounts.put(&Account { id: "a".into(), balance: 10 }).await?;
+    /// let mut tx = tree.transaction();
+    /// tx.create(&Account { id: "b".into(), balance: 0 }).create(&Account { id: "a".into(), balance: 0 });
+    /// let err = tx.commit().await.unwrap_err(); // `a` exists: nothing is written
+    /// assert!(err.cancellation_reasons()[1].is_condition_failed());
+    /// assert_eq!(accounts.get(&key("b")).await?, None);
+    /// # Ok(()) }
+    /// ```
     pub fn create<T: Hierarchical>(&mut self, value: &T) -> &mut Self {
         let op = self.put_op(value, Ok(Condition::NotExists));
         self.push::<T>(op)
     }
 
     /// Stores `value` only if `condition` holds for what is stored at its path.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::{Cond, Hierarchical, Patch, Tree};
+    /// # use dynatree_testing::FakeTable;
+    /// # use serde::{Deserialize, Serialize};
+    /// # #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+    /// # #[dynatree(path = "Accounts/{id}")]
+    /// # struct Account { id: String, balance: i64 }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let tree = Tree::new(FakeTable::new());
+    /// # tree.create_table().await?;
+    /// let accounts = tree.repo::<Account>();
+    /// let key = |id: &str| AccountKey { id: id.into() };
+    /// let f = Account::FIELDS;
+    /// accounts.put(&Account { id: "a".into(), balance: 10 }).await?;
+    /// let mut tx = tree.transaction();
+    /// tx.put_if(&Account { id: "a".into(), balance: 0 }, f.balance.eq(10));
+    /// tx.commit().await?;
+    /// assert_eq!(accounts.get(&key("a")).await?.unwrap().balance, 0);
+    /// # Ok(()) }
+    /// ```
     pub fn put_if<T: Hierarchical>(&mut self, value: &T, condition: Cond<T>) -> &mut Self {
         let op = self.put_op(value, condition.into_condition());
         self.push::<T>(op)
     }
 
     /// Deletes the value at `key` (nothing there is fine).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::{Cond, Hierarchical, Patch, Tree};
+    /// # use dynatree_testing::FakeTable;
+    /// # use serde::{Deserialize, Serialize};
+    /// # #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+    /// # #[dynatree(path = "Accounts/{id}")]
+    /// # struct Account { id: String, balance: i64 }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let tree = Tree::new(FakeTable::new());
+    /// # tree.create_table().await?;
+    /// let accounts = tree.repo::<Account>();
+    /// let key = |id: &str| AccountKey { id: id.into() };
+    /// let f = Account::FIELDS;
+    /// accounts.put(&Account { id: "a".into(), balance: 10 }).await?;
+    /// let mut tx = tree.transaction();
+    /// tx.delete::<Account>(&key("a")).delete::<Account>(&key("nobody"));
+    /// tx.commit().await?;
+    /// assert_eq!(accounts.get(&key("a")).await?, None);
+    /// # Ok(()) }
+    /// ```
     pub fn delete<T: Hierarchical>(&mut self, key: &T::Key) -> &mut Self {
         self.delete_if::<T>(key, Cond::always())
     }
 
     /// Deletes the value at `key` only if `condition` holds for it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::{Cond, Hierarchical, Patch, Tree};
+    /// # use dynatree_testing::FakeTable;
+    /// # use serde::{Deserialize, Serialize};
+    /// # #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+    /// # #[dynatree(path = "Accounts/{id}")]
+    /// # struct Account { id: String, balance: i64 }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let tree = Tree::new(FakeTable::new());
+    /// # tree.create_table().await?;
+    /// let accounts = tree.repo::<Account>();
+    /// let key = |id: &str| AccountKey { id: id.into() };
+    /// let f = Account::FIELDS;
+    /// accounts.put(&Account { id: "a".into(), balance: 10 }).await?;
+    /// // Close the account only if it is empty.
+    /// let mut tx = tree.transaction();
+    /// tx.delete_if(&key("a"), f.balance.eq(0));
+    /// assert!(tx.commit().await.unwrap_err().is_transaction_canceled());
+    /// assert!(accounts.get(&key("a")).await?.is_some());
+    /// # Ok(()) }
+    /// ```
     pub fn delete_if<T: Hierarchical>(&mut self, key: &T::Key, condition: Cond<T>) -> &mut Self {
         let op = self.path_of::<T>(key).and_then(|path| {
             Ok(Op::Delete {
@@ -258,6 +374,33 @@ impl<S: Storage + 'static> Transaction<S> {
 
     /// Applies a partial update (see [`Patch`]): fails the transaction if no value is stored
     /// at the patch's key or the patch's condition does not hold.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::{Cond, Hierarchical, Patch, Tree};
+    /// # use dynatree_testing::FakeTable;
+    /// # use serde::{Deserialize, Serialize};
+    /// # #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+    /// # #[dynatree(path = "Accounts/{id}")]
+    /// # struct Account { id: String, balance: i64 }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let tree = Tree::new(FakeTable::new());
+    /// # tree.create_table().await?;
+    /// let accounts = tree.repo::<Account>();
+    /// let key = |id: &str| AccountKey { id: id.into() };
+    /// let f = Account::FIELDS;
+    /// accounts.put(&Account { id: "a".into(), balance: 10 }).await?;
+    /// let mut tx = tree.transaction();
+    /// tx.patch(Patch::new(&key("a")).add(f.balance, 5));
+    /// tx.commit().await?;
+    /// assert_eq!(accounts.get(&key("a")).await?.unwrap().balance, 15);
+    /// // No value at the key: the transaction fails.
+    /// let mut tx = tree.transaction();
+    /// tx.patch(Patch::new(&key("nobody")).add(f.balance, 5));
+    /// assert!(tx.commit().await.unwrap_err().is_transaction_canceled());
+    /// # Ok(()) }
+    /// ```
     pub fn patch<T: Hierarchical>(&mut self, patch: Patch<T>) -> &mut Self {
         let op = self.path_of::<T>(&patch.key).and_then(|path| {
             let (actions, condition) = patch.plan(self.tree.inner.layout.link_attr())?;
@@ -272,6 +415,31 @@ impl<S: Storage + 'static> Transaction<S> {
 
     /// Writes nothing at `key`, but fails the transaction unless `condition` holds for what
     /// is stored there ([`Cond::exists`] for "a value is stored").
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::{Cond, Hierarchical, Patch, Tree};
+    /// # use dynatree_testing::FakeTable;
+    /// # use serde::{Deserialize, Serialize};
+    /// # #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+    /// # #[dynatree(path = "Accounts/{id}")]
+    /// # struct Account { id: String, balance: i64 }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let tree = Tree::new(FakeTable::new());
+    /// # tree.create_table().await?;
+    /// let accounts = tree.repo::<Account>();
+    /// let key = |id: &str| AccountKey { id: id.into() };
+    /// let f = Account::FIELDS;
+    /// accounts.put(&Account { id: "a".into(), balance: 10 }).await?;
+    /// // Open `b` only while `a` holds at least 20.
+    /// let mut tx = tree.transaction();
+    /// tx.check(&key("a"), f.balance.ge(20)).create(&Account { id: "b".into(), balance: 0 });
+    /// let err = tx.commit().await.unwrap_err();
+    /// assert!(err.cancellation_reasons()[0].is_condition_failed());
+    /// assert_eq!(accounts.get(&key("b")).await?, None);
+    /// # Ok(()) }
+    /// ```
     pub fn check<T: Hierarchical>(&mut self, key: &T::Key, condition: Cond<T>) -> &mut Self {
         let op = self.path_of::<T>(key).and_then(|path| {
             Ok(Op::Check {
@@ -287,6 +455,33 @@ impl<S: Storage + 'static> Transaction<S> {
     /// future) can be sent again with the same token and the same actions. Sending other
     /// actions under a token already used fails with the service code
     /// `IdempotentParameterMismatchException`. 1 to 36 characters.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::{Cond, Hierarchical, Patch, Tree};
+    /// # use dynatree_testing::FakeTable;
+    /// # use serde::{Deserialize, Serialize};
+    /// # #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+    /// # #[dynatree(path = "Accounts/{id}")]
+    /// # struct Account { id: String, balance: i64 }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let tree = Tree::new(FakeTable::new());
+    /// # tree.create_table().await?;
+    /// let accounts = tree.repo::<Account>();
+    /// let key = |id: &str| AccountKey { id: id.into() };
+    /// let f = Account::FIELDS;
+    /// accounts.put(&Account { id: "a".into(), balance: 10 }).await?;
+    /// let deposit = || {
+    ///     let mut tx = tree.transaction();
+    ///     tx.patch(Patch::new(&key("a")).add(f.balance, 5)).idempotency_token("deposit-42");
+    ///     tx
+    /// };
+    /// deposit().commit().await?;
+    /// deposit().commit().await?; // sent again (say, after a timeout): applied once
+    /// assert_eq!(accounts.get(&key("a")).await?.unwrap().balance, 15);
+    /// # Ok(()) }
+    /// ```
     pub fn idempotency_token(&mut self, token: impl Into<String>) -> &mut Self {
         let token = token.into();
         let chars = token.chars().count();
@@ -301,11 +496,54 @@ impl<S: Storage + 'static> Transaction<S> {
     }
 
     /// The number of actions added (guards not counted).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::{Cond, Hierarchical, Patch, Tree};
+    /// # use dynatree_testing::FakeTable;
+    /// # use serde::{Deserialize, Serialize};
+    /// # #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+    /// # #[dynatree(path = "Accounts/{id}")]
+    /// # struct Account { id: String, balance: i64 }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let tree = Tree::new(FakeTable::new());
+    /// # tree.create_table().await?;
+    /// let accounts = tree.repo::<Account>();
+    /// let key = |id: &str| AccountKey { id: id.into() };
+    /// let f = Account::FIELDS;
+    /// let mut tx = tree.transaction();
+    /// tx.put(&Account { id: "a".into(), balance: 0 }).check(&key("b"), Cond::<Account>::not_exists());
+    /// assert_eq!(tx.len(), 2); // the guards added at commit do not count
+    /// # Ok(()) }
+    /// ```
     pub fn len(&self) -> usize {
         self.ops.len()
     }
 
     /// Whether no action was added.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::{Cond, Hierarchical, Patch, Tree};
+    /// # use dynatree_testing::FakeTable;
+    /// # use serde::{Deserialize, Serialize};
+    /// # #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+    /// # #[dynatree(path = "Accounts/{id}")]
+    /// # struct Account { id: String, balance: i64 }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let tree = Tree::new(FakeTable::new());
+    /// # tree.create_table().await?;
+    /// let accounts = tree.repo::<Account>();
+    /// let key = |id: &str| AccountKey { id: id.into() };
+    /// let f = Account::FIELDS;
+    /// let mut tx = tree.transaction();
+    /// assert!(tx.is_empty());
+    /// tx.delete::<Account>(&key("a"));
+    /// assert!(!tx.is_empty());
+    /// # Ok(()) }
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.ops.is_empty()
     }
@@ -316,6 +554,32 @@ impl<S: Storage + 'static> Transaction<S> {
     /// (by the removal protocol, outside the transaction); a failure there is logged, not
     /// returned: the transaction itself took effect, and a leftover listing row only lists an
     /// empty name until the next delete under it or a repair.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::{Cond, Hierarchical, Patch, Tree};
+    /// # use dynatree_testing::FakeTable;
+    /// # use serde::{Deserialize, Serialize};
+    /// # #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+    /// # #[dynatree(path = "Accounts/{id}")]
+    /// # struct Account { id: String, balance: i64 }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let tree = Tree::new(FakeTable::new());
+    /// # tree.create_table().await?;
+    /// let accounts = tree.repo::<Account>();
+    /// let key = |id: &str| AccountKey { id: id.into() };
+    /// let f = Account::FIELDS;
+    /// let mut tx = tree.transaction();
+    /// tx.put(&Account { id: "a".into(), balance: 1 }).patch(Patch::new(&key("a")).add(f.balance, 1));
+    /// // Two actions at one path: refused before anything is sent.
+    /// assert_eq!(tx.commit().await.unwrap_err().kind(), dynatree::ErrorKind::InvalidArgument);
+    /// let mut tx = tree.transaction();
+    /// tx.put(&Account { id: "a".into(), balance: 1 });
+    /// tx.commit().await?;
+    /// assert_eq!(accounts.get(&key("a")).await?.unwrap().balance, 1);
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     ///
