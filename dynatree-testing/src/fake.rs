@@ -2009,7 +2009,7 @@ mod tests {
         assert_eq!(t.metrics().write_units(), 2.0);
         // An update that makes an index key of another type is refused.
         let ix = FakeTable::new();
-        ix.create_table(Billing::OnDemand, &[IndexSpec::new("ix", "ixh", None)])
+        ix.create_table(Billing::OnDemand, &[IndexSpec::new("by_ix", "ixh", None)])
             .await
             .unwrap();
         let e = ix

@@ -177,6 +177,9 @@ struct GateState {
     next_seq: Vec<u64>,
     parked: BTreeMap<(usize, u64), Parked>,
     granted: HashMap<(usize, u64), Option<SimFault>>,
+    /// The wakers of parked requests: a request inside a combinator that polls only what was
+    /// woken (`buffered`, `FuturesUnordered`) is polled again when it is granted.
+    wakers: HashMap<(usize, u64), std::task::Waker>,
     in_flight: usize,
     crashed: Vec<bool>,
     trace: Vec<String>,
@@ -221,15 +224,22 @@ struct Wait {
 
 impl Future for Wait {
     type Output = Option<SimFault>;
-    fn poll(mut self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Self::Output> {
-        let granted = self.gate.lock().granted.remove(&self.key);
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut st = self.gate.lock();
+        let granted = st.granted.remove(&self.key);
         match granted {
             Some(f) => {
+                st.wakers.remove(&self.key);
+                drop(st);
                 self.done = true;
                 Poll::Ready(f)
             }
-            // The scheduler polls the operation again right after granting it.
-            None => Poll::Pending,
+            // The scheduler polls the operation again right after granting it, and wakes this
+            // request's waker so that combinators poll it.
+            None => {
+                st.wakers.insert(self.key, cx.waker().clone());
+                Poll::Pending
+            }
         }
     }
 }
@@ -237,7 +247,9 @@ impl Future for Wait {
 impl Drop for Wait {
     fn drop(&mut self) {
         if !self.done {
-            self.gate.lock().parked.remove(&self.key);
+            let mut st = self.gate.lock();
+            st.parked.remove(&self.key);
+            st.wakers.remove(&self.key);
         }
     }
 }
@@ -1814,6 +1826,9 @@ impl<B: Storage + 'static> Sim<B> {
                             drive.faults += 1;
                         }
                         st.granted.insert((op, seq), fault);
+                        if let Some(w) = st.wakers.remove(&(op, seq)) {
+                            w.wake();
+                        }
                         st.in_flight += 1;
                         drive.current = Some(op);
                     }

@@ -216,3 +216,34 @@ fn sweep_vs_put() {
         .allow_wait(true)
         .run();
 }
+
+/// The simulator drives operations whose requests run inside combinators that poll only what
+/// was woken (`descendants` lists sibling directories with `buffered`): a granted request wakes
+/// its waker (before, such an operation hung on its first granted request).
+#[test]
+fn descendants_walk_runs_under_the_simulator() {
+    use futures::TryStreamExt;
+    Sim::new("walk of x", FakeTable::new)
+        .schedules(50)
+        .faults(1, SimFault::all())
+        .setup(|t| async move {
+            let docs = t.repo::<Doc>();
+            docs.put(&doc("x", "a", 1)).await?;
+            docs.put(&doc("x", "b", 1)).await
+        })
+        .op("walk", |t| async move {
+            let below: Vec<dynatree::Descendant> =
+                t.descendants(["x"]).concurrency(4).items().try_collect().await?;
+            Ok(below.len())
+        })
+        .op("put x/c", |t| async move {
+            t.repo::<Doc>().put(&doc("x", "c", 1)).await
+        })
+        .check(|end| {
+            if end.ok(0) && !matches!(&end.outcomes[0], dynatree_testing::sim::OpOutcome::Ok(n) if n == "2" || n == "3") {
+                return Err(format!("the walk saw {:?}", end.outcomes[0]));
+            }
+            Ok(())
+        })
+        .run();
+}

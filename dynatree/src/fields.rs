@@ -184,7 +184,7 @@ impl<T> fmt::Debug for Cond<T> {
 }
 
 impl<T> Cond<T> {
-    fn of(c: Condition) -> Self {
+    pub(crate) fn of(c: Condition) -> Self {
         Self {
             inner: Ok(c),
             _marker: PhantomData,

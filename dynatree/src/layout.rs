@@ -144,6 +144,18 @@ impl Layout {
         }
     }
 
+    /// The bookkeeping attribute of a source row holding its version (denormalized fields):
+    /// `SC sv`.
+    pub(crate) fn source_version_attr(&self) -> String {
+        format!("{}sv", self.sc)
+    }
+
+    /// The bookkeeping attribute of a target row holding the version its copy `target` was
+    /// written with: `SC dv.<target>`.
+    pub(crate) fn target_version_attr(&self, target: &str) -> String {
+        format!("{}dv.{target}", self.sc)
+    }
+
     /// Whether `row` is an object row whose expiry is before `now` (seconds since the epoch).
     pub(crate) fn is_expired(&self, row: &Item, now: u64) -> bool {
         match row.get(&self.ttl_attr()) {

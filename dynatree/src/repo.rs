@@ -5,6 +5,7 @@ use std::marker::PhantomData;
 use crate::error::{Error, ErrorKind, Result};
 use crate::hierarchical::Hierarchical;
 use crate::item::{Item, Value};
+use crate::path::Path;
 use crate::query::{IndexQueryBuilder, Shape, TypedQuery};
 use crate::storage::{Condition, SharedStorage, Storage};
 use crate::tree::Tree;
@@ -84,6 +85,7 @@ impl<S: Storage + 'static> Tree<S> {
     /// # Ok(()) }
     /// ```
     pub fn repo<T: Hierarchical>(&self) -> Repository<T, S> {
+        self.register_targets::<T>();
         Repository {
             tree: self.clone(),
             _type: PhantomData,
@@ -95,6 +97,41 @@ impl<T: Hierarchical, S: Storage + 'static> Repository<T, S> {
     /// The tree this repository reads and writes.
     pub(crate) fn tree(&self) -> &Tree<S> {
         &self.tree
+    }
+
+    /// Writes `row` at `path` keeping the invariants, its denormalized fields filled from its
+    /// ancestors before and checked again after, and (for a source) its copies propagated.
+    pub(crate) async fn write_row(
+        &self,
+        path: &Path,
+        mut row: Item,
+        condition: &Condition,
+    ) -> Result<()> {
+        self.tree.fill_targets::<T>(path, &mut row).await?;
+        let policy = self.tree.config_retry();
+        let mut attempt = 0;
+        loop {
+            let fenced = self.tree.fenced_source(&row, condition);
+            match self.tree.write_object(path, row.clone(), &fenced).await {
+                Ok(()) => break,
+                Err(e) if e.is_condition_failed() && attempt + 1 < policy.max_attempts() => {
+                    // A source written meanwhile with a later version: stamp after it, again.
+                    match self.tree.fence_failed(path, &row).await? {
+                        Some(stored) => self.tree.restamp(&mut row, stored),
+                        None => return Err(e),
+                    }
+                    attempt += 1;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        self.after_write(path, &row).await
+    }
+
+    /// What follows a write of `row` at `path`: see [`write_row`](Repository::write_row).
+    pub(crate) async fn after_write(&self, path: &Path, row: &Item) -> Result<()> {
+        self.tree.recheck_targets::<T>(path, row).await?;
+        self.tree.propagate_from::<T>(path, row).await
     }
 
     pub(crate) fn check_reserved(&self) -> Result<()> {
@@ -138,6 +175,7 @@ impl<T: Hierarchical, S: Storage + 'static> Repository<T, S> {
                 row.insert(attr, Value::S(r.to_owned()));
             }
         }
+        self.tree.stamp_source::<T>(&mut row);
         if let Some(expires) = value.expires_at() {
             row.insert(self.tree.layout().ttl_attr(), Value::N(expires.to_string()));
         }
@@ -178,7 +216,7 @@ impl<T: Hierarchical, S: Storage + 'static> Repository<T, S> {
     /// As [`Tree::put`].
     pub async fn put(&self, value: &T) -> Result<()> {
         let (path, row) = self.row(value)?;
-        self.tree.write_object(&path, row, &Condition::Always).await
+        self.write_row(&path, row, &Condition::Always).await
     }
 
     /// Stores every value of `values`, replacing what is at their paths, at batch cost: the
@@ -241,7 +279,24 @@ impl<T: Hierarchical, S: Storage + 'static> Repository<T, S> {
             .into_iter()
             .map(|v| self.row(v))
             .collect::<Result<Vec<_>>>()?;
-        self.tree.write_objects(rows).await
+        if self.tree.is_source(T::TEMPLATE) {
+            // Each source write is fenced by its version: one at a time (see `write_row`).
+            for (path, row) in rows {
+                self.write_row(&path, row, &Condition::Always).await?;
+            }
+            return Ok(());
+        }
+        let mut rows = rows;
+        if !T::DENORMALIZED.is_empty() {
+            for (path, row) in &mut rows {
+                self.tree.fill_targets::<T>(path, row).await?;
+            }
+        }
+        self.tree.write_objects(rows.clone()).await?;
+        for (path, row) in &rows {
+            self.after_write(path, row).await?;
+        }
+        Ok(())
     }
 
     /// The values at `keys`, in the order of `keys`, `None` where nothing is: one BatchGetItem
@@ -330,8 +385,7 @@ impl<T: Hierarchical, S: Storage + 'static> Repository<T, S> {
     pub async fn create(&self, value: &T) -> Result<()> {
         let (path, row) = self.row(value)?;
         match self
-            .tree
-            .write_object(&path, row, &self.tree.live_for::<T>(Condition::NotExists))
+            .write_row(&path, row, &self.tree.live_for::<T>(Condition::NotExists))
             .await
         {
             Err(e) if e.kind() == ErrorKind::ConditionFailed => Err(Error::new(
@@ -401,7 +455,7 @@ impl<T: Hierarchical, S: Storage + 'static> Repository<T, S> {
         let result = match self.row(value) {
             Ok((path, row)) => {
                 let condition = self.tree.live_for::<T>(condition);
-                self.tree.write_object(&path, row, &condition).await
+                self.write_row(&path, row, &condition).await
             }
             Err(e) => Err(e),
         };

@@ -564,7 +564,7 @@ impl<T: Hierarchical, S: crate::storage::Storage + 'static> crate::Repository<T,
     pub async fn put_if(&self, value: &T, condition: Cond<T>) -> Result<()> {
         let condition = self.tree().live_for::<T>(condition.into_condition()?);
         let (path, row) = self.row(value)?;
-        self.tree().write_object(&path, row, &condition).await
+        self.write_row(&path, row, &condition).await
     }
 
     /// Deletes the value at `key` only if `condition` holds for it, then removes the listing
@@ -657,11 +657,33 @@ impl<T: Hierarchical, S: crate::storage::Storage + 'static> crate::Repository<T,
         let path = tree.enter(T::key_path(&patch.key)?)?;
         let policy = tree.config_retry();
         let mut attempt = 0;
+        let source = tree.source_stamp_action::<T>().is_some();
+        let mut stored_version = 0;
         loop {
+            // A source is stamped with a version after the stored one, fenced like a put (see
+            // `Repository::write_row`).
+            let mut attempt_patch = patch.clone();
+            if source {
+                let version = crate::tree::version_after(stored_version);
+                let attr = tree.layout().source_version_attr();
+                attempt_patch.actions.push(UpdateAction::Set(
+                    attr.clone(),
+                    Value::N(version.to_string()),
+                ));
+                attempt_patch = attempt_patch.when(Cond::of(Condition::Or(vec![
+                    Condition::attr_not_exists(attr.clone()),
+                    Condition::Compare(
+                        attr,
+                        crate::storage::Comparison::Lt,
+                        Value::N(version.to_string()),
+                    ),
+                ])));
+            }
             let mut tx = tree.transaction();
-            tx.patch(patch.clone());
+            tx.patch(attempt_patch.clone());
             let e = match single(tx.commit().await) {
                 Err(e) if e.is_condition_failed() => e,
+                Ok(()) => return tree.propagate_patched::<T>(&path).await,
                 other => return other,
             };
             // Tell a missing value from a condition that does not hold, at one moment: the
@@ -684,6 +706,9 @@ impl<T: Hierarchical, S: crate::storage::Storage + 'static> crate::Repository<T,
                 )
                 .with_source(e));
             };
+            if let Some(v) = tree.source_version(&row) {
+                stored_version = stored_version.max(v);
+            }
             let (_, condition) = patch.plan(layout.link_attr())?;
             if !condition.eval(Some(&row)) || attempt + 1 >= policy.max_attempts() {
                 return Err(e);

@@ -1,6 +1,7 @@
 //! [`Tree`]: the untyped tree API over any [`Storage`].
 
 mod clock;
+mod denorm;
 mod expire;
 mod guard;
 mod many;
@@ -12,6 +13,7 @@ pub mod scope;
 mod txn;
 mod write;
 
+pub(crate) use denorm::version_after;
 pub use moves::{Intent, LinkPolicy, MoveReport, OnChildren};
 pub use ops::{Descendant, Descendants, PATH_INDEX, Strategy};
 pub(crate) use read::ReadOpts;
@@ -107,6 +109,8 @@ struct Inner<S> {
     layout: Layout,
     config: Config,
     known: KnownRows,
+    /// The target types of denormalized fields this tree propagates to.
+    targets: denorm::Targets,
 }
 
 impl<S> Clone for Tree<S> {
@@ -142,6 +146,8 @@ struct Config {
     indexes: Vec<crate::IndexDef>,
     path_index: Option<usize>,
     time_to_live: bool,
+    /// Target types of denormalized fields registered on the builder.
+    denormalized: Vec<(&'static str, &'static [crate::Denormalized])>,
 }
 
 impl Default for Config {
@@ -157,6 +163,7 @@ impl Default for Config {
             indexes: Vec::new(),
             path_index: None,
             time_to_live: false,
+            denormalized: Vec::new(),
         }
     }
 }
@@ -343,6 +350,53 @@ impl<S: Storage + 'static> TreeBuilder<S> {
     /// ```
     pub fn page_size(mut self, n: u32) -> Self {
         self.config.page_size = Some(n.max(1));
+        self
+    }
+
+    /// Propagates to `T`'s denormalized fields (`#[dynatree(from = ..)]`): writes of their
+    /// sources then copy the new values to every `T` below them. A tree also registers `T`
+    /// when [`Tree::repo`] is first called for it; register here when other code may write the
+    /// sources first.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::{Hierarchical, Tree};
+    /// use dynatree_testing::FakeTable;
+    /// use serde::{Deserialize, Serialize};
+    ///
+    /// #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+    /// #[dynatree(path = "Forums/{forum}")]
+    /// struct Forum { forum: String, name: String }
+    ///
+    /// #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+    /// #[dynatree(path = "Forums/{forum}/Threads/{thread}")]
+    /// struct Thread { forum: String, thread: String, #[dynatree(from = Forum::name)] forum_name: Option<String> }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// let tree = Tree::builder(FakeTable::new()).denormalized::<Thread>().build()?;
+    /// tree.create_table().await?;
+    /// let forum = Forum { forum: "f".into(), name: "Rust".into() };
+    /// tree.repo::<Forum>().put(&forum).await?;
+    /// let thread = Thread { forum: "f".into(), thread: "t".into(), forum_name: None };
+    /// tree.repo::<Thread>().put(&thread).await?;
+    /// tree.repo::<Forum>().put(&Forum { name: "Rust users".into(), ..forum }).await?;
+    /// let read = tree.repo::<Thread>().get(&thread.key()).await?.unwrap();
+    /// assert_eq!(read.forum_name.as_deref(), Some("Rust users"));
+    /// # Ok(()) }
+    /// ```
+    pub fn denormalized<T: crate::Hierarchical>(mut self) -> Self {
+        if !T::DENORMALIZED.is_empty()
+            && !self
+                .config
+                .denormalized
+                .iter()
+                .any(|(t, _)| *t == T::TEMPLATE)
+        {
+            self.config
+                .denormalized
+                .push((T::TEMPLATE, T::DENORMALIZED));
+        }
         self
     }
 
@@ -728,12 +782,17 @@ impl<S> Tree<S> {
     }
 
     fn from_parts(storage: S, layout: Layout, config: Config) -> Self {
+        let targets = denorm::Targets::default();
+        for (template, defs) in &config.denormalized {
+            targets.add(template, defs);
+        }
         Tree {
             inner: Arc::new(Inner {
                 storage,
                 layout,
                 config,
                 known: KnownRows::default(),
+                targets,
             }),
             root: None,
             relative: false,

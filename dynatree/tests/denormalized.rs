@@ -1,0 +1,156 @@
+//! Denormalized ancestor fields (issue 9, inline propagation): fill on write, propagation of a
+//! source change through a chain, optional targets cleared, versions that never go back.
+
+use dynatree::{Hierarchical, Patch, Tree};
+use dynatree_testing::FakeTable;
+use serde::{Deserialize, Serialize};
+
+#[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[dynatree(path = "Forums/{forum}")]
+struct Forum {
+    forum: String,
+    name: String,
+}
+
+#[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[dynatree(path = "Forums/{forum}/Threads/{thread}")]
+struct Thread {
+    forum: String,
+    thread: String,
+    title: String,
+    #[dynatree(from = Forum::name)]
+    forum_name: String,
+}
+
+#[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[dynatree(path = "Forums/{forum}/Threads/{thread}/Posts/{post}")]
+struct Post {
+    forum: String,
+    thread: String,
+    post: String,
+    #[dynatree(from = Thread::title)]
+    thread_title: Option<String>,
+    #[dynatree(from = Thread::forum_name)]
+    forum_name: Option<String>,
+}
+
+fn forum(name: &str) -> Forum {
+    Forum {
+        forum: "f".into(),
+        name: name.into(),
+    }
+}
+
+fn thread(title: &str) -> Thread {
+    Thread {
+        forum: "f".into(),
+        thread: "t".into(),
+        title: title.into(),
+        forum_name: String::new(),
+    }
+}
+
+fn post(id: &str) -> Post {
+    Post {
+        forum: "f".into(),
+        thread: "t".into(),
+        post: id.into(),
+        thread_title: None,
+        forum_name: None,
+    }
+}
+
+async fn setup() -> (FakeTable, Tree) {
+    let table = FakeTable::new();
+    let tree = Tree::builder(table.clone())
+        .denormalized::<Thread>()
+        .denormalized::<Post>()
+        .build()
+        .unwrap();
+    tree.create_table().await.unwrap();
+    (table, tree)
+}
+
+#[tokio::test]
+async fn targets_are_filled_on_write_and_follow_their_sources() {
+    let (_table, tree) = setup().await;
+    let (forums, threads, posts) = (
+        tree.repo::<Forum>(),
+        tree.repo::<Thread>(),
+        tree.repo::<Post>(),
+    );
+    // A post under a thread that does not exist yet: its optional copies are empty.
+    posts.put(&post("p0")).await.unwrap();
+    let p0 = posts.get(&post("p0").key()).await.unwrap().unwrap();
+    assert_eq!((p0.thread_title, p0.forum_name), (None, None));
+
+    forums.put(&forum("Rust")).await.unwrap();
+    // What the caller passes for a copy is replaced by the source's value.
+    threads.put(&thread("Hello")).await.unwrap();
+    let t = threads.get(&thread("").key()).await.unwrap().unwrap();
+    assert_eq!(t.forum_name, "Rust");
+    // Writing the thread (a source for posts) copies its fields down, through the chain.
+    let p0 = posts.get(&post("p0").key()).await.unwrap().unwrap();
+    assert_eq!(p0.thread_title.as_deref(), Some("Hello"));
+    assert_eq!(p0.forum_name.as_deref(), Some("Rust"));
+    posts.put(&post("p1")).await.unwrap();
+    let p1 = posts.get(&post("p1").key()).await.unwrap().unwrap();
+    assert_eq!(
+        (p1.thread_title.as_deref(), p1.forum_name.as_deref()),
+        (Some("Hello"), Some("Rust"))
+    );
+
+    // Renaming the forum reaches the thread and, through it, every post.
+    forums.put(&forum("Rust users")).await.unwrap();
+    assert_eq!(
+        threads
+            .get(&thread("").key())
+            .await
+            .unwrap()
+            .unwrap()
+            .forum_name,
+        "Rust users"
+    );
+    for id in ["p0", "p1"] {
+        let p = posts.get(&post(id).key()).await.unwrap().unwrap();
+        assert_eq!(p.forum_name.as_deref(), Some("Rust users"), "{id}");
+        assert_eq!(p.thread_title.as_deref(), Some("Hello"), "{id}");
+    }
+
+    // A patch of a source field propagates too.
+    forums
+        .patch(Patch::new(&forum("").key()).set(Forum::FIELDS.name, "Rustaceans"))
+        .await
+        .unwrap();
+    let p = posts.get(&post("p1").key()).await.unwrap().unwrap();
+    assert_eq!(p.forum_name.as_deref(), Some("Rustaceans"));
+    // Bookkeeping (versions) never shows in the values.
+    let raw: std::collections::BTreeMap<String, serde_json::Value> = tree
+        .get(["Forums", "f", "Threads", "t", "Posts", "p1"])
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(raw.keys().all(|n| !n.starts_with('¦')), "{raw:?}");
+}
+
+#[tokio::test]
+async fn a_source_written_again_with_the_same_value_costs_one_update_per_target() {
+    let (table, tree) = setup().await;
+    tree.repo::<Forum>().put(&forum("Rust")).await.unwrap();
+    tree.repo::<Thread>().put(&thread("Hello")).await.unwrap();
+    for i in 0..3 {
+        tree.repo::<Post>()
+            .put(&post(&format!("p{i}")))
+            .await
+            .unwrap();
+    }
+    table.reset_metrics();
+    tree.repo::<Forum>().put(&forum("Rust 2")).await.unwrap();
+    let m = table.metrics();
+    // The forum's put, then the walk below it, then one conditional UpdateItem per copied field
+    // below: the thread's copy of the forum's name, and each post's two copies of the thread's
+    // fields (the thread changed: both move to its new version, so a late copy of an older
+    // one can never win).
+    assert_eq!(m.requests("UpdateItem"), 7, "{m:?}");
+    assert_eq!(m.requests("TransactWriteItems"), 1, "{m:?}");
+}
