@@ -8,8 +8,28 @@
 //! Chains are allowed (a `Post` copies `Forum::name`, a `Comment` copies `Post::forum_name`);
 //! cycles are impossible, since every source is a strict ancestor.
 //!
-//! Propagation (writing the copies when a source changes, filling them when a value is created
-//! or moved) is not implemented yet: the declarations are checked and recorded only.
+//! # Propagation (inline; first step of issue 9)
+//!
+//! A tree propagates to the target types it knows: those registered with
+//! [`TreeBuilder::denormalized`](crate::TreeBuilder::denormalized), or used through
+//! [`Tree::repo`](crate::Tree::repo) in this process.
+//!
+//! - **A target is written** (`put`, `create`, `update`, `put_if`, `put_all` of its repository):
+//!   its copies are filled from its ancestors' rows (one BatchGetItem), whatever the caller
+//!   passed for them, and read again after the write: a source that changed meanwhile is copied
+//!   again. An optional copy of a missing source is `None`; a required one keeps the caller's
+//!   value.
+//! - **A source is written** (the same calls, and `patch`): its row is stamped with a version
+//!   (`SC sv`, a hybrid logical clock: milliseconds and a counter), written only if the stored
+//!   version is older, so versions of one source increase in the order its writes commit (a
+//!   write that loses is stamped again after the stored version and retried). Then every
+//!   registered target below it is updated by a conditional UpdateItem that writes the copy and
+//!   its version (`SC dv.<field>`) only if the stored copy's version is older: a late or
+//!   repeated copy never regresses a target. Chains are followed (a target that is itself a
+//!   source passes the version on).
+//! - **Not yet:** writes inside [`Transaction`](crate::Transaction)s, moves and re-parenting
+//!   (the moved subtree's copies are not refilled), removal of a source (copies are not
+//!   cleared), large fan-outs as background work, and propagation from DynamoDB Streams.
 //!
 //! # Examples
 //!

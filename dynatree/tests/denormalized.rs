@@ -154,3 +154,27 @@ async fn a_source_written_again_with_the_same_value_costs_one_update_per_target(
     assert_eq!(m.requests("UpdateItem"), 7, "{m:?}");
     assert_eq!(m.requests("TransactWriteItems"), 1, "{m:?}");
 }
+
+/// The propagation reads consistently: a target written just before a rename is found by the
+/// rename's walk even where eventually consistent reads still miss it.
+#[tokio::test]
+async fn propagation_sees_a_target_written_just_before() {
+    let table = FakeTable::eventually_consistent(1_000);
+    let tree = Tree::builder(table.clone())
+        .denormalized::<Thread>()
+        .build()
+        .unwrap();
+    tree.create_table().await.unwrap();
+    table.settle();
+    tree.repo::<Forum>().put(&forum("Rust")).await.unwrap();
+    tree.repo::<Thread>().put(&thread("Hello")).await.unwrap();
+    tree.repo::<Forum>().put(&forum("Rust 2")).await.unwrap();
+    let t = tree
+        .repo::<Thread>()
+        .read(&thread("").key())
+        .consistent(true)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(t.forum_name, "Rust 2");
+}

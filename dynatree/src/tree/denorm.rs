@@ -295,6 +295,37 @@ impl<S: Storage + 'static> Tree<S> {
         }
     }
 
+    /// Every object strictly below `root` with its row, level by level, read consistently:
+    /// one Query per directory page and one BatchGetItem per 100 names of a level.
+    async fn consistent_subtree(&self, root: &Path) -> Result<Vec<(Path, Item)>> {
+        let mut out = Vec::new();
+        let mut current = vec![root.clone()];
+        while !current.is_empty() {
+            let mut next = Vec::new();
+            for prefix in &current {
+                let mut query = self.listing_query_for(prefix)?;
+                query.consistent = true;
+                let pages = crate::stream::query_pages(self.io(), query, None);
+                futures::pin_mut!(pages);
+                while let Some(page) = pages.try_next().await? {
+                    for row in &page.items {
+                        if let Some(name) = row.get_s(crate::storage::RANGE_KEY) {
+                            next.push(prefix.child(name.to_owned())?);
+                        }
+                    }
+                }
+            }
+            let objects = self.objects_of(next.iter(), true).await?;
+            for p in &next {
+                if let Some(row) = objects.get(&self.inner.layout.object_key(p).hash) {
+                    out.push((p.clone(), row.clone()));
+                }
+            }
+            current = next;
+        }
+        Ok(out)
+    }
+
     /// After a write of the source value `row` of type `T` at `path`: copies its fields to every
     /// registered target below it, and on through chains (a target that is itself a source).
     pub(crate) async fn propagate_from<T: Hierarchical>(
@@ -306,19 +337,13 @@ impl<S: Storage + 'static> Tree<S> {
             return Ok(());
         }
         let targets = self.inner.targets.snapshot();
-        // Below the source, in the walk's order: each object before its descendants, so a
-        // chained target is copied from an already updated intermediate.
-        let below: Vec<crate::tree::Descendant> = self
-            .base()
-            .descendants(path.clone())
-            .items()
-            .try_collect()
-            .await?;
+        // Below the source, level by level (so a chained target is copied from an already
+        // updated intermediate), with consistent reads: a target whose write committed before
+        // this walk is seen.
+        let below = self.consistent_subtree(path).await?;
         // The rows as they are after our copies: the source, then each updated target.
         let mut current: Vec<(Path, Item)> = vec![(path.clone(), row.clone())];
-        for desc in below {
-            let p = desc.path.clone();
-            let mut item = desc.item.clone();
+        for (p, mut item) in below {
             let mut changed = false;
             for (template, defs) in &targets {
                 if !matches_template(template, &p) {
