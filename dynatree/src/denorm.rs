@@ -177,3 +177,21 @@ impl<V> DenormTarget<V> for V {
 impl<V> DenormTarget<V> for Option<V> {
     const OPTIONAL: bool = true;
 }
+
+/// What the tree needs to know of a stored type for denormalized fields, without the type:
+/// its template and its declarations.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TypeInfo {
+    pub(crate) template: &'static str,
+    pub(crate) denormalized: &'static [Denormalized],
+}
+
+impl TypeInfo {
+    /// `T`'s.
+    pub(crate) fn of<T: crate::Hierarchical>() -> Self {
+        Self {
+            template: T::TEMPLATE,
+            denormalized: T::DENORMALIZED,
+        }
+    }
+}

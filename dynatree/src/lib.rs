@@ -21,6 +21,7 @@ mod segment;
 pub mod storage;
 mod stream;
 pub mod string_set;
+mod transaction;
 mod tree;
 mod update;
 
@@ -52,10 +53,11 @@ pub use crate::storage::Billing;
 #[cfg(feature = "dynamodb")]
 #[cfg_attr(docsrs, doc(cfg(feature = "dynamodb")))]
 pub use crate::storage::dynamodb::DynamoDbTable;
+pub use crate::transaction::Transaction;
 pub use crate::tree::scope;
 pub use crate::tree::{
     Descendant, Descendants, Entry, Intent, LinkPolicy, MoveReport, OnChildren, PATH_INDEX,
-    Strategy, Transaction, Tree, TreeBuilder,
+    Strategy, Tree, TreeBuilder,
 };
 /// Derive macro for the [`trait@Hierarchical`] trait.
 ///

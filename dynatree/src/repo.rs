@@ -85,7 +85,7 @@ impl<S: Storage + 'static> Tree<S> {
     /// # Ok(()) }
     /// ```
     pub fn repo<T: Hierarchical>(&self) -> Repository<T, S> {
-        self.register_targets::<T>();
+        self.register_targets(crate::denorm::TypeInfo::of::<T>());
         Repository {
             tree: self.clone(),
             _type: PhantomData,
@@ -107,7 +107,9 @@ impl<T: Hierarchical, S: Storage + 'static> Repository<T, S> {
         mut row: Item,
         condition: &Condition,
     ) -> Result<()> {
-        self.tree.fill_targets::<T>(path, &mut row).await?;
+        self.tree
+            .fill_targets(crate::denorm::TypeInfo::of::<T>(), path, &mut row)
+            .await?;
         let policy = self.tree.config_retry();
         let mut attempt = 0;
         loop {
@@ -130,8 +132,12 @@ impl<T: Hierarchical, S: Storage + 'static> Repository<T, S> {
 
     /// What follows a write of `row` at `path`: see [`write_row`](Repository::write_row).
     pub(crate) async fn after_write(&self, path: &Path, row: &Item) -> Result<()> {
-        self.tree.recheck_targets::<T>(path, row).await?;
-        self.tree.propagate_from::<T>(path, row).await
+        self.tree
+            .recheck_targets(crate::denorm::TypeInfo::of::<T>(), path, row)
+            .await?;
+        self.tree
+            .propagate_from(crate::denorm::TypeInfo::of::<T>(), path, row)
+            .await
     }
 
     pub(crate) fn check_reserved(&self) -> Result<()> {
@@ -175,7 +181,8 @@ impl<T: Hierarchical, S: Storage + 'static> Repository<T, S> {
                 row.insert(attr, Value::S(r.to_owned()));
             }
         }
-        self.tree.stamp_source::<T>(&mut row);
+        self.tree
+            .stamp_source(crate::denorm::TypeInfo::of::<T>(), &mut row);
         if let Some(expires) = value.expires_at() {
             row.insert(self.tree.layout().ttl_attr(), Value::N(expires.to_string()));
         }
@@ -289,7 +296,9 @@ impl<T: Hierarchical, S: Storage + 'static> Repository<T, S> {
         let mut rows = rows;
         if !T::DENORMALIZED.is_empty() {
             for (path, row) in &mut rows {
-                self.tree.fill_targets::<T>(path, row).await?;
+                self.tree
+                    .fill_targets(crate::denorm::TypeInfo::of::<T>(), path, row)
+                    .await?;
             }
         }
         self.tree.write_objects(rows.clone()).await?;
@@ -385,7 +394,13 @@ impl<T: Hierarchical, S: Storage + 'static> Repository<T, S> {
     pub async fn create(&self, value: &T) -> Result<()> {
         let (path, row) = self.row(value)?;
         match self
-            .write_row(&path, row, &self.tree.live_for::<T>(Condition::NotExists))
+            .write_row(
+                &path,
+                row,
+                &self
+                    .tree
+                    .live_if(T::TTL_FIELD.is_some(), Condition::NotExists),
+            )
             .await
         {
             Err(e) if e.kind() == ErrorKind::ConditionFailed => Err(Error::new(
@@ -454,7 +469,7 @@ impl<T: Hierarchical, S: Storage + 'static> Repository<T, S> {
         }
         let result = match self.row(value) {
             Ok((path, row)) => {
-                let condition = self.tree.live_for::<T>(condition);
+                let condition = self.tree.live_if(T::TTL_FIELD.is_some(), condition);
                 self.write_row(&path, row, &condition).await
             }
             Err(e) => Err(e),

@@ -562,7 +562,9 @@ impl<T: Hierarchical, S: crate::storage::Storage + 'static> crate::Repository<T,
     ///
     /// As [`put`](crate::Repository::put).
     pub async fn put_if(&self, value: &T, condition: Cond<T>) -> Result<()> {
-        let condition = self.tree().live_for::<T>(condition.into_condition()?);
+        let condition = self
+            .tree()
+            .live_if(T::TTL_FIELD.is_some(), condition.into_condition()?);
         let (path, row) = self.row(value)?;
         self.write_row(&path, row, &condition).await
     }
@@ -657,7 +659,9 @@ impl<T: Hierarchical, S: crate::storage::Storage + 'static> crate::Repository<T,
         let path = tree.enter(T::key_path(&patch.key)?)?;
         let policy = tree.config_retry();
         let mut attempt = 0;
-        let source = tree.source_stamp_action::<T>().is_some();
+        let source = tree
+            .source_stamp_action(crate::denorm::TypeInfo::of::<T>())
+            .is_some();
         let mut stored_version = 0;
         loop {
             // A source is stamped with a version after the stored one, fenced like a put (see
@@ -683,7 +687,11 @@ impl<T: Hierarchical, S: crate::storage::Storage + 'static> crate::Repository<T,
             tx.patch(attempt_patch.clone());
             let e = match single(tx.commit().await) {
                 Err(e) if e.is_condition_failed() => e,
-                Ok(()) => return tree.propagate_patched::<T>(&path).await,
+                Ok(()) => {
+                    return tree
+                        .propagate_patched(crate::denorm::TypeInfo::of::<T>(), &path)
+                        .await;
+                }
                 other => return other,
             };
             // Tell a missing value from a condition that does not hold, at one moment: the

@@ -14,9 +14,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use futures::TryStreamExt;
 
-use crate::denorm::Denormalized;
+use crate::denorm::{Denormalized, TypeInfo};
 use crate::error::{ErrorKind, Result};
-use crate::hierarchical::Hierarchical;
 use crate::item::{Item, Value};
 use crate::path::Path;
 use crate::storage::{Comparison, Condition, Storage, UpdateAction};
@@ -87,8 +86,8 @@ fn template_len(template: &str) -> usize {
 
 impl<S: Storage + 'static> Tree<S> {
     /// Makes the tree propagate to `T`'s denormalized fields (idempotent).
-    pub(crate) fn register_targets<T: Hierarchical>(&self) {
-        self.inner.targets.add(T::TEMPLATE, T::DENORMALIZED);
+    pub(crate) fn register_targets(&self, ty: TypeInfo) {
+        self.inner.targets.add(ty.template, ty.denormalized);
     }
 
     /// Whether values of the type with `template` are copied by a registered target.
@@ -101,8 +100,8 @@ impl<S: Storage + 'static> Tree<S> {
     }
 
     /// Stamps a source row with a new version (before it is written).
-    pub(crate) fn stamp_source<T: Hierarchical>(&self, row: &mut Item) {
-        if self.is_source(T::TEMPLATE) {
+    pub(crate) fn stamp_source(&self, ty: TypeInfo, row: &mut Item) {
+        if self.is_source(ty.template) {
             row.insert(
                 self.inner.layout.source_version_attr(),
                 Value::N(next_version().to_string()),
@@ -161,8 +160,8 @@ impl<S: Storage + 'static> Tree<S> {
 
     /// The update action that stamps a patched source row of `T` with a new version, if `T` is
     /// a source.
-    pub(crate) fn source_stamp_action<T: Hierarchical>(&self) -> Option<UpdateAction> {
-        self.is_source(T::TEMPLATE).then(|| {
+    pub(crate) fn source_stamp_action(&self, ty: TypeInfo) -> Option<UpdateAction> {
+        self.is_source(ty.template).then(|| {
             UpdateAction::Set(
                 self.inner.layout.source_version_attr(),
                 Value::N(next_version().to_string()),
@@ -172,8 +171,8 @@ impl<S: Storage + 'static> Tree<S> {
 
     /// After a patch of a source value of `T` at `path`: reads it (consistently) and
     /// propagates it.
-    pub(crate) async fn propagate_patched<T: Hierarchical>(&self, path: &Path) -> Result<()> {
-        if !self.is_source(T::TEMPLATE) {
+    pub(crate) async fn propagate_patched(&self, ty: TypeInfo, path: &Path) -> Result<()> {
+        if !self.is_source(ty.template) {
             return Ok(());
         }
         match self
@@ -181,27 +180,29 @@ impl<S: Storage + 'static> Tree<S> {
             .get_item(&self.inner.layout.object_key(path), true)
             .await?
         {
-            Some(row) => self.propagate_from::<T>(path, &row).await,
+            Some(row) => self.propagate_from(ty, path, &row).await,
             None => Ok(()),
         }
     }
 
     /// Fills `T`'s denormalized fields of `row` (at `path`) from its ancestors' rows, with
     /// their versions. One BatchGetItem.
-    pub(crate) async fn fill_targets<T: Hierarchical>(
+    pub(crate) async fn fill_targets(
         &self,
+        ty: TypeInfo,
         path: &Path,
         row: &mut Item,
     ) -> Result<()> {
-        if T::DENORMALIZED.is_empty() {
+        if ty.denormalized.is_empty() {
             return Ok(());
         }
-        let sources: Vec<Path> = T::DENORMALIZED
+        let sources: Vec<Path> = ty
+            .denormalized
             .iter()
             .map(|d| path.prefix(template_len(d.source_template())))
             .collect();
         let found = self.objects_of(sources.iter(), true).await?;
-        for (d, source) in T::DENORMALIZED.iter().zip(&sources) {
+        for (d, source) in ty.denormalized.iter().zip(&sources) {
             let hash = self.inner.layout.object_key(source).hash;
             let src = found.get(&hash);
             self.copy_into(d, src, row);
@@ -232,17 +233,18 @@ impl<S: Storage + 'static> Tree<S> {
     /// After a write of a `T` at `path` that was filled: copies again every source whose
     /// version is now newer than the one written (a source changed while the value was being
     /// written and its propagation may have missed it).
-    pub(crate) async fn recheck_targets<T: Hierarchical>(
+    pub(crate) async fn recheck_targets(
         &self,
+        ty: TypeInfo,
         path: &Path,
         written: &Item,
     ) -> Result<()> {
-        if T::DENORMALIZED.is_empty() {
+        if ty.denormalized.is_empty() {
             return Ok(());
         }
         let mut fresh = written.clone();
-        self.fill_targets::<T>(path, &mut fresh).await?;
-        for d in T::DENORMALIZED {
+        self.fill_targets(ty, path, &mut fresh).await?;
+        for d in ty.denormalized {
             let attr = self.inner.layout.target_version_attr(d.target());
             if fresh.get(&attr) != written.get(&attr) {
                 self.copy_to_target(path, d, &fresh).await?;
@@ -328,12 +330,8 @@ impl<S: Storage + 'static> Tree<S> {
 
     /// After a write of the source value `row` of type `T` at `path`: copies its fields to every
     /// registered target below it, and on through chains (a target that is itself a source).
-    pub(crate) async fn propagate_from<T: Hierarchical>(
-        &self,
-        path: &Path,
-        row: &Item,
-    ) -> Result<()> {
-        if !self.is_source(T::TEMPLATE) {
+    pub(crate) async fn propagate_from(&self, ty: TypeInfo, path: &Path, row: &Item) -> Result<()> {
+        if !self.is_source(ty.template) {
             return Ok(());
         }
         let targets = self.inner.targets.snapshot();

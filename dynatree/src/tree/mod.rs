@@ -17,7 +17,7 @@ pub(crate) use denorm::version_after;
 pub use moves::{Intent, LinkPolicy, MoveReport, OnChildren};
 pub use ops::{Descendant, Descendants, PATH_INDEX, Strategy};
 pub(crate) use read::ReadOpts;
-pub use txn::Transaction;
+pub(crate) use txn::Op as TxOp;
 
 use std::collections::HashSet;
 use std::fmt;
