@@ -178,3 +178,38 @@ async fn propagation_sees_a_target_written_just_before() {
         .unwrap();
     assert_eq!(t.forum_name, "Rust 2");
 }
+
+/// What a put of a target costs against the same put without copies (both under existing
+/// ancestors, warm cache): the fill's BatchGetItem before the write and its re-read after.
+#[tokio::test]
+async fn cost_of_a_put_with_and_without_copies() {
+    #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+    #[dynatree(path = "Forums/{forum}/Threads/{thread}/Posts/{post}")]
+    struct PlainPost {
+        forum: String,
+        thread: String,
+        post: String,
+    }
+    let (table, tree) = setup().await;
+    tree.repo::<Forum>().put(&forum("Rust")).await.unwrap();
+    tree.repo::<Thread>().put(&thread("Hello")).await.unwrap();
+    tree.repo::<Post>().put(&post("p0")).await.unwrap();
+    let plain = PlainPost {
+        forum: "f".into(),
+        thread: "t".into(),
+        post: "p0".into(),
+    };
+    table.reset_metrics();
+    tree.repo::<PlainPost>().put(&plain).await.unwrap();
+    let without = table.metrics();
+    table.reset_metrics();
+    tree.repo::<Post>().put(&post("p0")).await.unwrap();
+    let with = table.metrics();
+    assert_eq!(without.total_requests(), 1, "{without:?}");
+    assert_eq!(without.requests("TransactWriteItems"), 1);
+    // The same transaction, plus one BatchGetItem to fill the copies and one to re-read them.
+    assert_eq!(with.requests("TransactWriteItems"), 1, "{with:?}");
+    assert_eq!(with.requests("BatchGetItem"), 2, "{with:?}");
+    assert_eq!(with.total_requests(), 3, "{with:?}");
+    assert_eq!(with.write_units(), without.write_units());
+}
