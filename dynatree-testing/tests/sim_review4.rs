@@ -505,20 +505,23 @@ fn scoped_transaction_delete_of_last_child_keeps_the_root_row() {
         .run();
 }
 
+/// The setup of the sweep scenarios: `x/a` long expired, `x/b` live (v = 5).
+async fn expired_a_live_b(t: &Tree) -> dynatree::Result<()> {
+    let docs = t.repo::<Doc>();
+    docs.put(&Doc {
+        until: Some(1),
+        ..doc("x", "a", 1)
+    })
+    .await?;
+    docs.put(&doc("x", "b", 5)).await
+}
+
 /// The sweep of expired values racing a move of the swept directory: the live value `x/b`
 /// is never deleted (it is at `x/b` or `z/b`, once), whatever the order.
 #[test]
 fn sweep_vs_move() {
     sim("sweep x vs move x -> z")
-        .setup(|t| async move {
-            let docs = t.repo::<Doc>();
-            docs.put(&Doc {
-                until: Some(1),
-                ..doc("x", "a", 1)
-            })
-            .await?;
-            docs.put(&doc("x", "b", 5)).await
-        })
+        .setup(|t| async move { expired_a_live_b(&t).await })
         .op("sweep x", |t| async move { t.sweep_expired(["x"]).await })
         .op("move x z", |t| async move {
             t.move_subtree_with(["x"], ["z"], LinkPolicy::Ignore).await
@@ -543,13 +546,7 @@ fn sweep_vs_move() {
 fn sweep_vs_reparent_vs_patch() {
     sim("sweep p vs delete_node p (Reparent) vs patch p/x... (Doc x/b)")
         .setup(|t| async move {
-            let docs = t.repo::<Doc>();
-            docs.put(&Doc {
-                until: Some(1),
-                ..doc("x", "a", 1)
-            })
-            .await?;
-            docs.put(&doc("x", "b", 5)).await?;
+            expired_a_live_b(&t).await?;
             t.repo::<Top>().put(&top("x", 0)).await
         })
         .op("sweep root", |t| async move {

@@ -659,38 +659,22 @@ impl<T: Hierarchical, S: crate::storage::Storage + 'static> crate::Repository<T,
         let path = tree.enter(T::key_path(&patch.key)?)?;
         let policy = tree.config_retry();
         let mut attempt = 0;
-        let source = tree
-            .source_stamp_action(crate::denorm::TypeInfo::of::<T>())
-            .is_some();
+        let ty = crate::denorm::TypeInfo::of::<T>();
         let mut stored_version = 0;
         loop {
             // A source is stamped with a version after the stored one, fenced like a put (see
             // `Repository::write_row`).
             let mut attempt_patch = patch.clone();
-            if source {
-                let version = crate::tree::version_after(stored_version);
-                let attr = tree.layout().source_version_attr();
-                attempt_patch.actions.push(UpdateAction::Set(
-                    attr.clone(),
-                    Value::N(version.to_string()),
-                ));
-                attempt_patch = attempt_patch.when(Cond::of(Condition::Or(vec![
-                    Condition::attr_not_exists(attr.clone()),
-                    Condition::Compare(
-                        attr,
-                        crate::storage::Comparison::Lt,
-                        Value::N(version.to_string()),
-                    ),
-                ])));
+            if let Some((stamp, fence)) = tree.source_fence(ty, stored_version) {
+                attempt_patch.actions.push(stamp);
+                attempt_patch = attempt_patch.when(Cond::of(fence));
             }
             let mut tx = tree.transaction();
             tx.patch(attempt_patch.clone());
             let e = match single(tx.commit().await) {
                 Err(e) if e.is_condition_failed() => e,
                 Ok(()) => {
-                    return tree
-                        .propagate_patched(crate::denorm::TypeInfo::of::<T>(), &path)
-                        .await;
+                    return tree.propagate_patched(ty, &path).await;
                 }
                 other => return other,
             };

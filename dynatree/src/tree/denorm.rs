@@ -92,9 +92,12 @@ impl<S: Storage + 'static> Tree<S> {
 
     /// Whether values of the type with `template` are copied by a registered target.
     pub(crate) fn is_source(&self, template: &str) -> bool {
+        // On every typed write: read under the lock, no copy.
         self.inner
             .targets
-            .snapshot()
+            .0
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .iter()
             .any(|(_, defs)| defs.iter().any(|d| d.source_template() == template))
     }
@@ -124,11 +127,7 @@ impl<S: Storage + 'static> Tree<S> {
         let Some(v) = self.source_version(row) else {
             return condition.clone();
         };
-        let attr = self.inner.layout.source_version_attr();
-        let newer = Condition::Or(vec![
-            Condition::attr_not_exists(attr.clone()),
-            Condition::Compare(attr, Comparison::Lt, Value::N(v.to_string())),
-        ]);
+        let newer = self.stored_version_below(v);
         match condition {
             Condition::Always => newer,
             c => Condition::And(vec![c.clone(), newer]),
@@ -158,15 +157,33 @@ impl<S: Storage + 'static> Tree<S> {
         );
     }
 
-    /// The update action that stamps a patched source row of `T` with a new version, if `T` is
-    /// a source.
-    pub(crate) fn source_stamp_action(&self, ty: TypeInfo) -> Option<UpdateAction> {
+    /// For a patch of a source of type `ty`: the action stamping it with a version after
+    /// `stored`, and the fence that keeps versions in commit order (as `fenced_source` for a
+    /// put); `None` if `ty` is no source.
+    pub(crate) fn source_fence(
+        &self,
+        ty: TypeInfo,
+        stored: u64,
+    ) -> Option<(UpdateAction, Condition)> {
         self.is_source(ty.template).then(|| {
-            UpdateAction::Set(
-                self.inner.layout.source_version_attr(),
-                Value::N(next_version().to_string()),
+            let v = version_after(stored);
+            (
+                UpdateAction::Set(
+                    self.inner.layout.source_version_attr(),
+                    Value::N(v.to_string()),
+                ),
+                self.stored_version_below(v),
             )
         })
+    }
+
+    /// The fence of a source write stamped `v`: the stored row has no version or an older one.
+    fn stored_version_below(&self, v: u64) -> Condition {
+        let attr = self.inner.layout.source_version_attr();
+        Condition::Or(vec![
+            Condition::attr_not_exists(attr.clone()),
+            Condition::Compare(attr, Comparison::Lt, Value::N(v.to_string())),
+        ])
     }
 
     /// After a patch of a source value of `T` at `path`: reads it (consistently) and
@@ -247,7 +264,8 @@ impl<S: Storage + 'static> Tree<S> {
         for d in ty.denormalized {
             let attr = self.inner.layout.target_version_attr(d.target());
             if fresh.get(&attr) != written.get(&attr) {
-                self.copy_to_target(path, d, &fresh).await?;
+                self.copy_to_target(path, d, &fresh, self.is_source(ty.template))
+                    .await?;
             }
         }
         Ok(())
@@ -255,13 +273,14 @@ impl<S: Storage + 'static> Tree<S> {
 
     /// One conditional UpdateItem: sets `d`'s target at `path` to what `filled` holds for it,
     /// if the object is there and its copy is older. `Ok` also when it is newer or gone.
-    async fn copy_to_target(&self, path: &Path, d: &Denormalized, filled: &Item) -> Result<()> {
-        // A target that is itself a source (a chain) carries the version on as its own.
-        let chained = self.inner.targets.snapshot().iter().any(|(t, defs)| {
-            matches_template(t, path)
-                && self.is_source(t)
-                && defs.iter().any(|x| x.target() == d.target())
-        });
+    /// `chained`: the target is itself a source (a chain): it carries the version on as its own.
+    async fn copy_to_target(
+        &self,
+        path: &Path,
+        d: &Denormalized,
+        filled: &Item,
+        chained: bool,
+    ) -> Result<()> {
         let layout = &self.inner.layout;
         let version_attr = layout.target_version_attr(d.target());
         let (Some(value), Some(version)) = (filled.get(d.target()), filled.get(&version_attr))
@@ -347,6 +366,7 @@ impl<S: Storage + 'static> Tree<S> {
                 if !matches_template(template, &p) {
                     continue;
                 }
+                let chained = self.is_source(template);
                 for d in defs.iter() {
                     let n = template_len(d.source_template());
                     let Some((_, src)) = current
@@ -358,7 +378,7 @@ impl<S: Storage + 'static> Tree<S> {
                     };
                     let mut filled = item.clone();
                     self.copy_into(d, Some(src), &mut filled);
-                    self.copy_to_target(&p, d, &filled).await?;
+                    self.copy_to_target(&p, d, &filled, chained).await?;
                     item = filled;
                     changed = true;
                 }

@@ -13,7 +13,6 @@ pub mod scope;
 mod txn;
 mod write;
 
-pub(crate) use denorm::version_after;
 pub use moves::{Intent, LinkPolicy, MoveReport, OnChildren};
 pub use ops::{Descendant, Descendants, PATH_INDEX, Strategy};
 pub(crate) use read::ReadOpts;
