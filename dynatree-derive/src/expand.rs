@@ -140,8 +140,12 @@ fn expand(input: &Input<'_>, plan: &Plan<'_>) -> TokenStream {
         let ty = d.field.ty;
         let src = &d.source_type;
         let f = &d.source_field;
+        // `Option<..>` (by its last path segment): holds `None` for a missing source, also when
+        // the source field is an `Option` itself (a chain of optional copies).
+        let nullable = matches!(ty, syn::Type::Path(p)
+            if p.qself.is_none() && p.path.segments.last().is_some_and(|s| s.ident == "Option"));
         quote_spanned! {d.source_path.span()=>
-            __dynatree::__private::denormalized::<#src, _, _, #ty>(#attr, <#src>::FIELDS.#f)
+            __dynatree::__private::denormalized::<#src, _, _, #ty>(#attr, <#src>::FIELDS.#f, #nullable)
         }
     });
     let denorm_items = (!plan.denormalized.is_empty()).then(|| {

@@ -13,6 +13,7 @@ use dynatree::{
 };
 
 use crate::fault::{Fault, FaultPlan, FaultRule, Op};
+use crate::stream::StreamLog;
 
 /// DynamoDB's 1 MB page limit for Query and Scan.
 pub const PAGE_BYTES: usize = 1024 * 1024;
@@ -132,6 +133,10 @@ struct TableState {
     journal: Option<Vec<(Key, Option<Item>)>>,
     /// The time-to-live attribute, once enabled.
     ttl: Option<String>,
+    /// Whether the table's stream is enabled (view type `NEW_AND_OLD_IMAGES`).
+    stream: bool,
+    /// The stream's records, once enabled (see [`crate::stream`]).
+    stream_log: StreamLog,
     /// Client request tokens of the transactions that succeeded, with their actions and when
     /// they ran (forgotten after [`TOKEN_LIFETIME`]).
     tokens: HashMap<String, (Vec<TransactAction>, tokio::time::Instant)>,
@@ -440,6 +445,8 @@ impl FakeTable {
             rows: BTreeMap::new(),
             journal: None,
             ttl: None,
+            stream: false,
+            stream_log: StreamLog::default(),
             tokens: HashMap::new(),
         });
         fake
@@ -823,6 +830,15 @@ impl FakeTable {
             .unwrap_or_default()
     }
 
+    /// Runs `f` on the stream's log (empty without a table), not as a request.
+    pub(crate) fn with_stream_log<R>(&self, f: impl FnOnce(&StreamLog) -> R) -> R {
+        let inner = self.lock();
+        match inner.table.as_ref() {
+            Some(t) => f(&t.stream_log),
+            None => f(&StreamLog::default()),
+        }
+    }
+
     /// Starts a request of operation `op` touching `keys`: counts it, moves the previous
     /// request's changes to the undo log, and returns the fault it must suffer, if any.
     fn begin(&self, inner: &mut Inner, op: Op, keys: &[Key]) -> Result<Option<Fault>> {
@@ -1065,6 +1081,7 @@ impl TableState {
 
     fn put(&mut self, key: Key, item: Item) -> Option<Item> {
         let journal_key = self.journal.is_some().then(|| key.clone());
+        let stream_key = self.stream.then(|| key.clone());
         let old = self
             .rows
             .entry(key.hash)
@@ -1072,6 +1089,11 @@ impl TableState {
             .insert(key.range, item.normalized());
         if let (Some(journal), Some(key)) = (self.journal.as_mut(), journal_key) {
             journal.push((key, old.clone()));
+        }
+        if let Some(key) = stream_key {
+            // A put that changes nothing writes no stream record (`record` checks).
+            let new = self.get(&key).cloned();
+            self.stream_log.record(key, old.clone(), new);
         }
         old
     }
@@ -1084,6 +1106,9 @@ impl TableState {
         }
         if let (Some(journal), Some(item)) = (self.journal.as_mut(), &old) {
             journal.push((key.clone(), Some(item.clone())));
+        }
+        if self.stream && old.is_some() {
+            self.stream_log.record(key.clone(), old.clone(), None);
         }
         old
     }
@@ -1674,6 +1699,8 @@ impl Storage for FakeTable {
             rows: BTreeMap::new(),
             journal: None,
             ttl: None,
+            stream: false,
+            stream_log: StreamLog::default(),
             tokens: HashMap::new(),
         });
         Self::finish(fault.as_ref(), "CreateTable", true)
@@ -1886,6 +1913,14 @@ impl Storage for FakeTable {
             _ => t.ttl = Some(attribute.to_owned()),
         }
         Self::finish(fault.as_ref(), "UpdateTimeToLive", ())
+    }
+
+    async fn enable_stream(&self) -> Result<()> {
+        tokio::task::yield_now().await;
+        let mut inner = self.lock();
+        let fault = self.begin(&mut inner, Op::UpdateTable, &[])?;
+        inner.table()?.stream = true;
+        Self::finish(fault.as_ref(), "UpdateTable", ())
     }
 
     async fn ttl_attribute(&self) -> Result<Option<String>> {

@@ -473,6 +473,14 @@ impl<S: Storage + 'static> Storage for Faulty<S> {
             self.shared.inner.ttl_attribute()
         )
     }
+    async fn enable_stream(&self) -> Result<()> {
+        faulty!(
+            self,
+            Op::UpdateTable,
+            &[],
+            self.shared.inner.enable_stream()
+        )
+    }
 }
 
 #[cfg(test)]

@@ -6,6 +6,8 @@
 //! - [`Faulty`]: the same fault injection around any backend, DynamoDB Local included.
 //! - [`FaultRule`]: where a [`Fault`] strikes, by operation ([`Op`]) and key, shared by both.
 //! - [`sim`]: a deterministic interleaving simulator for concurrent operations.
+//! - [`FakeStream`]: the fake table's DynamoDB stream ([`FakeTable::stream_reader`]), with
+//!   seeded redelivery, duplication and delay ([`StreamFaults`]) for testing stream processors.
 //!
 //! # Features
 //!
@@ -38,6 +40,7 @@ mod local;
 #[cfg_attr(docsrs, doc(cfg(feature = "proptest")))]
 pub mod model;
 pub mod sim;
+pub mod stream;
 
 pub use crate::fake::{FakeTable, Metrics, PAGE_BYTES};
 pub use crate::fault::{Fault, FaultPlan, FaultRule, Op};
@@ -45,3 +48,4 @@ pub use crate::faulty::Faulty;
 #[cfg(feature = "local")]
 #[cfg_attr(docsrs, doc(cfg(feature = "local")))]
 pub use crate::local::{DynamoDbLocal, LaunchError, NPM_PACKAGE, client_for};
+pub use crate::stream::{FakeStream, StreamFaults};

@@ -718,6 +718,15 @@ impl<B: Storage + 'static> Storage for SimStorage<B> {
         )
         .await
     }
+    async fn enable_stream(&self) -> Result<()> {
+        self.gated(
+            "UpdateTable",
+            true,
+            String::new,
+            self.backend.enable_stream(),
+        )
+        .await
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

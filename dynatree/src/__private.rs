@@ -59,8 +59,9 @@ pub fn expiry<T: crate::Expiry + ?Sized>(v: &T) -> Option<u64> {
 pub const fn denormalized<S: crate::Hierarchical, V, A, T: crate::DenormTarget<V>>(
     target: &'static str,
     source: crate::Field<S, V, A>,
+    nullable: bool,
 ) -> crate::Denormalized {
-    crate::Denormalized::new(target, S::TEMPLATE, source.name(), T::OPTIONAL)
+    crate::Denormalized::new(target, S::TEMPLATE, source.name(), T::OPTIONAL || nullable)
 }
 
 /// Whether `child` extends `parent` and is longer: `parent` is a strict ancestor.

@@ -156,6 +156,21 @@ impl Layout {
         format!("{}dv.{target}", self.sc)
     }
 
+    /// Whether `name` is a target version attribute (`SC dv.<target>`).
+    pub(crate) fn is_target_version_attr(&self, name: &str) -> bool {
+        name.strip_prefix(self.sc)
+            .is_some_and(|rest| rest.starts_with("dv."))
+    }
+
+    /// The path of an object row's key (`SC k0 SC … SC k(n-1)`, range `SC`); `None` for
+    /// listing rows, intents and anything else.
+    pub(crate) fn path_of_object_key(&self, key: &Key) -> Option<Path> {
+        if key.range != self.sc_str {
+            return None;
+        }
+        self.decode_target(&key.hash).ok()
+    }
+
     /// Whether `row` is an object row whose expiry is before `now` (seconds since the epoch).
     pub(crate) fn is_expired(&self, row: &Item, now: u64) -> bool {
         match row.get(&self.ttl_attr()) {
@@ -178,6 +193,18 @@ impl Layout {
     /// path's keys never have two SC in a row).
     pub(crate) fn intents_hash(&self) -> String {
         format!("{0}{0}intents", self.sc)
+    }
+
+    /// The row of a stream consumer's checkpoint of one shard: partition `SC SC checkpoints`
+    /// (which no path's key can equal, like [`intents_hash`](Self::intents_hash)), range
+    /// `consumer SC shard`. With an empty `shard`, the partition and the prefix of one
+    /// consumer's rows.
+    #[cfg(feature = "streams")]
+    pub(crate) fn checkpoint_key(&self, consumer: &str, shard: &str) -> Key {
+        Key::new(
+            format!("{0}{0}checkpoints", self.sc),
+            format!("{consumer}{}{shard}", self.sc),
+        )
     }
 
     pub(crate) fn encode_target(&self, target: &Path) -> String {

@@ -5,6 +5,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod batch;
+pub mod changes;
 mod denorm;
 mod error;
 mod expiry;
@@ -57,7 +58,7 @@ pub use crate::transaction::Transaction;
 pub use crate::tree::scope;
 pub use crate::tree::{
     Descendant, Descendants, Entry, Intent, LinkPolicy, MoveReport, OnChildren, PATH_INDEX,
-    Strategy, Tree, TreeBuilder,
+    Propagation, Strategy, Tree, TreeBuilder,
 };
 /// Derive macro for the [`trait@Hierarchical`] trait.
 ///

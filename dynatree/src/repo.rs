@@ -107,36 +107,25 @@ impl<T: Hierarchical, S: Storage + 'static> Repository<T, S> {
         mut row: Item,
         condition: &Condition,
     ) -> Result<()> {
-        self.tree
-            .fill_targets(crate::denorm::TypeInfo::of::<T>(), path, &mut row)
-            .await?;
-        let policy = self.tree.config_retry();
-        let mut attempt = 0;
-        loop {
-            let fenced = self.tree.fenced_source(&row, condition);
-            match self.tree.write_object(path, row.clone(), &fenced).await {
-                Ok(()) => break,
-                Err(e) if e.is_condition_failed() && attempt + 1 < policy.max_attempts() => {
-                    // A source written meanwhile with a later version: stamp after it, again.
-                    match self.tree.fence_failed(path, &row).await? {
-                        Some(stored) => self.tree.restamp(&mut row, stored),
-                        None => return Err(e),
-                    }
-                    attempt += 1;
-                }
-                Err(e) => return Err(e),
-            }
+        let ty = crate::denorm::TypeInfo::of::<T>();
+        self.tree.fill_targets(ty, path, &mut row).await?;
+        let guard = self.tree.before_source_write(ty, path).await?;
+        if let Err(e) = self.tree.write_fenced(path, &mut row, condition).await {
+            self.tree.source_write_failed(guard, &e).await;
+            return Err(e);
         }
-        self.after_write(path, &row).await
+        if let Err(e) = self.after_write(path, &row).await {
+            self.tree.source_write_failed(guard, &e).await;
+            return Err(e);
+        }
+        self.tree.after_source_write(guard, path, Some(&row)).await
     }
 
-    /// What follows a write of `row` at `path`: see [`write_row`](Repository::write_row).
+    /// What follows a write of `row` at `path` (a value of `T`, not a source): its copies
+    /// checked again (see [`write_row`](Repository::write_row)).
     pub(crate) async fn after_write(&self, path: &Path, row: &Item) -> Result<()> {
         self.tree
             .recheck_targets(crate::denorm::TypeInfo::of::<T>(), path, row)
-            .await?;
-        self.tree
-            .propagate_from(crate::denorm::TypeInfo::of::<T>(), path, row)
             .await
     }
 

@@ -74,6 +74,9 @@ pub struct Transaction<S = SharedStorage> {
     expiring: Vec<bool>,
     token: Option<String>,
     error: Option<Error>,
+    /// Whether the commit propagates denormalized fields itself (not when a caller that does
+    /// it sends a one-action transaction: `Repository::patch`).
+    pub(crate) propagate: bool,
 }
 
 impl<S: Storage + 'static> Tree<S> {
@@ -95,6 +98,7 @@ impl<S: Storage + 'static> Tree<S> {
             expiring: Vec::new(),
             token: None,
             error: None,
+            propagate: true,
         }
     }
 }
@@ -525,8 +529,75 @@ impl<S: Storage + 'static> Transaction<S> {
                 "a transaction needs at least one action",
             ));
         }
-        self.tree
-            .commit_ops(self.ops, self.expiring, self.token)
-            .await
+        if !self.propagate {
+            return self
+                .tree
+                .commit_ops(self.ops, self.expiring, self.token)
+                .await;
+        }
+        // Denormalized fields (see `Denormalized`): targets put are filled from their
+        // ancestors before and checked again after; sources changed are stamped (puts were, by
+        // their rows), each recorded as an intent, and propagated after the commit.
+        let tree = self.tree;
+        let mut ops = self.ops;
+        for op in &mut ops {
+            match op {
+                Op::Put { path, row, .. } => {
+                    for ty in tree.target_types_at(path) {
+                        tree.fill_targets(ty, path, row).await?;
+                    }
+                }
+                Op::Update { path, actions, .. } if tree.source_at(path) => {
+                    actions.push(tree.version_stamp());
+                }
+                _ => {}
+            }
+        }
+        let mut guards = Vec::new();
+        for op in &ops {
+            if !matches!(op, Op::Check { .. }) && tree.source_at(op.path()) {
+                match tree.before_source_write_at(op.path()).await {
+                    Ok(Some(g)) => guards.push((op.path().clone(), g)),
+                    Ok(None) => {}
+                    Err(e) => {
+                        for (_, g) in guards {
+                            tree.source_write_failed(Some(g), &e).await;
+                        }
+                        return Err(e);
+                    }
+                }
+            }
+        }
+        let written: Vec<(Path, crate::Item)> = ops
+            .iter()
+            .filter_map(|op| match op {
+                Op::Put { path, row, .. } => Some((path.clone(), row.clone())),
+                _ => None,
+            })
+            .collect();
+        if let Err(e) = tree.commit_ops(ops, self.expiring, self.token).await {
+            for (_, g) in guards {
+                tree.source_write_failed(Some(g), &e).await;
+            }
+            return Err(e);
+        }
+        let mut first_error = None;
+        for (path, row) in &written {
+            for ty in tree.target_types_at(path) {
+                if let Err(e) = tree.recheck_targets(ty, path, row).await {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        for (path, g) in guards {
+            if let Err(e) = tree.after_source_write(Some(g), &path, None).await {
+                first_error.get_or_insert(e);
+            }
+        }
+        match first_error {
+            // Committed; a copy that failed is left to the intent (`Tree::resume`).
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
     }
 }

@@ -657,25 +657,45 @@ impl<T: Hierarchical, S: crate::storage::Storage + 'static> crate::Repository<T,
     pub async fn patch(&self, patch: Patch<T>) -> Result<()> {
         let tree = self.tree();
         let path = tree.enter(T::key_path(&patch.key)?)?;
-        let policy = tree.config_retry();
-        let mut attempt = 0;
         let ty = crate::denorm::TypeInfo::of::<T>();
         let mut stored_version = 0;
+        let guard = tree.before_source_write(ty, &path).await?;
+        let result = self
+            .patch_loop(&patch, &path, ty, &mut stored_version)
+            .await;
+        match result {
+            Ok(()) => tree.propagate_patched(guard, &path).await,
+            Err(e) => {
+                tree.source_write_failed(guard, &e).await;
+                Err(e)
+            }
+        }
+    }
+
+    async fn patch_loop(
+        &self,
+        patch: &Patch<T>,
+        path: &crate::Path,
+        ty: crate::denorm::TypeInfo,
+        stored_version: &mut u64,
+    ) -> Result<()> {
+        let tree = self.tree();
+        let policy = tree.config_retry();
+        let mut attempt = 0;
         loop {
             // A source is stamped with a version after the stored one, fenced like a put (see
             // `Repository::write_row`).
             let mut attempt_patch = patch.clone();
-            if let Some((stamp, fence)) = tree.source_fence(ty, stored_version) {
+            if let Some((stamp, fence)) = tree.source_fence(ty, *stored_version) {
                 attempt_patch.actions.push(stamp);
                 attempt_patch = attempt_patch.when(Cond::of(fence));
             }
             let mut tx = tree.transaction();
+            tx.propagate = false;
             tx.patch(attempt_patch.clone());
             let e = match single(tx.commit().await) {
                 Err(e) if e.is_condition_failed() => e,
-                Ok(()) => {
-                    return tree.propagate_patched(ty, &path).await;
-                }
+                Ok(()) => return Ok(()),
                 other => return other,
             };
             // Tell a missing value from a condition that does not hold, at one moment: the
@@ -685,7 +705,7 @@ impl<T: Hierarchical, S: crate::storage::Storage + 'static> crate::Repository<T,
             let layout = tree.layout();
             let stored = tree
                 .io()
-                .get_item(&layout.object_key(&path), true)
+                .get_item(&layout.object_key(path), true)
                 .await?
                 .filter(|row| {
                     !row.contains(layout.link_attr())
@@ -699,7 +719,7 @@ impl<T: Hierarchical, S: crate::storage::Storage + 'static> crate::Repository<T,
                 .with_source(e));
             };
             if let Some(v) = tree.source_version(&row) {
-                stored_version = stored_version.max(v);
+                *stored_version = (*stored_version).max(v);
             }
             let (_, condition) = patch.plan(layout.link_attr())?;
             if !condition.eval(Some(&row)) || attempt + 1 >= policy.max_attempts() {

@@ -983,6 +983,52 @@ impl Storage for DynamoDbTable {
         }
     }
 
+    async fn enable_stream(&self) -> Result<()> {
+        let view = t::StreamViewType::NewAndOldImages;
+        let current = async {
+            let out = self
+                .client
+                .describe_table()
+                .table_name(&self.table)
+                .send()
+                .await
+                .map_err(map_err)?;
+            Ok::<_, Error>(out.table.and_then(|t| t.stream_specification))
+        }
+        .instrument(op_span!(self.table, "DescribeTable"))
+        .await?;
+        if let Some(spec) = current
+            && spec.stream_enabled
+        {
+            return if spec.stream_view_type == Some(view) {
+                Ok(())
+            } else {
+                Err(Error::new(
+                    ErrorKind::Validation,
+                    "the table's stream is enabled with another view type than NEW_AND_OLD_IMAGES",
+                ))
+            };
+        }
+        async {
+            self.client
+                .update_table()
+                .table_name(&self.table)
+                .stream_specification(
+                    t::StreamSpecification::builder()
+                        .stream_enabled(true)
+                        .stream_view_type(view)
+                        .build()
+                        .map_err(build_err)?,
+                )
+                .send()
+                .await
+                .map_err(map_err)?;
+            Ok(())
+        }
+        .instrument(op_span!(self.table, "UpdateTable"))
+        .await
+    }
+
     async fn ttl_attribute(&self) -> Result<Option<String>> {
         async {
             let out = self

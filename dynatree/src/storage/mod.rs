@@ -1841,6 +1841,24 @@ pub trait Storage: Send + Sync {
     /// DescribeTimeToLive: the time-to-live attribute if time to live is enabled (or being
     /// enabled), else `None`.
     fn ttl_attribute(&self) -> impl Future<Output = Result<Option<String>>> + Send;
+
+    /// UpdateTable: enables the table's stream with the view type `NEW_AND_OLD_IMAGES` (what
+    /// [`Tree::apply_changes`](crate::Tree::apply_changes) needs). Nothing happens if it is
+    /// already enabled with that view type; another view type is refused
+    /// ([`ErrorKind::Validation`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::Tree;
+    /// # use dynatree::storage::Storage; use dynatree_testing::FakeTable;
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let table = FakeTable::new(); Tree::new(table.clone()).create_table().await?;
+    /// table.enable_stream().await?;
+    /// table.enable_stream().await?; // already on: nothing to do
+    /// # Ok(()) }
+    /// ```
+    fn enable_stream(&self) -> impl Future<Output = Result<()>> + Send;
 }
 
 /// Forwards every method to `**self`.
@@ -1917,6 +1935,9 @@ macro_rules! forward_storage {
             fn ttl_attribute(&self) -> impl Future<Output = Result<Option<String>>> + Send {
                 (**self).ttl_attribute()
             }
+            fn enable_stream(&self) -> impl Future<Output = Result<()>> + Send {
+                (**self).enable_stream()
+            }
         }
     )*};
 }
@@ -1974,6 +1995,7 @@ trait ErasedStorage: Send + Sync + 'static {
     ) -> BoxFuture<'a, ()>;
     fn enable_ttl<'a>(&'a self, attribute: &'a str) -> BoxFuture<'a, ()>;
     fn ttl_attribute(&self) -> BoxFuture<'_, Option<String>>;
+    fn enable_stream(&self) -> BoxFuture<'_, ()>;
     fn as_any(&self) -> &dyn Any;
 }
 
@@ -2062,6 +2084,9 @@ impl<S: Storage + 'static> ErasedStorage for S {
     }
     fn ttl_attribute(&self) -> BoxFuture<'_, Option<String>> {
         Box::pin(Storage::ttl_attribute(self))
+    }
+    fn enable_stream(&self) -> BoxFuture<'_, ()> {
+        Box::pin(Storage::enable_stream(self))
     }
     fn as_any(&self) -> &dyn Any {
         self
@@ -2258,6 +2283,9 @@ impl Storage for SharedStorage {
     }
     fn ttl_attribute(&self) -> impl Future<Output = Result<Option<String>>> + Send {
         async move { self.0.ttl_attribute().await }
+    }
+    fn enable_stream(&self) -> impl Future<Output = Result<()>> + Send {
+        async move { self.0.enable_stream().await }
     }
 }
 

@@ -14,6 +14,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use futures::TryStreamExt;
 
+use tracing::Instrument;
+
+use crate::changes::{Applied, Change, FailedChange};
 use crate::denorm::{Denormalized, TypeInfo};
 use crate::error::{ErrorKind, Result};
 use crate::item::{Item, Value};
@@ -22,6 +25,15 @@ use crate::storage::{Comparison, Condition, Storage, UpdateAction};
 
 use super::Tree;
 use super::clock::now_ms;
+use super::moves::Guard;
+
+/// What a conditional copy did.
+enum Copied {
+    /// Written; for a target that is a source itself, its new version.
+    Applied(Option<Value>),
+    /// Not written: the stored copy is as new or newer, or the object is gone.
+    Refused,
+}
 
 /// The target types a tree knows: their templates and declarations.
 #[derive(Debug, Default)]
@@ -100,6 +112,80 @@ impl<S: Storage + 'static> Tree<S> {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .iter()
             .any(|(_, defs)| defs.iter().any(|d| d.source_template() == template))
+    }
+
+    /// Whether the object at `path` is a source of a registered target (by the templates).
+    pub(crate) fn source_at(&self, path: &Path) -> bool {
+        self.inner
+            .targets
+            .0
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .any(|(_, defs)| {
+                defs.iter()
+                    .any(|d| matches_template(d.source_template(), path))
+            })
+    }
+
+    /// The registered target types whose template `path` matches.
+    pub(crate) fn target_types_at(&self, path: &Path) -> Vec<TypeInfo> {
+        self.inner
+            .targets
+            .snapshot()
+            .into_iter()
+            .filter(|(t, _)| matches_template(t, path))
+            .map(|(template, denormalized)| TypeInfo {
+                template,
+                denormalized,
+            })
+            .collect()
+    }
+
+    /// The action stamping a source with a new version (in a transaction: not fenced).
+    pub(crate) fn version_stamp(&self) -> UpdateAction {
+        UpdateAction::Set(
+            self.inner.layout.source_version_attr(),
+            Value::N(next_version().to_string()),
+        )
+    }
+
+    /// As [`before_source_write`](Tree::before_source_write), by the path (for the untyped
+    /// and transactional writes).
+    pub(crate) async fn before_source_write_at(&self, path: &Path) -> Result<Option<Guard>> {
+        if !self.inline() || !self.source_at(path) {
+            return Ok(None);
+        }
+        self.record_propagation(path).await.map(Some)
+    }
+
+    /// Writes the object row `row` at `path` under `condition`; a stamped source row is
+    /// fenced by its version (see [`fenced_source`](Tree::fenced_source)) and stamped again
+    /// after the stored version when the fence fails.
+    pub(crate) async fn write_fenced(
+        &self,
+        path: &Path,
+        row: &mut Item,
+        condition: &Condition,
+    ) -> Result<()> {
+        let policy = self.config_retry();
+        let mut attempt = 0;
+        loop {
+            let fenced = self.fenced_source(row, condition);
+            let e = match self.write_object(path, row.clone(), &fenced).await {
+                Ok(()) => return Ok(()),
+                Err(e) => e,
+            };
+            if e.is_condition_failed() && attempt + 1 < policy.max_attempts() {
+                // A source written meanwhile with a later version: stamp after it, again.
+                if let Some(stored) = self.fence_failed(path, row).await? {
+                    self.restamp(row, stored);
+                    attempt += 1;
+                    continue;
+                }
+            }
+            return Err(e);
+        }
     }
 
     /// Stamps a source row with a new version (before it is written).
@@ -186,32 +272,146 @@ impl<S: Storage + 'static> Tree<S> {
         ])
     }
 
-    /// After a patch of a source value of `T` at `path`: reads it (consistently) and
-    /// propagates it.
-    pub(crate) async fn propagate_patched(&self, ty: TypeInfo, path: &Path) -> Result<()> {
-        if !self.is_source(ty.template) {
+    /// Whether writes propagate themselves (not the stream).
+    fn inline(&self) -> bool {
+        self.inner.config.propagation == super::Propagation::Inline
+    }
+
+    /// Before a write of a value of type `ty` at `path`: for a source, under inline
+    /// propagation, the intent that gets its copies written even if this process stops
+    /// before they are ([`Tree::resume`] finishes it). One PutItem.
+    pub(crate) async fn before_source_write(
+        &self,
+        ty: TypeInfo,
+        path: &Path,
+    ) -> Result<Option<Guard>> {
+        if !self.inline() || !self.is_source(ty.template) {
+            return Ok(None);
+        }
+        self.record_propagation(path).await.map(Some)
+    }
+
+    /// After the write that `before_source_write` prepared (`row`: what it wrote, `None` if
+    /// the write failed or if it is to be read again): copies the source to every target
+    /// below it and drops the intent. Beyond the inline limit, a task in the background does
+    /// it and this returns at once.
+    pub(crate) async fn after_source_write(
+        &self,
+        guard: Option<Guard>,
+        path: &Path,
+        row: Option<&Item>,
+    ) -> Result<()> {
+        let Some(g) = guard else {
+            return Ok(());
+        };
+        let below = self.consistent_subtree(path).await?;
+        let targets = self.inner.targets.snapshot();
+        let count = below
+            .iter()
+            .filter(|(p, _)| targets.iter().any(|(t, _)| matches_template(t, p)))
+            .count();
+        if count > self.inner.config.inline_limit {
+            let tree = self.clone();
+            tokio::spawn(async move {
+                // On failure the intent stays for `resume`.
+                let _ = tree.run_owned(&g).await;
+            });
             return Ok(());
         }
-        match self
-            .io()
-            .get_item(&self.inner.layout.object_key(path), true)
-            .await?
-        {
-            Some(row) => self.propagate_from(ty, path, &row).await,
-            None => Ok(()),
+        let row = match row {
+            Some(r) => Some(r.clone()),
+            None => self.current_source(path).await?,
+        };
+        let result = self.copy_below(path, row.as_ref(), below, Some(&g)).await;
+        match result {
+            Ok(()) => self.finish(&g).await,
+            Err(e) => {
+                // Give the intent up at once, so that `resume` need not wait for the lease.
+                self.release_intent(&g).await;
+                Err(e)
+            }
         }
     }
 
-    /// Fills `T`'s denormalized fields of `row` (at `path`) from its ancestors' rows, with
-    /// their versions. One BatchGetItem.
+    /// After the write that `before_source_write` prepared failed with `e`: a write that
+    /// surely did not happen (a failed condition, a refusal) drops the intent; one that may
+    /// have happened leaves it to [`Tree::resume`] (given up, so it need not wait).
+    pub(crate) async fn source_write_failed(&self, guard: Option<Guard>, e: &crate::Error) {
+        let Some(g) = guard else {
+            return;
+        };
+        let surely_not = e.is_condition_failed()
+            || e.is_transaction_canceled()
+            || e.is_invalid_input()
+            || e.is_validation()
+            || matches!(
+                e.kind(),
+                ErrorKind::NotFound | ErrorKind::Locked | ErrorKind::AlreadyExists
+            );
+        if surely_not {
+            // Best effort: a leftover intent only costs a `resume` a needless walk.
+            let _ = self.finish(&g).await;
+        } else {
+            self.release_intent(&g).await;
+        }
+    }
+
+    /// The source row at `path` as it is now (consistent), `None` if no object is there.
+    async fn current_source(&self, path: &Path) -> Result<Option<Item>> {
+        Ok(self
+            .io()
+            .get_item(&self.inner.layout.object_key(path), true)
+            .await?
+            .filter(|r| !r.contains(self.inner.layout.link_attr())))
+    }
+
+    /// Brings every copy below `path` up to the source there as it is now (`row` if given,
+    /// else read): copies it, or clears optional copies if no source is there. What an intent
+    /// of op `propagate` does.
+    pub(super) async fn reconcile_source(
+        &self,
+        path: &Path,
+        row: Option<&Item>,
+        g: Option<&Guard>,
+    ) -> Result<()> {
+        let row = match row {
+            Some(r) => Some(r.clone()),
+            None => self.current_source(path).await?,
+        };
+        let below = self.consistent_subtree(path).await?;
+        self.copy_below(path, row.as_ref(), below, g).await
+    }
+
+    /// After a patch of a source value of `T` at `path`: reads it (consistently) and
+    /// propagates it, finishing the intent `guard`.
+    pub(crate) async fn propagate_patched(&self, guard: Option<Guard>, path: &Path) -> Result<()> {
+        self.after_source_write(guard, path, None).await
+    }
+
+    /// Under inline propagation: [`fill_from_ancestors`](Tree::fill_from_ancestors). The
+    /// stream fills targets otherwise.
     pub(crate) async fn fill_targets(
         &self,
         ty: TypeInfo,
         path: &Path,
         row: &mut Item,
     ) -> Result<()> {
-        if ty.denormalized.is_empty() {
+        if !self.inline() {
             return Ok(());
+        }
+        self.fill_from_ancestors(ty, path, row).await.map(drop)
+    }
+
+    /// Fills `T`'s denormalized fields of `row` (at `path`) from its ancestors' rows, with
+    /// their versions. One BatchGetItem.
+    async fn fill_from_ancestors(
+        &self,
+        ty: TypeInfo,
+        path: &Path,
+        row: &mut Item,
+    ) -> Result<Vec<bool>> {
+        if ty.denormalized.is_empty() {
+            return Ok(Vec::new());
         }
         let sources: Vec<Path> = ty
             .denormalized
@@ -219,22 +419,34 @@ impl<S: Storage + 'static> Tree<S> {
             .map(|d| path.prefix(template_len(d.source_template())))
             .collect();
         let found = self.objects_of(sources.iter(), true).await?;
+        let mut absent = Vec::with_capacity(sources.len());
         for (d, source) in ty.denormalized.iter().zip(&sources) {
             let hash = self.inner.layout.object_key(source).hash;
-            let src = found.get(&hash);
+            let src = found
+                .get(&hash)
+                .filter(|r| !r.contains(self.inner.layout.link_attr()));
+            absent.push(src.is_none());
             self.copy_into(d, src, row);
         }
-        Ok(())
+        Ok(absent)
     }
 
     /// Sets `d`'s target and version in `row` from the source row `src` (absent: cleared when
     /// optional, left as written otherwise).
     fn copy_into(&self, d: &Denormalized, src: Option<&Item>, row: &mut Item) {
         let layout = &self.inner.layout;
-        let version = src
-            .and_then(|s| s.get(&layout.source_version_attr()))
-            .cloned()
-            .unwrap_or(Value::N("0".to_owned()));
+        // The source's version (a chained copy into a source moves its version too, so this
+        // covers fields that are copies themselves). No source: "absent as of now", a version
+        // from the clock, after every version the source had (stamped before it went) and
+        // before any it gets if created again.
+        let version = match src {
+            Some(s) => match s.get(&layout.source_version_attr()) {
+                Some(Value::N(n)) => n.parse::<u64>().unwrap_or(0),
+                _ => 0,
+            },
+            None => next_version(),
+        };
+        let version = Value::N(version.to_string());
         match src.and_then(|s| s.get(d.source_attr())) {
             Some(v) => {
                 row.insert(d.target(), v.clone());
@@ -256,16 +468,32 @@ impl<S: Storage + 'static> Tree<S> {
         path: &Path,
         written: &Item,
     ) -> Result<()> {
-        if ty.denormalized.is_empty() {
+        if !self.inline() {
+            return Ok(());
+        }
+        self.refresh_copies(ty, path, written).await
+    }
+
+    /// Copies to `written` (the row at `path`, of type `ty`) every source whose version
+    /// differs from the one `written` holds (or that it holds none of).
+    async fn refresh_copies(&self, ty: TypeInfo, path: &Path, written: &Item) -> Result<()> {
+        if ty.denormalized.is_empty() || written.contains(self.inner.layout.link_attr()) {
             return Ok(());
         }
         let mut fresh = written.clone();
-        self.fill_targets(ty, path, &mut fresh).await?;
-        for d in ty.denormalized {
+        let absent = self.fill_from_ancestors(ty, path, &mut fresh).await?;
+        for (d, absent) in ty.denormalized.iter().zip(absent) {
             let attr = self.inner.layout.target_version_attr(d.target());
-            if fresh.get(&attr) != written.get(&attr) {
-                self.copy_to_target(path, d, &fresh, self.is_source(ty.template))
-                    .await?;
+            // Still no source, and the copy was written cleared under a version of that: the
+            // newer "absent" version adds nothing (a source created since has a later one).
+            let still_cleared = absent
+                && written.contains(&attr)
+                && matches!(written.get(d.target()), None | Some(Value::Null));
+            if fresh.get(&attr) != written.get(&attr)
+                && !still_cleared
+                && let Copied::Applied(Some(v)) = self.copy_to_target(path, d, &fresh).await?
+            {
+                fresh.insert(self.inner.layout.source_version_attr(), v);
             }
         }
         Ok(())
@@ -273,47 +501,75 @@ impl<S: Storage + 'static> Tree<S> {
 
     /// One conditional UpdateItem: sets `d`'s target at `path` to what `filled` holds for it,
     /// if the object is there and its copy is older. `Ok` also when it is newer or gone.
-    /// `chained`: the target is itself a source (a chain): it carries the version on as its own.
-    async fn copy_to_target(
-        &self,
-        path: &Path,
-        d: &Denormalized,
-        filled: &Item,
-        chained: bool,
-    ) -> Result<()> {
+    async fn copy_to_target(&self, path: &Path, d: &Denormalized, filled: &Item) -> Result<Copied> {
         let layout = &self.inner.layout;
         let version_attr = layout.target_version_attr(d.target());
         let (Some(value), Some(version)) = (filled.get(d.target()), filled.get(&version_attr))
         else {
-            return Ok(());
+            return Ok(Copied::Refused);
         };
-        let condition = Condition::And(vec![
-            Condition::Exists,
-            Condition::attr_not_exists(layout.link_attr()),
-            Condition::Or(vec![
-                Condition::attr_not_exists(version_attr.clone()),
-                Condition::Compare(version_attr.clone(), Comparison::Lt, version.clone()),
-            ]),
-        ]);
-        let mut actions = vec![
-            UpdateAction::Set(d.target().to_owned(), value.clone()),
-            UpdateAction::Set(version_attr, version.clone()),
-        ];
-        if chained {
-            actions.push(UpdateAction::Set(
-                layout.source_version_attr(),
-                version.clone(),
-            ));
+        let key = layout.object_key(path);
+        // A target that is a source itself (a chain): its own version moves too, so that the
+        // copies of its copy see a change (versions from the clock, after the stored one).
+        let chained = self.source_at(path);
+        let sv = layout.source_version_attr();
+        let mut stored_sv = match filled.get(&sv) {
+            Some(Value::N(n)) => n.parse::<u64>().unwrap_or(0),
+            _ => 0,
+        };
+        for _ in 0..self.config_retry().max_attempts().max(1) {
+            let mut conditions = vec![
+                Condition::Exists,
+                Condition::attr_not_exists(layout.link_attr()),
+                Condition::Or(vec![
+                    Condition::attr_not_exists(version_attr.clone()),
+                    Condition::Compare(version_attr.clone(), Comparison::Lt, version.clone()),
+                ]),
+            ];
+            let mut actions = vec![
+                UpdateAction::Set(d.target().to_owned(), value.clone()),
+                UpdateAction::Set(version_attr.clone(), version.clone()),
+            ];
+            let bumped = Value::N(version_after(stored_sv).to_string());
+            if chained {
+                conditions.push(Condition::Or(vec![
+                    Condition::attr_not_exists(sv.clone()),
+                    Condition::Compare(sv.clone(), Comparison::Lt, bumped.clone()),
+                ]));
+                actions.push(UpdateAction::Set(sv.clone(), bumped.clone()));
+            }
+            match self
+                .io()
+                .update_item(&key, actions, Condition::And(conditions))
+                .await
+            {
+                Ok(_) => return Ok(Copied::Applied(chained.then_some(bumped))),
+                Err(e) if e.kind() == ErrorKind::ConditionFailed => {
+                    if !chained {
+                        return Ok(Copied::Refused);
+                    }
+                    // Gone, newer, or its own version moved meanwhile: look again.
+                    let Some(now) = self.io().get_item(&key, true).await? else {
+                        return Ok(Copied::Refused);
+                    };
+                    let newer = match (now.get(&version_attr), version) {
+                        (Some(Value::N(a)), Value::N(b)) => {
+                            a.parse::<u64>().unwrap_or(0) >= b.parse::<u64>().unwrap_or(0)
+                        }
+                        _ => false,
+                    };
+                    if newer || now.contains(layout.link_attr()) {
+                        return Ok(Copied::Refused);
+                    }
+                    stored_sv = match now.get(&sv) {
+                        Some(Value::N(n)) => n.parse::<u64>().unwrap_or(0),
+                        _ => 0,
+                    };
+                }
+                Err(e) => return Err(e),
+            }
         }
-        match self
-            .io()
-            .update_item(&layout.object_key(path), actions, condition)
-            .await
-        {
-            Ok(_) => Ok(()),
-            Err(e) if e.kind() == ErrorKind::ConditionFailed => Ok(()),
-            Err(e) => Err(e),
-        }
+        Ok(Copied::Refused)
     }
 
     /// Every object strictly below `root` with its row, level by level, read consistently:
@@ -347,48 +603,319 @@ impl<S: Storage + 'static> Tree<S> {
         Ok(out)
     }
 
-    /// After a write of the source value `row` of type `T` at `path`: copies its fields to every
-    /// registered target below it, and on through chains (a target that is itself a source).
-    pub(crate) async fn propagate_from(&self, ty: TypeInfo, path: &Path, row: &Item) -> Result<()> {
-        if !self.is_source(ty.template) {
-            return Ok(());
-        }
+    /// Copies the source `row` at `path` (`None`: no source there, optional copies are
+    /// cleared) to every registered target in `below` (the objects below `path`, parents
+    /// before children), and on through chains (a target that is itself a source).
+    async fn copy_below(
+        &self,
+        path: &Path,
+        row: Option<&Item>,
+        below: Vec<(Path, Item)>,
+        g: Option<&Guard>,
+    ) -> Result<()> {
         let targets = self.inner.targets.snapshot();
-        // Below the source, level by level (so a chained target is copied from an already
-        // updated intermediate), with consistent reads: a target whose write committed before
-        // this walk is seen.
-        let below = self.consistent_subtree(path).await?;
         // The rows as they are after our copies: the source, then each updated target.
-        let mut current: Vec<(Path, Item)> = vec![(path.clone(), row.clone())];
-        for (p, mut item) in below {
+        let mut current: Vec<(Path, Option<Item>)> = vec![(path.clone(), row.cloned())];
+        for (i, (p, mut item)) in below.into_iter().enumerate() {
+            if let Some(g) = g
+                && i % 64 == 63
+            {
+                self.renew_if_due(g).await?;
+            }
+            if item.contains(self.inner.layout.link_attr()) {
+                continue;
+            }
             let mut changed = false;
             for (template, defs) in &targets {
                 if !matches_template(template, &p) {
                     continue;
                 }
-                let chained = self.is_source(template);
                 for d in defs.iter() {
                     let n = template_len(d.source_template());
-                    let Some((_, src)) = current
-                        .iter()
-                        .rev()
-                        .find(|(q, _)| q.len() == n && *q == p.prefix(n))
-                    else {
+                    let Some((_, src)) = current.iter().rev().find(|(q, _)| {
+                        q.len() == n
+                            && *q == p.prefix(n)
+                            && matches_template(d.source_template(), q)
+                    }) else {
                         continue;
                     };
-                    let mut filled = item.clone();
-                    self.copy_into(d, Some(src), &mut filled);
-                    self.copy_to_target(&p, d, &filled, chained).await?;
-                    item = filled;
+                    match src {
+                        Some(src) => {
+                            let mut filled = item.clone();
+                            self.copy_into(d, Some(src), &mut filled);
+                            // The same value under the same version: written already (the
+                            // walk read it consistently after the source's write).
+                            if filled != item {
+                                match self.copy_to_target(&p, d, &filled).await? {
+                                    Copied::Applied(Some(v)) => {
+                                        filled.insert(self.inner.layout.source_version_attr(), v);
+                                    }
+                                    Copied::Applied(None) => {}
+                                    Copied::Refused => {
+                                        // Newer there (or gone): the chain goes on from what is
+                                        // stored, never from this stale view.
+                                        match self
+                                            .io()
+                                            .get_item(&self.inner.layout.object_key(&p), true)
+                                            .await?
+                                        {
+                                            Some(row) => filled = row,
+                                            None => break,
+                                        }
+                                    }
+                                }
+                            }
+                            item = filled;
+                        }
+                        None => {
+                            if let Some(cleared) = self.clear_target(&p, d, &item).await? {
+                                item = cleared;
+                            }
+                        }
+                    }
                     changed = true;
                 }
             }
             if changed {
-                // Chains copy the target's new value, under the version of its source.
-                if let Some(v) = row.get(&self.inner.layout.source_version_attr()) {
-                    item.insert(self.inner.layout.source_version_attr(), v.clone());
+                current.push((p, Some(item)));
+            }
+        }
+        Ok(())
+    }
+
+    /// No source is there any more: clears the optional copy `d` of `item` (at `path`), under
+    /// a version after the one it holds, if it still holds that one. Returns the row as it is
+    /// after (`None` if `d` is not optional). A source created again later is stamped with
+    /// the clock, after this version.
+    async fn clear_target(
+        &self,
+        path: &Path,
+        d: &Denormalized,
+        item: &Item,
+    ) -> Result<Option<Item>> {
+        if !d.optional() {
+            return Ok(None);
+        }
+        let layout = &self.inner.layout;
+        let version_attr = layout.target_version_attr(d.target());
+        let key = layout.object_key(path);
+        let mut current = item.clone();
+        for _ in 0..self.config_retry().max_attempts().max(1) {
+            if matches!(current.get(d.target()), None | Some(Value::Null)) {
+                // Cleared already (by an earlier run of the same propagation, say).
+                return Ok(Some(current));
+            }
+            let seen = current.get(&version_attr).cloned();
+            let number = |v: Option<&Value>| match v {
+                Some(Value::N(n)) => n.parse::<u64>().unwrap_or(0),
+                _ => 0,
+            };
+            let sv = layout.source_version_attr();
+            let seen_sv = current.get(&sv).cloned();
+            let stored = number(seen.as_ref()).max(number(seen_sv.as_ref()));
+            // After the copy's version and from the clock: after every version the removed
+            // source had, before any a source created again gets.
+            let version = Value::N(version_after(stored).to_string());
+            let unchanged = match seen {
+                Some(v) => Condition::equals(version_attr.clone(), v),
+                None => Condition::attr_not_exists(version_attr.clone()),
+            };
+            let mut conditions = vec![
+                Condition::Exists,
+                Condition::attr_not_exists(layout.link_attr()),
+                unchanged,
+            ];
+            let mut actions = vec![
+                UpdateAction::Set(d.target().to_owned(), Value::Null),
+                UpdateAction::Set(version_attr.clone(), version.clone()),
+            ];
+            if self.source_at(path) {
+                // A chain: its own version moves too (see `copy_to_target`).
+                conditions.push(match seen_sv {
+                    Some(v) => Condition::equals(sv.clone(), v),
+                    None => Condition::attr_not_exists(sv.clone()),
+                });
+                actions.push(UpdateAction::Set(sv, version.clone()));
+            }
+            let condition = Condition::And(conditions);
+            match self.io().update_item(&key, actions, condition).await {
+                Ok(after) => return Ok(Some(after)),
+                Err(e) if e.kind() == ErrorKind::ConditionFailed => {
+                    // A copy landed meanwhile (a write of the source that raced its removal):
+                    // look again; if the source is back, its own propagation has the last word.
+                    match self.io().get_item(&key, true).await? {
+                        Some(row) if !row.contains(layout.link_attr()) => current = row,
+                        _ => return Ok(None),
+                    }
+                    let source = path.prefix(template_len(d.source_template()));
+                    if self.current_source(&source).await?.is_some() {
+                        return Ok(Some(current));
+                    }
                 }
-                current.push((p, item));
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(Some(current))
+    }
+
+    /// Writes the denormalized fields of the object at `root` and of every object below it
+    /// again, from their ancestors as they are now: after a move (the moved rows carry no copy
+    /// versions, so every copy is written). Parents before children, so that chains copy
+    /// updated intermediates. Under stream propagation, the stream does it (the moved rows
+    /// are new rows without copy versions).
+    pub(super) async fn refill_subtree(&self, root: &Path, g: Option<&Guard>) -> Result<()> {
+        let targets = self.inner.targets.snapshot();
+        if targets.is_empty() || !self.inline() {
+            return Ok(());
+        }
+        let mut all = Vec::new();
+        if let Some(row) = self
+            .io()
+            .get_item(&self.inner.layout.object_key(root), true)
+            .await?
+        {
+            all.push((root.clone(), row));
+        }
+        all.extend(self.consistent_subtree(root).await?);
+        for (i, (p, item)) in all.iter().enumerate() {
+            if let Some(g) = g
+                && i % 64 == 63
+            {
+                self.renew_if_due(g).await?;
+            }
+            for (template, defs) in &targets {
+                if matches_template(template, p) {
+                    let ty = TypeInfo {
+                        template,
+                        denormalized: defs,
+                    };
+                    self.refresh_copies(ty, p, item).await?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The stream processor: see [`changes`](crate::changes).
+    ///
+    /// For each change, in order: a change of a *source* object (a type some registered
+    /// target copies from) copies it to every target below it, or clears their optional
+    /// copies if it was removed, by the same version-guarded writes as inline propagation; a
+    /// *target* object written without the versions of its copies (a new or moved object, or
+    /// one written by another program) is filled from its ancestors. Listing rows, intents and
+    /// unregistered types are skipped. Applying a change twice, or an old change after a newer
+    /// one, moves no copy backwards. Register the target types first
+    /// ([`TreeBuilder::denormalized`](crate::TreeBuilder::denormalized) or
+    /// [`Tree::repo`]).
+    ///
+    /// Stops at the first change that fails and reports it (see [`Applied`]): deliver the
+    /// batch again from that change.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::changes::{Change, ChangeKind};
+    /// use dynatree::{Hierarchical, Propagation, Tree};
+    /// use dynatree_testing::FakeTable;
+    /// use serde::{Deserialize, Serialize};
+    ///
+    /// #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+    /// #[dynatree(path = "Forums/{forum}")]
+    /// struct Forum { forum: String, name: String }
+    ///
+    /// #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+    /// #[dynatree(path = "Forums/{forum}/Threads/{thread}")]
+    /// struct Thread { forum: String, thread: String, #[dynatree(from = Forum::name)] forum_name: Option<String> }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// let table = FakeTable::new();
+    /// let tree = Tree::builder(table.clone())
+    ///     .denormalized::<Thread>()
+    ///     .propagation(Propagation::Stream)
+    ///     .build()?;
+    /// tree.create_table().await?;
+    /// tree.repo::<Forum>().put(&Forum { forum: "f".into(), name: "Rust".into() }).await?;
+    /// let thread = Thread { forum: "f".into(), thread: "t".into(), forum_name: None };
+    /// tree.repo::<Thread>().put(&thread).await?;
+    /// // Nothing copied by the writes: the stream's records do it.
+    /// let key = tree.repo::<Thread>().get(&thread.key()).await?.unwrap();
+    /// assert_eq!(key.forum_name, None);
+    /// let changes: Vec<Change> = table.stream_reader().next_batch(100);
+    /// tree.apply_changes(&changes).await.into_result()?;
+    /// let read = tree.repo::<Thread>().get(&thread.key()).await?.unwrap();
+    /// assert_eq!(read.forum_name.as_deref(), Some("Rust"));
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancelling leaves some changes applied and the rest not: deliver the batch again.
+    pub async fn apply_changes(&self, changes: &[Change]) -> Applied {
+        for (index, change) in changes.iter().enumerate() {
+            let span = tracing::debug_span!(
+                "dynatree.apply_change",
+                kind = change.kind().event_name(),
+                sequence = change.sequence_number()
+            );
+            if let Err(error) = self.apply_change(change).instrument(span).await {
+                return Applied {
+                    applied: index,
+                    failure: Some(FailedChange {
+                        index,
+                        sequence_number: change.sequence_number().to_owned(),
+                        error,
+                    }),
+                };
+            }
+        }
+        Applied {
+            applied: changes.len(),
+            failure: None,
+        }
+    }
+
+    async fn apply_change(&self, change: &Change) -> Result<()> {
+        let layout = &self.inner.layout;
+        let Some(path) = layout.path_of_object_key(change.key()) else {
+            return Ok(());
+        };
+        let targets = self.inner.targets.snapshot();
+        let source_attrs: Vec<&str> = targets
+            .iter()
+            .flat_map(|(_, defs)| defs.iter())
+            .filter(|d| matches_template(d.source_template(), &path))
+            .map(Denormalized::source_attr)
+            .collect();
+        let new = change
+            .new_image()
+            .filter(|r| !r.contains(layout.link_attr()));
+        if !source_attrs.is_empty() {
+            match new {
+                Some(new) => {
+                    let unchanged = change.old_image().is_some_and(|old| {
+                        !old.contains(layout.link_attr())
+                            && source_attrs.iter().all(|a| old.get(a) == new.get(a))
+                    });
+                    if !unchanged {
+                        self.reconcile_source(&path, Some(new), None).await?;
+                    }
+                }
+                // Removed (or now a link): whatever is there now decides.
+                None => self.reconcile_source(&path, None, None).await?,
+            }
+        }
+        if let Some(new) = new {
+            for (template, defs) in &targets {
+                let missing = defs
+                    .iter()
+                    .any(|d| !new.contains(&layout.target_version_attr(d.target())));
+                if missing && matches_template(template, &path) {
+                    let ty = TypeInfo {
+                        template,
+                        denormalized: defs,
+                    };
+                    self.refresh_copies(ty, &path, new).await?;
+                }
             }
         }
         Ok(())

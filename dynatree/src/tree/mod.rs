@@ -147,6 +147,38 @@ struct Config {
     time_to_live: bool,
     /// Target types of denormalized fields registered on the builder.
     denormalized: Vec<(&'static str, &'static [crate::Denormalized])>,
+    propagation: Propagation,
+    /// Sources with more targets below them than this propagate in the background.
+    inline_limit: usize,
+}
+
+/// Who copies denormalized fields ([`Denormalized`](crate::Denormalized)) from their sources to
+/// their targets: the write that changes a source, before it returns (the default), or a
+/// processor of the table's stream ([`Tree::apply_changes`]).
+///
+/// # Examples
+///
+/// ```
+/// use dynatree::{Propagation, Tree};
+/// use dynatree_testing::FakeTable;
+///
+/// let tree = Tree::builder(FakeTable::new()).propagation(Propagation::Stream).build()?;
+/// assert_eq!(tree.propagation(), Propagation::Stream);
+/// # Ok::<(), dynatree::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Propagation {
+    /// A write of a source copies it to the targets below it before it returns (in the
+    /// background, finished by [`Tree::resume`], beyond
+    /// [`inline_limit`](TreeBuilder::inline_limit) targets); a write of a target fills its
+    /// copies from its ancestors.
+    #[default]
+    Inline,
+    /// Writes only stamp sources with their versions; the changes reach the targets when the
+    /// table's stream is processed ([`Tree::apply_changes`]). [`Tree::create_table`] enables
+    /// the stream.
+    Stream,
 }
 
 impl Default for Config {
@@ -163,6 +195,8 @@ impl Default for Config {
             path_index: None,
             time_to_live: false,
             denormalized: Vec::new(),
+            propagation: Propagation::Inline,
+            inline_limit: 1_000,
         }
     }
 }
@@ -481,6 +515,44 @@ impl<S: Storage + 'static> TreeBuilder<S> {
         self
     }
 
+    /// Who propagates denormalized fields: the writes themselves (the default) or the
+    /// table's stream; see [`Propagation`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::{Propagation, Tree};
+    /// # use dynatree::storage::Storage;
+    /// # use dynatree_testing::FakeTable;
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// let table = FakeTable::new();
+    /// let tree = Tree::builder(table.clone()).propagation(Propagation::Stream).build()?;
+    /// tree.create_table().await?; // enables the stream
+    /// # Ok(()) }
+    /// ```
+    pub fn propagation(mut self, propagation: Propagation) -> Self {
+        self.config.propagation = propagation;
+        self
+    }
+
+    /// Inline propagation copies a source to at most this many targets before the write
+    /// returns (default 1,000); a source with more targets below it is propagated by a task in
+    /// the background, recorded as an intent first so that [`Tree::resume`] finishes it if the
+    /// process stops.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::Tree;
+    /// # use dynatree_testing::FakeTable;
+    /// let tree = Tree::builder(FakeTable::new()).inline_limit(10_000).build()?;
+    /// # Ok::<(), dynatree::Error>(())
+    /// ```
+    pub fn inline_limit(mut self, targets: usize) -> Self {
+        self.config.inline_limit = targets;
+        self
+    }
+
     /// How long [`Tree::create_table`] waits for the table to become active (default 5 min).
     ///
     /// # Examples
@@ -761,6 +833,10 @@ impl<S: Storage + 'static> Storage for Io<S> {
         self.policy()
             .retry_throttled(move || self.raw().ttl_attribute())
     }
+    fn enable_stream(&self) -> impl Future<Output = Result<()>> + Send {
+        self.policy()
+            .retry_throttled(move || self.raw().enable_stream())
+    }
 }
 
 impl<S> Io<S> {
@@ -815,6 +891,20 @@ impl<S: Storage + 'static> Tree<S> {
     /// ```
     pub fn storage(&self) -> &S {
         &self.inner.storage
+    }
+
+    /// Who propagates denormalized fields (see [`Propagation`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::{Propagation, Tree};
+    /// use dynatree_testing::FakeTable;
+    ///
+    /// assert_eq!(Tree::new(FakeTable::new()).propagation(), Propagation::Inline);
+    /// ```
+    pub fn propagation(&self) -> Propagation {
+        self.inner.config.propagation
     }
 
     /// The reserved character.
@@ -915,6 +1005,9 @@ impl<S: Storage + 'static> Tree<S> {
                         if self.inner.config.time_to_live {
                             self.io().enable_ttl(&self.inner.layout.ttl_attr()).await?;
                         }
+                        if self.inner.config.propagation == Propagation::Stream {
+                            self.io().enable_stream().await?;
+                        }
                         return Ok(());
                     }
                     // Creating, or not visible yet: wait.
@@ -969,9 +1062,26 @@ impl<S: Storage + 'static> Tree<S> {
         let span = tracing::debug_span!("dynatree.put", path = %path);
         async {
             self.refuse_root(&path, "put")?;
-            let row = self.object_row_for(&path, value)?;
-            self.write_object(&path, row, &crate::storage::Condition::Always)
+            let mut row = self.object_row_for(&path, value)?;
+            if !self.source_at(&path) {
+                return self
+                    .write_object(&path, row, &crate::storage::Condition::Always)
+                    .await;
+            }
+            // A source of denormalized fields: stamped, fenced and propagated as a typed put.
+            row.insert(
+                self.inner.layout.source_version_attr(),
+                crate::item::Value::N(denorm::next_version().to_string()),
+            );
+            let guard = self.before_source_write_at(&path).await?;
+            if let Err(e) = self
+                .write_fenced(&path, &mut row, &crate::storage::Condition::Always)
                 .await
+            {
+                self.source_write_failed(guard, &e).await;
+                return Err(e);
+            }
+            self.after_source_write(guard, &path, Some(&row)).await
         }
         .instrument(span)
         .await

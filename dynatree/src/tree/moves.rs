@@ -57,7 +57,10 @@ pub struct MoveReport {
 pub struct Intent {
     /// Its id.
     pub id: String,
-    /// `"move"`, `"copy"` or `"delete"` (a [`Tree::delete_subtree`]).
+    /// `"move"`, `"copy"`, `"delete"` (a [`Tree::delete_subtree`]), `"reparent"` (a
+    /// [`Tree::delete_node`] with [`OnChildren::Reparent`]) or `"propagate"` (a change of a
+    /// source of denormalized fields, `from` and `to` its path, whose copies are not all
+    /// written yet: see [`Denormalized`](crate::Denormalized)).
     pub op: String,
     /// The source.
     pub from: Path,
@@ -75,7 +78,7 @@ pub struct Intent {
 }
 
 /// How an owned run of an intent ended.
-enum Outcome {
+pub(super) enum Outcome {
     Done(MoveReport),
     /// Refused, and undone: the refusal.
     RolledBack(Error),
@@ -428,6 +431,31 @@ impl<S: Storage + 'static> Tree<S> {
         self.record_and_run(op, from, to, links).await
     }
 
+    /// Records that the source of denormalized fields at `path` is about to change: an intent
+    /// owned by this call, which [`run_owned`](Tree::run_owned) (or a `resume`) finishes by
+    /// bringing every copy below `path` up to the source as it is then.
+    pub(super) async fn record_propagation(&self, path: &Path) -> Result<Guard> {
+        let token = new_token();
+        let intent = Intent {
+            id: format!("{:013}-{:016x}", now_ms(), fastrand::u64(..)),
+            op: "propagate".to_owned(),
+            from: path.clone(),
+            to: path.clone(),
+            phase: "propagate".to_owned(),
+            links: LinkPolicy::Ignore,
+            owner: Some(token.clone()),
+            lease: after_ms(self.inner.config.lease),
+            refusal: None,
+        };
+        self.io()
+            .put_item(self.encode_intent(&intent), Condition::NotExists)
+            .await?;
+        Ok(Guard {
+            intent: std::sync::Mutex::new(intent),
+            token,
+        })
+    }
+
     /// Records a new intent owned by this call (before the first write of the operation),
     /// then runs it to its end.
     async fn record_and_run(
@@ -488,21 +516,26 @@ impl<S: Storage + 'static> Tree<S> {
 
     /// Runs an owned intent; on failure, gives up the ownership so that a `resume` elsewhere
     /// need not wait for the lease.
-    async fn run_owned(&self, g: &Guard) -> Result<Outcome> {
+    pub(super) async fn run_owned(&self, g: &Guard) -> Result<Outcome> {
         let result = self.run(g).await;
         if result.is_err() {
-            let mut intent = g.snapshot();
-            if intent.owner.is_some() {
-                intent.owner = None;
-                intent.lease = 0;
-                // Best effort: if it fails, the lease runs out instead.
-                let _ = self
-                    .io()
-                    .put_item(self.encode_intent(&intent), self.owned_by(&g.token))
-                    .await;
-            }
+            self.release_intent(g).await;
         }
         result
+    }
+
+    /// Gives up the ownership of an intent (after a failure), so that a `resume` elsewhere
+    /// need not wait for the lease. Best effort: if it fails, the lease runs out instead.
+    pub(super) async fn release_intent(&self, g: &Guard) {
+        let mut intent = g.snapshot();
+        if intent.owner.is_some() {
+            intent.owner = None;
+            intent.lease = 0;
+            let _ = self
+                .io()
+                .put_item(self.encode_intent(&intent), self.owned_by(&g.token))
+                .await;
+        }
     }
 
     /// Becomes the owner of intent `id`: at once if nobody owns it or the owner's lease ran
@@ -562,6 +595,15 @@ impl<S: Storage + 'static> Tree<S> {
         let op = g.snapshot().op;
         if op == "reparent" {
             return self.run_reparent(g).await;
+        }
+        if op == "propagate" {
+            let path = g.snapshot().from;
+            self.reconcile_source(&path, None, Some(g)).await?;
+            self.finish(g).await?;
+            return Ok(Outcome::Done(MoveReport {
+                id: g.id(),
+                ..MoveReport::default()
+            }));
         }
         let (from, to) = {
             let i = g.snapshot();
@@ -676,6 +718,10 @@ impl<S: Storage + 'static> Tree<S> {
                             None => self.unlock(g, &from).await?,
                         }
                     }
+                    // Denormalized fields of the subtree, from its new ancestors (the moved rows
+                    // carry no copy versions: every copy is written again). Before the intent
+                    // goes, so that a resumed call does it again.
+                    self.refill_subtree(&to, Some(g)).await?;
                     let links = g.snapshot().links;
                     if op == "move" && links != LinkPolicy::Ignore {
                         report.links = self.links_into(&from).await?;
@@ -1242,7 +1288,10 @@ impl<S: Storage + 'static> Tree<S> {
     fn moved_row(&self, src: &Item, dest: &Path) -> Result<Item> {
         let mut row: Item = src
             .iter()
-            .filter(|(n, _)| !self.inner.layout.is_path_index_attr(n))
+            .filter(|(n, _)| {
+                !self.inner.layout.is_path_index_attr(n)
+                    && !self.inner.layout.is_target_version_attr(n)
+            })
             .map(|(n, v)| (n.to_owned(), v.clone()))
             .collect();
         let key = self.inner.layout.object_key(dest);
@@ -1556,7 +1605,7 @@ impl<S: Storage + 'static> Tree<S> {
     }
 
     /// Renews the lease when half of it has run out.
-    async fn renew_if_due(&self, g: &Guard) -> Result<()> {
+    pub(super) async fn renew_if_due(&self, g: &Guard) -> Result<()> {
         let mut intent = g.snapshot();
         let half = u64::try_from(self.inner.config.lease.as_millis() / 2).unwrap_or(u64::MAX);
         if now_ms().saturating_add(half) < intent.lease {
@@ -1582,7 +1631,7 @@ impl<S: Storage + 'static> Tree<S> {
     }
 
     /// Drops the intent record: the operation is over.
-    async fn finish(&self, g: &Guard) -> Result<()> {
+    pub(super) async fn finish(&self, g: &Guard) -> Result<()> {
         let key = self.inner.layout.intent_key(&g.id());
         match self.io().delete_item(&key, self.owned_by(&g.token)).await {
             Err(e) if e.kind() == ErrorKind::ConditionFailed => Err(taken_over().with_source(e)),
@@ -1801,7 +1850,7 @@ fn new_token() -> String {
 
 /// An intent this call owns, with its current recorded state.
 #[derive(Debug)]
-struct Guard {
+pub(crate) struct Guard {
     intent: std::sync::Mutex<Intent>,
     token: String,
 }

@@ -48,7 +48,15 @@ impl<S: Storage + 'static> Tree<S> {
             async {
                 self.inner.layout.check_object_path(&path)?;
                 self.refuse_root(&path, "delete")?;
-                self.delete_checked(&path).await
+                // A source of denormalized fields: its optional copies below are cleared.
+                let guard = self.before_source_write_at(&path).await?;
+                match self.delete_checked(&path).await {
+                    Ok(()) => self.after_source_write(guard, &path, None).await,
+                    Err(e) => {
+                        self.source_write_failed(guard, &e).await;
+                        Err(e)
+                    }
+                }
             },
             span,
         )

@@ -83,7 +83,7 @@ impl Op {
         }
     }
 
-    fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         match self {
             Op::Put { path, .. }
             | Op::Delete { path, .. }
