@@ -1,4 +1,4 @@
-//! Denormalized ancestor fields (issue 9, in progress): the declarations.
+//! Denormalized ancestor fields: the declarations, and how copies follow their sources.
 //!
 //! A field marked `#[dynatree(from = Forum::name)]` holds a copy of a field of an ancestor
 //! type (one whose path template the type's template extends). The derive checks at compile
@@ -6,30 +6,35 @@
 //! field's type can hold it (the same type, or an `Option` of it); it records each declaration
 //! as a [`Denormalized`] in [`Hierarchical::DENORMALIZED`](crate::Hierarchical::DENORMALIZED).
 //! Chains are allowed (a `Post` copies `Forum::name`, a `Comment` copies `Post::forum_name`);
-//! cycles are impossible, since every source is a strict ancestor.
+//! cycles are impossible, since every source is a strict ancestor. An `Option` target is
+//! `None` while its source is missing or removed.
 //!
-//! # Propagation (inline; first step of issue 9)
+//! # Propagation
 //!
 //! A tree propagates to the target types it knows: those registered with
 //! [`TreeBuilder::denormalized`](crate::TreeBuilder::denormalized), or used through
-//! [`Tree::repo`](crate::Tree::repo) in this process.
+//! [`Tree::repo`](crate::Tree::repo) in this process. Two ways, chosen on the builder
+//! ([`Propagation`](crate::Propagation)):
 //!
-//! - **A target is written** (`put`, `create`, `update`, `put_if`, `put_all` of its repository):
-//!   its copies are filled from its ancestors' rows (one BatchGetItem), whatever the caller
-//!   passed for them, and read again after the write: a source that changed meanwhile is copied
-//!   again. An optional copy of a missing source is `None`; a required one keeps the caller's
-//!   value.
-//! - **A source is written** (the same calls, and `patch`): its row is stamped with a version
-//!   (`SC sv`, a hybrid logical clock: milliseconds and a counter), written only if the stored
-//!   version is older, so versions of one source increase in the order its writes commit (a
-//!   write that loses is stamped again after the stored version and retried). Then every
-//!   registered target below it is updated by a conditional UpdateItem that writes the copy and
-//!   its version (`SC dv.<field>`) only if the stored copy's version is older: a late or
-//!   repeated copy never regresses a target. Chains are followed (a target that is itself a
-//!   source passes the version on).
-//! - **Not yet:** writes inside [`Transaction`](crate::Transaction)s, moves and re-parenting
-//!   (the moved subtree's copies are not refilled), removal of a source (copies are not
-//!   cleared), large fan-outs as background work, and propagation from DynamoDB Streams.
+//! - **Inline** (the default). A target written (`put`, `create`, `update`, `put_if`,
+//!   `put_all`, in a [`Transaction`](crate::Transaction)) has its copies filled from its
+//!   ancestors' rows (one BatchGetItem) and read again after the write. A source written (the
+//!   same calls, `patch`, an untyped [`Tree::put`](crate::Tree::put) at a source's path) is
+//!   stamped with a version (`SC sv`, a hybrid logical clock), fenced so that versions of one
+//!   source follow commit order, recorded as an intent (one PutItem), then copied to every
+//!   target below it by conditional UpdateItems (`SC dv.<field>`: a copy only moves forward),
+//!   and the intent deleted. A failure or crash leaves the intent: [`Tree::resume`](crate::Tree::resume)
+//!   finishes it. Beyond [`inline_limit`](crate::TreeBuilder::inline_limit) targets the copies
+//!   are written by a background task under the same intent. A moved subtree (moves, copies,
+//!   re-parenting deletes) is filled from its new ancestors before the move's intent ends; a
+//!   removed source clears the optional copies below it.
+//! - **Stream.** Writes only stamp sources; [`Tree::apply_changes`](crate::Tree::apply_changes)
+//!   turns the table's stream records into the same conditional writes, fed by
+//!   `changes::StreamConsumer` (feature `streams`), `changes::lambda::handle` (feature
+//!   `lambda`) or `dynatree_testing::FakeTable::stream_reader`.
+//!
+//! The invariants and their argument: the [`consistency`](crate::consistency) docs,
+//! "Denormalized fields".
 //!
 //! # Examples
 //!
