@@ -607,16 +607,21 @@ impl<S: Storage + 'static> StreamConsumer<S> {
         loop {
             let iterator = match self.take_iterator(&shard.id) {
                 Some(it) => it,
-                None => match self.shard_iterator(&shard.id).await? {
-                    Some(it) => it,
-                    None => {
+                None => match self.shard_iterator(&shard.id).await {
+                    Ok(Some(it)) => it,
+                    Ok(None) => {
                         self.state(&shard.id).done = true;
                         return Ok(());
                     }
+                    // DynamoDB Local answers TRIM_HORIZON of a shard without records yet so:
+                    // nothing to read now; the next poll asks again.
+                    Err(e) if self.nothing_yet(&shard.id, &e) => return Ok(()),
+                    Err(e) => return Err(e),
                 },
             };
             let output = match self.get_records(iterator).await {
                 Ok(output) => output,
+                Err(e) if self.nothing_yet(&shard.id, &e) => return Ok(()),
                 Err(e)
                     if e.service_code() == Some("ExpiredIteratorException")
                         && renewals < MAX_RENEWALS =>
@@ -644,6 +649,12 @@ impl<S: Storage + 'static> StreamConsumer<S> {
                 return Ok(());
             }
         }
+    }
+
+    /// Whether `e` says that a shard read from its trim horizon has no records yet.
+    fn nothing_yet(&mut self, shard: &str, e: &Error) -> bool {
+        e.service_code() == Some("TrimmedDataAccessException")
+            && self.state(shard).position == Position::TrimHorizon
     }
 
     /// Applies one page of records and checkpoints it; moves the shard's position. `Some`

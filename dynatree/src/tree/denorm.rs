@@ -576,10 +576,19 @@ impl<S: Storage + 'static> Tree<S> {
     /// one Query per directory page and one BatchGetItem per 100 names of a level.
     async fn consistent_subtree(&self, root: &Path) -> Result<Vec<(Path, Item)>> {
         let mut out = Vec::new();
+        // Nothing below the deepest target template is a target: not listed.
+        let deepest = self
+            .inner
+            .targets
+            .snapshot()
+            .iter()
+            .map(|(t, _)| template_len(t))
+            .max()
+            .unwrap_or(0);
         let mut current = vec![root.clone()];
         while !current.is_empty() {
             let mut next = Vec::new();
-            for prefix in &current {
+            for prefix in current.iter().filter(|p| p.len() < deepest) {
                 let mut query = self.listing_query_for(prefix)?;
                 query.consistent = true;
                 let pages = crate::stream::query_pages(self.io(), query, None);
