@@ -194,6 +194,10 @@ async fn a_propagation_cut_short_is_finished_by_resume() {
         .filter(|p| p.forum_name.as_deref() != Some("Rust 2"))
         .count();
     assert!(stale > 0);
+    // A tree that does not know the target types refuses to finish it (and keeps it).
+    let e = Tree::new(table.clone()).resume().await.unwrap_err();
+    assert!(e.is_invalid_argument(), "{e}");
+    assert_eq!(tree.pending().await.unwrap().len(), 1);
     tree.resume().await.unwrap();
     assert!(tree.pending().await.unwrap().is_empty());
     assert_eq!(

@@ -114,6 +114,17 @@ impl<S: Storage + 'static> Tree<S> {
             .any(|(_, defs)| defs.iter().any(|d| d.source_template() == template))
     }
 
+    /// Whether any target type is registered.
+    pub(super) fn knows_targets(&self) -> bool {
+        !self
+            .inner
+            .targets
+            .0
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .is_empty()
+    }
+
     /// Whether the object at `path` is a source of a registered target (by the templates).
     pub(crate) fn source_at(&self, path: &Path) -> bool {
         self.inner

@@ -300,7 +300,10 @@ impl<S: Storage + 'static> Tree<S> {
         self.scoped_intents(all)
     }
 
-    /// Finishes every recorded operation (after a crash, from any process).
+    /// Finishes every recorded operation (after a crash, from any process): moves, copies,
+    /// subtree deletions, re-parenting deletes, and propagations of denormalized fields (which
+    /// need the target types registered on this tree, see
+    /// [`TreeBuilder::denormalized`](crate::TreeBuilder::denormalized)).
     ///
     /// An operation another call is running now (its owner's lease is live) is waited for;
     /// one whose owner died (the lease ran out) is taken over. An operation that can no
@@ -598,6 +601,15 @@ impl<S: Storage + 'static> Tree<S> {
         }
         if op == "propagate" {
             let path = g.snapshot().from;
+            if !self.knows_targets() {
+                // Finishing it here would drop the intent with the copies unwritten.
+                return Err(Error::new(
+                    ErrorKind::InvalidArgument,
+                    format!(
+                        "the propagation of denormalized fields from {path} needs the target types: register them with TreeBuilder::denormalized"
+                    ),
+                ));
+            }
             self.reconcile_source(&path, None, Some(g)).await?;
             self.finish(g).await?;
             return Ok(Outcome::Done(MoveReport {
