@@ -156,6 +156,12 @@ impl Layout {
         format!("{}dv.{target}", self.sc)
     }
 
+    /// The bookkeeping attribute of a row whose copy `target` is copied further (a chain):
+    /// when that copy last changed, `SC cv.<target>` (see the consistency docs).
+    pub(crate) fn change_version_attr(&self, target: &str) -> String {
+        format!("{}cv.{target}", self.sc)
+    }
+
     /// Whether `name` is a target version attribute (`SC dv.<target>`).
     pub(crate) fn is_target_version_attr(&self, name: &str) -> bool {
         name.strip_prefix(self.sc)

@@ -82,6 +82,14 @@ pub(crate) fn version_after(stored: u64) -> u64 {
     v.max(stored.saturating_add(1))
 }
 
+/// A number attribute as a version (0 when absent or not a number).
+fn number(v: Option<&Value>) -> u64 {
+    match v {
+        Some(Value::N(n)) => n.parse().unwrap_or(0),
+        _ => 0,
+    }
+}
+
 /// Whether `path` matches `template` (same length, equal literals).
 pub(crate) fn matches_template(template: &str, path: &Path) -> bool {
     let parts: Vec<&str> = template.split('/').collect();
@@ -112,6 +120,32 @@ impl<S: Storage + 'static> Tree<S> {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .iter()
             .any(|(_, defs)| defs.iter().any(|d| d.source_template() == template))
+    }
+
+    /// Whether `attr` of the type with `template` is itself a denormalized copy.
+    fn is_copy_field(&self, template: &str, attr: &str) -> bool {
+        self.inner
+            .targets
+            .0
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .any(|(t, defs)| *t == template && defs.iter().any(|d| d.target() == attr))
+    }
+
+    /// Whether the copy `attr` of the object at `path` is copied further by a registered
+    /// target (a chain).
+    fn feeds_chain(&self, path: &Path, attr: &str) -> bool {
+        self.inner
+            .targets
+            .0
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .any(|(_, defs)| {
+                defs.iter()
+                    .any(|d| d.source_attr() == attr && matches_template(d.source_template(), path))
+            })
     }
 
     /// Whether any target type is registered.
@@ -446,15 +480,20 @@ impl<S: Storage + 'static> Tree<S> {
     /// optional, left as written otherwise).
     fn copy_into(&self, d: &Denormalized, src: Option<&Item>, row: &mut Item) {
         let layout = &self.inner.layout;
-        // The source's version (a chained copy into a source moves its version too, so this
-        // covers fields that are copies themselves). No source: "absent as of now", a version
-        // from the clock, after every version the source had (stamped before it went) and
-        // before any it gets if created again.
+        // A field of the source's own: the source's version. A field that is a copy itself (a
+        // chain): the later of the source's version (its writes, its creation) and when that
+        // copy last changed there (`SC cv.<field>`, moved past both by every change of it).
+        // No source: "absent as of now", a version from the clock, after every version the
+        // source had (stamped before it went) and before any it gets if created again.
         let version = match src {
-            Some(s) => match s.get(&layout.source_version_attr()) {
-                Some(Value::N(n)) => n.parse::<u64>().unwrap_or(0),
-                _ => 0,
-            },
+            Some(s) => {
+                let own = number(s.get(&layout.source_version_attr()));
+                if self.is_copy_field(d.source_template(), d.source_attr()) {
+                    own.max(number(s.get(&layout.change_version_attr(d.source_attr()))))
+                } else {
+                    own
+                }
+            }
             None => next_version(),
         };
         let version = Value::N(version.to_string());
@@ -504,7 +543,7 @@ impl<S: Storage + 'static> Tree<S> {
                 && !still_cleared
                 && let Copied::Applied(Some(v)) = self.copy_to_target(path, d, &fresh).await?
             {
-                fresh.insert(self.inner.layout.source_version_attr(), v);
+                fresh.insert(self.inner.layout.change_version_attr(d.target()), v);
             }
         }
         Ok(())
@@ -520,14 +559,12 @@ impl<S: Storage + 'static> Tree<S> {
             return Ok(Copied::Refused);
         };
         let key = layout.object_key(path);
-        // A target that is a source itself (a chain): its own version moves too, so that the
-        // copies of its copy see a change (versions from the clock, after the stored one).
-        let chained = self.source_at(path);
+        // A copy that is copied further (a chain): when it changed moves past the row's own
+        // version and its previous change, so the copies of this copy see a change.
+        let chained = self.feeds_chain(path, d.target());
         let sv = layout.source_version_attr();
-        let mut stored_sv = match filled.get(&sv) {
-            Some(Value::N(n)) => n.parse::<u64>().unwrap_or(0),
-            _ => 0,
-        };
+        let cv = layout.change_version_attr(d.target());
+        let mut stored = number(filled.get(&sv)).max(number(filled.get(&cv)));
         for _ in 0..self.config_retry().max_attempts().max(1) {
             let mut conditions = vec![
                 Condition::Exists,
@@ -541,13 +578,15 @@ impl<S: Storage + 'static> Tree<S> {
                 UpdateAction::Set(d.target().to_owned(), value.clone()),
                 UpdateAction::Set(version_attr.clone(), version.clone()),
             ];
-            let bumped = Value::N(version_after(stored_sv).to_string());
+            let bumped = Value::N(version_after(stored).to_string());
             if chained {
-                conditions.push(Condition::Or(vec![
-                    Condition::attr_not_exists(sv.clone()),
-                    Condition::Compare(sv.clone(), Comparison::Lt, bumped.clone()),
-                ]));
-                actions.push(UpdateAction::Set(sv.clone(), bumped.clone()));
+                for attr in [&sv, &cv] {
+                    conditions.push(Condition::Or(vec![
+                        Condition::attr_not_exists(attr.clone()),
+                        Condition::Compare(attr.clone(), Comparison::Lt, bumped.clone()),
+                    ]));
+                }
+                actions.push(UpdateAction::Set(cv.clone(), bumped.clone()));
             }
             match self
                 .io()
@@ -572,10 +611,7 @@ impl<S: Storage + 'static> Tree<S> {
                     if newer || now.contains(layout.link_attr()) {
                         return Ok(Copied::Refused);
                     }
-                    stored_sv = match now.get(&sv) {
-                        Some(Value::N(n)) => n.parse::<u64>().unwrap_or(0),
-                        _ => 0,
-                    };
+                    stored = number(now.get(&sv)).max(number(now.get(&cv)));
                 }
                 Err(e) => return Err(e),
             }
@@ -668,7 +704,10 @@ impl<S: Storage + 'static> Tree<S> {
                             if filled != item {
                                 match self.copy_to_target(&p, d, &filled).await? {
                                     Copied::Applied(Some(v)) => {
-                                        filled.insert(self.inner.layout.source_version_attr(), v);
+                                        filled.insert(
+                                            self.inner.layout.change_version_attr(d.target()),
+                                            v,
+                                        );
                                     }
                                     Copied::Applied(None) => {}
                                     Copied::Refused => {
@@ -726,13 +765,12 @@ impl<S: Storage + 'static> Tree<S> {
                 return Ok(Some(current));
             }
             let seen = current.get(&version_attr).cloned();
-            let number = |v: Option<&Value>| match v {
-                Some(Value::N(n)) => n.parse::<u64>().unwrap_or(0),
-                _ => 0,
-            };
             let sv = layout.source_version_attr();
-            let seen_sv = current.get(&sv).cloned();
-            let stored = number(seen.as_ref()).max(number(seen_sv.as_ref()));
+            let cv = layout.change_version_attr(d.target());
+            let seen_cv = current.get(&cv).cloned();
+            let stored = number(seen.as_ref())
+                .max(number(current.get(&sv)))
+                .max(number(seen_cv.as_ref()));
             // After the copy's version and from the clock: after every version the removed
             // source had, before any a source created again gets.
             let version = Value::N(version_after(stored).to_string());
@@ -749,13 +787,18 @@ impl<S: Storage + 'static> Tree<S> {
                 UpdateAction::Set(d.target().to_owned(), Value::Null),
                 UpdateAction::Set(version_attr.clone(), version.clone()),
             ];
-            if self.source_at(path) {
-                // A chain: its own version moves too (see `copy_to_target`).
-                conditions.push(match seen_sv {
-                    Some(v) => Condition::equals(sv.clone(), v),
-                    None => Condition::attr_not_exists(sv.clone()),
+            if self.feeds_chain(path, d.target()) {
+                // A chain: when the copy changed moves too (see `copy_to_target`); the row's own
+                // version may not pass it meanwhile.
+                conditions.push(match seen_cv {
+                    Some(v) => Condition::equals(cv.clone(), v),
+                    None => Condition::attr_not_exists(cv.clone()),
                 });
-                actions.push(UpdateAction::Set(sv, version.clone()));
+                conditions.push(Condition::Or(vec![
+                    Condition::attr_not_exists(sv.clone()),
+                    Condition::Compare(sv, Comparison::Lt, version.clone()),
+                ]));
+                actions.push(UpdateAction::Set(cv, version.clone()));
             }
             let condition = Condition::And(conditions);
             match self.io().update_item(&key, actions, condition).await {
