@@ -372,9 +372,6 @@ fn chain_two_updates_of_the_destination_vs_move() {
 /// again and a new thread is put below it: the optional copies end `None` if no forum object
 /// is left, else its name (a clearing never hides a later creation).
 #[test]
-#[ignore = "bug: a source re-created after its deletion keeps its optional copies None \
-            (the clear is stamped after the re-creation's earlier stamp); see \
-            /work/notes/denorm-review.md B1"]
 fn chain_delete_source_vs_recreate_and_new_target() {
     chain_sim("delete forum f vs put f=F2 vs put thread f/n")
         .op("delete forum f", |t| async move {
@@ -392,9 +389,6 @@ fn chain_delete_source_vs_recreate_and_new_target() {
 /// Scenario 3b: as 3 without the new thread and without faults: the clearing against the
 /// re-creation alone.
 #[test]
-#[ignore = "bug: a source re-created after its deletion keeps its optional copies None \
-            (the clear is stamped after the re-creation's earlier stamp); see \
-            /work/notes/denorm-review.md B1"]
 fn chain_delete_source_vs_recreate() {
     chain_sim("delete forum f vs put f=F2 (no faults)")
         .faults(0, SimFault::all())
@@ -410,8 +404,6 @@ fn chain_delete_source_vs_recreate() {
 /// Scenario 4: A transaction writes the forum (a put) and a new thread below it together, racing a
 /// patch of the forum.
 #[test]
-#[ignore = "bug: a transaction's source write is not fenced: committed last with an older \
-            version, its copies lose; see /work/notes/denorm-review.md B2"]
 fn chain_transaction_source_and_target_vs_patch() {
     chain_sim("tx {put f=F2, put thread f/n} vs patch f=F3")
         .op("tx {put f=F2, put f/n}", |t| async move {
@@ -428,8 +420,6 @@ fn chain_transaction_source_and_target_vs_patch() {
 /// Scenario 4b: A transaction patches the forum and puts a new thread below it, racing a put of the
 /// forum.
 #[test]
-#[ignore = "bug: a transaction's source write is not fenced: committed last with an older \
-            version, its copies lose; see /work/notes/denorm-review.md B2"]
 fn chain_transaction_patch_and_target_vs_put() {
     chain_sim("tx {patch f=F2, put thread f/n} vs put f=F3")
         .op("tx {patch f=F2, put f/n}", |t| async move {
@@ -545,8 +535,6 @@ fn chain_background_propagation() {
 /// Scenario 6c: a put of the thread (a target of the forum, and a source of its posts) races
 /// a rename of the forum; one fault per schedule.
 #[test]
-#[ignore = "bug: a put of a thread propagates its stale in-memory copy of the forum name \
-            to its posts; see /work/notes/denorm-review.md B3"]
 fn chain_put_target_vs_rename() {
     chain_sim("put thread f/t title=T2 vs patch f=F2")
         .op("put thread f/t", |t| async move {

@@ -162,6 +162,16 @@ impl Layout {
         format!("{}cv.{target}", self.sc)
     }
 
+    /// The tombstone row of a removed source of denormalized fields at `path`: the object
+    /// row's hash key with range `SC sv` (no path's listing query or object read reaches it;
+    /// the Go library never reads it), holding the removed row's last version.
+    pub(crate) fn tombstone_key(&self, path: &Path) -> Key {
+        Key::new(
+            self.object_hash(path.components()),
+            format!("{}sv", self.sc),
+        )
+    }
+
     /// Whether `name` is a target version attribute (`SC dv.<target>`).
     pub(crate) fn is_target_version_attr(&self, name: &str) -> bool {
         name.strip_prefix(self.sc)

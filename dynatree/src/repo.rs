@@ -118,7 +118,10 @@ impl<T: Hierarchical, S: Storage + 'static> Repository<T, S> {
             self.tree.source_write_failed(guard, &e).await;
             return Err(e);
         }
-        self.tree.after_source_write(guard, path, Some(&row)).await
+        // A source that is a target too may have had its copies refreshed after its write:
+        // propagate what is stored, not this row.
+        let written = T::DENORMALIZED.is_empty().then_some(&row);
+        self.tree.after_source_write(guard, path, written).await
     }
 
     /// What follows a write of `row` at `path` (a value of `T`, not a source): its copies

@@ -541,16 +541,10 @@ impl<S: Storage + 'static> Transaction<S> {
         let tree = self.tree;
         let mut ops = self.ops;
         for op in &mut ops {
-            match op {
-                Op::Put { path, row, .. } => {
-                    for ty in tree.target_types_at(path) {
-                        tree.fill_targets(ty, path, row).await?;
-                    }
+            if let Op::Put { path, row, .. } = op {
+                for ty in tree.target_types_at(path) {
+                    tree.fill_targets(ty, path, row).await?;
                 }
-                Op::Update { path, actions, .. } if tree.source_at(path) => {
-                    actions.push(tree.version_stamp());
-                }
-                _ => {}
             }
         }
         let mut guards = Vec::new();
@@ -575,7 +569,75 @@ impl<S: Storage + 'static> Transaction<S> {
                 _ => None,
             })
             .collect();
-        if let Err(e) = tree.commit_ops(ops, self.expiring, self.token).await {
+        // Sources are stamped right before the commit and fenced like a put
+        // (`Tree::write_fenced`): the stored version must be older. A commit cancelled by a
+        // fence (a write of that source committed meanwhile with a later version) is stamped
+        // again after it and sent again; under an idempotency token it is not (a resend must
+        // be the same request), and the cancellation is the caller's.
+        let sources: Vec<usize> = ops
+            .iter()
+            .enumerate()
+            .filter(|(_, op)| {
+                matches!(op, Op::Put { .. } | Op::Update { .. }) && tree.source_at(op.path())
+            })
+            .map(|(i, _)| i)
+            .collect();
+        let mut floors: Vec<u64> = vec![0; ops.len()];
+        for (i, op) in ops.iter().enumerate() {
+            match op {
+                // A removed source written again comes after its tombstone.
+                Op::Put { path, .. } if sources.contains(&i) => {
+                    floors[i] = tree
+                        .tombstone(path)
+                        .await?
+                        .map_or(0, |t| t.saturating_add(1));
+                }
+                // A source deleted: its version is its tombstone.
+                Op::Delete { path, .. } if tree.source_at(path) => {
+                    tree.record_tombstone(path).await?;
+                }
+                _ => {}
+            }
+        }
+        let policy = tree.config_retry();
+        let mut attempt = 0;
+        let committed = loop {
+            let (stamped, stamps) = tree.stamp_sources(&ops, &sources, &floors);
+            let e = match tree
+                .commit_ops(stamped, self.expiring.clone(), self.token.clone())
+                .await
+            {
+                Ok(()) => break Ok(()),
+                Err(e) => e,
+            };
+            if self.token.is_some()
+                || !e.is_transaction_canceled()
+                || attempt + 1 >= policy.max_attempts()
+            {
+                break Err(e);
+            }
+            let mut fenced = false;
+            for &i in &sources {
+                if e.cancellation_reasons()
+                    .get(i)
+                    .is_some_and(crate::CancellationReason::is_condition_failed)
+                {
+                    match tree.stored_version(ops[i].path()).await {
+                        Ok(Some(stored)) if stored >= stamps[i] => {
+                            floors[i] = stored;
+                            fenced = true;
+                        }
+                        Ok(_) => {}
+                        Err(read) => return Err(read),
+                    }
+                }
+            }
+            if !fenced {
+                break Err(e);
+            }
+            attempt += 1;
+        };
+        if let Err(e) = committed {
             for (_, g) in guards {
                 tree.source_write_failed(Some(g), &e).await;
             }

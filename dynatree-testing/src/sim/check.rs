@@ -83,10 +83,13 @@ pub fn check_rows(rows: &[Item], reserved: char) -> Vec<Violation> {
     let sc2 = format!("{sc}{sc}");
     let deleting = format!("{sc}deleting");
     let moving = format!("{sc}moving");
+    // The tombstone of a removed source of denormalized fields: `(object key, SC sv)`, kept.
+    let tombstone = format!("{sc}sv");
     let mut listings: BTreeSet<(String, String)> = BTreeSet::new();
     for r in rows {
         if let (Some(h), Some(c)) = (r.get_s("Key"), r.get_s("Child"))
             && c != sc
+            && c != tombstone
         {
             listings.insert((h.to_owned(), c.to_owned()));
         }
@@ -99,6 +102,9 @@ pub fn check_rows(rows: &[Item], reserved: char) -> Vec<Violation> {
         };
         if h.starts_with(&sc2) {
             out.push(Violation::Bookkeeping(h.to_owned(), c.to_owned()));
+            continue;
+        }
+        if c == tombstone && !h.ends_with(reserved) {
             continue;
         }
         let Some(rest) = h.strip_prefix(&sc) else {

@@ -82,6 +82,14 @@ pub(crate) fn version_after(stored: u64) -> u64 {
     v.max(stored.saturating_add(1))
 }
 
+/// `condition` and `fence`.
+fn with_fence(condition: &Condition, fence: Condition) -> Condition {
+    match condition {
+        Condition::Always => fence,
+        c => Condition::And(vec![c.clone(), fence]),
+    }
+}
+
 /// A number attribute as a version (0 when absent or not a number).
 fn number(v: Option<&Value>) -> u64 {
     match v {
@@ -187,12 +195,46 @@ impl<S: Storage + 'static> Tree<S> {
             .collect()
     }
 
-    /// The action stamping a source with a new version (in a transaction: not fenced).
-    pub(crate) fn version_stamp(&self) -> UpdateAction {
-        UpdateAction::Set(
-            self.inner.layout.source_version_attr(),
-            Value::N(next_version().to_string()),
-        )
+    /// The transaction's actions `ops` with the sources among them (indexes `sources`)
+    /// stamped with a version after `floors[i]` and fenced (the stored version is older), and
+    /// the stamps by index.
+    pub(crate) fn stamp_sources(
+        &self,
+        ops: &[super::TxOp],
+        sources: &[usize],
+        floors: &[u64],
+    ) -> (Vec<super::TxOp>, Vec<u64>) {
+        let sv = self.inner.layout.source_version_attr();
+        let mut stamps = vec![0; ops.len()];
+        let mut out = ops.to_vec();
+        for &i in sources {
+            let v = version_after(floors.get(i).copied().unwrap_or(0));
+            stamps[i] = v;
+            let fence = self.stored_version_below(v);
+            match &mut out[i] {
+                super::TxOp::Put { row, condition, .. } => {
+                    row.insert(sv.clone(), Value::N(v.to_string()));
+                    *condition = with_fence(condition, fence);
+                }
+                super::TxOp::Update {
+                    actions, condition, ..
+                } => {
+                    actions.push(UpdateAction::Set(sv.clone(), Value::N(v.to_string())));
+                    *condition = with_fence(condition, fence);
+                }
+                _ => {}
+            }
+        }
+        (out, stamps)
+    }
+
+    /// The version stored in the object row at `path` (consistent read), if any.
+    pub(crate) async fn stored_version(&self, path: &Path) -> Result<Option<u64>> {
+        Ok(self
+            .io()
+            .get_item(&self.inner.layout.object_key(path), true)
+            .await?
+            .and_then(|r| self.source_version(&r)))
     }
 
     /// As [`before_source_write`](Tree::before_source_write), by the path (for the untyped
@@ -215,6 +257,14 @@ impl<S: Storage + 'static> Tree<S> {
     ) -> Result<()> {
         let policy = self.config_retry();
         let mut attempt = 0;
+        if let Some(ours) = self.source_version(row)
+            && let Some(t) = self.tombstone(path).await?
+            && t.saturating_add(1) >= ours
+        {
+            // A removed source's last version `t`, its copies cleared under `t + 1`: a write
+            // of it again comes after both.
+            self.restamp(row, t.saturating_add(1));
+        }
         loop {
             let fenced = self.fenced_source(row, condition);
             let e = match self.write_object(path, row.clone(), &fenced).await {
@@ -427,6 +477,20 @@ impl<S: Storage + 'static> Tree<S> {
         self.copy_below(path, row.as_ref(), below, g).await
     }
 
+    /// Refreshes the copies of the object at `path` itself, if it is of a target type.
+    pub(super) async fn refresh_own(&self, path: &Path) -> Result<()> {
+        let types = self.target_types_at(path);
+        if types.is_empty() {
+            return Ok(());
+        }
+        if let Some(row) = self.current_source(path).await? {
+            for ty in types {
+                self.refresh_copies(ty, path, &row).await?;
+            }
+        }
+        Ok(())
+    }
+
     /// After a patch of a source value of `T` at `path`: reads it (consistently) and
     /// propagates it, finishing the intent `guard`.
     pub(crate) async fn propagate_patched(&self, guard: Option<Guard>, path: &Path) -> Result<()> {
@@ -465,26 +529,40 @@ impl<S: Storage + 'static> Tree<S> {
             .collect();
         let found = self.objects_of(sources.iter(), true).await?;
         let mut absent = Vec::with_capacity(sources.len());
+        let mut tombstones: Vec<(Path, Option<u64>)> = Vec::new();
         for (d, source) in ty.denormalized.iter().zip(&sources) {
             let hash = self.inner.layout.object_key(source).hash;
             let src = found
                 .get(&hash)
                 .filter(|r| !r.contains(self.inner.layout.link_attr()));
             absent.push(src.is_none());
-            self.copy_into(d, src, row);
+            let gone = match src {
+                Some(_) => None,
+                // A missing source: the version of its tombstone (one GetItem per missing
+                // source, only then).
+                None => match tombstones.iter().find(|(p, _)| p == source) {
+                    Some((_, t)) => Some(t.unwrap_or(0)),
+                    None => {
+                        let t = self.tombstone(source).await?;
+                        tombstones.push((source.clone(), t));
+                        Some(t.unwrap_or(0))
+                    }
+                },
+            };
+            self.copy_into(d, src, gone, row);
         }
         Ok(absent)
     }
 
     /// Sets `d`'s target and version in `row` from the source row `src` (absent: cleared when
     /// optional, left as written otherwise).
-    fn copy_into(&self, d: &Denormalized, src: Option<&Item>, row: &mut Item) {
+    fn copy_into(&self, d: &Denormalized, src: Option<&Item>, gone: Option<u64>, row: &mut Item) {
         let layout = &self.inner.layout;
         // A field of the source's own: the source's version. A field that is a copy itself (a
         // chain): the later of the source's version (its writes, its creation) and when that
         // copy last changed there (`SC cv.<field>`, moved past both by every change of it).
-        // No source: "absent as of now", a version from the clock, after every version the
-        // source had (stamped before it went) and before any it gets if created again.
+        // No source: just after its tombstone (its last version before it was removed; 0 if
+        // it never was), before any it gets if created again (stamped after that).
         let version = match src {
             Some(s) => {
                 let own = number(s.get(&layout.source_version_attr()));
@@ -494,7 +572,7 @@ impl<S: Storage + 'static> Tree<S> {
                     own
                 }
             }
-            None => next_version(),
+            None => gone.map_or(0, |t| t.saturating_add(1)),
         };
         let version = Value::N(version.to_string());
         match src.and_then(|s| s.get(d.source_attr())) {
@@ -531,16 +609,10 @@ impl<S: Storage + 'static> Tree<S> {
             return Ok(());
         }
         let mut fresh = written.clone();
-        let absent = self.fill_from_ancestors(ty, path, &mut fresh).await?;
-        for (d, absent) in ty.denormalized.iter().zip(absent) {
+        self.fill_from_ancestors(ty, path, &mut fresh).await?;
+        for d in ty.denormalized {
             let attr = self.inner.layout.target_version_attr(d.target());
-            // Still no source, and the copy was written cleared under a version of that: the
-            // newer "absent" version adds nothing (a source created since has a later one).
-            let still_cleared = absent
-                && written.contains(&attr)
-                && matches!(written.get(d.target()), None | Some(Value::Null));
             if fresh.get(&attr) != written.get(&attr)
-                && !still_cleared
                 && let Copied::Applied(Some(v)) = self.copy_to_target(path, d, &fresh).await?
             {
                 fresh.insert(self.inner.layout.change_version_attr(d.target()), v);
@@ -670,6 +742,11 @@ impl<S: Storage + 'static> Tree<S> {
         g: Option<&Guard>,
     ) -> Result<()> {
         let targets = self.inner.targets.snapshot();
+        // No source: the tombstone of the removed one orders the clears.
+        let gone = match row {
+            Some(_) => None,
+            None => self.tombstone(path).await?,
+        };
         // The rows as they are after our copies: the source, then each updated target.
         let mut current: Vec<(Path, Option<Item>)> = vec![(path.clone(), row.cloned())];
         for (i, (p, mut item)) in below.into_iter().enumerate() {
@@ -698,7 +775,7 @@ impl<S: Storage + 'static> Tree<S> {
                     match src {
                         Some(src) => {
                             let mut filled = item.clone();
-                            self.copy_into(d, Some(src), &mut filled);
+                            self.copy_into(d, Some(src), None, &mut filled);
                             // The same value under the same version: written already (the
                             // walk read it consistently after the source's write).
                             if filled != item {
@@ -727,7 +804,7 @@ impl<S: Storage + 'static> Tree<S> {
                             item = filled;
                         }
                         None => {
-                            if let Some(cleared) = self.clear_target(&p, d, &item).await? {
+                            if let Some(cleared) = self.clear_target(&p, d, &item, gone).await? {
                                 item = cleared;
                             }
                         }
@@ -742,66 +819,95 @@ impl<S: Storage + 'static> Tree<S> {
         Ok(())
     }
 
-    /// No source is there any more: clears the optional copy `d` of `item` (at `path`), under
-    /// a version after the one it holds, if it still holds that one. Returns the row as it is
-    /// after (`None` if `d` is not optional). A source created again later is stamped with
-    /// the clock, after this version.
+    /// No source is there any more: clears the optional copy `d` of `item` (at `path`).
+    /// With the removed source's last version `gone` (its tombstone): under that version, if
+    /// the copy is not newer (a source created again is stamped after the tombstone, and its
+    /// copies win; late copies of the removed source lose). Without one: under a version after
+    /// the copy's, if the copy is unchanged. Returns the row as it is after (`None` if `d` is
+    /// not optional or the object is gone).
     async fn clear_target(
         &self,
         path: &Path,
         d: &Denormalized,
         item: &Item,
+        gone: Option<u64>,
     ) -> Result<Option<Item>> {
         if !d.optional() {
             return Ok(None);
         }
         let layout = &self.inner.layout;
         let version_attr = layout.target_version_attr(d.target());
+        let sv = layout.source_version_attr();
+        let cv = layout.change_version_attr(d.target());
         let key = layout.object_key(path);
         let mut current = item.clone();
         for _ in 0..self.config_retry().max_attempts().max(1) {
-            if matches!(current.get(d.target()), None | Some(Value::Null)) {
-                // Cleared already (by an earlier run of the same propagation, say).
-                return Ok(Some(current));
-            }
             let seen = current.get(&version_attr).cloned();
-            let sv = layout.source_version_attr();
-            let cv = layout.change_version_attr(d.target());
-            let seen_cv = current.get(&cv).cloned();
-            let stored = number(seen.as_ref())
-                .max(number(current.get(&sv)))
-                .max(number(seen_cv.as_ref()));
-            // After the copy's version and from the clock: after every version the removed
-            // source had, before any a source created again gets.
-            let version = Value::N(version_after(stored).to_string());
-            let unchanged = match seen {
-                Some(v) => Condition::equals(version_attr.clone(), v),
-                None => Condition::attr_not_exists(version_attr.clone()),
+            let seen_version = number(seen.as_ref());
+            let cleared = matches!(current.get(d.target()), None | Some(Value::Null));
+            let (version, copy_condition) = match gone {
+                // Cleared under the tombstone already, or a copy of a source created again
+                // (stamped after the tombstone's clear version): leave it.
+                Some(t) if seen.is_some() && seen_version > t => return Ok(Some(current)),
+                // Cleared under `t + 1`, between the removed source's last version `t` and any
+                // version of a source created again (stamped after `t + 1`).
+                Some(t) => (
+                    t.saturating_add(1),
+                    Condition::Or(vec![
+                        Condition::attr_not_exists(version_attr.clone()),
+                        Condition::Compare(
+                            version_attr.clone(),
+                            Comparison::Le,
+                            Value::N(t.to_string()),
+                        ),
+                    ]),
+                ),
+                None if cleared => return Ok(Some(current)),
+                None => (
+                    version_after(seen_version),
+                    match &seen {
+                        Some(v) => Condition::equals(version_attr.clone(), v.clone()),
+                        None => Condition::attr_not_exists(version_attr.clone()),
+                    },
+                ),
             };
+            let version = Value::N(version.to_string());
             let mut conditions = vec![
                 Condition::Exists,
                 Condition::attr_not_exists(layout.link_attr()),
-                unchanged,
+                copy_condition,
             ];
             let mut actions = vec![
                 UpdateAction::Set(d.target().to_owned(), Value::Null),
                 UpdateAction::Set(version_attr.clone(), version.clone()),
             ];
-            if self.feeds_chain(path, d.target()) {
-                // A chain: when the copy changed moves too (see `copy_to_target`); the row's own
-                // version may not pass it meanwhile.
+            if self.feeds_chain(path, d.target()) && !cleared {
+                // A chain: when the copy changed moves past the row's own version and its
+                // previous change (see `copy_to_target`).
+                let seen_cv = current.get(&cv).cloned();
+                let bumped = Value::N(
+                    version_after(
+                        number(current.get(&sv))
+                            .max(number(seen_cv.as_ref()))
+                            .max(seen_version),
+                    )
+                    .to_string(),
+                );
                 conditions.push(match seen_cv {
                     Some(v) => Condition::equals(cv.clone(), v),
                     None => Condition::attr_not_exists(cv.clone()),
                 });
                 conditions.push(Condition::Or(vec![
                     Condition::attr_not_exists(sv.clone()),
-                    Condition::Compare(sv, Comparison::Lt, version.clone()),
+                    Condition::Compare(sv.clone(), Comparison::Lt, bumped.clone()),
                 ]));
-                actions.push(UpdateAction::Set(cv, version.clone()));
+                actions.push(UpdateAction::Set(cv.clone(), bumped));
             }
-            let condition = Condition::And(conditions);
-            match self.io().update_item(&key, actions, condition).await {
+            match self
+                .io()
+                .update_item(&key, actions, Condition::And(conditions))
+                .await
+            {
                 Ok(after) => return Ok(Some(after)),
                 Err(e) if e.kind() == ErrorKind::ConditionFailed => {
                     // A copy landed meanwhile (a write of the source that raced its removal):
@@ -819,6 +925,41 @@ impl<S: Storage + 'static> Tree<S> {
             }
         }
         Ok(Some(current))
+    }
+
+    /// The tombstone of the source at `path`: the last version of a removed source object
+    /// (written when it is deleted), if any.
+    pub(crate) async fn tombstone(&self, path: &Path) -> Result<Option<u64>> {
+        Ok(self
+            .io()
+            .get_item(&self.inner.layout.tombstone_key(path), true)
+            .await?
+            .and_then(|r| self.source_version(&r)))
+    }
+
+    /// Before the source object at `path` is deleted: records its version (read now,
+    /// consistently) as its tombstone, which clears and later writes of that source are
+    /// ordered after. Nothing if no object is there.
+    pub(crate) async fn record_tombstone(&self, path: &Path) -> Result<()> {
+        match self.stored_version(path).await? {
+            Some(v) => self.put_tombstone(path, v).await,
+            None => Ok(()),
+        }
+    }
+
+    /// Records `v` as the tombstone of the source at `path`, unless a later one is there.
+    pub(super) async fn put_tombstone(&self, path: &Path, v: u64) -> Result<()> {
+        let mut row = self.inner.layout.tombstone_key(path).into_item();
+        row.insert(
+            self.inner.layout.source_version_attr(),
+            Value::N(v.to_string()),
+        );
+        match self.io().put_item(row, self.stored_version_below(v)).await {
+            Ok(()) => Ok(()),
+            // A later tombstone is there already.
+            Err(e) if e.kind() == ErrorKind::ConditionFailed => Ok(()),
+            Err(e) => Err(e),
+        }
     }
 
     /// Writes the denormalized fields of the object at `root` and of every object below it
@@ -959,12 +1100,21 @@ impl<S: Storage + 'static> Tree<S> {
                         !old.contains(layout.link_attr())
                             && source_attrs.iter().all(|a| old.get(a) == new.get(a))
                     });
-                    if !unchanged {
-                        self.reconcile_source(&path, Some(new), None).await?;
+                    // What is stored now is propagated, not the image (a record delivered
+                    // late may show a source since moved or removed); none: its removal's own
+                    // record does the work.
+                    if !unchanged && let Some(now) = self.current_source(&path).await? {
+                        self.reconcile_source(&path, Some(&now), None).await?;
                     }
                 }
-                // Removed (or now a link): whatever is there now decides.
-                None => self.reconcile_source(&path, None, None).await?,
+                // Removed (or now a link): whatever is there now decides; the removed row's
+                // version is its tombstone if its deleter did not record one (another program).
+                None => {
+                    if let Some(v) = change.old_image().and_then(|o| self.source_version(o)) {
+                        self.put_tombstone(&path, v).await?;
+                    }
+                    self.reconcile_source(&path, None, None).await?;
+                }
             }
         }
         if let Some(new) = new {

@@ -610,6 +610,9 @@ impl<S: Storage + 'static> Tree<S> {
                     ),
                 ));
             }
+            // The object's own copies first (a write of it that failed may have left them
+            // stale), then everything below it.
+            self.refresh_own(&path).await?;
             self.reconcile_source(&path, None, Some(g)).await?;
             self.finish(g).await?;
             return Ok(Outcome::Done(MoveReport {

@@ -48,9 +48,16 @@ impl<S: Storage + 'static> Tree<S> {
             async {
                 self.inner.layout.check_object_path(&path)?;
                 self.refuse_root(&path, "delete")?;
-                // A source of denormalized fields: its optional copies below are cleared.
+                // A source of denormalized fields: its last version is kept as its tombstone
+                // (the delete is conditional on deleting that version), and its optional copies
+                // below are cleared.
                 let guard = self.before_source_write_at(&path).await?;
-                match self.delete_checked(&path).await {
+                let deleted = if self.source_at(&path) {
+                    self.delete_source(&path).await
+                } else {
+                    self.delete_checked(&path).await
+                };
+                match deleted {
                     Ok(()) => self.after_source_write(guard, &path, None).await,
                     Err(e) => {
                         self.source_write_failed(guard, &e).await;
@@ -63,7 +70,40 @@ impl<S: Storage + 'static> Tree<S> {
         .await
     }
 
+    /// Deletes the source object at `path` after recording its version as its tombstone,
+    /// conditional on the object still holding that version (a write in between: again).
+    async fn delete_source(&self, path: &Path) -> Result<()> {
+        let policy = self.inner.config.retry;
+        let mut attempt = 0;
+        loop {
+            let seen = self.stored_version(path).await?;
+            let unchanged = match seen {
+                Some(v) => {
+                    self.put_tombstone(path, v).await?;
+                    Condition::equals(
+                        self.inner.layout.source_version_attr(),
+                        Value::N(v.to_string()),
+                    )
+                }
+                None => Condition::attr_not_exists(self.inner.layout.source_version_attr()),
+            };
+            match self.delete_checked_if(path, unchanged).await {
+                Err(e) if e.is_condition_failed() && attempt + 1 < policy.max_attempts() => {
+                    attempt += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+
     pub(super) async fn delete_checked(&self, path: &Path) -> Result<()> {
+        self.delete_checked_if(path, Condition::Always).await
+    }
+
+    /// [`delete_checked`](Tree::delete_checked), with a condition on the object row
+    /// ([`ErrorKind::ConditionFailed`] and nothing deleted if it does not hold).
+    pub(super) async fn delete_checked_if(&self, path: &Path, object: Condition) -> Result<()> {
+        let conditional = !object.is_always();
         let own = self.inner.layout.listing_key(path);
         self.inner.known.remove(&own);
         let policy = self.inner.config.retry;
@@ -74,7 +114,7 @@ impl<S: Storage + 'static> Tree<S> {
             let Some(row) = seen.as_ref() else {
                 // L(P) is missing: so is O(P) (or a foreign writer left it alone): delete it.
                 self.io()
-                    .delete_item(&self.inner.layout.object_key(path), Condition::Always)
+                    .delete_item(&self.inner.layout.object_key(path), object.clone())
                     .await?;
                 break None;
             };
@@ -82,17 +122,18 @@ impl<S: Storage + 'static> Tree<S> {
                 return Err(self.locked_error(path));
             }
             let mark = self.new_mark();
+            // The object's delete last: its failed condition is reported as the caller's.
             let tx = vec![
-                TransactAction::Delete {
-                    key: self.inner.layout.object_key(path),
-                    condition: Condition::Always,
-                },
                 TransactAction::Put {
                     item: self.marked_row(&own, &mark),
                     condition: self.markable(),
                 },
+                TransactAction::Delete {
+                    key: self.inner.layout.object_key(path),
+                    condition: object.clone(),
+                },
             ];
-            match self.transact(tx, false).await {
+            match self.transact(tx, conditional).await {
                 Ok(Attempt::Done) => break Some(mark),
                 Ok(_) => {}
                 // The mark may have been applied with its response lost: take it off again.
