@@ -183,6 +183,10 @@ struct GateState {
     in_flight: usize,
     crashed: Vec<bool>,
     trace: Vec<String>,
+    /// The scheduler's waker, while it waits: woken when a request parks or a granted one
+    /// returns (from a task the scheduler does not poll itself, such as one an operation
+    /// spawned).
+    scheduler: Option<std::task::Waker>,
 }
 
 #[derive(Debug, Default)]
@@ -261,6 +265,9 @@ impl Drop for InFlight {
     fn drop(&mut self) {
         let mut st = self.0.lock();
         st.in_flight = st.in_flight.saturating_sub(1);
+        if let Some(w) = st.scheduler.take() {
+            w.wake();
+        }
     }
 }
 
@@ -371,6 +378,9 @@ impl<B: Storage + 'static> SimStorage<B> {
                     write,
                 },
             );
+            if let Some(w) = st.scheduler.take() {
+                w.wake();
+            }
             (op, seq)
         };
         let fault = Wait {
@@ -1761,6 +1771,7 @@ impl<B: Storage + 'static> Sim<B> {
                     )
                 };
                 if in_flight > 0 {
+                    gate.lock().scheduler = Some(cx.waker().clone());
                     return Poll::Pending; // a real request is on its way
                 }
                 let sleeping = futs
@@ -1774,6 +1785,7 @@ impl<B: Storage + 'static> Sim<B> {
                         ));
                         return Poll::Ready(());
                     }
+                    gate.lock().scheduler = Some(cx.waker().clone());
                     return Poll::Pending; // only sleepers: let time pass
                 }
                 drive.steps += 1;
@@ -1810,6 +1822,7 @@ impl<B: Storage + 'static> Sim<B> {
                             *problem.borrow_mut() = Some("stuck while waiting".into());
                             return Poll::Ready(());
                         }
+                        gate.lock().scheduler = Some(cx.waker().clone());
                         return Poll::Pending;
                     }
                     Choice::Grant { op, seq, fault } => {

@@ -515,8 +515,6 @@ fn chain_two_resumes_vs_a_new_rename() {
 /// propagated by a task in the background, under the intent: two renames and a new post
 /// racing them.
 #[test]
-#[ignore = "simulator: hangs once the write's background task (tokio::spawn) sends a request \
-            (its completion does not wake the scheduler); see /work/notes/denorm-review.md"]
 fn chain_background_propagation() {
     chain_sim("inline_limit 1: put f=F2 vs patch f=F3 vs put post f/t/p3")
         .tree(|s| chain_builder(s).inline_limit(1).build().expect("tree"))
