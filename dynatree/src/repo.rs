@@ -108,15 +108,39 @@ impl<T: Hierarchical, S: Storage + 'static> Repository<T, S> {
         condition: &Condition,
     ) -> Result<()> {
         let ty = crate::denorm::TypeInfo::of::<T>();
-        self.tree.fill_targets(ty, path, &mut row).await?;
         let guard = self.tree.before_source_write(ty, path).await?;
-        if let Err(e) = self.tree.write_fenced(path, &mut row, condition).await {
-            self.tree.source_write_failed(guard, &e).await;
-            return Err(e);
-        }
-        if let Err(e) = self.after_write(path, &row).await {
-            self.tree.source_write_failed(guard, &e).await;
-            return Err(e);
+        // Copies filled from the sources as read, and the write conditional on the sources
+        // being unchanged (a source written in between: read and fill again).
+        let policy = self.tree.config_retry();
+        let mut attempt = 0;
+        loop {
+            let written = match self.tree.fill_checked(ty, path, &mut row).await {
+                Ok(checks) => {
+                    self.tree
+                        .write_fenced_checked(path, &mut row, condition, &checks)
+                        .await
+                }
+                Err(e) => Err(e),
+            };
+            match written {
+                Ok(true) => break,
+                Ok(false) if attempt + 1 < policy.max_attempts() => {
+                    policy.sleep(attempt).await;
+                    attempt += 1;
+                }
+                Ok(false) => {
+                    let e = Error::new(
+                        ErrorKind::Conflict,
+                        format!("the sources of {path}'s denormalized fields kept changing"),
+                    );
+                    self.tree.source_write_failed(guard, &e).await;
+                    return Err(e);
+                }
+                Err(e) => {
+                    self.tree.source_write_failed(guard, &e).await;
+                    return Err(e);
+                }
+            }
         }
         // A source that is a target too may have had its copies refreshed after its write:
         // propagate what is stored, not this row.

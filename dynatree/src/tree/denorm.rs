@@ -21,7 +21,7 @@ use crate::denorm::{Denormalized, TypeInfo};
 use crate::error::{ErrorKind, Result};
 use crate::item::{Item, Value};
 use crate::path::Path;
-use crate::storage::{Comparison, Condition, Storage, UpdateAction};
+use crate::storage::{Comparison, Condition, Storage, TransactAction, UpdateAction};
 
 use super::Tree;
 use super::clock::now_ms;
@@ -255,6 +255,21 @@ impl<S: Storage + 'static> Tree<S> {
         row: &mut Item,
         condition: &Condition,
     ) -> Result<()> {
+        self.write_fenced_checked(path, row, condition, &[])
+            .await
+            .map(drop)
+    }
+
+    /// [`write_fenced`](Tree::write_fenced) with `checks` on the sources the row's copies were
+    /// filled from (see [`fill_checked`](Tree::fill_checked)): `Ok(false)`, nothing written,
+    /// if one of them changed meanwhile.
+    pub(crate) async fn write_fenced_checked(
+        &self,
+        path: &Path,
+        row: &mut Item,
+        condition: &Condition,
+        checks: &[TransactAction],
+    ) -> Result<bool> {
         let policy = self.config_retry();
         let mut attempt = 0;
         if let Some(ours) = self.source_version(row)
@@ -267,8 +282,11 @@ impl<S: Storage + 'static> Tree<S> {
         }
         loop {
             let fenced = self.fenced_source(row, condition);
-            let e = match self.write_object(path, row.clone(), &fenced).await {
-                Ok(()) => return Ok(()),
+            let e = match self
+                .write_object_checked(path, row.clone(), &fenced, checks)
+                .await
+            {
+                Ok(written) => return Ok(written),
                 Err(e) => e,
             };
             if e.is_condition_failed() && attempt + 1 < policy.max_attempts() {
@@ -497,6 +515,79 @@ impl<S: Storage + 'static> Tree<S> {
         self.after_source_write(guard, path, None).await
     }
 
+    /// Under inline propagation: fills `row`'s copies from its ancestors
+    /// ([`fill_from_ancestors`](Tree::fill_from_ancestors)) and returns condition checks that
+    /// hold while every source read is as it was read: sent in the write's transaction, they
+    /// make the write fail (nothing written) if a source changed in between, instead of a
+    /// re-read after the write. Empty if `ty` has no copies (or under stream propagation).
+    pub(crate) async fn fill_checked(
+        &self,
+        ty: TypeInfo,
+        path: &Path,
+        row: &mut Item,
+    ) -> Result<Vec<TransactAction>> {
+        if !self.inline() || ty.denormalized.is_empty() {
+            return Ok(Vec::new());
+        }
+        let layout = &self.inner.layout;
+        let mut sources: Vec<Path> = Vec::new();
+        for d in ty.denormalized {
+            let p = path.prefix(template_len(d.source_template()));
+            if !sources.contains(&p) {
+                sources.push(p);
+            }
+        }
+        let found = self.objects_of(sources.iter(), true).await?;
+        let mut checks = Vec::with_capacity(sources.len());
+        for source in &sources {
+            let key = layout.object_key(source);
+            let condition = match found.get(&key.hash) {
+                None => {
+                    // Missing: filled after its tombstone, which must not move either.
+                    let tombstone = layout.tombstone_key(source);
+                    let unchanged = match self.tombstone(source).await? {
+                        Some(t) => {
+                            Condition::equals(layout.source_version_attr(), Value::N(t.to_string()))
+                        }
+                        None => Condition::NotExists,
+                    };
+                    checks.push(TransactAction::ConditionCheck {
+                        key: tombstone,
+                        condition: unchanged,
+                    });
+                    Condition::NotExists
+                }
+                Some(r) if r.contains(layout.link_attr()) => {
+                    Condition::attr_exists(layout.link_attr())
+                }
+                Some(r) => {
+                    // Its own version, and when each copy of it that is copied here last
+                    // changed (a chain).
+                    let mut attrs = vec![layout.source_version_attr()];
+                    for d in ty.denormalized {
+                        if path.prefix(template_len(d.source_template())) == *source
+                            && self.is_copy_field(d.source_template(), d.source_attr())
+                        {
+                            attrs.push(layout.change_version_attr(d.source_attr()));
+                        }
+                    }
+                    Condition::And(
+                        attrs
+                            .into_iter()
+                            .map(|a| match r.get(&a) {
+                                Some(v) => Condition::equals(a, v.clone()),
+                                None => Condition::attr_not_exists(a),
+                            })
+                            .collect(),
+                    )
+                }
+            };
+            checks.push(TransactAction::ConditionCheck { key, condition });
+        }
+        self.fill_found(ty, path, row, &found).await?;
+        Ok(checks)
+    }
+
     /// Under inline propagation: [`fill_from_ancestors`](Tree::fill_from_ancestors). The
     /// stream fills targets otherwise.
     pub(crate) async fn fill_targets(
@@ -528,6 +619,23 @@ impl<S: Storage + 'static> Tree<S> {
             .map(|d| path.prefix(template_len(d.source_template())))
             .collect();
         let found = self.objects_of(sources.iter(), true).await?;
+        self.fill_found(ty, path, row, &found).await
+    }
+
+    /// Fills `row`'s copies from the source rows `found` (by hash key). Which sources were
+    /// missing, by declaration.
+    async fn fill_found(
+        &self,
+        ty: TypeInfo,
+        path: &Path,
+        row: &mut Item,
+        found: &std::collections::HashMap<String, Item>,
+    ) -> Result<Vec<bool>> {
+        let sources: Vec<Path> = ty
+            .denormalized
+            .iter()
+            .map(|d| path.prefix(template_len(d.source_template())))
+            .collect();
         let mut absent = Vec::with_capacity(sources.len());
         let mut tombstones: Vec<(Path, Option<u64>)> = Vec::new();
         for (d, source) in ty.denormalized.iter().zip(&sources) {

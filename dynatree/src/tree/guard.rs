@@ -20,6 +20,9 @@ pub(crate) enum Attempt {
     Wait,
     /// An expired mark was taken off: look again at once (no failed attempt).
     Again,
+    /// A check on another row (a source of denormalized copies) failed: what was read before
+    /// the write is stale; nothing was written.
+    Stale,
 }
 
 impl<S: Storage + 'static> Tree<S> {
@@ -47,6 +50,31 @@ impl<S: Storage + 'static> Tree<S> {
         )
     }
 
+    /// [`transact`](Tree::transact), where a failed condition of an action in `checks` (the
+    /// indexes of condition checks on other rows) is [`Attempt::Stale`].
+    pub(super) async fn transact_checked(
+        &self,
+        actions: Vec<TransactAction>,
+        object_condition: bool,
+        checks: std::ops::Range<usize>,
+    ) -> Result<Attempt> {
+        if checks.is_empty() {
+            return self.transact(actions, object_condition).await;
+        }
+        match self.io().transact_write(actions).await {
+            Err(e)
+                if e.kind() == ErrorKind::TransactionCanceled
+                    && e.cancellation_reasons().get(checks).is_some_and(|r| {
+                        r.iter().any(crate::CancellationReason::is_condition_failed)
+                    }) =>
+            {
+                Ok(Attempt::Stale)
+            }
+            Ok(()) => Ok(Attempt::Done),
+            Err(e) => self.canceled(e, object_condition),
+        }
+    }
+
     /// Sends one transaction; a cancellation for a condition or a conflict means "retry". With
     /// `object_condition`, the last action is the object put with the caller's condition, and
     /// its failure is the caller's [`ErrorKind::ConditionFailed`], not a race to retry.
@@ -57,31 +85,34 @@ impl<S: Storage + 'static> Tree<S> {
     ) -> Result<Attempt> {
         match self.io().transact_write(actions).await {
             Ok(()) => Ok(Attempt::Done),
+            Err(e) => self.canceled(e, object_condition),
+        }
+    }
+
+    /// What a failed TransactWriteItems means for the protocol.
+    fn canceled(&self, e: Error, object_condition: bool) -> Result<Attempt> {
+        if e.kind() != ErrorKind::TransactionCanceled {
+            return Err(e);
+        }
+        let reasons = e.cancellation_reasons();
+        if object_condition
+            && reasons
+                .last()
+                .is_some_and(crate::CancellationReason::is_condition_failed)
+        {
+            return Err(Error::new(
+                ErrorKind::ConditionFailed,
+                "the object's condition does not hold",
+            )
+            .with_source(e));
+        }
+        let lost_race = reasons
+            .iter()
+            .any(|r| r.is_condition_failed() || matches!(r.code(), "TransactionConflict"));
+        if lost_race {
+            Ok(Attempt::Retry)
+        } else {
             Err(e)
-                if object_condition
-                    && e.kind() == ErrorKind::TransactionCanceled
-                    && e.cancellation_reasons()
-                        .last()
-                        .is_some_and(crate::CancellationReason::is_condition_failed) =>
-            {
-                Err(Error::new(
-                    ErrorKind::ConditionFailed,
-                    "the object's condition does not hold",
-                )
-                .with_source(e))
-            }
-            Err(e) if e.kind() == ErrorKind::TransactionCanceled => {
-                let lost_race = e
-                    .cancellation_reasons()
-                    .iter()
-                    .any(|r| r.is_condition_failed() || matches!(r.code(), "TransactionConflict"));
-                if lost_race {
-                    Ok(Attempt::Retry)
-                } else {
-                    Err(e)
-                }
-            }
-            Err(e) => Err(e),
         }
     }
 

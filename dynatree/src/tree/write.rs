@@ -19,6 +19,21 @@ impl<S: Storage + 'static> Tree<S> {
         row: Item,
         condition: &Condition,
     ) -> Result<()> {
+        self.write_object_checked(path, row, condition, &[])
+            .await
+            .map(drop)
+    }
+
+    /// [`write_object`](Tree::write_object) with `checks` (condition checks on other rows,
+    /// here the sources of denormalized copies) in the same transaction. `Ok(false)` if a check
+    /// failed: nothing was written.
+    pub(crate) async fn write_object_checked(
+        &self,
+        path: &Path,
+        row: Item,
+        condition: &Condition,
+        checks: &[TransactAction],
+    ) -> Result<bool> {
         let policy = self.inner.config.retry;
         let mut retry = 0;
         let mut waited = 0;
@@ -26,12 +41,13 @@ impl<S: Storage + 'static> Tree<S> {
         let mut read_state = false;
         loop {
             let outcome = if read_state {
-                self.put_with_state(path, &row, condition).await?
+                self.put_with_state(path, &row, condition, checks).await?
             } else {
-                self.put_optimistic(path, &row, condition).await?
+                self.put_optimistic(path, &row, condition, checks).await?
             };
             match outcome {
-                Attempt::Done => return Ok(()),
+                Attempt::Done => return Ok(true),
+                Attempt::Stale => return Ok(false),
                 Attempt::Retry if !read_state => read_state = true,
                 Attempt::Again => read_state = true,
                 Attempt::Wait => {
@@ -60,6 +76,7 @@ impl<S: Storage + 'static> Tree<S> {
         path: &Path,
         row: &Item,
         condition: &Condition,
+        checks: &[TransactAction],
     ) -> Result<Attempt> {
         let own = self.inner.layout.listing_key(path);
         let parent_known = path.parent().filter(|p| !p.is_root()).is_some_and(|p| {
@@ -67,7 +84,7 @@ impl<S: Storage + 'static> Tree<S> {
                 .known
                 .contains(&self.inner.layout.listing_key(&p))
         });
-        let actions = if !self.inner.known.contains(&own) && parent_known {
+        let mut actions = if !self.inner.known.contains(&own) && parent_known {
             // A new name under a known parent: create L(P), check L(parent).
             let parent = path.parent().expect("checked above");
             vec![
@@ -98,11 +115,18 @@ impl<S: Storage + 'static> Tree<S> {
                 },
             ]
         };
-        match self.transact(actions, !condition.is_always()).await? {
+        // The checks before the object's put, which stays last.
+        let at = actions.len() - 1;
+        actions.splice(at..at, checks.iter().cloned());
+        match self
+            .transact_checked(actions, !condition.is_always(), at..at + checks.len())
+            .await?
+        {
             Attempt::Done => {
                 self.inner.known.insert_all(Some(own));
                 Ok(Attempt::Done)
             }
+            Attempt::Stale => Ok(Attempt::Stale),
             _ => {
                 self.inner.known.remove(&own);
                 if let Some(parent) = path.parent().filter(|p| !p.is_root()) {
@@ -121,6 +145,7 @@ impl<S: Storage + 'static> Tree<S> {
         path: &Path,
         row: &Item,
         condition: &Condition,
+        checks: &[TransactAction],
     ) -> Result<Attempt> {
         let n = path.len();
         let keys: Vec<Key> = (1..=n)
@@ -176,10 +201,13 @@ impl<S: Storage + 'static> Tree<S> {
                 });
             }
         }
+        // The checks right before the object's put (in its chunk: the last one).
+        actions.extend(checks.iter().cloned());
         actions.push(TransactAction::Put {
             item: row.clone(),
             condition: condition.clone(),
         });
+        let checks_from = actions.len() - 1 - checks.len();
         // Chunk: each chunk after the first starts by checking the row before its first action.
         let mut start = 0;
         while start < actions.len() {
@@ -193,14 +221,27 @@ impl<S: Storage + 'static> Tree<S> {
                 });
             }
             let take = (TRANSACT_MAX - chunk.len()).min(actions.len() - start);
+            let offset = chunk.len();
+            let first = start;
             chunk.extend(actions[start..start + take].iter().cloned());
             start += take;
             let last = start == actions.len();
-            if !matches!(
-                self.transact(chunk, last && !condition.is_always()).await?,
-                Attempt::Done
-            ) {
-                return Ok(Attempt::Retry);
+            // The checks' places in this chunk (they are all in the last one unless the path is
+            // about 100 levels deep).
+            let lo = checks_from.max(first);
+            let hi = (checks_from + checks.len()).min(start);
+            let range = if lo < hi {
+                (lo - first + offset)..(hi - first + offset)
+            } else {
+                0..0
+            };
+            match self
+                .transact_checked(chunk, last && !condition.is_always(), range)
+                .await?
+            {
+                Attempt::Done => {}
+                Attempt::Stale => return Ok(Attempt::Stale),
+                _ => return Ok(Attempt::Retry),
             }
         }
         self.inner.known.insert_all(keys);
