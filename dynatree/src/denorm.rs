@@ -18,7 +18,9 @@
 //!
 //! - **Inline** (the default). A target written (`put`, `create`, `update`, `put_if`,
 //!   `put_all`, in a [`Transaction`](crate::Transaction)) has its copies filled from its
-//!   ancestors' rows (one BatchGetItem) and read again after the write. A source written (the
+//!   ancestors' rows (one BatchGetItem); a typed put's transaction checks that those sources
+//!   did not change meanwhile (else it fills again), `put_all` and transactions read them
+//!   again after the write. A source written (the
 //!   same calls, `patch`, an untyped [`Tree::put`](crate::Tree::put) at a source's path) is
 //!   stamped with a version (`SC sv`, a hybrid logical clock), fenced so that versions of one
 //!   source follow commit order, recorded as an intent (one PutItem), then copied to every
