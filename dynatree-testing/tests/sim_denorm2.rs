@@ -219,7 +219,6 @@ fn sim(name: &str) -> Sim<FakeTable> {
 /// T1: a delete of the forum's object races two writers of it (a put and a patch) and a new
 /// thread below it.
 #[test]
-#[ignore = "bug B5: a source put stamped before the tombstone commits after the delete; its copies stay cleared"]
 fn t1_delete_vs_put_and_patch_and_new_target() {
     sim("delete f vs put f=F2 vs patch f=F3 vs put thread f/n")
         .op("delete f", |t| async move {
@@ -240,7 +239,6 @@ fn t1_delete_vs_put_and_patch_and_new_target() {
 /// T1b: as T1 with two puts and no fault: the source written by a put stamped before another
 /// writer's committed version, after a delete of that version.
 #[test]
-#[ignore = "bug B5: a source put stamped before the tombstone commits after the delete; its copies stay cleared"]
 fn t1b_delete_vs_two_puts() {
     sim("delete f vs put f=F2 vs put f=F3 (no faults)")
         .faults(0, SimFault::all())
@@ -258,7 +256,6 @@ fn t1b_delete_vs_two_puts() {
 
 /// T2: a delete inside a transaction races a put of the source.
 #[test]
-#[ignore = "bug B6: a delete in a transaction is not conditional on the tombstoned version"]
 fn t2_tx_delete_vs_put() {
     sim("tx {delete f} vs put f=F2")
         .op("tx {delete f}", |t| async move {
@@ -274,7 +271,6 @@ fn t2_tx_delete_vs_put() {
 
 /// T2b: a transaction deleting the source and putting a new thread below it races a patch.
 #[test]
-#[ignore = "bug B6: a delete in a transaction is not conditional on the tombstoned version"]
 fn t2b_tx_delete_and_target_vs_patch() {
     sim("tx {delete f, put thread f/n} vs patch f=F2")
         .op("tx {delete f, put f/n}", |t| async move {
@@ -291,7 +287,6 @@ fn t2b_tx_delete_and_target_vs_patch() {
 
 /// T3: delete, re-create and delete again in one operation, racing a put of the source.
 #[test]
-#[ignore = "bug B5: a source put stamped before the tombstone commits after the delete; its copies stay cleared"]
 fn t3_delete_recreate_delete_vs_put() {
     sim("delete f; put f=F2; delete f vs put f=F3")
         .op("delete; put F2; delete", |t| async move {
@@ -540,7 +535,6 @@ fn c2_put_intermediate_vs_rename_vs_retitle() {
 /// C3: a put of the intermediate races two renames of the top source (no faults: pure
 /// interleaving).
 #[test]
-#[ignore = "bug B7: a put of an intermediate drops its cv and is stamped below it; posts keep an older copy"]
 fn c3_put_intermediate_vs_two_renames() {
     sim("put thread f/t=T2 vs put f=F2 vs patch f=F3 (no faults)")
         .faults(0, SimFault::all())
@@ -558,7 +552,6 @@ fn c3_put_intermediate_vs_two_renames() {
 
 /// C4: the intermediate is deleted and put again while the top source is renamed.
 #[test]
-#[ignore = "bug B8: the tombstone of an intermediate holds its sv, not its cv; chained copies survive the clear"]
 fn c4_delete_and_recreate_intermediate_vs_rename() {
     sim("delete thread f/t; put f/t=T2 vs patch f=F2")
         .op("delete f/t; put f/t=T2", |t| async move {
@@ -575,7 +568,6 @@ fn c4_delete_and_recreate_intermediate_vs_rename() {
 /// C5: no race at all: the forum is renamed, then the thread (an intermediate) is deleted.
 /// The posts' chained `forum_name` must be cleared (their thread object is gone).
 #[test]
-#[ignore = "bug B8: the tombstone of an intermediate holds its sv, not its cv; chained copies survive the clear"]
 fn c5_rename_then_delete_intermediate() {
     sim("patch f=F2; delete thread f/t (one op, no faults)")
         .faults(0, SimFault::all())
@@ -730,7 +722,6 @@ fn s2_stream_move_vs_delete_destination() {
 /// S3: stream mode: delete, re-create and delete again in one op, a delete of the thread and
 /// its re-creation in another, and the processor.
 #[test]
-#[ignore = "bug B8: the tombstone of an intermediate holds its sv, not its cv; chained copies survive the clear"]
 fn s3_stream_delete_recreate_delete_and_thread() {
     let (sim, table) =
         stream_sim("stream: delete; put F2; delete f vs delete f/t; put f/t=T2 vs processor");
@@ -751,7 +742,6 @@ fn s3_stream_delete_recreate_delete_and_thread() {
 
 /// S4: stream mode: two writers of the forum and its delete, with the processor.
 #[test]
-#[ignore = "bug B5: a source put stamped before the tombstone commits after the delete; its copies stay cleared"]
 fn s4_stream_delete_vs_two_writers() {
     let (sim, table) = stream_sim("stream: delete f vs put f=F2 vs patch f=F3 vs processor");
     sim.op("delete f", |t| async move {

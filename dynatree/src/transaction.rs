@@ -583,6 +583,9 @@ impl<S: Storage + 'static> Transaction<S> {
             .map(|(i, _)| i)
             .collect();
         let mut floors: Vec<u64> = vec![0; ops.len()];
+        // Deletes of sources: the row as read, whose versions the delete is conditional on
+        // (the latest is recorded as the tombstone first).
+        let mut pins: Vec<Option<crate::Item>> = vec![None; ops.len()];
         for (i, op) in ops.iter().enumerate() {
             match op {
                 // A removed source written again comes after its tombstone.
@@ -592,9 +595,10 @@ impl<S: Storage + 'static> Transaction<S> {
                         .await?
                         .map_or(0, |t| t.saturating_add(1));
                 }
-                // A source deleted: its version is its tombstone.
+                // A source deleted: its version is its tombstone, and the delete is
+                // conditional on it.
                 Op::Delete { path, .. } if tree.source_at(path) => {
-                    tree.record_tombstone(path).await?;
+                    pins[i] = Some(tree.pin_versions(path).await?);
                 }
                 _ => {}
             }
@@ -602,7 +606,17 @@ impl<S: Storage + 'static> Transaction<S> {
         let policy = tree.config_retry();
         let mut attempt = 0;
         let committed = loop {
-            let (stamped, stamps) = tree.stamp_sources(&ops, &sources, &floors);
+            let (mut stamped, stamps) = tree.stamp_sources(&ops, &sources, &floors);
+            for (op, pin) in stamped.iter_mut().zip(&pins) {
+                if let (Op::Delete { path, condition }, Some(row)) = (op, pin) {
+                    let same = tree.same_versions(path, row);
+                    *condition = if condition.is_always() {
+                        same
+                    } else {
+                        Condition::And(vec![condition.clone(), same])
+                    };
+                }
+            }
             let e = match tree
                 .commit_ops(stamped, self.expiring.clone(), self.token.clone())
                 .await
@@ -629,6 +643,21 @@ impl<S: Storage + 'static> Transaction<S> {
                         }
                         Ok(_) => {}
                         Err(read) => return Err(read),
+                    }
+                }
+            }
+            for (i, pin) in pins.iter_mut().enumerate() {
+                let failed = e
+                    .cancellation_reasons()
+                    .get(i)
+                    .is_some_and(crate::CancellationReason::is_condition_failed);
+                if let (true, Some(seen)) = (failed, pin.as_ref()) {
+                    // Written meanwhile: read (and tombstone) again; else the caller's condition.
+                    let path = ops[i].path();
+                    let now = tree.pin_versions(path).await?;
+                    if tree.row_version(path, &now) != tree.row_version(path, seen) {
+                        *pin = Some(now);
+                        fenced = true;
                     }
                 }
             }

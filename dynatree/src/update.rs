@@ -686,7 +686,7 @@ impl<T: Hierarchical, S: crate::storage::Storage + 'static> crate::Repository<T,
             // A source is stamped with a version after the stored one, fenced like a put (see
             // `Repository::write_row`).
             let mut attempt_patch = patch.clone();
-            if let Some((stamp, fence)) = tree.source_fence(ty, *stored_version) {
+            if let Some((stamp, fence)) = tree.source_fence(ty, path, *stored_version) {
                 attempt_patch.actions.push(stamp);
                 attempt_patch = attempt_patch.when(Cond::of(fence));
             }
@@ -718,7 +718,7 @@ impl<T: Hierarchical, S: crate::storage::Storage + 'static> crate::Repository<T,
                 )
                 .with_source(e));
             };
-            if let Some(v) = tree.source_version(&row) {
+            if let Some(v) = tree.row_version(path, &row) {
                 *stored_version = (*stored_version).max(v);
             }
             let (_, condition) = patch.plan(layout.link_attr())?;

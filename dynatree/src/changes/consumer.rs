@@ -1030,31 +1030,7 @@ fn image(map: HashMap<String, AttributeValue>) -> Result<Item> {
     map.into_iter().map(|(k, v)| Ok((k, value(v)?))).collect()
 }
 
-/// A stream's attribute value as a [`Value`].
-fn value(v: AttributeValue) -> Result<Value> {
-    Ok(match v {
-        AttributeValue::S(s) => Value::S(s),
-        AttributeValue::N(n) => Value::N(n),
-        AttributeValue::B(b) => Value::B(b.into_inner()),
-        AttributeValue::Bool(b) => Value::Bool(b),
-        AttributeValue::Null(_) => Value::Null,
-        AttributeValue::L(l) => Value::L(l.into_iter().map(value).collect::<Result<_>>()?),
-        AttributeValue::M(m) => Value::M(
-            m.into_iter()
-                .map(|(k, v)| Ok((k, value(v)?)))
-                .collect::<Result<_>>()?,
-        ),
-        AttributeValue::Ss(s) => Value::Ss(s),
-        AttributeValue::Ns(n) => Value::Ns(n),
-        AttributeValue::Bs(b) => Value::Bs(b.into_iter().map(|b| b.into_inner()).collect()),
-        _ => {
-            return Err(Error::new(
-                ErrorKind::Serialization,
-                "unknown attribute value type from DynamoDB Streams",
-            ));
-        }
-    })
-}
+value_from_sdk!(value, AttributeValue, "DynamoDB Streams");
 
 /// A sequence number as a fixed-width decimal string, so that string order is numeric order;
 /// `None` if it is not a number of at most 40 digits.

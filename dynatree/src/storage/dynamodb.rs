@@ -187,30 +187,7 @@ fn to_av(v: Value) -> AttributeValue {
     }
 }
 
-fn from_av(v: AttributeValue) -> Result<Value> {
-    Ok(match v {
-        AttributeValue::S(s) => Value::S(s),
-        AttributeValue::N(n) => Value::N(n),
-        AttributeValue::B(b) => Value::B(b.into_inner()),
-        AttributeValue::Bool(b) => Value::Bool(b),
-        AttributeValue::Null(_) => Value::Null,
-        AttributeValue::L(l) => Value::L(l.into_iter().map(from_av).collect::<Result<_>>()?),
-        AttributeValue::M(m) => Value::M(
-            m.into_iter()
-                .map(|(k, v)| Ok((k, from_av(v)?)))
-                .collect::<Result<_>>()?,
-        ),
-        AttributeValue::Ss(s) => Value::Ss(s),
-        AttributeValue::Ns(n) => Value::Ns(n),
-        AttributeValue::Bs(b) => Value::Bs(b.into_iter().map(Blob::into_inner).collect()),
-        _ => {
-            return Err(Error::new(
-                ErrorKind::Serialization,
-                "unknown attribute value type from DynamoDB",
-            ));
-        }
-    })
-}
+value_from_sdk!(from_av, AttributeValue, "DynamoDB");
 
 fn to_map(item: Item) -> HashMap<String, AttributeValue> {
     item.into_iter().map(|(k, v)| (k, to_av(v))).collect()

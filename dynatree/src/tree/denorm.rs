@@ -53,6 +53,16 @@ impl Targets {
         }
     }
 
+    /// Whether a registered target type (its template and declarations) satisfies `f`, read
+    /// under the lock without copying (this runs on every typed write).
+    fn any(&self, f: impl Fn(&str, &[Denormalized]) -> bool) -> bool {
+        self.0
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .any(|(t, defs)| f(t, defs))
+    }
+
     fn snapshot(&self) -> Vec<(&'static str, &'static [Denormalized])> {
         self.0
             .read()
@@ -80,6 +90,14 @@ pub(crate) fn next_version() -> u64 {
 pub(crate) fn version_after(stored: u64) -> u64 {
     let v = next_version();
     v.max(stored.saturating_add(1))
+}
+
+/// `attr` absent, or a number below `v`.
+fn version_below(attr: String, v: u64) -> Condition {
+    Condition::Or(vec![
+        Condition::attr_not_exists(attr.clone()),
+        Condition::Compare(attr, Comparison::Lt, Value::N(v.to_string())),
+    ])
 }
 
 /// `condition` and `fence`.
@@ -123,62 +141,36 @@ impl<S: Storage + 'static> Tree<S> {
         // On every typed write: read under the lock, no copy.
         self.inner
             .targets
-            .0
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .iter()
-            .any(|(_, defs)| defs.iter().any(|d| d.source_template() == template))
+            .any(|_, defs| defs.iter().any(|d| d.source_template() == template))
     }
 
     /// Whether `attr` of the type with `template` is itself a denormalized copy.
     fn is_copy_field(&self, template: &str, attr: &str) -> bool {
         self.inner
             .targets
-            .0
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .iter()
-            .any(|(t, defs)| *t == template && defs.iter().any(|d| d.target() == attr))
+            .any(|t, defs| t == template && defs.iter().any(|d| d.target() == attr))
     }
 
     /// Whether the copy `attr` of the object at `path` is copied further by a registered
     /// target (a chain).
     fn feeds_chain(&self, path: &Path, attr: &str) -> bool {
-        self.inner
-            .targets
-            .0
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .iter()
-            .any(|(_, defs)| {
-                defs.iter()
-                    .any(|d| d.source_attr() == attr && matches_template(d.source_template(), path))
-            })
+        self.inner.targets.any(|_, defs| {
+            defs.iter()
+                .any(|d| d.source_attr() == attr && matches_template(d.source_template(), path))
+        })
     }
 
     /// Whether any target type is registered.
     pub(super) fn knows_targets(&self) -> bool {
-        !self
-            .inner
-            .targets
-            .0
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .is_empty()
+        self.inner.targets.any(|_, _| true)
     }
 
     /// Whether the object at `path` is a source of a registered target (by the templates).
     pub(crate) fn source_at(&self, path: &Path) -> bool {
-        self.inner
-            .targets
-            .0
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .iter()
-            .any(|(_, defs)| {
-                defs.iter()
-                    .any(|d| matches_template(d.source_template(), path))
-            })
+        self.inner.targets.any(|_, defs| {
+            defs.iter()
+                .any(|d| matches_template(d.source_template(), path))
+        })
     }
 
     /// The registered target types whose template `path` matches.
@@ -210,7 +202,7 @@ impl<S: Storage + 'static> Tree<S> {
         for &i in sources {
             let v = version_after(floors.get(i).copied().unwrap_or(0));
             stamps[i] = v;
-            let fence = self.stored_version_below(v);
+            let fence = self.stored_version_below(ops[i].path(), v);
             match &mut out[i] {
                 super::TxOp::Put { row, condition, .. } => {
                     row.insert(sv.clone(), Value::N(v.to_string()));
@@ -228,13 +220,60 @@ impl<S: Storage + 'static> Tree<S> {
         (out, stamps)
     }
 
-    /// The version stored in the object row at `path` (consistent read), if any.
+    /// The version stored in the object row at `path` (consistent read), if any: see
+    /// [`row_version`](Tree::row_version).
     pub(crate) async fn stored_version(&self, path: &Path) -> Result<Option<u64>> {
         Ok(self
             .io()
             .get_item(&self.inner.layout.object_key(path), true)
             .await?
-            .and_then(|r| self.source_version(&r)))
+            .and_then(|r| self.row_version(path, &r)))
+    }
+
+    /// The attributes that version the source at `path`: its own `SC sv`, and `SC cv.<field>`
+    /// of each of its copies that is copied further (a chain).
+    pub(crate) fn version_attrs(&self, path: &Path) -> Vec<String> {
+        let layout = &self.inner.layout;
+        let mut attrs = vec![layout.source_version_attr()];
+        for (_, defs) in self.inner.targets.snapshot() {
+            for d in defs {
+                if matches_template(d.source_template(), path)
+                    && self.is_copy_field(d.source_template(), d.source_attr())
+                {
+                    let cv = layout.change_version_attr(d.source_attr());
+                    if !attrs.contains(&cv) {
+                        attrs.push(cv);
+                    }
+                }
+            }
+        }
+        attrs
+    }
+
+    /// The latest of a source row's versions (see [`version_attrs`](Tree::version_attrs)):
+    /// what its writes are fenced against and its tombstone records.
+    pub(crate) fn row_version(&self, path: &Path, row: &Item) -> Option<u64> {
+        self.version_attrs(path)
+            .iter()
+            .filter_map(|a| match row.get(a) {
+                Some(Value::N(n)) => n.parse::<u64>().ok(),
+                _ => None,
+            })
+            .max()
+    }
+
+    /// A condition that holds while the source row at `path` holds exactly the versions of
+    /// `row` (what was read): each version attribute equal, or absent.
+    pub(crate) fn same_versions(&self, path: &Path, row: &Item) -> Condition {
+        Condition::And(
+            self.version_attrs(path)
+                .into_iter()
+                .map(|a| match row.get(&a) {
+                    Some(v) => Condition::equals(a, v.clone()),
+                    None => Condition::attr_not_exists(a),
+                })
+                .collect(),
+        )
     }
 
     /// As [`before_source_write`](Tree::before_source_write), by the path (for the untyped
@@ -272,21 +311,39 @@ impl<S: Storage + 'static> Tree<S> {
     ) -> Result<bool> {
         let policy = self.config_retry();
         let mut attempt = 0;
-        if let Some(ours) = self.source_version(row)
-            && let Some(t) = self.tombstone(path).await?
-            && t.saturating_add(1) >= ours
-        {
-            // A removed source's last version `t`, its copies cleared under `t + 1`: a write
-            // of it again comes after both.
-            self.restamp(row, t.saturating_add(1));
-        }
         loop {
-            let fenced = self.fenced_source(row, condition);
+            let fenced = self.fenced_source(path, row, condition);
+            // A source is written after its tombstone, if it has one: its last version `t`
+            // when it was removed, its copies cleared under `t + 1`. Checked in the write's
+            // transaction, so a removal committed after any read of the tombstone is seen.
+            let mut all = checks.to_vec();
+            let ours = self.source_version(row);
+            if let Some(v) = ours {
+                all.push(TransactAction::ConditionCheck {
+                    key: self.inner.layout.tombstone_key(path),
+                    condition: version_below(
+                        self.inner.layout.source_version_attr(),
+                        v.saturating_sub(1),
+                    ),
+                });
+            }
             let e = match self
-                .write_object_checked(path, row.clone(), &fenced, checks)
+                .write_object_checked(path, row.clone(), &fenced, &all)
                 .await
             {
-                Ok(written) => return Ok(written),
+                Ok(true) => return Ok(true),
+                Ok(false) => {
+                    if let Some(v) = ours
+                        && let Some(t) = self.tombstone(path).await?
+                        && t.saturating_add(1) >= v
+                        && attempt + 1 < policy.max_attempts()
+                    {
+                        self.restamp(row, t.saturating_add(1));
+                        attempt += 1;
+                        continue;
+                    }
+                    return Ok(false);
+                }
                 Err(e) => e,
             };
             if e.is_condition_failed() && attempt + 1 < policy.max_attempts() {
@@ -322,11 +379,16 @@ impl<S: Storage + 'static> Tree<S> {
     /// `condition`, plus (for a stamped source row) that the stored row's version is older than
     /// `row`'s: versions of one source then increase in the order its writes commit, and a copy
     /// of a later write always carries a larger version than a copy of an earlier one.
-    pub(crate) fn fenced_source(&self, row: &Item, condition: &Condition) -> Condition {
+    pub(crate) fn fenced_source(
+        &self,
+        path: &Path,
+        row: &Item,
+        condition: &Condition,
+    ) -> Condition {
         let Some(v) = self.source_version(row) else {
             return condition.clone();
         };
-        let newer = self.stored_version_below(v);
+        let newer = self.stored_version_below(path, v);
         match condition {
             Condition::Always => newer,
             c => Condition::And(vec![c.clone(), newer]),
@@ -340,11 +402,7 @@ impl<S: Storage + 'static> Tree<S> {
         let Some(ours) = self.source_version(row) else {
             return Ok(None);
         };
-        let stored = self
-            .io()
-            .get_item(&self.inner.layout.object_key(path), true)
-            .await?
-            .and_then(|r| self.source_version(&r));
+        let stored = self.stored_version(path).await?;
         Ok(stored.filter(|s| *s >= ours))
     }
 
@@ -362,6 +420,7 @@ impl<S: Storage + 'static> Tree<S> {
     pub(crate) fn source_fence(
         &self,
         ty: TypeInfo,
+        path: &Path,
         stored: u64,
     ) -> Option<(UpdateAction, Condition)> {
         self.is_source(ty.template).then(|| {
@@ -371,18 +430,20 @@ impl<S: Storage + 'static> Tree<S> {
                     self.inner.layout.source_version_attr(),
                     Value::N(v.to_string()),
                 ),
-                self.stored_version_below(v),
+                self.stored_version_below(path, v),
             )
         })
     }
 
-    /// The fence of a source write stamped `v`: the stored row has no version or an older one.
-    fn stored_version_below(&self, v: u64) -> Condition {
-        let attr = self.inner.layout.source_version_attr();
-        Condition::Or(vec![
-            Condition::attr_not_exists(attr.clone()),
-            Condition::Compare(attr, Comparison::Lt, Value::N(v.to_string())),
-        ])
+    /// The fence of a source write stamped `v` at `path`: every version the stored row holds
+    /// (its own, and when each chained copy of it changed) is older.
+    fn stored_version_below(&self, path: &Path, v: u64) -> Condition {
+        Condition::And(
+            self.version_attrs(path)
+                .into_iter()
+                .map(|attr| version_below(attr, v))
+                .collect(),
+        )
     }
 
     /// Whether writes propagate themselves (not the stream).
@@ -1045,14 +1106,20 @@ impl<S: Storage + 'static> Tree<S> {
             .and_then(|r| self.source_version(&r)))
     }
 
-    /// Before the source object at `path` is deleted: records its version (read now,
-    /// consistently) as its tombstone, which clears and later writes of that source are
-    /// ordered after. Nothing if no object is there.
-    pub(crate) async fn record_tombstone(&self, path: &Path) -> Result<()> {
-        match self.stored_version(path).await? {
-            Some(v) => self.put_tombstone(path, v).await,
-            None => Ok(()),
+    /// Before the source object at `path` is deleted: reads its row (consistently), records
+    /// its latest version as its tombstone, and returns it (for a delete conditional on
+    /// [`same_versions`](Tree::same_versions)); an absent row reads as its bare key.
+    pub(crate) async fn pin_versions(&self, path: &Path) -> Result<Item> {
+        let key = self.inner.layout.object_key(path);
+        let row = self
+            .io()
+            .get_item(&key, true)
+            .await?
+            .unwrap_or_else(|| key.into_item());
+        if let Some(v) = self.row_version(path, &row) {
+            self.put_tombstone(path, v).await?;
         }
+        Ok(row)
     }
 
     /// Records `v` as the tombstone of the source at `path`, unless a later one is there.
@@ -1062,7 +1129,8 @@ impl<S: Storage + 'static> Tree<S> {
             self.inner.layout.source_version_attr(),
             Value::N(v.to_string()),
         );
-        match self.io().put_item(row, self.stored_version_below(v)).await {
+        let attr = self.inner.layout.source_version_attr();
+        match self.io().put_item(row, version_below(attr, v)).await {
             Ok(()) => Ok(()),
             // A later tombstone is there already.
             Err(e) if e.kind() == ErrorKind::ConditionFailed => Ok(()),
@@ -1218,7 +1286,7 @@ impl<S: Storage + 'static> Tree<S> {
                 // Removed (or now a link): whatever is there now decides; the removed row's
                 // version is its tombstone if its deleter did not record one (another program).
                 None => {
-                    if let Some(v) = change.old_image().and_then(|o| self.source_version(o)) {
+                    if let Some(v) = change.old_image().and_then(|o| self.row_version(&path, o)) {
                         self.put_tombstone(&path, v).await?;
                     }
                     self.reconcile_source(&path, None, None).await?;

@@ -76,17 +76,10 @@ impl<S: Storage + 'static> Tree<S> {
         let policy = self.inner.config.retry;
         let mut attempt = 0;
         loop {
-            let seen = self.stored_version(path).await?;
-            let unchanged = match seen {
-                Some(v) => {
-                    self.put_tombstone(path, v).await?;
-                    Condition::equals(
-                        self.inner.layout.source_version_attr(),
-                        Value::N(v.to_string()),
-                    )
-                }
-                None => Condition::attr_not_exists(self.inner.layout.source_version_attr()),
-            };
+            // Its versions as read (its own and its chained copies'), pinned by the delete;
+            // the latest is the tombstone.
+            let row = self.pin_versions(path).await?;
+            let unchanged = self.same_versions(path, &row);
             match self.delete_checked_if(path, unchanged).await {
                 Err(e) if e.is_condition_failed() && attempt + 1 < policy.max_attempts() => {
                     attempt += 1;
