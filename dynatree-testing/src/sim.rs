@@ -1687,6 +1687,10 @@ impl<B: Storage + 'static> Sim<B> {
         tokens: &mut Vec<String>,
     ) -> std::result::Result<(), String> {
         fastrand::seed(seed);
+        // Versions of denormalized fields from a counter, not the wall clock: the same
+        // schedule takes the same branches when it is replayed.
+        // (On real time, against a real backend, the clock's as in production.)
+        dynatree::__private::script_versions((!self.real_time).then_some(1_800_000_000_000 << 16));
         let backend = Arc::new((self.backend)());
         let free = SimStorage {
             backend: Arc::clone(&backend),

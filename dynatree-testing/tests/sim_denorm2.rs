@@ -460,7 +460,6 @@ fn x3_tx_forum_and_thread_vs_put() {
 
 /// X4: a transaction re-creating the forum (with a new thread) races its delete and a put.
 #[test]
-#[ignore = "bug B5: a source put stamped before the tombstone commits after the delete; its copies stay cleared"]
 fn x4_tx_recreate_vs_delete_vs_put() {
     sim("tx {put f=F2, put f/n} vs delete f vs put f=F3")
         .op("tx {put f=F2, put f/n}", |t| async move {

@@ -68,3 +68,9 @@ pub const fn denormalized<S: crate::Hierarchical, V, A, T: crate::DenormTarget<V
 pub const fn template_strictly_extends(child: &str, parent: &str) -> bool {
     template_extends(child, parent) && child.len() != parent.len()
 }
+
+/// Makes dynatree's version clock on this thread a counter from `base` (`None`: the clock
+/// again): the interleaving simulator of `dynatree-testing` replays schedules exactly.
+pub fn script_versions(base: Option<u64>) {
+    crate::tree::script_versions(base);
+}

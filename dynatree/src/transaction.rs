@@ -607,6 +607,20 @@ impl<S: Storage + 'static> Transaction<S> {
         let mut attempt = 0;
         let committed = loop {
             let (mut stamped, stamps) = tree.stamp_sources(&ops, &sources, &floors);
+            // Each source put checks its tombstone in the same transaction (a removal that
+            // commits after the tombstone was read is seen): after the caller's actions.
+            let mut tombstone_of: Vec<(usize, usize)> = Vec::new();
+            let mut expiring = self.expiring.clone();
+            for &i in &sources {
+                if let Op::Put { path, .. } = &ops[i] {
+                    tombstone_of.push((stamped.len(), i));
+                    stamped.push(Op::Tombstone {
+                        path: path.clone(),
+                        condition: tree.tombstone_below(stamps[i]),
+                    });
+                    expiring.push(false);
+                }
+            }
             for (op, pin) in stamped.iter_mut().zip(&pins) {
                 if let (Op::Delete { path, condition }, Some(row)) = (op, pin) {
                     let same = tree.same_versions(path, row);
@@ -617,10 +631,7 @@ impl<S: Storage + 'static> Transaction<S> {
                     };
                 }
             }
-            let e = match tree
-                .commit_ops(stamped, self.expiring.clone(), self.token.clone())
-                .await
-            {
+            let e = match tree.commit_ops(stamped, expiring, self.token.clone()).await {
                 Ok(()) => break Ok(()),
                 Err(e) => e,
             };
@@ -631,6 +642,17 @@ impl<S: Storage + 'static> Transaction<S> {
                 break Err(e);
             }
             let mut fenced = false;
+            for &(at, i) in &tombstone_of {
+                if e.cancellation_reasons()
+                    .get(at)
+                    .is_some_and(crate::CancellationReason::is_condition_failed)
+                {
+                    // Removed meanwhile: written again after its tombstone.
+                    let t = tree.tombstone(ops[i].path()).await?.unwrap_or(0);
+                    floors[i] = floors[i].max(t.saturating_add(1));
+                    fenced = true;
+                }
+            }
             for &i in &sources {
                 if e.cancellation_reasons()
                     .get(i)

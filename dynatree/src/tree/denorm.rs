@@ -71,9 +71,26 @@ impl Targets {
     }
 }
 
+std::thread_local! {
+    /// A scripted version clock for this thread (the interleaving simulator's, which replays
+    /// schedules exactly): the last version given, counted up from a fixed base.
+    static SCRIPTED: std::cell::Cell<Option<u64>> = const { std::cell::Cell::new(None) };
+}
+
+/// Makes the versions of this thread a counter from `base` (`None`: the clock again). For the
+/// interleaving simulator, whose schedules must replay exactly.
+pub(crate) fn script_versions(base: Option<u64>) {
+    SCRIPTED.with(|c| c.set(base));
+}
+
 /// A version from one order: milliseconds since the epoch shifted by 16 bits, plus a counter
 /// for writes in the same millisecond in this process.
 pub(crate) fn next_version() -> u64 {
+    if let Some(last) = SCRIPTED.with(std::cell::Cell::get) {
+        let next = last + 1;
+        SCRIPTED.with(|c| c.set(Some(next)));
+        return next;
+    }
     static LAST: AtomicU64 = AtomicU64::new(0);
     let now = now_ms() << 16;
     let mut last = LAST.load(Ordering::Relaxed);
@@ -220,6 +237,12 @@ impl<S: Storage + 'static> Tree<S> {
         (out, stamps)
     }
 
+    /// The condition on the tombstone of the source at `path` for a write of it stamped `v`:
+    /// no tombstone, or one whose clear version (`t + 1`) is below `v`.
+    pub(crate) fn tombstone_below(&self, v: u64) -> Condition {
+        version_below(self.inner.layout.source_version_attr(), v.saturating_sub(1))
+    }
+
     /// The version stored in the object row at `path` (consistent read), if any: see
     /// [`row_version`](Tree::row_version).
     pub(crate) async fn stored_version(&self, path: &Path) -> Result<Option<u64>> {
@@ -321,10 +344,7 @@ impl<S: Storage + 'static> Tree<S> {
             if let Some(v) = ours {
                 all.push(TransactAction::ConditionCheck {
                     key: self.inner.layout.tombstone_key(path),
-                    condition: version_below(
-                        self.inner.layout.source_version_attr(),
-                        v.saturating_sub(1),
-                    ),
+                    condition: self.tombstone_below(v),
                 });
             }
             let e = match self

@@ -13,6 +13,7 @@ pub mod scope;
 mod txn;
 mod write;
 
+pub(crate) use denorm::script_versions;
 pub use moves::{Intent, LinkPolicy, MoveReport, OnChildren};
 pub use ops::{Descendant, Descendants, PATH_INDEX, Strategy};
 pub(crate) use read::ReadOpts;

@@ -48,6 +48,12 @@ pub(crate) enum Op {
         path: Path,
         condition: Condition,
     },
+    /// A check of the tombstone of the source at `path` (denormalized fields), added to the
+    /// caller's actions: it may share its path with one of them.
+    Tombstone {
+        path: Path,
+        condition: Condition,
+    },
 }
 
 impl Op {
@@ -80,6 +86,7 @@ impl Op {
                 path,
                 condition: layout.live(condition, now),
             },
+            tombstone @ Op::Tombstone { .. } => tombstone,
         }
     }
 
@@ -88,7 +95,8 @@ impl Op {
             Op::Put { path, .. }
             | Op::Delete { path, .. }
             | Op::Update { path, .. }
-            | Op::Check { path, .. } => path,
+            | Op::Check { path, .. }
+            | Op::Tombstone { path, .. } => path,
         }
     }
 }
@@ -105,7 +113,7 @@ impl<S: Storage + 'static> Tree<S> {
     ) -> Result<()> {
         let mut paths = HashSet::new();
         for op in &ops {
-            if !paths.insert(op.path()) {
+            if !matches!(op, Op::Tombstone { .. }) && !paths.insert(op.path()) {
                 return Err(Error::new(
                     ErrorKind::InvalidArgument,
                     format!("the transaction has two actions at {}", op.path()),
@@ -312,6 +320,12 @@ impl<S: Storage + 'static> Tree<S> {
                 Op::Check { path, condition } => {
                     actions.push(TransactAction::ConditionCheck {
                         key: layout.object_key(path),
+                        condition: condition.clone(),
+                    });
+                }
+                Op::Tombstone { path, condition } => {
+                    actions.push(TransactAction::ConditionCheck {
+                        key: layout.tombstone_key(path),
                         condition: condition.clone(),
                     });
                 }
