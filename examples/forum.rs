@@ -17,61 +17,12 @@
 use std::collections::BTreeMap;
 
 use dynatree::changes::{StreamConsumer, latest_stream_arn};
-use dynatree::{DynamoDbTable, Hierarchical, Propagation, Tree};
+use dynatree::{DynamoDbTable, Propagation, Tree};
 use dynatree_testing::FakeTable;
-use serde::{Deserialize, Serialize};
 
-/// A forum: its name is copied to everything below it.
-#[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
-#[dynatree(path = "Forums/{forum}")]
-struct Forum {
-    forum: String,
-    name: String,
-}
-
-/// A thread shows its forum's name.
-#[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
-#[dynatree(path = "Forums/{forum}/Threads/{thread}", parent = Forum)]
-struct Thread {
-    forum: String,
-    thread: String,
-    title: String,
-    #[dynatree(from = Forum::name)]
-    forum_name: Option<String>,
-}
-
-/// A post shows its forum's name and its thread's title.
-#[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
-#[dynatree(path = "Forums/{forum}/Threads/{thread}/Posts/{post}", parent = Thread)]
-struct Post {
-    forum: String,
-    thread: String,
-    post: String,
-    body: String,
-    #[dynatree(from = Forum::name)]
-    forum_name: Option<String>,
-    #[dynatree(from = Thread::title)]
-    thread_title: Option<String>,
-}
-
-/// A comment copies the forum's name directly, and the thread's title through its post's copy
-/// (a chain: a copy can be a source too).
-#[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
-#[dynatree(
-    path = "Forums/{forum}/Threads/{thread}/Posts/{post}/Comments/{comment}",
-    parent = Post
-)]
-struct Comment {
-    forum: String,
-    thread: String,
-    post: String,
-    comment: String,
-    text: String,
-    #[dynatree(from = Forum::name)]
-    forum_name: Option<String>,
-    #[dynatree(from = Post::thread_title)]
-    thread_title: Option<String>,
-}
+#[path = "forum_model.rs"]
+mod model;
+use model::{Comment, CommentKey, Forum, Post, Thread, ThreadKey, tree};
 
 /// Where the example runs: the fake (metered, inline) or DynamoDB (stream consumer).
 enum Backend {
@@ -162,20 +113,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             run(tree, Backend::Fake(table)).await
         }
     }
-}
-
-/// The tree, with every type that holds copies registered (a writer of a forum must know that
-/// comments copy its name).
-fn tree<S: dynatree::storage::Storage + 'static>(
-    storage: S,
-    propagation: Propagation,
-) -> dynatree::Result<Tree> {
-    Tree::builder(storage)
-        .denormalized::<Thread>()
-        .denormalized::<Post>()
-        .denormalized::<Comment>()
-        .propagation(propagation)
-        .build()
 }
 
 /// Prints every comment with the forum's name and the thread's title it holds: one

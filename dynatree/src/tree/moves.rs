@@ -438,14 +438,33 @@ impl<S: Storage + 'static> Tree<S> {
     /// owned by this call, which [`run_owned`](Tree::run_owned) (or a `resume`) finishes by
     /// bringing every copy below `path` up to the source as it is then.
     pub(super) async fn record_propagation(&self, path: &Path) -> Result<Guard> {
+        self.record(
+            "propagate",
+            path.clone(),
+            path.clone(),
+            "propagate",
+            LinkPolicy::Ignore,
+        )
+        .await
+    }
+
+    /// Records a new intent owned by this call: one PutItem.
+    async fn record(
+        &self,
+        op: &str,
+        from: Path,
+        to: Path,
+        phase: &str,
+        links: LinkPolicy,
+    ) -> Result<Guard> {
         let token = new_token();
         let intent = Intent {
             id: format!("{:013}-{:016x}", now_ms(), fastrand::u64(..)),
-            op: "propagate".to_owned(),
-            from: path.clone(),
-            to: path.clone(),
-            phase: "propagate".to_owned(),
-            links: LinkPolicy::Ignore,
+            op: op.to_owned(),
+            from,
+            to,
+            phase: phase.to_owned(),
+            links,
             owner: Some(token.clone()),
             lease: after_ms(self.inner.config.lease),
             refusal: None,
@@ -468,25 +487,7 @@ impl<S: Storage + 'static> Tree<S> {
         to: Path,
         links: LinkPolicy,
     ) -> Result<MoveReport> {
-        let token = new_token();
-        let intent = Intent {
-            id: format!("{:013}-{:016x}", now_ms(), fastrand::u64(..)),
-            op: op.to_owned(),
-            from,
-            to,
-            phase: "lock".to_owned(),
-            links,
-            owner: Some(token.clone()),
-            lease: after_ms(self.inner.config.lease),
-            refusal: None,
-        };
-        self.io()
-            .put_item(self.encode_intent(&intent), Condition::NotExists)
-            .await?;
-        let guard = Guard {
-            intent: std::sync::Mutex::new(intent),
-            token,
-        };
+        let guard = self.record(op, from, to, "lock", links).await?;
         match self.run_owned(&guard).await? {
             Outcome::Done(report) => Ok(report),
             Outcome::RolledBack(e) => Err(e),
