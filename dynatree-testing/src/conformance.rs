@@ -2106,6 +2106,29 @@ pub async fn condition_operators<S: Storage + 'static>(table: S) {
             Condition::And(vec![Condition::Always, Condition::contains("s", st("h"))]),
             true,
         ),
+        // One part around another group: DynamoDB refuses redundant parentheses (`((a OR
+        // b))`), so none may be sent.
+        (
+            Condition::And(vec![Condition::Or(vec![
+                Condition::attr_not_exists("n"),
+                cmp("n", Lt, n("50")),
+            ])]),
+            true,
+        ),
+        (
+            Condition::Or(vec![Condition::And(vec![
+                Condition::attr_exists("s"),
+                cmp("n", Gt, n("50")),
+            ])]),
+            false,
+        ),
+        (
+            Condition::And(vec![
+                Condition::And(vec![Condition::Or(vec![Condition::attr_exists("s")])]),
+                Condition::not(Condition::And(vec![Condition::attr_exists("missing")])),
+            ]),
+            true,
+        ),
     ];
     for (c, expected) in cases {
         assert_eq!(holds(s, &k, c.clone()).await, expected, "{c:?}");

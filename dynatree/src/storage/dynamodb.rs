@@ -241,11 +241,14 @@ impl Expr {
             }
             Condition::And(cs) => {
                 // `Always` parts hold: leave them out (nothing left: always).
-                let parts: Vec<String> = cs.iter().filter_map(|c| self.condition(c)).collect();
-                if parts.is_empty() {
-                    return None;
+                let mut parts: Vec<String> =
+                    cs.iter().filter_map(|c| self.condition(c)).collect();
+                match parts.len() {
+                    0 => return None,
+                    // DynamoDB refuses redundant parentheses (`((a OR b))`).
+                    1 => parts.remove(0),
+                    _ => format!("({})", parts.join(" AND ")),
                 }
-                format!("({})", parts.join(" AND "))
             }
             Condition::Or(cs) => {
                 // An `Always` part makes the whole hold; no part at all never holds.
@@ -253,10 +256,11 @@ impl Expr {
                 for c in cs {
                     parts.push(self.condition(c)?);
                 }
-                if parts.is_empty() {
-                    return Some(self.never());
+                match parts.len() {
+                    0 => return Some(self.never()),
+                    1 => parts.remove(0),
+                    _ => format!("({})", parts.join(" OR ")),
                 }
-                format!("({})", parts.join(" OR "))
             }
             Condition::Not(c) => match self.condition(c) {
                 Some(inner) => format!("(NOT {inner})"),

@@ -66,7 +66,8 @@ pub struct Intent {
     pub from: Path,
     /// The destination.
     pub to: Path,
-    /// `"lock"`, `"copy"`, `"delete"`, `"unlock"` or `"rollback"`.
+    /// `"lock"`, `"copy"`, `"delete"`, `"unlock"`, `"rollback"`, `"move"` (a re-parenting) or
+    /// `"propagate"`.
     pub phase: String,
     links: LinkPolicy,
     /// The token of the call that runs it now, if any, and until when (ms since the epoch) it
