@@ -107,6 +107,7 @@ pub fn cases<S: Storage + 'static>() -> Vec<(&'static str, Case<S>)> {
         case!(typed_idempotent_transaction),
         case!(typed_expiry_and_sweep),
         case!(typed_projections_and_consistent_reads),
+        case!(typed_denormalized_fields),
     ]
 }
 
@@ -3200,4 +3201,124 @@ pub async fn typed_projections_and_consistent_reads<S: Storage + 'static>(table:
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
     assert_eq!(by_owner, [Balance { balance: 7 }]);
+}
+
+/// A source of denormalized fields (`Board` at `Boards/{board}`).
+#[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[dynatree(path = "Boards/{board}")]
+struct Board {
+    board: String,
+    name: String,
+}
+
+/// Copies its board's name; a source of its own title.
+#[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[dynatree(path = "Boards/{board}/Topics/{topic}")]
+struct Topic {
+    board: String,
+    topic: String,
+    title: String,
+    #[dynatree(from = Board::name)]
+    board_name: Option<String>,
+}
+
+/// Copies its topic's title and, through the topic, its board's name (a chain).
+#[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[dynatree(path = "Boards/{board}/Topics/{topic}/Notes/{note}")]
+struct Note {
+    board: String,
+    topic: String,
+    note: String,
+    #[dynatree(from = Topic::title)]
+    topic_title: Option<String>,
+    #[dynatree(from = Topic::board_name)]
+    board_name: Option<String>,
+}
+
+/// Denormalized fields, inline, with every conditional write they send: fill on write (the
+/// write's transaction checks the sources), a rename through a chain, a patch of the
+/// intermediate, a move under another source, a source removed (tombstone, optional copies
+/// cleared) and written again, a transaction writing a source and a target.
+pub async fn typed_denormalized_fields<S: Storage + 'static>(table: S) {
+    let tree = Tree::builder(table)
+        .retry_policy(fast_retry())
+        .denormalized::<Topic>()
+        .denormalized::<Note>()
+        .build()
+        .expect("tree");
+    tree.create_table().await.expect("create table");
+    let board = |b: &str, name: &str| Board {
+        board: b.into(),
+        name: name.into(),
+    };
+    let topic = |b: &str, title: &str| Topic {
+        board: b.into(),
+        topic: "t".into(),
+        title: title.into(),
+        board_name: None,
+    };
+    let note = |b: &str, n: &str| Note {
+        board: b.into(),
+        topic: "t".into(),
+        note: n.into(),
+        topic_title: None,
+        board_name: None,
+    };
+    let notes = tree.repo::<Note>();
+    let read = |b: &'static str| {
+        let notes = notes.clone();
+        async move {
+            let mut out = Vec::new();
+            for n in ["n1", "n2"] {
+                let got = notes
+                    .read(&note(b, n).key())
+                    .consistent(true)
+                    .await
+                    .expect("read")
+                    .expect("a note");
+                out.push((got.topic_title, got.board_name));
+            }
+            out
+        }
+    };
+    let both = |t: &str, b: Option<&str>| vec![(Some(t.to_owned()), b.map(str::to_owned)); 2];
+    tree.repo::<Board>().put(&board("a", "A")).await.unwrap();
+    tree.repo::<Board>().put(&board("b", "B")).await.unwrap();
+    tree.repo::<Topic>().put(&topic("a", "T")).await.unwrap();
+    notes.put(&note("a", "n1")).await.unwrap();
+    notes.put_all([&note("a", "n2")]).await.unwrap();
+    assert_eq!(read("a").await, both("T", Some("A")));
+    // A rename through the chain, a patch of the intermediate.
+    tree.repo::<Board>().put(&board("a", "A2")).await.unwrap();
+    tree.repo::<Topic>()
+        .patch(dynatree::Patch::new(&topic("a", "").key()).set(Topic::FIELDS.title, "T2"))
+        .await
+        .unwrap();
+    assert_eq!(read("a").await, both("T2", Some("A2")));
+    // Moved under another board: copies from the new ancestors.
+    tree.move_subtree(
+        ["Boards", "a", "Topics", "t"],
+        ["Boards", "b", "Topics", "t"],
+    )
+    .await
+    .unwrap();
+    assert_eq!(read("b").await, both("T2", Some("B")));
+    // The source removed: optional copies cleared; written again: copied again.
+    tree.repo::<Board>()
+        .delete(&board("b", "").key())
+        .await
+        .unwrap();
+    assert_eq!(read("b").await, both("T2", None));
+    let mut tx = tree.transaction();
+    tx.put(&board("b", "B3")).put(&note("b", "n3"));
+    tx.commit().await.unwrap();
+    assert_eq!(read("b").await, both("T2", Some("B3")));
+    let n3 = notes
+        .read(&note("b", "n3").key())
+        .consistent(true)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(n3.board_name.as_deref(), Some("B3"));
+    assert!(tree.pending().await.unwrap().is_empty());
 }

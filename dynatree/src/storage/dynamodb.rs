@@ -241,8 +241,7 @@ impl Expr {
             }
             Condition::And(cs) => {
                 // `Always` parts hold: leave them out (nothing left: always).
-                let mut parts: Vec<String> =
-                    cs.iter().filter_map(|c| self.condition(c)).collect();
+                let mut parts: Vec<String> = cs.iter().filter_map(|c| self.condition(c)).collect();
                 match parts.len() {
                     0 => return None,
                     // DynamoDB refuses redundant parentheses (`((a OR b))`).
