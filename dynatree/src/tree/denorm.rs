@@ -27,6 +27,12 @@ use super::Tree;
 use super::clock::now_ms;
 use super::moves::Guard;
 
+/// A level-by-level walk below a path (see [`Tree::walk_below`]).
+struct Walk {
+    deepest: usize,
+    level: Vec<Path>,
+}
+
 /// What a conditional copy did.
 enum Copied {
     /// Written; for a target that is a source itself, its new version.
@@ -498,27 +504,24 @@ impl<S: Storage + 'static> Tree<S> {
         let Some(g) = guard else {
             return Ok(());
         };
-        let below = self.consistent_subtree(path).await?;
-        let targets = self.inner.targets.snapshot();
-        let count = below
-            .iter()
-            .filter(|(p, _)| targets.iter().any(|(t, _)| matches_template(t, p)))
-            .count();
-        if count > self.inner.config.inline_limit {
-            let tree = self.clone();
-            tokio::spawn(async move {
-                // On failure the intent stays for `resume`.
-                let _ = tree.run_owned(&g).await;
-            });
-            return Ok(());
-        }
         let row = match row {
             Some(r) => Some(r.clone()),
             None => self.current_source(path).await?,
         };
-        let result = self.copy_below(path, row.as_ref(), below, Some(&g)).await;
+        let limit = Some(self.inner.config.inline_limit);
+        let result = self.copy_below(path, row.as_ref(), Some(&g), limit).await;
         match result {
-            Ok(()) => self.finish(&g).await,
+            Ok(true) => self.finish(&g).await,
+            Ok(false) => {
+                // Beyond the inline limit: the rest in the background, under the intent (which
+                // walks again from the source: the copies written so far are skipped).
+                let tree = self.clone();
+                tokio::spawn(async move {
+                    // On failure the intent stays for `resume`.
+                    let _ = tree.run_owned(&g).await;
+                });
+                Ok(())
+            }
             Err(e) => {
                 // Give the intent up at once, so that `resume` need not wait for the lease.
                 self.release_intent(&g).await;
@@ -572,8 +575,7 @@ impl<S: Storage + 'static> Tree<S> {
             Some(r) => Some(r.clone()),
             None => self.current_source(path).await?,
         };
-        let below = self.consistent_subtree(path).await?;
-        self.copy_below(path, row.as_ref(), below, g).await
+        self.copy_below(path, row.as_ref(), g, None).await.map(drop)
     }
 
     /// Refreshes the copies of the object at `path` itself, if it is of a target type.
@@ -639,6 +641,17 @@ impl<S: Storage + 'static> Tree<S> {
                     Condition::NotExists
                 }
                 Some(r) if r.contains(layout.link_attr()) => {
+                    // A link there: no source, as if missing; its tombstone must not move.
+                    let unchanged = match self.tombstone(source).await? {
+                        Some(t) => {
+                            Condition::equals(layout.source_version_attr(), Value::N(t.to_string()))
+                        }
+                        None => Condition::NotExists,
+                    };
+                    checks.push(TransactAction::ConditionCheck {
+                        key: layout.tombstone_key(source),
+                        condition: unchanged,
+                    });
                     Condition::attr_exists(layout.link_attr())
                 }
                 Some(r) => {
@@ -880,11 +893,12 @@ impl<S: Storage + 'static> Tree<S> {
         Ok(Copied::Refused)
     }
 
-    /// Every object strictly below `root` with its row, level by level, read consistently:
-    /// one Query per directory page and one BatchGetItem per 100 names of a level.
-    async fn consistent_subtree(&self, root: &Path) -> Result<Vec<(Path, Item)>> {
-        let mut out = Vec::new();
-        // Nothing below the deepest target template is a target: not listed.
+    /// A walk of the objects strictly below `root`, level by level, read consistently: one
+    /// Query per directory page and one BatchGetItem per 100 names of a level. Each level is
+    /// listed when the walk asks for it, after the caller has handled the level above: a child
+    /// created before a copy into its parent committed is listed, one created after sees the
+    /// copy. Nothing below the deepest target type is listed.
+    fn walk_below(&self, root: &Path) -> Walk {
         let deepest = self
             .inner
             .targets
@@ -893,43 +907,55 @@ impl<S: Storage + 'static> Tree<S> {
             .map(|(t, _)| template_len(t))
             .max()
             .unwrap_or(0);
-        let mut current = vec![root.clone()];
-        while !current.is_empty() {
-            let mut next = Vec::new();
-            for prefix in current.iter().filter(|p| p.len() < deepest) {
-                let mut query = self.listing_query_for(prefix)?;
-                query.consistent = true;
-                let pages = crate::stream::query_pages(self.io(), query, None);
-                futures::pin_mut!(pages);
-                while let Some(page) = pages.try_next().await? {
-                    for row in &page.items {
-                        if let Some(name) = row.get_s(crate::storage::RANGE_KEY) {
-                            next.push(prefix.child(name.to_owned())?);
-                        }
+        Walk {
+            deepest,
+            level: vec![root.clone()],
+        }
+    }
+
+    /// The next level of `walk` (`None` when there is none).
+    async fn next_level(&self, walk: &mut Walk) -> Result<Option<Vec<(Path, Item)>>> {
+        if walk.level.is_empty() {
+            return Ok(None);
+        }
+        let mut next = Vec::new();
+        for prefix in walk.level.iter().filter(|p| p.len() < walk.deepest) {
+            let mut query = self.listing_query_for(prefix)?;
+            query.consistent = true;
+            let pages = crate::stream::query_pages(self.io(), query, None);
+            futures::pin_mut!(pages);
+            while let Some(page) = pages.try_next().await? {
+                for row in &page.items {
+                    if let Some(name) = row.get_s(crate::storage::RANGE_KEY) {
+                        next.push(prefix.child(name.to_owned())?);
                     }
                 }
             }
-            let objects = self.objects_of(next.iter(), true).await?;
-            for p in &next {
-                if let Some(row) = objects.get(&self.inner.layout.object_key(p).hash) {
-                    out.push((p.clone(), row.clone()));
-                }
-            }
-            current = next;
         }
-        Ok(out)
+        let objects = self.objects_of(next.iter(), true).await?;
+        let out = next
+            .iter()
+            .filter_map(|p| {
+                objects
+                    .get(&self.inner.layout.object_key(p).hash)
+                    .map(|row| (p.clone(), row.clone()))
+            })
+            .collect();
+        walk.level = next;
+        Ok(Some(out))
     }
 
     /// Copies the source `row` at `path` (`None`: no source there, optional copies are
-    /// cleared) to every registered target in `below` (the objects below `path`, parents
-    /// before children), and on through chains (a target that is itself a source).
+    /// cleared) to every registered target below it (walked level by level, each level listed
+    /// after the copies into the level above), and on through chains (a target that is itself
+    /// a source). With `limit`, stops after that many targets: `Ok(false)`.
     async fn copy_below(
         &self,
         path: &Path,
         row: Option<&Item>,
-        below: Vec<(Path, Item)>,
         g: Option<&Guard>,
-    ) -> Result<()> {
+        limit: Option<usize>,
+    ) -> Result<bool> {
         let targets = self.inner.targets.snapshot();
         // No source: the tombstone of the removed one orders the clears.
         let gone = match row {
@@ -938,18 +964,48 @@ impl<S: Storage + 'static> Tree<S> {
         };
         // The rows as they are after our copies: the source, then each updated target.
         let mut current: Vec<(Path, Option<Item>)> = vec![(path.clone(), row.cloned())];
-        for (i, (p, mut item)) in below.into_iter().enumerate() {
-            if let Some(g) = g
-                && i % 64 == 63
-            {
-                self.renew_if_due(g).await?;
+        let mut walk = self.walk_below(path);
+        let mut seen = 0usize;
+        while let Some(level) = self.next_level(&mut walk).await? {
+            for (p, item) in level {
+                seen += 1;
+                if let Some(g) = g
+                    && seen % 64 == 63
+                {
+                    self.renew_if_due(g).await?;
+                }
+                if let Some(updated) = self
+                    .copy_into_object(&targets, &current, &p, item, gone)
+                    .await?
+                {
+                    current.push((p, Some(updated)));
+                }
             }
+            if limit.is_some_and(|l| seen > l) {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// The copies of `p` (its row `item`) from the sources among `current` (the walk's
+    /// source and the targets it updated): written if older. Returns the row as it is after,
+    /// if `p` is a target of one of them.
+    async fn copy_into_object(
+        &self,
+        targets: &[(&'static str, &'static [Denormalized])],
+        current: &[(Path, Option<Item>)],
+        p: &Path,
+        mut item: Item,
+        gone: Option<u64>,
+    ) -> Result<Option<Item>> {
+        {
             if item.contains(self.inner.layout.link_attr()) {
-                continue;
+                return Ok(None);
             }
             let mut changed = false;
-            for (template, defs) in &targets {
-                if !matches_template(template, &p) {
+            for (template, defs) in targets {
+                if !matches_template(template, p) {
                     continue;
                 }
                 for d in defs.iter() {
@@ -968,7 +1024,7 @@ impl<S: Storage + 'static> Tree<S> {
                             // The same value under the same version: written already (the
                             // walk read it consistently after the source's write).
                             if filled != item {
-                                match self.copy_to_target(&p, d, &filled).await? {
+                                match self.copy_to_target(p, d, &filled).await? {
                                     Copied::Applied(Some(v)) => {
                                         filled.insert(
                                             self.inner.layout.change_version_attr(d.target()),
@@ -981,7 +1037,7 @@ impl<S: Storage + 'static> Tree<S> {
                                         // stored, never from this stale view.
                                         match self
                                             .io()
-                                            .get_item(&self.inner.layout.object_key(&p), true)
+                                            .get_item(&self.inner.layout.object_key(p), true)
                                             .await?
                                         {
                                             Some(row) => filled = row,
@@ -993,7 +1049,7 @@ impl<S: Storage + 'static> Tree<S> {
                             item = filled;
                         }
                         None => {
-                            if let Some(cleared) = self.clear_target(&p, d, &item, gone).await? {
+                            if let Some(cleared) = self.clear_target(p, d, &item, gone).await? {
                                 item = cleared;
                             }
                         }
@@ -1001,11 +1057,8 @@ impl<S: Storage + 'static> Tree<S> {
                     changed = true;
                 }
             }
-            if changed {
-                current.push((p, Some(item)));
-            }
+            Ok(changed.then_some(item))
         }
-        Ok(())
     }
 
     /// No source is there any more: clears the optional copy `d` of `item` (at `path`).
@@ -1142,6 +1195,24 @@ impl<S: Storage + 'static> Tree<S> {
         Ok(row)
     }
 
+    /// Writes `row` (a link) over the source object at `path` after recording its version as
+    /// its tombstone, conditional on the object still holding that version (a write in
+    /// between: again).
+    pub(crate) async fn replace_source_with(&self, path: &Path, row: Item) -> Result<()> {
+        let policy = self.config_retry();
+        let mut attempt = 0;
+        loop {
+            let seen = self.pin_versions(path).await?;
+            let unchanged = self.same_versions(path, &seen);
+            match self.write_object(path, row.clone(), &unchanged).await {
+                Err(e) if e.is_condition_failed() && attempt + 1 < policy.max_attempts() => {
+                    attempt += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+
     /// Records `v` as the tombstone of the source at `path`, unless a later one is there.
     pub(super) async fn put_tombstone(&self, path: &Path, v: u64) -> Result<()> {
         let mut row = self.inner.layout.tombstone_key(path).into_item();
@@ -1168,32 +1239,40 @@ impl<S: Storage + 'static> Tree<S> {
         if targets.is_empty() || !self.inline() {
             return Ok(());
         }
-        let mut all = Vec::new();
-        if let Some(row) = self
+        // The root, then level by level: each level listed after the one above was refilled
+        // (a child created meanwhile either is listed or filled itself from the refilled
+        // parent).
+        let mut level: Vec<(Path, Item)> = self
             .io()
             .get_item(&self.inner.layout.object_key(root), true)
             .await?
-        {
-            all.push((root.clone(), row));
-        }
-        all.extend(self.consistent_subtree(root).await?);
-        for (i, (p, item)) in all.iter().enumerate() {
-            if let Some(g) = g
-                && i % 64 == 63
-            {
-                self.renew_if_due(g).await?;
-            }
-            for (template, defs) in &targets {
-                if matches_template(template, p) {
-                    let ty = TypeInfo {
-                        template,
-                        denormalized: defs,
-                    };
-                    self.refresh_copies(ty, p, item).await?;
+            .map(|row| vec![(root.clone(), row)])
+            .unwrap_or_default();
+        let mut walk = self.walk_below(root);
+        let mut seen = 0usize;
+        loop {
+            for (p, item) in &level {
+                seen += 1;
+                if let Some(g) = g
+                    && seen % 64 == 63
+                {
+                    self.renew_if_due(g).await?;
+                }
+                for (template, defs) in &targets {
+                    if matches_template(template, p) {
+                        let ty = TypeInfo {
+                            template,
+                            denormalized: defs,
+                        };
+                        self.refresh_copies(ty, p, item).await?;
+                    }
                 }
             }
+            match self.next_level(&mut walk).await? {
+                Some(next) => level = next,
+                None => return Ok(()),
+            }
         }
-        Ok(())
     }
 
     /// The stream processor: see [`changes`](crate::changes).

@@ -1119,8 +1119,22 @@ impl<S: Storage + 'static> Tree<S> {
             self.inner.layout.check_object_path(&path)?;
             self.inner.layout.check_object_path(&target)?;
             let row = self.link_row_for(&path, &target)?;
-            self.write_object(&path, row, &crate::storage::Condition::Always)
-                .await
+            if !self.source_at(&path) {
+                return self
+                    .write_object(&path, row, &crate::storage::Condition::Always)
+                    .await;
+            }
+            // A link replacing a source of denormalized fields removes the source: as a delete
+            // (tombstone, pinned versions, copies cleared).
+            let guard = self.before_source_write_at(&path).await?;
+            let result = self.replace_source_with(&path, row).await;
+            match result {
+                Ok(()) => self.after_source_write(guard, &path, None).await,
+                Err(e) => {
+                    self.source_write_failed(guard, &e).await;
+                    Err(e)
+                }
+            }
         }
         .instrument(span)
         .await
