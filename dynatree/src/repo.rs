@@ -310,18 +310,26 @@ impl<T: Hierarchical, S: Storage + 'static> Repository<T, S> {
             return Ok(());
         }
         let mut rows = rows;
-        if !T::DENORMALIZED.is_empty() {
+        let ty = crate::denorm::TypeInfo::of::<T>();
+        // Targets: intents on their sources first, so that copies a failure or a crash leaves
+        // stale between the write and its re-read are brought up to date by `resume`.
+        let guards = self
+            .tree
+            .record_refresh(ty, rows.iter().map(|(p, _)| p))
+            .await?;
+        let result = async {
             for (path, row) in &mut rows {
-                self.tree
-                    .fill_targets(crate::denorm::TypeInfo::of::<T>(), path, row)
-                    .await?;
+                self.tree.fill_targets(ty, path, row).await?;
             }
+            self.tree.write_objects(rows.clone()).await?;
+            for (path, row) in &rows {
+                self.after_write(path, row).await?;
+            }
+            Ok(())
         }
-        self.tree.write_objects(rows.clone()).await?;
-        for (path, row) in &rows {
-            self.after_write(path, row).await?;
-        }
-        Ok(())
+        .await;
+        self.tree.end_refresh(guards, result.is_err()).await;
+        result
     }
 
     /// The values at `keys`, in the order of `keys`, `None` where nothing is: one BatchGetItem

@@ -540,10 +540,29 @@ impl<S: Storage + 'static> Transaction<S> {
         // their rows), each recorded as an intent, and propagated after the commit.
         let tree = self.tree;
         let mut ops = self.ops;
+        // Targets put: intents on their sources (a failure or crash between the commit and the
+        // re-read is finished by `resume`), then their copies filled.
+        let mut refresh = Vec::new();
+        for op in &ops {
+            if let Op::Put { path, .. } = op {
+                for ty in tree.target_types_at(path) {
+                    match tree.record_refresh(ty, std::iter::once(path)).await {
+                        Ok(g) => refresh.extend(g),
+                        Err(e) => {
+                            tree.end_refresh(refresh, true).await;
+                            return Err(e);
+                        }
+                    }
+                }
+            }
+        }
         for op in &mut ops {
             if let Op::Put { path, row, .. } = op {
                 for ty in tree.target_types_at(path) {
-                    tree.fill_targets(ty, path, row).await?;
+                    if let Err(e) = tree.fill_targets(ty, path, row).await {
+                        tree.end_refresh(refresh, true).await;
+                        return Err(e);
+                    }
                 }
             }
         }
@@ -692,6 +711,11 @@ impl<S: Storage + 'static> Transaction<S> {
             for (_, g) in guards {
                 tree.source_write_failed(Some(g), &e).await;
             }
+            // Nothing written if the transaction was refused; else (a lost response) the
+            // intents stay for `resume`.
+            let refused =
+                e.is_transaction_canceled() || e.is_condition_failed() || e.is_invalid_input();
+            tree.end_refresh(refresh, !refused).await;
             return Err(e);
         }
         let mut first_error = None;
@@ -702,6 +726,7 @@ impl<S: Storage + 'static> Transaction<S> {
                 }
             }
         }
+        tree.end_refresh(refresh, first_error.is_some()).await;
         for (path, g) in guards {
             if let Err(e) = tree.after_source_write(Some(g), &path, None).await {
                 first_error.get_or_insert(e);

@@ -530,6 +530,53 @@ impl<S: Storage + 'static> Tree<S> {
         }
     }
 
+    /// Before a write of targets of type `ty` at `paths` that re-reads its sources after the
+    /// write (`put_all`, transactions): under inline propagation, an intent on each distinct
+    /// source of theirs, so that a failure or crash between the write and the re-read is
+    /// finished by [`Tree::resume`] (which brings every copy below those sources up to date).
+    pub(crate) async fn record_refresh<'p>(
+        &self,
+        ty: TypeInfo,
+        paths: impl IntoIterator<Item = &'p Path>,
+    ) -> Result<Vec<Guard>> {
+        if !self.inline() || ty.denormalized.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut sources: Vec<Path> = Vec::new();
+        for p in paths {
+            for d in ty.denormalized {
+                let s = p.prefix(template_len(d.source_template()));
+                if !sources.contains(&s) {
+                    sources.push(s);
+                }
+            }
+        }
+        let mut guards = Vec::with_capacity(sources.len());
+        for s in &sources {
+            match self.record_propagation(s).await {
+                Ok(g) => guards.push(g),
+                Err(e) => {
+                    self.end_refresh(guards, true).await;
+                    return Err(e);
+                }
+            }
+        }
+        Ok(guards)
+    }
+
+    /// After the write `record_refresh` prepared: its intents dropped (the copies were
+    /// re-read), or left to `resume` if it failed (`failed`: part of it may have been written).
+    pub(crate) async fn end_refresh(&self, guards: Vec<Guard>, failed: bool) {
+        for g in guards {
+            if failed {
+                self.release_intent(&g).await;
+            } else {
+                // Best effort: a leftover intent only costs a `resume` a walk.
+                let _ = self.finish(&g).await;
+            }
+        }
+    }
+
     /// After the write that `before_source_write` prepared failed with `e`: a write that
     /// surely did not happen (a failed condition, a refusal) drops the intent; one that may
     /// have happened leaves it to [`Tree::resume`] (given up, so it need not wait).
