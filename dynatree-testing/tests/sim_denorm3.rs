@@ -3,213 +3,27 @@
 //! and every source write checks its tombstone in its own transaction. Findings:
 //! `/work/notes/denorm-review3.md`.
 //!
-//! The chain over three levels of `sim_denorm2.rs` (copied here): `RForum` at `R/{forum}`,
-//! `RThread` at `R/{forum}/T/{thread}` (its `forum_name` copies `RForum::name`), `RPost` at
-//! `.../P/{post}` (`thread_title` copies `RThread::title`, `forum_name` copies
-//! `RThread::forum_name`). Every schedule ends with the simulator's `resume()` in a fresh
-//! process and its invariants, then a check that every copy equals its source (or `None` where
-//! the source object is missing, a link included), whatever failed.
+//! The chain over three levels of the module `denorm_chain` (shared with `sim_denorm2.rs`):
+//! `RForum` at `R/{forum}`, `RThread` at `R/{forum}/T/{thread}` (its `forum_name` copies
+//! `RForum::name`), `RPost` at `.../P/{post}` (`thread_title` copies `RThread::title`,
+//! `forum_name` copies `RThread::forum_name`). Every schedule ends with the simulator's
+//! `resume()` in a fresh process and its invariants, then a check that every copy equals its
+//! source (or `None` where the source object is missing, a link included), whatever failed.
 //!
 //! Budget: `DYNATREE_SIM_SCHEDULES` schedules per scenario (default 600 here).
 
+#[allow(dead_code)]
+mod denorm_chain;
+
 use std::time::Duration;
 
-use dynatree::{ErrorKind, Hierarchical, LinkPolicy, Patch, RetryPolicy, Tree};
-use dynatree_testing::FakeTable;
-use dynatree_testing::sim::{End, Model, Sim, SimFault, SimStorage, Stored};
-use serde::{Deserialize, Serialize};
+use dynatree::{ErrorKind, RetryPolicy};
 
-#[derive(Hierarchical, Serialize, Deserialize, Clone, Debug, PartialEq)]
-#[dynatree(path = "R/{forum}")]
-struct RForum {
-    forum: String,
-    name: String,
-}
-
-#[derive(Hierarchical, Serialize, Deserialize, Clone, Debug, PartialEq)]
-#[dynatree(path = "R/{forum}/T/{thread}")]
-struct RThread {
-    forum: String,
-    thread: String,
-    title: String,
-    #[dynatree(from = RForum::name)]
-    forum_name: Option<String>,
-}
-
-#[derive(Hierarchical, Serialize, Deserialize, Clone, Debug, PartialEq)]
-#[dynatree(path = "R/{forum}/T/{thread}/P/{post}")]
-struct RPost {
-    forum: String,
-    thread: String,
-    post: String,
-    #[dynatree(from = RThread::title)]
-    thread_title: Option<String>,
-    #[dynatree(from = RThread::forum_name)]
-    forum_name: Option<String>,
-}
-
-fn rforum(id: &str, name: &str) -> RForum {
-    RForum {
-        forum: id.into(),
-        name: name.into(),
-    }
-}
-
-fn rthread(forum: &str, id: &str, title: &str) -> RThread {
-    RThread {
-        forum: forum.into(),
-        thread: id.into(),
-        title: title.into(),
-        forum_name: None,
-    }
-}
-
-fn rpost(forum: &str, thread: &str, id: &str) -> RPost {
-    RPost {
-        forum: forum.into(),
-        thread: thread.into(),
-        post: id.into(),
-        thread_title: None,
-        forum_name: None,
-    }
-}
-
-fn rename_forum(id: &str, name: &str) -> Patch<RForum> {
-    Patch::new(&rforum(id, "").key()).set(RForum::FIELDS.name, name.to_owned())
-}
-
-fn retitle(forum: &str, title: &str) -> Patch<RThread> {
-    Patch::new(&rthread(forum, "t", "").key()).set(RThread::FIELDS.title, title.to_owned())
-}
-
-fn forum_key(id: &str) -> RForumKey {
-    rforum(id, "").key()
-}
-
-fn thread_path(forum: &str) -> [String; 4] {
-    ["R", forum, "T", "t"].map(str::to_owned)
-}
-
-fn builder(s: SimStorage<FakeTable>) -> dynatree::TreeBuilder<SimStorage<FakeTable>> {
-    Tree::builder(s)
-        .denormalized::<RThread>()
-        .denormalized::<RPost>()
-}
-
-fn inline_tree(s: SimStorage<FakeTable>) -> Tree {
-    builder(s).build().expect("tree")
-}
-
-/// Forums `f` ("F1") and `g` ("G1"); thread `f/t` ("T1") with posts `p1`, `p2`.
-async fn setup(t: Tree) -> dynatree::Result<()> {
-    t.repo::<RForum>().put(&rforum("f", "F1")).await?;
-    t.repo::<RForum>().put(&rforum("g", "G1")).await?;
-    t.repo::<RThread>().put(&rthread("f", "t", "T1")).await?;
-    t.repo::<RPost>().put(&rpost("f", "t", "p1")).await?;
-    t.repo::<RPost>().put(&rpost("f", "t", "p2")).await
-}
-
-fn attr_of(model: &Model, path: &[String], attr: &str) -> Option<String> {
-    match model.get(path.to_vec())? {
-        Stored::Object(item) => item.get_s(attr).map(str::to_owned),
-        Stored::Link(_) => None,
-    }
-}
-
-/// Every copy equals its source's value (`None` where the source object is missing).
-fn follows(model: &Model) -> Result<(), String> {
-    let mut errors = Vec::new();
-    for (path, stored) in model.objects() {
-        if path.first().map(String::as_str) != Some("R") || matches!(stored, Stored::Link(_)) {
-            continue;
-        }
-        let pairs: &[(&str, usize, &str)] = match path.len() {
-            4 => &[("forum_name", 2, "name")],
-            6 => &[
-                ("thread_title", 4, "title"),
-                ("forum_name", 4, "forum_name"),
-            ],
-            _ => &[],
-        };
-        for (copy, n, source) in pairs {
-            let got = attr_of(model, path, copy);
-            let want = attr_of(model, &path[..*n], source);
-            if got != want {
-                errors.push(format!(
-                    "{}.{copy} is {got:?}, its source {}.{source} is {want:?}",
-                    path.join("/"),
-                    path[..*n].join("/")
-                ));
-            }
-        }
-    }
-    if errors.is_empty() {
-        Ok(())
-    } else {
-        Err(errors.join("; "))
-    }
-}
-
-fn check(end: &End<'_>) -> Result<(), String> {
-    follows(end.model).map_err(|e| {
-        format!(
-            "{e}\noutcomes: {:?}\nversions:\n{}",
-            end.outcomes,
-            versions(end.rows)
-        )
-    })
-}
-
-/// The version attributes of every row under `R` (objects and tombstones).
-fn versions(rows: &[dynatree::Item]) -> String {
-    let mut out = Vec::new();
-    for r in rows {
-        let (Some(key), Some(child)) = (r.get_s("Key"), r.get_s("Child")) else {
-            continue;
-        };
-        if !key.starts_with("¦R¦") {
-            continue;
-        }
-        let mut attrs: Vec<String> = r
-            .iter()
-            .filter(|(n, _)| {
-                n.starts_with("¦sv")
-                    || n.starts_with("¦dv.")
-                    || n.starts_with("¦cv.")
-                    || *n == "name"
-                    || *n == "title"
-                    || *n == "forum_name"
-                    || *n == "thread_title"
-            })
-            .map(|(n, v)| format!("{n}={v:?}"))
-            .collect();
-        attrs.sort();
-        if attrs.is_empty() {
-            continue;
-        }
-        out.push(format!("  {key} | {child}: {}", attrs.join(" ")));
-    }
-    out.join("\n")
-}
-
-const SCHEDULES: usize = 600;
-
-/// An inline scenario: setup, one fault per schedule of every kind, time may pass, the check
-/// after recovery.
-fn sim(name: &str) -> Sim<FakeTable> {
-    Sim::new(name, FakeTable::new)
-        .tree(inline_tree)
-        .schedules(SCHEDULES)
-        .faults(1, SimFault::all())
-        .allow_wait(true)
-        .setup(setup)
-        .check(check)
-}
-
-/// The same scenario without faults (pure interleaving).
-fn sim0(name: &str) -> Sim<FakeTable> {
-    sim(name).faults(0, SimFault::all())
-}
+use denorm_chain::{
+    RForum, RPost, RThread, builder, check, delete_forum, delete_thread, forum_key, move_thread,
+    patch_forum, patch_title, put_forum, put_post, put_thread, recreate_thread, rename_forum,
+    rforum, rpost, rthread, setup, sim, sim0,
+};
 
 // ---------------------------------------------------------------------------------------------
 // 1. Typed writes of targets (checked in their own transaction).
@@ -219,12 +33,8 @@ fn sim0(name: &str) -> Sim<FakeTable> {
 #[test]
 fn a1_new_post_vs_rename_forum() {
     sim0("put post f/t/p3 vs patch f=F2 (no faults)")
-        .op("put post f/t/p3", |t| async move {
-            t.repo::<RPost>().put(&rpost("f", "t", "p3")).await
-        })
-        .op("patch f=F2", |t| async move {
-            t.repo::<RForum>().patch(rename_forum("f", "F2")).await
-        })
+        .op("put post f/t/p3", put_post("f", "t", "p3"))
+        .op("patch f=F2", patch_forum("f", "F2"))
         .run();
 }
 
@@ -232,15 +42,9 @@ fn a1_new_post_vs_rename_forum() {
 #[test]
 fn a2_new_post_vs_rename_and_retitle() {
     sim("put post f/t/p3 vs put f=F2 vs patch title=T2")
-        .op("put post f/t/p3", |t| async move {
-            t.repo::<RPost>().put(&rpost("f", "t", "p3")).await
-        })
-        .op("put f=F2", |t| async move {
-            t.repo::<RForum>().put(&rforum("f", "F2")).await
-        })
-        .op("patch title=T2", |t| async move {
-            t.repo::<RThread>().patch(retitle("f", "T2")).await
-        })
+        .op("put post f/t/p3", put_post("f", "t", "p3"))
+        .op("put f=F2", put_forum("f", "F2"))
+        .op("patch title=T2", patch_title("f", "T2"))
         .run();
 }
 
@@ -249,15 +53,9 @@ fn a2_new_post_vs_rename_and_retitle() {
 #[test]
 fn a3_put_thread_vs_rename_and_delete_forum() {
     sim("put thread f/n vs patch f=F2 vs delete f")
-        .op("put thread f/n", |t| async move {
-            t.repo::<RThread>().put(&rthread("f", "n", "N1")).await
-        })
-        .op("patch f=F2", |t| async move {
-            t.repo::<RForum>().patch(rename_forum("f", "F2")).await
-        })
-        .op("delete f", |t| async move {
-            t.repo::<RForum>().delete(&forum_key("f")).await
-        })
+        .op("put thread f/n", put_thread("f", "n", "N1"))
+        .op("patch f=F2", patch_forum("f", "F2"))
+        .op("delete f", delete_forum("f"))
         .run();
 }
 
@@ -265,15 +63,9 @@ fn a3_put_thread_vs_rename_and_delete_forum() {
 #[test]
 fn a3b_put_thread_vs_put_and_delete_forum() {
     sim0("put thread f/n vs put f=F2 vs delete f (no faults)")
-        .op("put thread f/n", |t| async move {
-            t.repo::<RThread>().put(&rthread("f", "n", "N1")).await
-        })
-        .op("put f=F2", |t| async move {
-            t.repo::<RForum>().put(&rforum("f", "F2")).await
-        })
-        .op("delete f", |t| async move {
-            t.repo::<RForum>().delete(&forum_key("f")).await
-        })
+        .op("put thread f/n", put_thread("f", "n", "N1"))
+        .op("put f=F2", put_forum("f", "F2"))
+        .op("delete f", delete_forum("f"))
         .run();
 }
 
@@ -309,9 +101,7 @@ fn a4b_create_thread_under_deleted_forum_vs_recreate() {
             forums.put(&rforum("f", "F2")).await?;
             forums.delete(&forum_key("f")).await
         })
-        .op("patch title=T2", |t| async move {
-            t.repo::<RThread>().patch(retitle("f", "T2")).await
-        })
+        .op("patch title=T2", patch_title("f", "T2"))
         .run();
 }
 
@@ -324,12 +114,8 @@ fn a5_put_all_posts_vs_rename_and_retitle() {
                 .put_all(&[rpost("f", "t", "p3"), rpost("f", "t", "p4")])
                 .await
         })
-        .op("patch f=F2", |t| async move {
-            t.repo::<RForum>().patch(rename_forum("f", "F2")).await
-        })
-        .op("patch title=T2", |t| async move {
-            t.repo::<RThread>().patch(retitle("f", "T2")).await
-        })
+        .op("patch f=F2", patch_forum("f", "F2"))
+        .op("patch title=T2", patch_title("f", "T2"))
         .run();
 }
 
@@ -342,12 +128,8 @@ fn a5b_put_all_threads_vs_renames() {
                 .put_all(&[rthread("f", "n", "N1"), rthread("f", "m", "M1")])
                 .await
         })
-        .op("patch f=F2", |t| async move {
-            t.repo::<RForum>().patch(rename_forum("f", "F2")).await
-        })
-        .op("put f=F3", |t| async move {
-            t.repo::<RForum>().put(&rforum("f", "F3")).await
-        })
+        .op("patch f=F2", patch_forum("f", "F2"))
+        .op("put f=F3", put_forum("f", "F3"))
         .run();
 }
 
@@ -356,17 +138,9 @@ fn a5b_put_all_threads_vs_renames() {
 #[test]
 fn a6_put_post_vs_move_of_its_thread() {
     sim("put post f/t/p3 vs move f/t -> g/t vs patch g=G2")
-        .op("put post f/t/p3", |t| async move {
-            t.repo::<RPost>().put(&rpost("f", "t", "p3")).await
-        })
-        .op("move f/t -> g/t", |t| async move {
-            t.move_subtree_with(thread_path("f"), thread_path("g"), LinkPolicy::Ignore)
-                .await
-                .map(|_| ())
-        })
-        .op("patch g=G2", |t| async move {
-            t.repo::<RForum>().patch(rename_forum("g", "G2")).await
-        })
+        .op("put post f/t/p3", put_post("f", "t", "p3"))
+        .op("move f/t -> g/t", move_thread)
+        .op("patch g=G2", patch_forum("g", "G2"))
         .run();
 }
 
@@ -380,14 +154,8 @@ fn a6b_put_thread_vs_move_of_it() {
             let b = threads.put(&rthread("g", "t", "T3")).await;
             a.and(b)
         })
-        .op("move f/t -> g/t", |t| async move {
-            t.move_subtree_with(thread_path("f"), thread_path("g"), LinkPolicy::Ignore)
-                .await
-                .map(|_| ())
-        })
-        .op("patch f=F2", |t| async move {
-            t.repo::<RForum>().patch(rename_forum("f", "F2")).await
-        })
+        .op("move f/t -> g/t", move_thread)
+        .op("patch f=F2", patch_forum("f", "F2"))
         .run();
 }
 
@@ -410,12 +178,8 @@ fn a7b_link_at_source_vs_new_thread() {
             t.repo::<RForum>().delete(&forum_key("f")).await?;
             t.put_link(["R", "f"], ["R", "g"]).await
         })
-        .op("put thread f/n", |t| async move {
-            t.repo::<RThread>().put(&rthread("f", "n", "N1")).await
-        })
-        .op("put f=F2", |t| async move {
-            t.repo::<RForum>().put(&rforum("f", "F2")).await
-        })
+        .op("put thread f/n", put_thread("f", "n", "N1"))
+        .op("put f=F2", put_forum("f", "F2"))
         .run();
 }
 
@@ -436,18 +200,10 @@ fn a8_retry_exhaustion_under_renames() {
                 .build()
                 .expect("tree")
         })
-        .op("put thread f/n", |t| async move {
-            t.repo::<RThread>().put(&rthread("f", "n", "N1")).await
-        })
-        .op("patch f=F2", |t| async move {
-            t.repo::<RForum>().patch(rename_forum("f", "F2")).await
-        })
-        .op("put f=F3", |t| async move {
-            t.repo::<RForum>().put(&rforum("f", "F3")).await
-        })
-        .op("patch f=F4", |t| async move {
-            t.repo::<RForum>().patch(rename_forum("f", "F4")).await
-        })
+        .op("put thread f/n", put_thread("f", "n", "N1"))
+        .op("patch f=F2", patch_forum("f", "F2"))
+        .op("put f=F3", put_forum("f", "F3"))
+        .op("patch f=F4", patch_forum("f", "F4"))
         .check(move |end| {
             check(end)?;
             let n = ["R", "f", "T", "n"].map(str::to_owned);
@@ -484,15 +240,9 @@ fn a9_put_thread_under_link_vs_forum_put() {
             t.repo::<RForum>().delete(&forum_key("f")).await?;
             t.put_link(["R", "f"], ["R", "g"]).await
         })
-        .op("put thread f/n", |t| async move {
-            t.repo::<RThread>().put(&rthread("f", "n", "N1")).await
-        })
-        .op("put f=F2", |t| async move {
-            t.repo::<RForum>().put(&rforum("f", "F2")).await
-        })
-        .op("patch title=T2", |t| async move {
-            t.repo::<RThread>().patch(retitle("f", "T2")).await
-        })
+        .op("put thread f/n", put_thread("f", "n", "N1"))
+        .op("put f=F2", put_forum("f", "F2"))
+        .op("patch title=T2", patch_title("f", "T2"))
         .run();
 }
 
@@ -509,9 +259,7 @@ fn b1_tx_source_put_vs_delete() {
             tx.put(&rforum("f", "F2"));
             tx.commit().await
         })
-        .op("delete f", |t| async move {
-            t.repo::<RForum>().delete(&forum_key("f")).await
-        })
+        .op("delete f", delete_forum("f"))
         .op("tx {patch f=F3, put p3}", |t| async move {
             let mut tx = t.transaction();
             tx.patch(rename_forum("f", "F3"))
@@ -531,17 +279,9 @@ fn b2_tx_intermediate_put_vs_delete_and_rename() {
             tx.put(&rthread("f", "t", "T2"));
             tx.commit().await
         })
-        .op("delete f/t", |t| async move {
-            t.repo::<RThread>()
-                .delete(&rthread("f", "t", "").key())
-                .await
-        })
-        .op("patch f=F2", |t| async move {
-            t.repo::<RForum>().patch(rename_forum("f", "F2")).await
-        })
-        .op("put post p3", |t| async move {
-            t.repo::<RPost>().put(&rpost("f", "t", "p3")).await
-        })
+        .op("delete f/t", delete_thread("f"))
+        .op("patch f=F2", patch_forum("f", "F2"))
+        .op("put post p3", put_post("f", "t", "p3"))
         .run();
 }
 
@@ -552,12 +292,8 @@ fn b3_untyped_put_at_source_vs_delete() {
         .op("tree.put R/f=F2", |t| async move {
             t.put(["R", "f"], &rforum("f", "F2")).await
         })
-        .op("delete f", |t| async move {
-            t.repo::<RForum>().delete(&forum_key("f")).await
-        })
-        .op("put thread f/n", |t| async move {
-            t.repo::<RThread>().put(&rthread("f", "n", "N1")).await
-        })
+        .op("delete f", delete_forum("f"))
+        .op("put thread f/n", put_thread("f", "n", "N1"))
         .run();
 }
 
@@ -566,17 +302,9 @@ fn b3_untyped_put_at_source_vs_delete() {
 #[test]
 fn b4_delete_intermediate_vs_new_post_and_rename() {
     sim("delete thread f/t vs put post f/t/p3 vs patch f=F2")
-        .op("delete f/t", |t| async move {
-            t.repo::<RThread>()
-                .delete(&rthread("f", "t", "").key())
-                .await
-        })
-        .op("put post p3", |t| async move {
-            t.repo::<RPost>().put(&rpost("f", "t", "p3")).await
-        })
-        .op("patch f=F2", |t| async move {
-            t.repo::<RForum>().patch(rename_forum("f", "F2")).await
-        })
+        .op("delete f/t", delete_thread("f"))
+        .op("put post p3", put_post("f", "t", "p3"))
+        .op("patch f=F2", patch_forum("f", "F2"))
         .run();
 }
 
@@ -584,17 +312,9 @@ fn b4_delete_intermediate_vs_new_post_and_rename() {
 #[test]
 fn b4b_delete_intermediate_vs_new_post_and_retitle() {
     sim("delete thread f/t vs put post f/t/p3 vs patch title=T2")
-        .op("delete f/t", |t| async move {
-            t.repo::<RThread>()
-                .delete(&rthread("f", "t", "").key())
-                .await
-        })
-        .op("put post p3", |t| async move {
-            t.repo::<RPost>().put(&rpost("f", "t", "p3")).await
-        })
-        .op("patch title=T2", |t| async move {
-            t.repo::<RThread>().patch(retitle("f", "T2")).await
-        })
+        .op("delete f/t", delete_thread("f"))
+        .op("put post p3", put_post("f", "t", "p3"))
+        .op("patch title=T2", patch_title("f", "T2"))
         .run();
 }
 
@@ -606,13 +326,7 @@ fn b5_update_thread_vs_delete_and_rename() {
             let mut v = rthread("f", "t", "T2");
             t.repo::<RThread>().update(&mut v).await
         })
-        .op("delete f/t; put f/t=T3", |t| async move {
-            let threads = t.repo::<RThread>();
-            threads.delete(&rthread("f", "t", "").key()).await?;
-            threads.put(&rthread("f", "t", "T3")).await
-        })
-        .op("patch f=F2", |t| async move {
-            t.repo::<RForum>().patch(rename_forum("f", "F2")).await
-        })
+        .op("delete f/t; put f/t=T3", recreate_thread("T3"))
+        .op("patch f=F2", patch_forum("f", "F2"))
         .run();
 }
