@@ -182,6 +182,9 @@ struct GateState {
     wakers: HashMap<(usize, u64), std::task::Waker>,
     in_flight: usize,
     crashed: Vec<bool>,
+    /// Operations whose future has ended: a request of theirs now comes from a task they
+    /// spawned, which the scheduler does not poll (it is woken for them).
+    ended: Vec<bool>,
     trace: Vec<String>,
     /// The scheduler's waker, while it waits: woken when a request parks or a granted one
     /// returns (from a task the scheduler does not poll itself, such as one an operation
@@ -200,6 +203,7 @@ impl Gate {
             state: Mutex::new(GateState {
                 next_seq: vec![0; ops],
                 crashed: vec![false; ops],
+                ended: vec![false; ops],
                 ..GateState::default()
             }),
         }
@@ -259,13 +263,15 @@ impl Drop for Wait {
 }
 
 /// Counts a granted request as running until its backend call returns.
-struct InFlight(Arc<Gate>);
+struct InFlight(Arc<Gate>, usize);
 
 impl Drop for InFlight {
     fn drop(&mut self) {
         let mut st = self.0.lock();
         st.in_flight = st.in_flight.saturating_sub(1);
-        if let Some(w) = st.scheduler.take() {
+        if st.ended.get(self.1).copied().unwrap_or(false)
+            && let Some(w) = st.scheduler.take()
+        {
             w.wake();
         }
     }
@@ -378,7 +384,9 @@ impl<B: Storage + 'static> SimStorage<B> {
                     write,
                 },
             );
-            if let Some(w) = st.scheduler.take() {
+            if st.ended.get(op).copied().unwrap_or(false)
+                && let Some(w) = st.scheduler.take()
+            {
                 w.wake();
             }
             (op, seq)
@@ -389,7 +397,7 @@ impl<B: Storage + 'static> SimStorage<B> {
             done: false,
         }
         .await;
-        Some((fault, InFlight(Arc::clone(&self.gate))))
+        Some((fault, InFlight(Arc::clone(&self.gate), op)))
     }
 
     async fn crash(&self, guard: InFlight) -> ! {
@@ -1753,6 +1761,9 @@ impl<B: Storage + 'static> Sim<B> {
                             Err(p) => OpOutcome::Panicked(panic_message(&*p)),
                         });
                         *slot = None;
+                        if let Some(e) = gate.lock().ended.get_mut(i) {
+                            *e = true;
+                        }
                         gate.note(format!(
                             "op{i} ({}) ended: {}",
                             self.ops[i].name,
