@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use dynatree::storage::{
     BatchGetOutput, Comparison, Condition, IndexPage, IndexQuery, IndexSpec, Key,
-    MAX_HASH_KEY_BYTES, MAX_PROJECTION_NAMES, MAX_RANGE_KEY_BYTES, Page, Query, Storage,
+    MAX_HASH_KEY_BYTES, MAX_PROJECTION_NAMES, MAX_RANGE_KEY_BYTES, Page, Query, ScanSegment, Storage,
     TableDescription, TableStatus, TransactAction, UpdateAction, WriteRequest,
 };
 use dynatree::{
@@ -1558,6 +1558,16 @@ impl Storage for FakeTable {
     }
 
     async fn scan_page(&self, limit: Option<u32>, start: Option<Key>) -> Result<Page> {
+        self.scan_segment_page(ScanSegment::whole(), limit, start)
+            .await
+    }
+
+    async fn scan_segment_page(
+        &self,
+        segment: ScanSegment,
+        limit: Option<u32>,
+        start: Option<Key>,
+    ) -> Result<Page> {
         tokio::task::yield_now().await;
         let mut inner = self.lock();
         let fault = self.begin(&mut inner, Op::Scan, &[])?;
@@ -1575,6 +1585,7 @@ impl Storage for FakeTable {
             .as_ref()
             .unwrap_or(&t.rows)
             .iter()
+            .filter(|(h, _)| segment.holds(h))
             .flat_map(|(h, part)| part.iter().map(move |(r, item)| ((h, r), item)))
             .skip_while(|((h, r), _)| {
                 start.as_ref().is_some_and(|s| {

@@ -315,6 +315,19 @@ impl<S: Storage + 'static> Storage for Faulty<S> {
             self.shared.inner.scan_page(limit, start)
         )
     }
+    async fn scan_segment_page(
+        &self,
+        segment: dynatree::storage::ScanSegment,
+        limit: Option<u32>,
+        start: Option<Key>,
+    ) -> Result<Page> {
+        faulty!(
+            self,
+            Op::Scan,
+            &[],
+            self.shared.inner.scan_segment_page(segment, limit, start)
+        )
+    }
     async fn batch_get(&self, mut keys: Vec<Key>, consistent: bool) -> Result<BatchGetOutput> {
         let op = Op::BatchGetItem;
         let fault = self.begin(op, &keys)?;

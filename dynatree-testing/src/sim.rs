@@ -549,6 +549,20 @@ impl<B: Storage + 'static> Storage for SimStorage<B> {
         )
         .await
     }
+    async fn scan_segment_page(
+        &self,
+        segment: dynatree::storage::ScanSegment,
+        limit: Option<u32>,
+        start: Option<Key>,
+    ) -> Result<Page> {
+        self.gated(
+            "Scan",
+            false,
+            String::new,
+            self.backend.scan_segment_page(segment, limit, start),
+        )
+        .await
+    }
     async fn batch_get(&self, keys: Vec<Key>, consistent: bool) -> Result<BatchGetOutput> {
         let detail = keys.iter().map(key_str).collect::<Vec<_>>().join(", ");
         let (processed, guard) = self.enter_batch("BatchGetItem", false, detail).await?;

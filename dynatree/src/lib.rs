@@ -40,6 +40,7 @@ macro_rules! value_from_sdk {
 }
 
 mod batch;
+pub mod check;
 pub mod changes;
 mod denorm;
 mod error;

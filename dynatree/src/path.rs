@@ -286,6 +286,87 @@ impl Path {
         }
         Ok(())
     }
+
+    /// Parses the escaped text form written by [`Path::escaped`]: components separated by `/`
+    /// (a leading `/` is optional, `/` alone is the root), where `%2F` stands for a `/` inside
+    /// a component and `%25` for a `%`. Any other `%` sequence is refused, so every string has
+    /// at most one meaning. The form the `dynatree` command line and JSONL exports use.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidPath`](crate::ErrorKind::InvalidPath) on an empty component or a
+    /// `%` not followed by `2F`/`2f` or `25`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::Path;
+    /// let p = Path::parse_escaped("/Files/a%2Fb/100%25")?;
+    /// assert_eq!(p.components(), ["Files", "a/b", "100%"]);
+    /// assert_eq!(p.escaped(), "/Files/a%2Fb/100%25");
+    /// assert_eq!(Path::parse_escaped("/")?, Path::root());
+    /// assert!(Path::parse_escaped("/a%20b").is_err());
+    /// # Ok::<(), dynatree::Error>(())
+    /// ```
+    pub fn parse_escaped(s: &str) -> Result<Self> {
+        let s = s.strip_prefix('/').unwrap_or(s);
+        if s.is_empty() {
+            return Ok(Self::root());
+        }
+        let mut components = Vec::new();
+        for raw in s.split('/') {
+            let mut out = String::with_capacity(raw.len());
+            let mut rest = raw;
+            while let Some(at) = rest.find('%') {
+                out.push_str(&rest[..at]);
+                let code = rest.get(at + 1..at + 3);
+                match code {
+                    Some("2F" | "2f") => out.push('/'),
+                    Some("25") => out.push('%'),
+                    _ => {
+                        return Err(Error::invalid_path(format!(
+                            "{raw:?}: `%` must be followed by 2F (a `/`) or 25 (a `%`)"
+                        )));
+                    }
+                }
+                rest = &rest[at + 3..];
+            }
+            out.push_str(rest);
+            components.push(out);
+        }
+        Self::new(components)
+    }
+
+    /// The escaped text form: `/` between components, `/` alone for the root, and inside a
+    /// component `%` written `%25` and `/` written `%2F`. [`Path::parse_escaped`] reads it
+    /// back; for paths without `/` or `%` in a component it is the same as `to_string()`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::Path;
+    /// let p = Path::new(["a/b", "c"])?;
+    /// assert_eq!(p.escaped(), "/a%2Fb/c");
+    /// assert_eq!(Path::parse_escaped(&p.escaped())?, p);
+    /// # Ok::<(), dynatree::Error>(())
+    /// ```
+    pub fn escaped(&self) -> String {
+        if self.components.is_empty() {
+            return "/".to_owned();
+        }
+        let mut s = String::new();
+        for c in &self.components {
+            s.push('/');
+            for ch in c.chars() {
+                match ch {
+                    '%' => s.push_str("%25"),
+                    '/' => s.push_str("%2F"),
+                    _ => s.push(ch),
+                }
+            }
+        }
+        s
+    }
 }
 
 impl fmt::Display for Path {

@@ -24,7 +24,7 @@ use crate::item::{Item, Value};
 use crate::layout::{HASH_KEY, RANGE_KEY};
 use crate::storage::{
     BatchGetOutput, Billing, Condition, IndexPage, IndexQuery, IndexSpec, Key, Page, Query,
-    RangeCondition, Storage, TableDescription, TableStatus, TransactAction, UpdateAction,
+    RangeCondition, ScanSegment, Storage, TableDescription, TableStatus, TransactAction, UpdateAction,
     WriteRequest,
 };
 
@@ -794,11 +794,26 @@ impl Storage for DynamoDbTable {
     }
 
     async fn scan_page(&self, limit: Option<u32>, start: Option<Key>) -> Result<Page> {
+        self.scan_segment_page(ScanSegment::whole(), limit, start)
+            .await
+    }
+
+    async fn scan_segment_page(
+        &self,
+        segment: ScanSegment,
+        limit: Option<u32>,
+        start: Option<Key>,
+    ) -> Result<Page> {
+        let split = segment.total() > 1;
         async {
             let out = self
                 .client
                 .scan()
                 .table_name(&self.table)
+                .set_segment(split.then(|| i32::try_from(segment.index()).unwrap_or(i32::MAX)))
+                .set_total_segments(
+                    split.then(|| i32::try_from(segment.total()).unwrap_or(i32::MAX)),
+                )
                 .set_limit(limit.map(|l| i32::try_from(l).unwrap_or(i32::MAX)))
                 .set_exclusive_start_key(start.as_ref().map(key_map))
                 .return_consumed_capacity(ReturnConsumedCapacity::Total)

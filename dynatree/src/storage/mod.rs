@@ -1169,6 +1169,114 @@ impl Query {
     }
 }
 
+/// One segment of a parallel Scan: segment `index` of `total` (DynamoDB's `Segment` and
+/// `TotalSegments`). Items are assigned to segments by their partition key.
+///
+/// # Examples
+///
+/// ```
+/// use dynatree::storage::ScanSegment;
+/// let s = ScanSegment::new(1, 4)?;
+/// assert_eq!((s.index(), s.total()), (1, 4));
+/// assert!(ScanSegment::new(4, 4).is_err());
+/// assert_eq!(ScanSegment::whole().total(), 1);
+/// // Every partition key belongs to exactly one segment of a split.
+/// let owners = (0..4).filter(|&i| ScanSegment::new(i, 4).unwrap().holds("¦Accounts¦")).count();
+/// assert_eq!(owners, 1);
+/// # Ok::<(), dynatree::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ScanSegment {
+    index: u32,
+    total: u32,
+}
+
+impl ScanSegment {
+    /// DynamoDB's largest `TotalSegments`.
+    pub const MAX_TOTAL: u32 = 1_000_000;
+
+    /// Segment `index` of `total`.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidArgument`] unless `1 <= total <= 1,000,000` and `index < total`
+    /// (what DynamoDB accepts).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::storage::ScanSegment;
+    /// assert!(ScanSegment::new(0, 1).is_ok());
+    /// assert!(ScanSegment::new(0, 0).is_err());
+    /// ```
+    pub fn new(index: u32, total: u32) -> Result<Self> {
+        if total == 0 || total > Self::MAX_TOTAL || index >= total {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                format!(
+                    "scan segment {index} of {total}: the total must be 1 to {} and the segment below it",
+                    Self::MAX_TOTAL
+                ),
+            ));
+        }
+        Ok(Self { index, total })
+    }
+
+    /// The whole table: segment 0 of 1.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(dynatree::storage::ScanSegment::whole().index(), 0);
+    /// ```
+    pub fn whole() -> Self {
+        Self { index: 0, total: 1 }
+    }
+
+    /// This segment's number, from 0.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(dynatree::storage::ScanSegment::new(2, 3)?.index(), 2);
+    /// # Ok::<(), dynatree::Error>(())
+    /// ```
+    pub fn index(&self) -> u32 {
+        self.index
+    }
+
+    /// How many segments the table is split into.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(dynatree::storage::ScanSegment::new(2, 3)?.total(), 3);
+    /// # Ok::<(), dynatree::Error>(())
+    /// ```
+    pub fn total(&self) -> u32 {
+        self.total
+    }
+
+    /// Whether the items of partition key `hash` belong to this segment, for backends that
+    /// split a table themselves (a stable FNV-1a hash of the key, modulo `total`; DynamoDB
+    /// uses its own assignment).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::storage::ScanSegment;
+    /// assert!(ScanSegment::whole().holds("anything"));
+    /// ```
+    pub fn holds(&self, hash: &str) -> bool {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for b in hash.bytes() {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        h % u64::from(self.total) == u64::from(self.index)
+    }
+}
+
 /// One page of a Query or Scan.
 ///
 /// # Examples
@@ -1612,6 +1720,46 @@ pub trait Storage: Send + Sync {
         start: Option<Key>,
     ) -> impl Future<Output = Result<Page>> + Send;
 
+    /// One page of one segment of a parallel Scan (`Segment`/`TotalSegments`), starting after
+    /// `start`: the segments of one `total` together hold every item exactly once.
+    ///
+    /// The default implementation gives segment 0 the whole table (through
+    /// [`scan_page`](Storage::scan_page)) and the other segments nothing, which is correct
+    /// but not parallel; [`DynamoDbTable`](crate::DynamoDbTable) and
+    /// `dynatree_testing::FakeTable` split the table.
+    ///
+    /// ```
+    /// # use dynatree::Tree; use dynatree::storage::{ScanSegment, Storage};
+    /// # use dynatree_testing::FakeTable;
+    /// # #[derive(serde::Serialize)] struct V { v: u8 }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// let table = FakeTable::new();
+    /// let tree = Tree::new(table.clone());
+    /// tree.create_table().await?;
+    /// tree.put(["a", "b"], &V { v: 1 }).await?;
+    /// let mut rows = 0;
+    /// for i in 0..4 {
+    ///     let page = table.scan_segment_page(ScanSegment::new(i, 4)?, None, None).await?;
+    ///     rows += page.items.len();
+    /// }
+    /// assert_eq!(rows, 3);
+    /// # Ok(()) }
+    /// ```
+    fn scan_segment_page(
+        &self,
+        segment: ScanSegment,
+        limit: Option<u32>,
+        start: Option<Key>,
+    ) -> impl Future<Output = Result<Page>> + Send {
+        async move {
+            if segment.index() == 0 {
+                self.scan_page(limit, start).await
+            } else {
+                Ok(Page::default())
+            }
+        }
+    }
+
     /// BatchGetItem of at most 100 keys; returns the items found and unprocessed keys.
     fn batch_get(
         &self,
@@ -1885,6 +2033,10 @@ macro_rules! forward_storage {
                 -> impl Future<Output = Result<Page>> + Send {
                 (**self).scan_page(limit, start)
             }
+            fn scan_segment_page(&self, segment: ScanSegment, limit: Option<u32>, start: Option<Key>)
+                -> impl Future<Output = Result<Page>> + Send {
+                (**self).scan_segment_page(segment, limit, start)
+            }
             fn batch_get(&self, keys: Vec<Key>, consistent: bool)
                 -> impl Future<Output = Result<BatchGetOutput>> + Send {
                 (**self).batch_get(keys, consistent)
@@ -1955,6 +2107,12 @@ trait ErasedStorage: Send + Sync + 'static {
     fn delete_item<'a>(&'a self, key: &'a Key, condition: Condition) -> BoxFuture<'a, ()>;
     fn query_page<'a>(&'a self, query: &'a Query, start: Option<Key>) -> BoxFuture<'a, Page>;
     fn scan_page(&self, limit: Option<u32>, start: Option<Key>) -> BoxFuture<'_, Page>;
+    fn scan_segment_page(
+        &self,
+        segment: ScanSegment,
+        limit: Option<u32>,
+        start: Option<Key>,
+    ) -> BoxFuture<'_, Page>;
     fn batch_get(&self, keys: Vec<Key>, consistent: bool) -> BoxFuture<'_, BatchGetOutput>;
     fn get_item_projected<'a>(
         &'a self,
@@ -2014,6 +2172,14 @@ impl<S: Storage + 'static> ErasedStorage for S {
     }
     fn scan_page(&self, limit: Option<u32>, start: Option<Key>) -> BoxFuture<'_, Page> {
         Box::pin(Storage::scan_page(self, limit, start))
+    }
+    fn scan_segment_page(
+        &self,
+        segment: ScanSegment,
+        limit: Option<u32>,
+        start: Option<Key>,
+    ) -> BoxFuture<'_, Page> {
+        Box::pin(Storage::scan_segment_page(self, segment, limit, start))
     }
     fn batch_get(&self, keys: Vec<Key>, consistent: bool) -> BoxFuture<'_, BatchGetOutput> {
         Box::pin(Storage::batch_get(self, keys, consistent))
@@ -2199,6 +2365,14 @@ impl Storage for SharedStorage {
         start: Option<Key>,
     ) -> impl Future<Output = Result<Page>> + Send {
         async move { self.0.scan_page(limit, start).await }
+    }
+    fn scan_segment_page(
+        &self,
+        segment: ScanSegment,
+        limit: Option<u32>,
+        start: Option<Key>,
+    ) -> impl Future<Output = Result<Page>> + Send {
+        async move { self.0.scan_segment_page(segment, limit, start).await }
     }
     fn batch_get(
         &self,

@@ -69,7 +69,7 @@ impl Targets {
             .any(|(t, defs)| f(t, defs))
     }
 
-    fn snapshot(&self) -> Vec<(&'static str, &'static [Denormalized])> {
+    pub(super) fn snapshot(&self) -> Vec<(&'static str, &'static [Denormalized])> {
         self.0
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner)

@@ -1,6 +1,8 @@
 //! [`Tree`]: the untyped tree API over any [`Storage`].
 
+mod check;
 mod clock;
+mod repair;
 mod denorm;
 mod expire;
 mod guard;
@@ -35,6 +37,9 @@ use crate::layout::{DEFAULT_RESERVED, HASH_KEY, Layout, RANGE_KEY};
 use crate::path::{IntoPath, Path};
 use crate::storage::{Billing, Key, Query, SharedStorage, Storage, TableStatus};
 use crate::stream::{query_pages, scan_pages};
+
+pub use check::Check;
+pub use repair::Repair;
 
 /// A tree of objects, links and listings in one DynamoDB table, in the dynamotree layout.
 ///
@@ -741,6 +746,17 @@ impl<S: Storage + 'static> Storage for Io<S> {
     ) -> impl Future<Output = Result<crate::storage::Page>> + Send {
         self.policy()
             .retry_throttled(move || self.raw().scan_page(limit, start.clone()))
+    }
+    fn scan_segment_page(
+        &self,
+        segment: crate::storage::ScanSegment,
+        limit: Option<u32>,
+        start: Option<Key>,
+    ) -> impl Future<Output = Result<crate::storage::Page>> + Send {
+        self.policy().retry_throttled(move || {
+            self.raw()
+                .scan_segment_page(segment, limit, start.clone())
+        })
     }
     fn batch_get(
         &self,

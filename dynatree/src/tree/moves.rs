@@ -78,6 +78,13 @@ pub struct Intent {
     refusal: Option<String>,
 }
 
+impl Intent {
+    /// Whether nobody runs it: no owner, or the owner's lease ran out before `now` (ms).
+    pub(super) fn abandoned(&self, now: u64) -> bool {
+        self.owner.is_none() || self.lease < now
+    }
+}
+
 /// How an owned run of an intent ended.
 pub(super) enum Outcome {
     Done(MoveReport),
@@ -512,7 +519,7 @@ impl<S: Storage + 'static> Tree<S> {
 
     /// Claims the intent `id` and runs it to its end. `None` if it is gone (finished by
     /// someone else) or was rolled back.
-    async fn drive(&self, id: &str) -> Result<Option<Outcome>> {
+    pub(super) async fn drive(&self, id: &str) -> Result<Option<Outcome>> {
         let Some(guard) = self.claim(id).await? else {
             return Ok(None);
         };
@@ -1770,7 +1777,7 @@ impl<S: Storage + 'static> Tree<S> {
         item
     }
 
-    fn decode_intent(&self, item: &Item) -> Result<Intent> {
+    pub(super) fn decode_intent(&self, item: &Item) -> Result<Intent> {
         let attr = |field: &str| self.inner.layout.intent_attr(field);
         let field = |n: &str| {
             item.get_s(&attr(n)).map(str::to_owned).ok_or_else(|| {

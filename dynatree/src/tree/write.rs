@@ -147,6 +147,25 @@ impl<S: Storage + 'static> Tree<S> {
         condition: &Condition,
         checks: &[TransactAction],
     ) -> Result<Attempt> {
+        let last = TransactAction::Put {
+            item: row.clone(),
+            condition: condition.clone(),
+        };
+        self.link_with_state(path, last, !condition.is_always(), checks)
+            .await
+    }
+
+    /// Reads the listing rows of every prefix of `path`, then writes exactly the missing ones
+    /// with `last` (the object's put, or for a repair a check of the row that needs them) as
+    /// the last action; `conditional`: a failure of `last`'s condition is the caller's
+    /// [`ErrorKind::ConditionFailed`].
+    pub(super) async fn link_with_state(
+        &self,
+        path: &Path,
+        last: TransactAction,
+        conditional: bool,
+        checks: &[TransactAction],
+    ) -> Result<Attempt> {
         let n = path.len();
         let keys: Vec<Key> = (1..=n)
             .map(|i| self.inner.layout.listing_key(&path.prefix(i)))
@@ -203,10 +222,7 @@ impl<S: Storage + 'static> Tree<S> {
         }
         // The checks right before the object's put (in its chunk: the last one).
         actions.extend(checks.iter().cloned());
-        actions.push(TransactAction::Put {
-            item: row.clone(),
-            condition: condition.clone(),
-        });
+        actions.push(last);
         let checks_from = actions.len() - 1 - checks.len();
         // Chunk: each chunk after the first starts by checking the row before its first action.
         let mut start = 0;
@@ -236,7 +252,7 @@ impl<S: Storage + 'static> Tree<S> {
                 0..0
             };
             match self
-                .transact_checked(chunk, last && !condition.is_always(), range)
+                .transact_checked(chunk, last && conditional, range)
                 .await?
             {
                 Attempt::Done => {}

@@ -1,0 +1,901 @@
+//! The integrity check ([`Tree::check`]): a parallel Scan, the rows sorted into the layout's
+//! kinds, the suspects confirmed by consistent reads. Public types in [`crate::check`].
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::batch::get_all;
+use crate::check::{Class, Phase, Progress, ProgressFn, Report, Violation};
+use crate::error::{Error, ErrorKind, Result};
+use crate::expiry::now_secs;
+use crate::item::{Item, Value};
+use crate::path::Path;
+use crate::storage::{Key, ScanSegment, Storage};
+
+use super::Tree;
+use super::clock::now_ms;
+use super::denorm::matches_template;
+
+/// A check of the whole table, configured, then [`run`](Check::run). Made by
+/// [`Tree::check`].
+///
+/// # Examples
+///
+/// ```
+/// # use dynatree::Tree; use dynatree_testing::FakeTable;
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+/// # let tree = Tree::new(FakeTable::new()); tree.create_table().await?;
+/// let report = tree
+///     .check()
+///     .segments(4)
+///     .read_units_per_second(100.0)
+///     .on_progress(|p| eprintln!("{} rows", p.done))
+///     .run()
+///     .await?;
+/// assert!(report.is_healthy());
+/// # Ok(()) }
+/// ```
+#[must_use = "a check does nothing until `run` is awaited"]
+pub struct Check<S> {
+    tree: Tree<S>,
+    segments: u32,
+    rate: Option<f64>,
+    page_size: Option<u32>,
+    progress: Option<ProgressFn>,
+}
+
+impl<S> std::fmt::Debug for Check<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Check")
+            .field("segments", &self.segments)
+            .field("read_units_per_second", &self.rate)
+            .field("page_size", &self.page_size)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S: Storage + 'static> Check<S> {
+    /// Reads the table in `n` segments at once (a parallel Scan; default 1). More segments
+    /// finish sooner on a large table and consume the same read units.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::Tree; use dynatree_testing::FakeTable;
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let tree = Tree::new(FakeTable::new()); tree.create_table().await?;
+    /// assert!(tree.check().segments(8).run().await?.is_healthy());
+    /// assert!(tree.check().segments(0).run().await.is_err()); // InvalidArgument
+    /// # Ok(()) }
+    /// ```
+    pub fn segments(mut self, n: u32) -> Self {
+        self.segments = n;
+        self
+    }
+
+    /// Consumes at most about `units` read capacity units per second on average (pages are
+    /// spaced out; default: as fast as the table allows), so a check of a provisioned table
+    /// leaves capacity to the application.
+    ///
+    /// # Examples
+    ///
+    /// See [`Check`].
+    pub fn read_units_per_second(mut self, units: f64) -> Self {
+        self.rate = Some(units);
+        self
+    }
+
+    /// At most `n` items per Scan page (default: DynamoDB's 1 MB pages).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::Tree; use dynatree_testing::FakeTable;
+    /// # #[derive(serde::Serialize)] struct V { v: u8 }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let tree = Tree::new(FakeTable::new()); tree.create_table().await?;
+    /// tree.put(["a", "b"], &V { v: 1 }).await?;
+    /// let report = tree.check().page_size(1).run().await?;
+    /// assert_eq!(report.pages(), 4); // three rows, one page each, and the empty last page
+    /// # Ok(()) }
+    /// ```
+    pub fn page_size(mut self, n: u32) -> Self {
+        self.page_size = Some(n);
+        self
+    }
+
+    /// Calls `f` after each Scan page and each confirmation (see [`Progress`]).
+    ///
+    /// # Examples
+    ///
+    /// See [`Progress`].
+    pub fn on_progress(mut self, f: impl Fn(&Progress) + Send + Sync + 'static) -> Self {
+        self.progress = Some(Arc::new(f));
+        self
+    }
+
+    /// Runs the check.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidArgument`]: no segments, more than DynamoDB allows
+    /// ([`ScanSegment::MAX_TOTAL`]), a read rate that is not positive, or a tree that is a
+    /// [scope](Tree::scope) (a check reads the whole table). Backend errors.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    pub async fn run(self) -> Result<Report> {
+        let span = tracing::info_span!("dynatree.check", segments = self.segments);
+        tracing::Instrument::instrument(self.run_inner(), span).await
+    }
+
+    async fn run_inner(self) -> Result<Report> {
+        let started = Instant::now();
+        let tree = &self.tree;
+        if tree.is_scoped() {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                "check reads the whole table: call it on the tree, not on a scope",
+            ));
+        }
+        if self.rate.is_some_and(|r| !(r.is_finite() && r > 0.0)) {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                "the read rate must be a positive number of units per second",
+            ));
+        }
+        if self.page_size == Some(0) {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                "the page size must be at least 1",
+            ));
+        }
+        let segments: Vec<ScanSegment> = (0..self.segments)
+            .map(|i| ScanSegment::new(i, self.segments))
+            .collect::<Result<_>>()
+            .and_then(|v: Vec<ScanSegment>| {
+                if v.is_empty() {
+                    ScanSegment::new(0, 0).map(|s| vec![s])
+                } else {
+                    Ok(v)
+                }
+            })?;
+        let rows = Mutex::new(Rows::new(tree));
+        let meter = Mutex::new(Meter {
+            started,
+            units: 0.0,
+            pages: 0,
+            segments_done: 0,
+        });
+        let this = &self;
+        let scans = segments.iter().map(|&segment| {
+            let (rows, meter) = (&rows, &meter);
+            async move {
+                let mut start = None;
+                loop {
+                    let page = tree
+                        .io()
+                        .scan_segment_page(segment, this.page_size, start)
+                        .await?;
+                    let bytes: usize = page.items.iter().map(Item::size).sum();
+                    let units = bytes.div_ceil(4096).max(1) as f64 / 2.0;
+                    let n = page.items.len() as u64;
+                    {
+                        let mut r = rows.lock().map_err(poisoned)?;
+                        for item in page.items {
+                            r.add(tree, item);
+                        }
+                        r.count += n;
+                    }
+                    let last = page.last_key.is_none();
+                    let wait = {
+                        let mut m = meter.lock().map_err(poisoned)?;
+                        m.units += units;
+                        m.pages += 1;
+                        if last {
+                            m.segments_done += 1;
+                        }
+                        let done = rows.lock().map_err(poisoned)?.count;
+                        this.report(Progress {
+                            phase: Phase::Scan,
+                            done,
+                            total: None,
+                            read_units: m.units,
+                            segments_done: m.segments_done,
+                            segments: segment.total(),
+                        });
+                        // Spaced out so that the average stays under the rate.
+                        this.rate.map(|r| {
+                            let due = m.started + Duration::from_secs_f64(m.units / r);
+                            due.saturating_duration_since(Instant::now())
+                        })
+                    };
+                    if let Some(wait) = wait.filter(|w| !w.is_zero()) {
+                        tokio::time::sleep(wait).await;
+                    }
+                    if last {
+                        return Ok::<(), Error>(());
+                    }
+                    start = page.last_key;
+                }
+            }
+        });
+        futures::future::try_join_all(scans).await?;
+        let rows = rows.into_inner().map_err(poisoned)?;
+        let meter = meter.into_inner().map_err(poisoned)?;
+        let in_progress = rows.intents.values().filter(|i| !i.abandoned).count();
+        let suspects = rows.suspects(tree);
+        let (mut violations, confirm_units) = tree
+            .confirm(suspects, &|done, total, units| {
+                self.report(Progress {
+                    phase: Phase::Confirm,
+                    done,
+                    total: Some(total),
+                    read_units: meter.units + units,
+                    segments_done: meter.segments_done,
+                    segments: segments.len() as u32,
+                });
+            })
+            .await?;
+        violations.sort_by(|a, b| {
+            (a.class, &a.key.hash, &a.key.range).cmp(&(b.class, &b.key.hash, &b.key.range))
+        });
+        Ok(Report {
+            violations,
+            rows: rows.count,
+            read_units: meter.units,
+            confirm_read_units: confirm_units,
+            pages: meter.pages,
+            segments: segments.len() as u32,
+            in_progress,
+            elapsed: started.elapsed(),
+        })
+    }
+
+    fn report(&self, p: Progress) {
+        if let Some(f) = &self.progress {
+            f(&p);
+        }
+    }
+}
+
+fn poisoned<T>(_: T) -> Error {
+    Error::new(ErrorKind::Backend, "a check task panicked")
+}
+
+struct Meter {
+    started: Instant,
+    units: f64,
+    pages: u64,
+    segments_done: u32,
+}
+
+/// What the Scan found, by kind.
+struct Rows {
+    count: u64,
+    now_secs: u64,
+    now_ms: u64,
+    /// Listing rows by path: (removal mark, move lock).
+    listings: HashMap<Path, (Option<String>, Option<String>)>,
+    /// Paths that have at least one listing row below them.
+    parents: HashSet<Path>,
+    /// Object rows by path.
+    objects: HashMap<Path, ObjectRow>,
+    /// Intent records by id.
+    intents: HashMap<String, IntentRow>,
+    /// Rows that are not rows of the layout.
+    unparsable: Vec<Violation>,
+    /// Full rows of the objects that denormalized copies are compared between.
+    denorm_rows: HashMap<Path, Item>,
+    denorm_templates: Vec<&'static str>,
+}
+
+struct ObjectRow {
+    link: Option<Path>,
+    expired: bool,
+    missing_index: bool,
+}
+
+struct IntentRow {
+    abandoned: bool,
+    detail: String,
+}
+
+impl Rows {
+    fn new<S: Storage + 'static>(tree: &Tree<S>) -> Self {
+        let mut denorm_templates = Vec::new();
+        for (target, copies) in tree.inner.targets.snapshot() {
+            denorm_templates.push(target);
+            denorm_templates.extend(copies.iter().map(|d| d.source_template()));
+        }
+        Self {
+            count: 0,
+            now_secs: now_secs(),
+            now_ms: now_ms(),
+            listings: HashMap::new(),
+            parents: HashSet::new(),
+            objects: HashMap::new(),
+            intents: HashMap::new(),
+            unparsable: Vec::new(),
+            denorm_rows: HashMap::new(),
+            denorm_templates,
+        }
+    }
+
+    fn add<S: Storage + 'static>(&mut self, tree: &Tree<S>, item: Item) {
+        let Some(key) = Key::from_item(&item) else {
+            return;
+        };
+        match classify(&tree.inner.layout, &key) {
+            Ok(Kind::Listing(path)) => {
+                let layout = &tree.inner.layout;
+                if let Some(parent) = path.parent() {
+                    self.parents.insert(parent);
+                }
+                let mark = item.get_s(layout.deleting_attr()).map(str::to_owned);
+                let lock = item.get_s(layout.moving_attr()).map(str::to_owned);
+                self.listings.insert(path, (mark, lock));
+            }
+            Ok(Kind::Object(path)) => {
+                let layout = &tree.inner.layout;
+                let link = match item.get(layout.link_attr()) {
+                    Some(Value::S(t)) => match layout.decode_target(t) {
+                        Ok(t) => Some(t),
+                        Err(e) => {
+                            self.unparsable.push(violation(
+                                Class::Unparsable,
+                                Some(path),
+                                key,
+                                format!("a link whose target does not parse: {e}"),
+                            ));
+                            return;
+                        }
+                    },
+                    _ => None,
+                };
+                let expired = layout.is_expired(&item, self.now_secs);
+                let missing_index = tree.lacks_path_index(&path, &item);
+                if self
+                    .denorm_templates
+                    .iter()
+                    .any(|t| matches_template(t, &path))
+                {
+                    self.denorm_rows.insert(path.clone(), item);
+                }
+                self.objects.insert(
+                    path,
+                    ObjectRow {
+                        link,
+                        expired,
+                        missing_index,
+                    },
+                );
+            }
+            Ok(Kind::Intent) => {
+                let id = key.range.clone();
+                match tree.decode_intent(&item) {
+                    Ok(i) => {
+                        let detail = format!(
+                            "{} of {} to {} stopped in phase {:?}",
+                            i.op,
+                            i.from.escaped(),
+                            i.to.escaped(),
+                            i.phase
+                        );
+                        self.intents.insert(
+                            id,
+                            IntentRow {
+                                abandoned: i.abandoned(self.now_ms),
+                                detail,
+                            },
+                        );
+                    }
+                    Err(e) => self.unparsable.push(violation(
+                        Class::Unparsable,
+                        None,
+                        key,
+                        format!("an intent record that does not parse: {e}"),
+                    )),
+                }
+            }
+            Ok(Kind::Bookkeeping) => {}
+            Err(why) => self
+                .unparsable
+                .push(violation(Class::Unparsable, None, key, why)),
+        }
+    }
+
+    /// Every violation the Scan suggests, before confirmation.
+    fn suspects<S: Storage + 'static>(&self, tree: &Tree<S>) -> Vec<Violation> {
+        let layout = &tree.inner.layout;
+        let mut out = self.unparsable.clone();
+        for (path, o) in &self.objects {
+            let key = layout.object_key(path);
+            if o.expired {
+                out.push(violation(
+                    Class::Expired,
+                    Some(path.clone()),
+                    key,
+                    "an object past its expiry, not deleted yet".into(),
+                ));
+                continue;
+            }
+            if !self.listings.contains_key(path) {
+                out.push(violation(
+                    Class::Unreachable,
+                    Some(path.clone()),
+                    key.clone(),
+                    "an object row without its listing row".into(),
+                ));
+            }
+            if o.missing_index {
+                out.push(violation(
+                    Class::MissingIndex,
+                    Some(path.clone()),
+                    key.clone(),
+                    "an object without its path-index attributes".into(),
+                ));
+            }
+            if let Some(target) = &o.link
+                && let Some(v) = self.link_problem(tree, path, target)
+            {
+                out.push(v);
+            }
+        }
+        for (path, (mark, lock)) in &self.listings {
+            let key = layout.listing_key(path);
+            if let Some(parent) = path.parent().filter(|p| !p.is_root())
+                && !self.listings.contains_key(&parent)
+            {
+                out.push(violation(
+                    Class::BrokenClosure,
+                    Some(path.clone()),
+                    key.clone(),
+                    format!(
+                        "a listing row whose parent {} has no listing row",
+                        parent.escaped()
+                    ),
+                ));
+            }
+            let live_mark = mark.as_deref().is_some_and(|m| !tree.mark_expired(m));
+            if let Some(m) = mark.as_deref().filter(|m| tree.mark_expired(m)) {
+                let mut v = violation(
+                    Class::ExpiredMark,
+                    Some(path.clone()),
+                    key.clone(),
+                    "a removal mark whose lease ran out".into(),
+                );
+                v.token = Some(m.to_owned());
+                out.push(v);
+            }
+            if let Some(l) = lock.as_deref()
+                && !self.intents.contains_key(l)
+            {
+                let mut v = violation(
+                    Class::LockWithoutIntent,
+                    Some(path.clone()),
+                    key.clone(),
+                    format!("a move lock of operation {l}, which is not recorded"),
+                );
+                v.token = Some(l.to_owned());
+                out.push(v);
+            }
+            if lock.is_none()
+                && !live_mark
+                && !self.objects.contains_key(path)
+                && !self.parents.contains(path)
+            {
+                out.push(violation(
+                    Class::EmptyListing,
+                    Some(path.clone()),
+                    key,
+                    "a listing row that names neither an object nor children".into(),
+                ));
+            }
+        }
+        for (id, i) in &self.intents {
+            if i.abandoned {
+                let mut v = violation(
+                    Class::AbandonedIntent,
+                    None,
+                    layout.intent_key(id),
+                    format!("{} (its owner's lease ran out)", i.detail),
+                );
+                v.token = Some(id.clone());
+                out.push(v);
+            }
+        }
+        for (path, row) in &self.denorm_rows {
+            out.extend(tree.stale_copies(path, row, |p| self.denorm_rows.get(p)));
+        }
+        out
+    }
+
+    /// A dangling link or a cycle, from the Scan's rows.
+    fn link_problem<S: Storage + 'static>(
+        &self,
+        tree: &Tree<S>,
+        path: &Path,
+        target: &Path,
+    ) -> Option<Violation> {
+        let hops = tree.inner.config.max_link_hops;
+        let mut seen = HashSet::from([path.clone()]);
+        let mut current = target.clone();
+        for _ in 0..hops {
+            match self.objects.get(&current) {
+                Some(o) if o.expired => break,
+                Some(ObjectRow {
+                    link: Some(next), ..
+                }) => {
+                    if !seen.insert(current.clone()) {
+                        return Some(link_violation(tree, path, Class::LinkCycle, target));
+                    }
+                    current = next.clone();
+                }
+                Some(_) => return None,
+                None => break,
+            }
+        }
+        let class = if self.objects.get(&current).is_some_and(|o| o.link.is_some()) {
+            Class::LinkCycle
+        } else {
+            Class::DanglingLink
+        };
+        Some(link_violation(tree, path, class, target))
+    }
+}
+
+fn link_violation<S: Storage + 'static>(
+    tree: &Tree<S>,
+    path: &Path,
+    class: Class,
+    target: &Path,
+) -> Violation {
+    let detail = match class {
+        Class::LinkCycle => format!(
+            "a link to {} that leads back to a link or goes on for more than {} hops",
+            target.escaped(),
+            tree.inner.config.max_link_hops
+        ),
+        _ => format!("a link to {}, where nothing is", target.escaped()),
+    };
+    violation(
+        class,
+        Some(path.clone()),
+        tree.inner.layout.object_key(path),
+        detail,
+    )
+}
+
+pub(super) fn violation(class: Class, path: Option<Path>, key: Key, detail: String) -> Violation {
+    Violation {
+        class,
+        path,
+        key,
+        detail,
+        token: None,
+    }
+}
+
+/// What a row of the table is.
+enum Kind {
+    Listing(Path),
+    Object(Path),
+    Intent,
+    /// Tombstones, stream checkpoints.
+    Bookkeeping,
+}
+
+/// What the row with key `key` is, or why it is not a row of the layout.
+fn classify(layout: &crate::layout::Layout, key: &Key) -> std::result::Result<Kind, String> {
+    let sc = layout.reserved();
+    let sc_str = sc.to_string();
+    if key.hash == layout.intents_hash() {
+        return Ok(Kind::Intent);
+    }
+    if key.hash == format!("{sc}{sc}checkpoints") {
+        return Ok(Kind::Bookkeeping);
+    }
+    let parse = |s: &str| {
+        layout
+            .decode_target(s)
+            .map_err(|e| format!("its key does not name a path ({e})"))
+    };
+    if key.range == sc_str {
+        return parse(&key.hash).map(Kind::Object);
+    }
+    if key.range == format!("{sc}sv") {
+        return parse(&key.hash).map(|_| Kind::Bookkeeping);
+    }
+    let Some(prefix) = key.hash.strip_suffix(sc) else {
+        return Err("neither a listing row (its Key does not end in the reserved character) nor an object row (its Child is not the reserved character)".into());
+    };
+    let parent = if prefix.is_empty() {
+        Path::root()
+    } else {
+        parse(prefix)?
+    };
+    if key.range.contains(sc) {
+        return Err(format!(
+            "a listing row whose name contains the reserved character {sc:?}"
+        ));
+    }
+    parent
+        .child(key.range.clone())
+        .map(Kind::Listing)
+        .map_err(|e| format!("a listing row that does not name a path ({e})"))
+}
+
+impl<S: Storage + 'static> Tree<S> {
+    /// Checks the whole table's integrity: see [`check`](crate::check) for what is checked,
+    /// what each violation means and what [`repair`](Tree::repair) does about it.
+    ///
+    /// One Scan of the table (in [`segments`](Check::segments), eventually consistent:
+    /// about half a read unit per 4 KB of rows) and, for each suspect only, strongly
+    /// consistent reads that confirm it is still wrong.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::Tree; use dynatree_testing::FakeTable;
+    /// # #[derive(serde::Serialize)] struct V { v: u8 }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// let tree = Tree::new(FakeTable::new());
+    /// tree.create_table().await?;
+    /// tree.put(["Accounts", "1"], &V { v: 1 }).await?;
+    /// let report = tree.check().segments(2).run().await?;
+    /// assert!(report.is_healthy(), "{report}");
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Cancel safety
+    ///
+    /// [`Check::run`] only reads: cancel safe.
+    pub fn check(&self) -> Check<S> {
+        Check {
+            tree: self.clone(),
+            segments: 1,
+            rate: None,
+            page_size: None,
+            progress: None,
+        }
+    }
+
+    /// Whether the tree keeps a path index and `row` lacks its attributes (or has others).
+    pub(super) fn lacks_path_index(&self, path: &Path, row: &Item) -> bool {
+        let Some(depth) = self.inner.config.path_index else {
+            return false;
+        };
+        let spec = self.inner.layout.path_index_spec();
+        let (hash, range) = self
+            .inner
+            .layout
+            .path_index_values(path.components(), depth);
+        row.get_s(&spec.hash_attr) != Some(hash.as_str())
+            || spec
+                .range_attr
+                .is_some_and(|r| row.get_s(&r) != Some(range.as_str()))
+    }
+
+    /// The copies of the object `row` at `path` (of a registered target type) that differ
+    /// from their sources (as `source_of` finds them).
+    pub(super) fn stale_copies<'a>(
+        &self,
+        path: &Path,
+        row: &Item,
+        source_of: impl Fn(&Path) -> Option<&'a Item>,
+    ) -> Vec<Violation> {
+        let mut out = Vec::new();
+        if row.contains(self.inner.layout.link_attr()) {
+            return out;
+        }
+        for ty in self.target_types_at(path) {
+            for d in ty.denormalized {
+                let depth = d.source_template().split('/').count();
+                let Some(source_path) = (depth < path.len()).then(|| path.prefix(depth)) else {
+                    continue;
+                };
+                let source = source_of(&source_path)
+                    .filter(|s| !s.contains(self.inner.layout.link_attr()));
+                let want = source.and_then(|s| s.get(d.source_attr())).filter(|v| **v != Value::Null);
+                let have = row.get(d.target()).filter(|v| **v != Value::Null);
+                // A required copy of a missing source stays as it was (nothing to copy).
+                if want.is_none() && !d.optional() {
+                    continue;
+                }
+                if want != have {
+                    let mut v = violation(
+                        Class::StaleCopy,
+                        Some(path.clone()),
+                        self.inner.layout.object_key(path),
+                        format!(
+                            "its copy `{}` differs from `{}` of {}",
+                            d.target(),
+                            d.source_attr(),
+                            source_path.escaped()
+                        ),
+                    );
+                    v.token = Some(d.target().to_owned());
+                    out.push(v);
+                }
+            }
+        }
+        out
+    }
+
+    /// Keeps the suspects that consistent reads confirm. Returns them and the read units of
+    /// the confirming reads.
+    async fn confirm(
+        &self,
+        suspects: Vec<Violation>,
+        progress: &(dyn Fn(u64, u64, f64) + Sync),
+    ) -> Result<(Vec<Violation>, f64)> {
+        let layout = &self.inner.layout;
+        // Every row the confirmations look at, read once.
+        let mut keys: Vec<Key> = Vec::new();
+        let mut want = |k: Key| {
+            if !keys.contains(&k) {
+                keys.push(k);
+            }
+        };
+        for v in &suspects {
+            want(v.key.clone());
+            let Some(path) = &v.path else { continue };
+            match v.class {
+                Class::Unreachable => want(layout.listing_key(path)),
+                Class::BrokenClosure => {
+                    if let Some(parent) = path.parent() {
+                        want(layout.listing_key(&parent));
+                    }
+                }
+                Class::EmptyListing => want(layout.object_key(path)),
+                Class::LockWithoutIntent => {
+                    if let Some(id) = &v.token {
+                        want(layout.intent_key(id));
+                    }
+                }
+                Class::StaleCopy => {
+                    for ty in self.target_types_at(path) {
+                        for d in ty.denormalized {
+                            let depth = d.source_template().split('/').count();
+                            if depth < path.len() {
+                                want(layout.object_key(&path.prefix(depth)));
+                            }
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        let total = suspects.len() as u64;
+        let mut units = 0.0;
+        let mut rows: HashMap<Key, Item> = HashMap::new();
+        for chunk in keys.chunks(100) {
+            let found = get_all(
+                &self.inner.storage,
+                chunk.to_vec(),
+                true,
+                &self.inner.config.retry,
+            )
+            .await?;
+            units += chunk.len() as f64;
+            for item in found {
+                units += (item.size().div_ceil(4096).max(1) - 1) as f64;
+                if let Some(k) = Key::from_item(&item) {
+                    rows.insert(k, item);
+                }
+            }
+        }
+        let now = now_secs();
+        let mut out = Vec::new();
+        for (done, v) in suspects.into_iter().enumerate() {
+            let row = rows.get(&v.key);
+            let keep = match (v.class, &v.path) {
+                (Class::Unparsable, _) => row.is_some(),
+                (Class::Expired, _) => row.is_some_and(|r| layout.is_expired(r, now)),
+                (Class::Unreachable, Some(p)) => {
+                    row.is_some_and(|r| !layout.is_expired(r, now))
+                        && !rows.contains_key(&layout.listing_key(p))
+                }
+                (Class::MissingIndex, Some(p)) => row.is_some_and(|r| self.lacks_path_index(p, r)),
+                (Class::DanglingLink | Class::LinkCycle, Some(p)) => {
+                    row.is_some() && self.link_broken(p).await?
+                }
+                (Class::BrokenClosure, Some(p)) => {
+                    row.is_some()
+                        && p.parent()
+                            .is_some_and(|q| !rows.contains_key(&layout.listing_key(&q)))
+                }
+                (Class::ExpiredMark, _) => {
+                    row.and_then(|r| r.get_s(layout.deleting_attr())) == v.token.as_deref()
+                }
+                (Class::LockWithoutIntent, _) => {
+                    let lock = row.and_then(|r| r.get_s(layout.moving_attr()));
+                    lock.is_some()
+                        && lock == v.token.as_deref()
+                        && v.token
+                            .as_ref()
+                            .is_some_and(|id| !rows.contains_key(&layout.intent_key(id)))
+                }
+                (Class::EmptyListing, Some(p)) => {
+                    let free = row.is_some_and(|r| {
+                        !r.contains(layout.moving_attr())
+                            && r.get_s(layout.deleting_attr())
+                                .is_none_or(|m| self.mark_expired(m))
+                    });
+                    if free && !rows.contains_key(&layout.object_key(p)) {
+                        units += 1.0;
+                        !self.has_children(p).await?
+                    } else {
+                        false
+                    }
+                }
+                (Class::AbandonedIntent, _) => match row {
+                    Some(r) => self.decode_intent(r).is_ok_and(|i| i.abandoned(now_ms())),
+                    None => false,
+                },
+                (Class::StaleCopy, Some(p)) => row.is_some_and(|r| {
+                    self.stale_copies(p, r, |s| rows.get(&layout.object_key(s)))
+                        .iter()
+                        .any(|s| s.token == v.token)
+                }),
+                _ => false,
+            };
+            if keep {
+                out.push(v);
+            }
+            progress(done as u64 + 1, total, units);
+        }
+        Ok((out, units))
+    }
+
+    /// Whether the link at `path`, followed with consistent reads, ends nowhere or loops.
+    pub(super) async fn link_broken(&self, path: &Path) -> Result<bool> {
+        let layout = &self.inner.layout;
+        let now = now_secs();
+        let mut seen = HashSet::new();
+        let mut current = path.clone();
+        for _ in 0..=self.inner.config.max_link_hops {
+            if !seen.insert(current.clone()) {
+                return Ok(true);
+            }
+            let row = self.io().get_item(&layout.object_key(&current), true).await?;
+            match row {
+                Some(r) if layout.is_expired(&r, now) => return Ok(true),
+                Some(r) => match r.get_s(layout.link_attr()) {
+                    Some(t) => match layout.decode_target(t) {
+                        Ok(t) => current = t,
+                        Err(_) => return Ok(true),
+                    },
+                    None => return Ok(false),
+                },
+                None => return Ok(true),
+            }
+        }
+        Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_are_classified_by_their_keys() {
+        let layout = crate::layout::Layout::new('¦').unwrap();
+        let k = |h: &str, r: &str| classify(&layout, &Key::new(h, r));
+        assert!(matches!(k("¦", "a"), Ok(Kind::Listing(p)) if p.to_string() == "/a"));
+        assert!(matches!(k("¦a¦", "b"), Ok(Kind::Listing(p)) if p.to_string() == "/a/b"));
+        assert!(matches!(k("¦a¦b", "¦"), Ok(Kind::Object(p)) if p.to_string() == "/a/b"));
+        assert!(matches!(k("¦a", "¦sv"), Ok(Kind::Bookkeeping)));
+        assert!(matches!(k("¦¦intents", "x"), Ok(Kind::Intent)));
+        assert!(matches!(k("¦¦checkpoints", "c¦s"), Ok(Kind::Bookkeeping)));
+        assert!(k("¦a¦", "b¦c").is_err());
+        assert!(k("¦a¦¦b", "¦").is_err());
+        assert!(k("a", "b").is_err());
+        assert!(k("¦a", "x").is_err());
+        assert!(k("¦¦other", "x").is_err());
+    }
+}

@@ -1,0 +1,411 @@
+//! The repair of what [`Tree::check`] found ([`Tree::repair`]), with the runtime's guarded
+//! writes: see [`crate::check`] for what each class gets, and the consistency docs ("Check
+//! and repair") for why each repair is safe against concurrent writers.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use crate::check::{Class, Phase, Progress, ProgressFn, Repaired, Report, Violation};
+use crate::error::{Error, ErrorKind, Party, Result};
+use crate::expiry::now_secs;
+use crate::item::Value;
+use crate::path::Path;
+use crate::storage::{Comparison, Condition, Storage, TransactAction, UpdateAction};
+
+use super::Tree;
+use super::denorm::version_after;
+use super::guard::Attempt;
+
+/// A repair of the violations of a [`Report`], configured, then [`run`](Repair::run). Made
+/// by [`Tree::repair`].
+///
+/// # Examples
+///
+/// ```
+/// # use dynatree::Tree; use dynatree_testing::FakeTable;
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+/// # let tree = Tree::new(FakeTable::new()); tree.create_table().await?;
+/// let report = tree.check().run().await?;
+/// let repaired = tree.repair(&report).on_progress(|p| eprintln!("{}", p.done)).run().await?;
+/// assert!(repaired.fixed().is_empty());
+/// # Ok(()) }
+/// ```
+#[must_use = "a repair does nothing until `run` is awaited"]
+pub struct Repair<S> {
+    tree: Tree<S>,
+    violations: Vec<Violation>,
+    dry_run: bool,
+    progress: Option<ProgressFn>,
+}
+
+impl<S> std::fmt::Debug for Repair<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Repair")
+            .field("violations", &self.violations.len())
+            .field("dry_run", &self.dry_run)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The order repairs run in: operations first (finishing one releases its locks and marks),
+/// then locks and marks, then expired values, then missing rows, then empty ones (a row
+/// re-created above is not empty), then attributes.
+fn order(class: Class) -> u8 {
+    match class {
+        Class::AbandonedIntent => 0,
+        Class::LockWithoutIntent => 1,
+        Class::ExpiredMark => 2,
+        Class::Expired => 3,
+        Class::Unreachable | Class::BrokenClosure => 4,
+        Class::EmptyListing => 5,
+        Class::MissingIndex => 6,
+        Class::StaleCopy => 7,
+        _ => 8,
+    }
+}
+
+/// How one repair ended.
+enum Outcome {
+    Fixed,
+    Left(String),
+}
+
+impl<S: Storage + 'static> Repair<S> {
+    /// Lists what would be repaired without writing anything ([`Repaired::fixed`] then holds
+    /// the violations a repair would work on).
+    ///
+    /// # Examples
+    ///
+    /// See [`Repaired::is_dry_run`](crate::check::Repaired::is_dry_run).
+    pub fn dry_run(mut self, yes: bool) -> Self {
+        self.dry_run = yes;
+        self
+    }
+
+    /// Calls `f` after each violation (see [`Progress`], phase [`Phase::Repair`]).
+    ///
+    /// # Examples
+    ///
+    /// See [`Repair`].
+    pub fn on_progress(mut self, f: impl Fn(&Progress) + Send + Sync + 'static) -> Self {
+        self.progress = Some(Arc::new(f));
+        self
+    }
+
+    /// Repairs each violation in turn (operations, locks and marks first, then rows, then
+    /// attributes), each with the runtime's guarded writes, so the application can keep
+    /// writing meanwhile. A violation that a concurrent writer fixed first counts as fixed;
+    /// one that a concurrent operation holds now is left, with why.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidArgument`] through a [scope](Tree::scope). Errors of the service
+    /// (throttling beyond the retry budget, a backend failure) stop the repair and are
+    /// returned: what was repaired before stays repaired, and a check finds the rest. Other
+    /// failures of one violation leave it, with the error as the reason.
+    ///
+    /// # Cancel safety
+    ///
+    /// A dropped repair leaves each violation repaired or not; a repair in flight is one of
+    /// the runtime's protocols and is left as its cancel safety says (a mark released after
+    /// its lease, an operation finished by [`Tree::resume`]). Check and repair again.
+    pub async fn run(self) -> Result<Repaired> {
+        let span = tracing::info_span!(
+            "dynatree.repair",
+            violations = self.violations.len(),
+            dry_run = self.dry_run
+        );
+        tracing::Instrument::instrument(self.run_inner(), span).await
+    }
+
+    async fn run_inner(mut self) -> Result<Repaired> {
+        let tree = self.tree.clone();
+        if tree.is_scoped() {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                "repair works on the whole table: call it on the tree, not on a scope",
+            ));
+        }
+        self.violations
+            .sort_by_key(|v| (order(v.class), v.path.as_ref().map(Path::len)));
+        let total = self.violations.len() as u64;
+        let mut out = Repaired {
+            dry_run: self.dry_run,
+            ..Repaired::default()
+        };
+        let mut sources_done: HashSet<Path> = HashSet::new();
+        for (i, v) in self.violations.iter().enumerate() {
+            let outcome = if !v.class.repairable() {
+                Outcome::Left(match v.class {
+                    Class::DanglingLink => "a human decides: point the link elsewhere, or delete it",
+                    Class::LinkCycle => "a human decides which link of the cycle to change",
+                    _ => "a human decides: the row is not a row of the layout",
+                }
+                .into())
+            } else if self.dry_run {
+                Outcome::Fixed
+            } else {
+                match tree.repair_one(v, &mut sources_done).await {
+                    Ok(o) => o,
+                    Err(e) if e.party() == Party::Service => return Err(e),
+                    Err(e) => Outcome::Left(format!("failed: {e}")),
+                }
+            };
+            match outcome {
+                Outcome::Fixed => out.fixed.push(v.clone()),
+                Outcome::Left(why) => out.left.push((v.clone(), why)),
+            }
+            if let Some(f) = &self.progress {
+                f(&Progress {
+                    phase: Phase::Repair,
+                    done: i as u64 + 1,
+                    total: Some(total),
+                    ..Progress::default()
+                });
+            }
+        }
+        Ok(out)
+    }
+}
+
+impl<S: Storage + 'static> Tree<S> {
+    /// Repairs the violations of `report` (from [`check`](Tree::check)): see
+    /// [`crate::check`] for what each class gets. Check again afterwards: a repaired table
+    /// that nobody else changed is healthy, apart from what needs a human decision.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::Tree; use dynatree_testing::FakeTable;
+    /// # use dynatree::storage::{Condition, Key, Storage};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// let table = FakeTable::new();
+    /// let tree = Tree::new(table.clone());
+    /// tree.create_table().await?;
+    /// // A listing row naming nothing, as the Go library's Delete leaves them.
+    /// table.put_item(Key::new("¦", "gone").into_item(), Condition::Always).await?;
+    /// let report = tree.check().run().await?;
+    /// let repaired = tree.repair(&report).run().await?;
+    /// assert_eq!(repaired.fixed().len(), 1);
+    /// assert!(tree.check().run().await?.is_healthy());
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Cancel safety
+    ///
+    /// See [`Repair::run`].
+    pub fn repair(&self, report: &Report) -> Repair<S> {
+        Repair {
+            tree: self.clone(),
+            violations: report.violations.clone(),
+            dry_run: false,
+            progress: None,
+        }
+    }
+
+    async fn repair_one(&self, v: &Violation, sources_done: &mut HashSet<Path>) -> Result<Outcome> {
+        let layout = &self.inner.layout;
+        let path = v.path.clone();
+        match (v.class, path) {
+            (Class::AbandonedIntent, _) => {
+                let Some(id) = &v.token else {
+                    return Ok(Outcome::Left("no operation id".into()));
+                };
+                // Finished or rolled back (as `resume` does), or already gone.
+                self.base().drive(id).await?;
+                Ok(Outcome::Fixed)
+            }
+            (Class::LockWithoutIntent, Some(p)) => {
+                let Some(id) = &v.token else {
+                    return Ok(Outcome::Left("no lock".into()));
+                };
+                let key = layout.listing_key(&p);
+                let lock = Value::S(id.clone());
+                let tx = vec![
+                    TransactAction::ConditionCheck {
+                        key: layout.intent_key(id),
+                        condition: Condition::NotExists,
+                    },
+                    TransactAction::Put {
+                        item: layout.listing_row(&p),
+                        condition: Condition::equals(layout.moving_attr(), lock.clone()),
+                    },
+                ];
+                match self.io().transact_write(tx).await {
+                    Ok(()) => Ok(Outcome::Fixed),
+                    Err(e) if e.kind() == ErrorKind::TransactionCanceled => {
+                        let row = self.io().get_item(&key, true).await?;
+                        if row.is_some_and(|r| r.get(layout.moving_attr()) == Some(&lock)) {
+                            Ok(Outcome::Left(format!(
+                                "operation {id} is recorded again: `resume` finishes it"
+                            )))
+                        } else {
+                            Ok(Outcome::Fixed)
+                        }
+                    }
+                    Err(e) => Err(e),
+                }
+            }
+            (Class::ExpiredMark, Some(p)) => {
+                if let Some(mark) = &v.token {
+                    self.clear_expired_mark(&layout.listing_key(&p), mark).await?;
+                }
+                Ok(Outcome::Fixed)
+            }
+            (Class::Expired, Some(p)) => {
+                let now = now_secs();
+                let still = Condition::Compare(
+                    layout.ttl_attr(),
+                    Comparison::Lt,
+                    Value::N(now.to_string()),
+                );
+                match self.io().delete_item(&layout.object_key(&p), still).await {
+                    // Put again meanwhile with a later expiry: no longer expired.
+                    Err(e) if e.kind() == ErrorKind::ConditionFailed => return Ok(Outcome::Fixed),
+                    other => other?,
+                }
+                if self.remove_if_empty(&p).await? {
+                    self.prune_above(&p).await?;
+                }
+                Ok(Outcome::Fixed)
+            }
+            (Class::Unreachable, Some(p)) => {
+                let anchor = TransactAction::ConditionCheck {
+                    key: layout.object_key(&p),
+                    condition: Condition::Exists,
+                };
+                self.relink(&p, anchor).await
+            }
+            (Class::BrokenClosure, Some(p)) => {
+                let Some(parent) = p.parent().filter(|q| !q.is_root()) else {
+                    return Ok(Outcome::Fixed);
+                };
+                let anchor = TransactAction::ConditionCheck {
+                    key: layout.listing_key(&p),
+                    condition: layout.free_row(),
+                };
+                self.relink(&parent, anchor).await
+            }
+            (Class::EmptyListing, Some(p)) => {
+                if self.remove_if_empty(&p).await? {
+                    self.prune_above(&p).await?;
+                    return Ok(Outcome::Fixed);
+                }
+                // Not removed: no longer empty (fixed by a writer), or held by an operation.
+                match self.io().get_item(&layout.listing_key(&p), true).await? {
+                    Some(r) if r.contains(layout.moving_attr()) => Ok(Outcome::Left(
+                        "a move, copy or deletion holds it: `resume` finishes that first".into(),
+                    )),
+                    _ => Ok(Outcome::Fixed),
+                }
+            }
+            (Class::MissingIndex, Some(p)) => {
+                let (Some(depth), spec) = (self.inner.config.path_index, layout.path_index_spec())
+                else {
+                    return Ok(Outcome::Fixed);
+                };
+                let (hash, range) = layout.path_index_values(p.components(), depth);
+                let mut set = vec![UpdateAction::Set(spec.hash_attr, Value::S(hash))];
+                if let Some(r) = spec.range_attr {
+                    set.push(UpdateAction::Set(r, Value::S(range)));
+                }
+                match self
+                    .io()
+                    .update_item(&layout.object_key(&p), set, Condition::Exists)
+                    .await
+                {
+                    // Deleted meanwhile: nothing to index.
+                    Err(e) if e.kind() == ErrorKind::ConditionFailed => Ok(Outcome::Fixed),
+                    other => other.map(|_| Outcome::Fixed),
+                }
+            }
+            (Class::StaleCopy, Some(p)) => self.refresh_stale(&p, sources_done).await,
+            _ => Ok(Outcome::Left("nothing to repair it with".into())),
+        }
+    }
+
+    /// Re-creates the missing listing rows of `path` and its ancestors, in transactions that
+    /// end with `anchor` (a check that the row needing them is still there), with the same
+    /// guards as a put: never under a row being removed or locked.
+    async fn relink(&self, path: &Path, anchor: TransactAction) -> Result<Outcome> {
+        let policy = self.inner.config.retry;
+        let (mut retry, mut waited) = (0, 0);
+        loop {
+            match self.link_with_state(path, anchor.clone(), true, &[]).await {
+                Ok(Attempt::Done) => return Ok(Outcome::Fixed),
+                // The row that needed them is gone meanwhile: nothing left to reach.
+                Err(e) if e.kind() == ErrorKind::ConditionFailed => return Ok(Outcome::Fixed),
+                Err(e) if e.kind() == ErrorKind::Locked => {
+                    return Ok(Outcome::Left(
+                        "inside a subtree a move, copy or deletion holds: `resume` finishes it"
+                            .into(),
+                    ));
+                }
+                Err(e) => return Err(e),
+                Ok(Attempt::Again) => {}
+                Ok(Attempt::Wait) => {
+                    policy.sleep(waited.min(8)).await;
+                    waited += 1;
+                }
+                Ok(_) => {
+                    if retry + 1 >= policy.max_attempts() {
+                        return Ok(Outcome::Left(format!(
+                            "{} kept changing concurrently: check and repair again",
+                            path.escaped()
+                        )));
+                    }
+                    policy.sleep(retry).await;
+                    retry += 1;
+                }
+            }
+        }
+    }
+
+    /// Brings the copies below the source of the stale copy at `path` up to the source: the
+    /// source is stamped with a new version (fenced: only if its versions are as read), then
+    /// propagated under an intent, as a write of the source would.
+    async fn refresh_stale(&self, path: &Path, done: &mut HashSet<Path>) -> Result<Outcome> {
+        let layout = &self.inner.layout;
+        let mut sources: Vec<Path> = Vec::new();
+        for ty in self.target_types_at(path) {
+            for d in ty.denormalized {
+                let depth = d.source_template().split('/').count();
+                if depth < path.len() && !sources.contains(&path.prefix(depth)) {
+                    sources.push(path.prefix(depth));
+                }
+            }
+        }
+        // Sources nearest the root first: a chain's intermediate copies are refreshed before
+        // they are copied further.
+        sources.sort_by_key(Path::len);
+        for source in sources {
+            if !done.insert(source.clone()) {
+                continue;
+            }
+            let guard = self.record_propagation(&source).await?;
+            let key = layout.object_key(&source);
+            if let Some(row) = self.io().get_item(&key, true).await?
+                && !row.contains(layout.link_attr())
+            {
+                let v = version_after(self.row_version(&source, &row).unwrap_or(0));
+                let stamp = vec![UpdateAction::Set(
+                    layout.source_version_attr(),
+                    Value::N(v.to_string()),
+                )];
+                let unchanged =
+                    Condition::And(vec![Condition::Exists, self.same_versions(&source, &row)]);
+                match self.io().update_item(&key, stamp, unchanged).await {
+                    // Written meanwhile: that write propagates (or this intent does).
+                    Err(e) if e.kind() == ErrorKind::ConditionFailed => {}
+                    Err(e) => {
+                        self.release_intent(&guard).await;
+                        return Err(e);
+                    }
+                    Ok(_) => {}
+                }
+            }
+            self.after_source_write(Some(guard), &source, None).await?;
+        }
+        Ok(Outcome::Fixed)
+    }
+}
