@@ -59,6 +59,7 @@ pub mod storage;
 mod stream;
 pub mod string_set;
 mod transaction;
+pub mod transfer;
 mod tree;
 mod update;
 
