@@ -177,25 +177,9 @@ impl<T: Hierarchical, S: Storage + 'static> Repository<T, S> {
         // Through a scope: the absolute path under its root.
         let path = self.tree.enter(T::key_path(&value.key())?)?;
         let mut row = self.tree.object_row_for(&path, value)?;
-        let sc = self.tree.reserved();
-        for key in value.index_keys() {
-            let def = T::INDEXES
-                .iter()
-                .find(|d| d.name() == key.index())
-                .ok_or_else(|| {
-                    Error::new(
-                        ErrorKind::InvalidAttribute,
-                        "index key of an undeclared index",
-                    )
-                })?;
-            let spec = def.spec(sc);
-            let hash = self.tree.index_hash(T::TEMPLATE, key.hash());
-            check_index_value(&hash, crate::storage::MAX_HASH_KEY_BYTES, def.name())?;
-            row.insert(spec.hash_attr, Value::S(hash));
-            if let (Some(attr), Some(r)) = (spec.range_attr, key.range()) {
-                check_index_value(r, crate::storage::MAX_RANGE_KEY_BYTES, def.name())?;
-                row.insert(attr, Value::S(r.to_owned()));
-            }
+        let hash_of = |encoded: &str| self.tree.index_hash(T::TEMPLATE, encoded);
+        for (name, v) in index_attributes(value, self.tree.reserved(), hash_of)? {
+            row.insert(name, v);
         }
         self.tree
             .stamp_source(crate::denorm::TypeInfo::of::<T>(), &mut row);
@@ -694,6 +678,50 @@ impl<T: Hierarchical, S: Storage + 'static> Repository<T, S> {
             shape: Shape::default(),
         }
     }
+}
+
+/// The secondary-index attributes of `value` (names and values), its index hashes made by
+/// `hash_of` from the encoded values.
+pub(crate) fn index_attributes<T: Hierarchical>(
+    value: &T,
+    sc: char,
+    hash_of: impl Fn(&str) -> String,
+) -> Result<Vec<(String, Value)>> {
+    let mut out = Vec::new();
+    for key in value.index_keys() {
+        let def = T::INDEXES
+            .iter()
+            .find(|d| d.name() == key.index())
+            .ok_or_else(|| {
+                Error::new(
+                    ErrorKind::InvalidAttribute,
+                    "index key of an undeclared index",
+                )
+            })?;
+        let spec = def.spec(sc);
+        let hash = hash_of(key.hash());
+        check_index_value(&hash, crate::storage::MAX_HASH_KEY_BYTES, def.name())?;
+        out.push((spec.hash_attr, Value::S(hash)));
+        if let (Some(attr), Some(r)) = (spec.range_attr, key.range()) {
+            check_index_value(r, crate::storage::MAX_RANGE_KEY_BYTES, def.name())?;
+            out.push((attr, Value::S(r.to_owned())));
+        }
+    }
+    Ok(out)
+}
+
+/// The secondary-index attributes an object row `row` of `T` at the whole tree's `path`
+/// should have (what [`Tree::check`](crate::Tree::check) compares and repair writes).
+pub(crate) fn expected_index_attributes<T: Hierarchical>(
+    layout: &crate::layout::Layout,
+    row: &Item,
+) -> Result<Vec<(String, Value)>> {
+    let mut user = row.clone();
+    crate::layout::strip_bookkeeping(&mut user, layout.reserved());
+    let value: T = user.to_deserialize()?;
+    index_attributes(&value, layout.reserved(), |encoded| {
+        layout.index_hash(&[], T::TEMPLATE, encoded)
+    })
 }
 
 fn check_index_value(v: &str, max: usize, index: &str) -> Result<()> {

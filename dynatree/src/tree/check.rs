@@ -356,7 +356,7 @@ impl Rows {
                     _ => None,
                 };
                 let expired = layout.is_expired(&item, self.now_secs);
-                let missing_index = tree.lacks_path_index(&path, &item);
+                let missing_index = tree.lacks_index(&path, &item);
                 if self
                     .denorm_templates
                     .iter()
@@ -435,7 +435,7 @@ impl Rows {
                     Class::MissingIndex,
                     Some(path.clone()),
                     key.clone(),
-                    "an object without its path-index attributes".into(),
+                    "an object without the index attributes the tree keeps".into(),
                 ));
             }
             if let Some(target) = &o.link
@@ -663,20 +663,40 @@ impl<S: Storage + 'static> Tree<S> {
         }
     }
 
-    /// Whether the tree keeps a path index and `row` lacks its attributes (or has others).
-    pub(super) fn lacks_path_index(&self, path: &Path, row: &Item) -> bool {
-        let Some(depth) = self.inner.config.path_index else {
-            return false;
-        };
-        let spec = self.inner.layout.path_index_spec();
-        let (hash, range) = self
-            .inner
-            .layout
-            .path_index_values(path.components(), depth);
-        row.get_s(&spec.hash_attr) != Some(hash.as_str())
-            || spec
-                .range_attr
-                .is_some_and(|r| row.get_s(&r) != Some(range.as_str()))
+    /// Whether the object row `row` at `path` lacks an index attribute the tree keeps (or has
+    /// another value there).
+    pub(super) fn lacks_index(&self, path: &Path, row: &Item) -> bool {
+        self.index_attributes_of(path, row)
+            .iter()
+            .any(|(name, v)| row.get(name) != Some(v))
+    }
+
+    /// The index attributes the object row `row` at `path` should have: the path index's,
+    /// when the tree keeps one, and the secondary indexes' of the registered type whose
+    /// template the path matches (see [`TreeBuilder::indexes_of`](crate::TreeBuilder::indexes_of);
+    /// a row that does not read as that type has none).
+    pub(super) fn index_attributes_of(&self, path: &Path, row: &Item) -> Vec<(String, Value)> {
+        let layout = &self.inner.layout;
+        let mut out = Vec::new();
+        if row.contains(layout.link_attr()) {
+            return out;
+        }
+        if let Some(depth) = self.inner.config.path_index {
+            let spec = layout.path_index_spec();
+            let (hash, range) = layout.path_index_values(path.components(), depth);
+            out.push((spec.hash_attr, Value::S(hash)));
+            if let Some(r) = spec.range_attr {
+                out.push((r, Value::S(range)));
+            }
+        }
+        for (template, attrs) in &self.inner.config.indexed {
+            if matches_template(template, path)
+                && let Ok(found) = attrs(layout, row)
+            {
+                out.extend(found);
+            }
+        }
+        out
     }
 
     /// The copies of the object `row` at `path` (of a registered target type) that differ
@@ -799,7 +819,7 @@ impl<S: Storage + 'static> Tree<S> {
                     row.is_some_and(|r| !layout.is_expired(r, now))
                         && !rows.contains_key(&layout.listing_key(p))
                 }
-                (Class::MissingIndex, Some(p)) => row.is_some_and(|r| self.lacks_path_index(p, r)),
+                (Class::MissingIndex, Some(p)) => row.is_some_and(|r| self.lacks_index(p, r)),
                 (Class::DanglingLink | Class::LinkCycle, Some(p)) => {
                     row.is_some() && self.link_broken(p).await?
                 }

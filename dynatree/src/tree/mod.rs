@@ -149,6 +149,9 @@ struct Config {
     page_size: Option<u32>,
     table_wait: Duration,
     indexes: Vec<crate::IndexDef>,
+    /// Types with secondary indexes registered on the builder: their template and how their
+    /// index attributes follow from a row (for the checker).
+    indexed: Vec<(&'static str, IndexAttrsFn)>,
     path_index: Option<usize>,
     time_to_live: bool,
     /// Target types of denormalized fields registered on the builder.
@@ -157,6 +160,9 @@ struct Config {
     /// Sources with more targets below them than this propagate in the background.
     inline_limit: usize,
 }
+
+/// The secondary-index attributes a row of one type should have.
+type IndexAttrsFn = fn(&Layout, &Item) -> Result<Vec<(String, crate::item::Value)>>;
 
 /// Who copies denormalized fields ([`Denormalized`](crate::Denormalized)) from their sources to
 /// their targets: the write that changes a source, before it returns (the default), or a
@@ -198,6 +204,7 @@ impl Default for Config {
             page_size: None,
             table_wait: Duration::from_secs(300),
             indexes: Vec::new(),
+            indexed: Vec::new(),
             path_index: None,
             time_to_live: false,
             denormalized: Vec::new(),
@@ -460,6 +467,13 @@ impl<S: Storage + 'static> TreeBuilder<S> {
     /// # Ok(()) }
     /// ```
     pub fn indexes_of<T: crate::Hierarchical>(mut self) -> Self {
+        if !T::INDEXES.is_empty()
+            && !self.config.indexed.iter().any(|(t, _)| *t == T::TEMPLATE)
+        {
+            self.config
+                .indexed
+                .push((T::TEMPLATE, crate::repo::expected_index_attributes::<T>));
+        }
         for ix in T::INDEXES {
             if !self.config.indexes.iter().any(|d| d.name() == ix.name()) {
                 self.config.indexes.push(*ix);

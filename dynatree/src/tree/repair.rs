@@ -300,22 +300,42 @@ impl<S: Storage + 'static> Tree<S> {
                 }
             }
             (Class::MissingIndex, Some(p)) => {
-                let (Some(depth), spec) = (self.inner.config.path_index, layout.path_index_spec())
-                else {
+                let key = layout.object_key(&p);
+                let Some(row) = self.io().get_item(&key, true).await? else {
+                    // Deleted meanwhile: nothing to index.
                     return Ok(Outcome::Fixed);
                 };
-                let (hash, range) = layout.path_index_values(p.components(), depth);
-                let mut set = vec![UpdateAction::Set(spec.hash_attr, Value::S(hash))];
-                if let Some(r) = spec.range_attr {
-                    set.push(UpdateAction::Set(r, Value::S(range)));
+                let set: Vec<UpdateAction> = self
+                    .index_attributes_of(&p, &row)
+                    .into_iter()
+                    .filter(|(name, v)| row.get(name) != Some(v))
+                    .map(|(name, v)| UpdateAction::Set(name, v))
+                    .collect();
+                if set.is_empty() {
+                    return Ok(Outcome::Fixed);
+                }
+                // Only onto the row as read: its user attributes (what index values follow
+                // from) unchanged.
+                let mut unchanged = vec![Condition::Exists];
+                for name in row.names() {
+                    if !name.starts_with(layout.reserved())
+                        && name != crate::storage::HASH_KEY
+                        && name != crate::storage::RANGE_KEY
+                        && let Some(v) = row.get(name)
+                    {
+                        unchanged.push(Condition::equals(name, v.clone()));
+                    }
                 }
                 match self
                     .io()
-                    .update_item(&layout.object_key(&p), set, Condition::Exists)
+                    .update_item(&key, set, Condition::And(unchanged))
                     .await
                 {
-                    // Deleted meanwhile: nothing to index.
-                    Err(e) if e.kind() == ErrorKind::ConditionFailed => Ok(Outcome::Fixed),
+                    // Written or deleted meanwhile: a dynatree write sets its own index
+                    // attributes; a foreign one is found by the next check.
+                    Err(e) if e.kind() == ErrorKind::ConditionFailed => Ok(Outcome::Left(
+                        "the object changed while it was repaired: check again".into(),
+                    )),
                     other => other.map(|_| Outcome::Fixed),
                 }
             }
