@@ -1,0 +1,426 @@
+//! The command line's grammar (clap derive): global flags and one variant per command.
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// What `--help` prints after the commands: the exit statuses scripts can rely on.
+pub const AFTER_HELP: &str = "\
+Paths are written /Accounts/123456/Links/xyzpdq (`/` alone is the root); inside a component,
+%2F stands for a `/` and %25 for a `%`.
+
+Exit status:
+  0    success
+  1    any failure (bad path, service error, a check that found violations, ...)
+  2    usage error (unknown flag, missing argument)
+  3    not found (get, readlink or rm of a missing path; ls of a missing directory)
+  130  interrupted (Ctrl-C); the message says how to resume";
+
+/// `dynatree`: browse and maintain a dynatree table in DynamoDB.
+#[derive(Debug, Parser)]
+#[command(
+    name = "dynatree",
+    version,
+    about = "Browse, edit, check and repair dynatree tables in DynamoDB",
+    after_help = AFTER_HELP
+)]
+pub struct Cli {
+    /// Flags every command takes.
+    #[command(flatten)]
+    pub global: Global,
+    /// The command to run.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Flags every command takes (connection, layout, output).
+#[derive(Debug, Clone, Args)]
+pub struct Global {
+    /// The DynamoDB table holding the tree.
+    #[arg(long, env = "DYNATREE_TABLE", global = true)]
+    pub table: Option<String>,
+    /// Send requests to this endpoint (DynamoDB Local: http://localhost:8000).
+    #[arg(long, value_name = "URL", global = true)]
+    pub endpoint_url: Option<String>,
+    /// The AWS region (default: from the standard AWS configuration).
+    #[arg(long, global = true)]
+    pub region: Option<String>,
+    /// The AWS profile of the shared configuration files.
+    #[arg(long, global = true)]
+    pub profile: Option<String>,
+    /// The tree's reserved character (the Go library's default too).
+    #[arg(long, default_value_t = dynatree::DEFAULT_RESERVED, global = true)]
+    pub reserved: char,
+    /// The depth of the tree's path index (as the table was created with): writes then keep
+    /// the index, and `create-table` creates it.
+    #[arg(long, value_name = "DEPTH", env = "DYNATREE_PATH_INDEX", global = true)]
+    pub path_index: Option<usize>,
+    /// Output format: human tables, one JSON document, or one JSON value per line.
+    #[arg(short, long, value_enum, default_value_t = Format::Table, global = true)]
+    pub output: Format,
+    /// No progress bar and no summary lines on stderr.
+    #[arg(short, long, global = true)]
+    pub quiet: bool,
+}
+
+/// The output formats of `-o`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// Aligned columns for people.
+    Table,
+    /// One JSON document.
+    Json,
+    /// One JSON value per line.
+    Jsonl,
+}
+
+/// `--dry-run`, taken by every command that writes.
+#[derive(Debug, Clone, Copy, Args)]
+pub struct DryRun {
+    /// Print what would be done, write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+/// The kinds `find --type` selects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FindType {
+    /// Objects (not links).
+    #[value(name = "o")]
+    Object,
+    /// Links.
+    #[value(name = "l")]
+    Link,
+}
+
+/// Billing modes of `create-table`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum BillingMode {
+    /// Pay per request.
+    OnDemand,
+    /// Provisioned read and write capacity (`--read-capacity`, `--write-capacity`).
+    Provisioned,
+}
+
+/// Options of `check` and `repair`'s scan.
+#[derive(Debug, Clone, Copy, Args)]
+pub struct ScanOpts {
+    /// Parallel Scan segments.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub segments: u32,
+    /// A budget of read capacity units per second (default: as fast as the table allows).
+    #[arg(long, value_name = "R")]
+    pub read_units_per_second: Option<f64>,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// List the children of a path (one level).
+    Ls {
+        /// The directory (default: the root).
+        #[arg(default_value = "/")]
+        path: String,
+        /// Long listing: kind (object, link, dir) and object size in bytes.
+        #[arg(short = 'l')]
+        long: bool,
+    },
+    /// Show the subtree under a path, recursively.
+    Tree {
+        /// Where to start (default: the root).
+        #[arg(default_value = "/")]
+        path: String,
+        /// Levels to descend (1: the children only).
+        #[arg(long, short = 'L', value_name = "N")]
+        depth: Option<usize>,
+    },
+    /// Print the object at a path as JSON (links followed).
+    Get {
+        /// The object's path.
+        path: String,
+        /// For a link, print the link itself instead of its target's object.
+        #[arg(long)]
+        no_follow: bool,
+    },
+    /// Store a JSON object at a path (from the argument, or stdin).
+    Put {
+        /// The object's path.
+        path: String,
+        /// The object as JSON; read from stdin when absent or `-`.
+        json: Option<String>,
+        #[command(flatten)]
+        dry: DryRun,
+    },
+    /// Delete the object at a path (`-r`: and everything under it).
+    Rm {
+        /// The path to delete.
+        path: String,
+        /// Delete the whole subtree.
+        #[arg(short, long)]
+        recursive: bool,
+        #[command(flatten)]
+        dry: DryRun,
+    },
+    /// Move a subtree.
+    Mv {
+        /// The source.
+        from: String,
+        /// The destination (must not exist).
+        to: String,
+        #[command(flatten)]
+        dry: DryRun,
+    },
+    /// Copy a subtree.
+    Cp {
+        /// The source.
+        from: String,
+        /// The destination (must not exist).
+        to: String,
+        #[command(flatten)]
+        dry: DryRun,
+    },
+    /// Create a link at PATH pointing at TARGET.
+    Ln {
+        /// What the link points at (need not exist).
+        target: String,
+        /// Where the link is stored.
+        path: String,
+        #[command(flatten)]
+        dry: DryRun,
+    },
+    /// Print the target of a link.
+    Readlink {
+        /// The link's path.
+        path: String,
+    },
+    /// Find the objects and links under a path whose name matches.
+    Find {
+        /// Where to search (default: the root).
+        #[arg(default_value = "/")]
+        path: String,
+        /// A glob the last component must match (`*`, `?`, `[a-z]`).
+        #[arg(long, value_name = "GLOB")]
+        name: Option<glob::Pattern>,
+        /// Only objects (`o`) or only links (`l`).
+        #[arg(long = "type", value_enum)]
+        kind: Option<FindType>,
+        /// Levels to descend (1: the children only).
+        #[arg(long, value_name = "N")]
+        maxdepth: Option<usize>,
+    },
+    /// Count the objects and bytes under a path (its own object included).
+    Du {
+        /// The subtree (default: the whole tree).
+        #[arg(default_value = "/")]
+        path: String,
+    },
+    /// Create the table (and wait until it is active).
+    ///
+    /// With `--path-index DEPTH`, also the path index for descendant queries.
+    CreateTable {
+        /// Enable DynamoDB's time to live on the expiry attribute.
+        #[arg(long)]
+        ttl: bool,
+        /// Enable the table's stream (new and old images).
+        #[arg(long)]
+        stream: bool,
+        /// Billing mode.
+        #[arg(long, value_enum, default_value_t = BillingMode::OnDemand)]
+        billing: BillingMode,
+        /// Read capacity units (provisioned billing).
+        #[arg(long, default_value_t = 5)]
+        read_capacity: u64,
+        /// Write capacity units (provisioned billing).
+        #[arg(long, default_value_t = 5)]
+        write_capacity: u64,
+        #[command(flatten)]
+        dry: DryRun,
+    },
+    /// List the recorded operations (moves, copies, deletions) not finished yet.
+    Pending,
+    /// Finish every recorded operation left unfinished (after a crash or Ctrl-C).
+    Resume {
+        #[command(flatten)]
+        dry: DryRun,
+    },
+    /// Scan the whole table and report every integrity violation (exit 1 if any).
+    Check {
+        #[command(flatten)]
+        scan: ScanOpts,
+    },
+    /// Check the table, then fix what can be fixed safely.
+    Repair {
+        #[command(flatten)]
+        scan: ScanOpts,
+        #[command(flatten)]
+        dry: DryRun,
+    },
+    /// Write the objects and links under a path as JSONL.
+    Export {
+        /// The subtree (default: the whole tree).
+        #[arg(default_value = "/")]
+        path: String,
+        /// Write to this file instead of stdout.
+        #[arg(long, short = 'f', value_name = "F")]
+        file: Option<std::path::PathBuf>,
+    },
+    /// Read JSONL written by `export` back into the table.
+    Import {
+        /// Read from this file instead of stdin.
+        #[arg(long, short = 'f', value_name = "F")]
+        file: Option<std::path::PathBuf>,
+        /// Continue an interrupted import of the same file.
+        #[arg(long, requires = "file")]
+        resume: bool,
+        #[command(flatten)]
+        dry: DryRun,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("dynatree").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn the_grammar_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn global_flags_go_anywhere() {
+        let cli = parse(&["ls", "-l", "/a", "--table", "t", "-o", "jsonl", "-q"]).unwrap();
+        assert_eq!(cli.global.table.as_deref(), Some("t"));
+        assert_eq!(cli.global.output, Format::Jsonl);
+        assert!(cli.global.quiet);
+        assert_eq!(cli.global.reserved, '¦');
+        match cli.command {
+            Command::Ls { path, long } => {
+                assert_eq!(path, "/a");
+                assert!(long);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn defaults() {
+        let cli = parse(&["--reserved", "|", "tree"]).unwrap();
+        assert_eq!(cli.global.reserved, '|');
+        assert_eq!(cli.global.output, Format::Table);
+        match cli.command {
+            Command::Tree { path, depth } => {
+                assert_eq!(path, "/");
+                assert_eq!(depth, None);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn find_and_scan_options() {
+        let cli = parse(&[
+            "find",
+            "/a",
+            "--name",
+            "x*",
+            "--type",
+            "l",
+            "--maxdepth",
+            "2",
+        ])
+        .unwrap();
+        match cli.command {
+            Command::Find {
+                path,
+                name,
+                kind,
+                maxdepth,
+            } => {
+                assert_eq!(path, "/a");
+                assert_eq!(name.map(|p| p.to_string()).as_deref(), Some("x*"));
+                assert_eq!(kind, Some(FindType::Link));
+                assert_eq!(maxdepth, Some(2));
+            }
+            other => panic!("{other:?}"),
+        }
+        let cli = parse(&[
+            "repair",
+            "--segments",
+            "8",
+            "--read-units-per-second",
+            "50",
+            "--dry-run",
+        ])
+        .unwrap();
+        match cli.command {
+            Command::Repair { scan, dry } => {
+                assert_eq!(scan.segments, 8);
+                assert_eq!(scan.read_units_per_second, Some(50.0));
+                assert!(dry.dry_run);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn usage_errors() {
+        use clap::error::ErrorKind;
+        assert_eq!(
+            parse(&["get"]).unwrap_err().kind(),
+            ErrorKind::MissingRequiredArgument
+        );
+        assert_eq!(
+            parse(&["frobnicate"]).unwrap_err().kind(),
+            ErrorKind::InvalidSubcommand
+        );
+        assert_eq!(
+            parse(&["ls", "-o", "xml"]).unwrap_err().kind(),
+            ErrorKind::InvalidValue
+        );
+        assert_eq!(
+            parse(&["check", "--segments", "0"]).unwrap_err().kind(),
+            ErrorKind::ValueValidation
+        );
+        assert_eq!(
+            parse(&["find", "--name", "[a"]).unwrap_err().kind(),
+            ErrorKind::ValueValidation
+        );
+        // `--resume` needs the file it resumes.
+        assert_eq!(
+            parse(&["import", "--resume"]).unwrap_err().kind(),
+            ErrorKind::MissingRequiredArgument
+        );
+        // Only writing commands take `--dry-run`.
+        assert_eq!(
+            parse(&["get", "/a", "--dry-run"]).unwrap_err().kind(),
+            ErrorKind::UnknownArgument
+        );
+    }
+
+    #[test]
+    fn every_writing_command_takes_dry_run() {
+        for args in [
+            &["put", "/a", "{}", "--dry-run"][..],
+            &["rm", "-r", "/a", "--dry-run"],
+            &["mv", "/a", "/b", "--dry-run"],
+            &["cp", "/a", "/b", "--dry-run"],
+            &["ln", "/a", "/b", "--dry-run"],
+            &["create-table", "--dry-run"],
+            &["resume", "--dry-run"],
+            &["repair", "--dry-run"],
+            &["import", "--dry-run"],
+        ] {
+            assert!(parse(args).is_ok(), "{args:?}");
+        }
+    }
+
+    #[test]
+    fn help_documents_exit_statuses() {
+        let help = Cli::command().render_long_help().to_string();
+        assert!(help.contains("Exit status"));
+        assert!(help.contains("3    not found"));
+    }
+}

@@ -1,0 +1,167 @@
+//! `check` and `repair`: the library's integrity checker ([`dynatree::check`]).
+
+use dynatree::check::{Phase, Report};
+use serde_json::{Value, json};
+
+use super::read::plural;
+use super::{Ctx, interruptible};
+use crate::args::ScanOpts;
+use crate::error::{CliError, CliResult};
+use crate::output::Doc;
+use crate::progress::Progress;
+
+/// Shows the checker's progress: a spinner of rows while scanning (with segments and read
+/// units), a bar with ETA while confirming or repairing (their totals are known).
+fn show(progress: &indicatif::ProgressBar, p: &dynatree::check::Progress) {
+    let phase = match p.phase {
+        Phase::Scan => "scanning",
+        Phase::Confirm => "confirming",
+        Phase::Repair => "repairing",
+        _ => "working",
+    };
+    match p.total {
+        Some(total) => {
+            if progress.length() != Some(total) {
+                progress.set_length(total);
+                progress.set_style(
+                    indicatif::ProgressStyle::with_template(
+                        "{msg} [{bar:30}] {human_pos}/{human_len} ({per_sec}, ETA {eta})",
+                    )
+                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+                    .progress_chars("=> "),
+                );
+            }
+            progress.set_message(phase.to_owned());
+        }
+        None => progress.set_message(format!(
+            "{phase} (segments {}/{}, {:.1} read units)",
+            p.segments_done, p.segments, p.read_units
+        )),
+    }
+    progress.set_position(p.done);
+}
+
+/// Runs the check with the options and a progress display.
+async fn run_check(ctx: &Ctx, scan: ScanOpts) -> CliResult<Report> {
+    let progress = Progress::spinner(ctx.global.quiet, "scanning", "rows");
+    let bar = progress.handle();
+    let mut check = ctx
+        .tree
+        .check()
+        .segments(scan.segments)
+        .on_progress(move |p| show(&bar, p));
+    if let Some(r) = scan.read_units_per_second {
+        check = check.read_units_per_second(r);
+    }
+    let report = interruptible(async { Ok(check.run().await?) }, || {
+        "interrupted: the check only reads, nothing is left to resume".to_owned()
+    })
+    .await?;
+    progress.finish();
+    Ok(report)
+}
+
+fn violations(report: &Report) -> Vec<Value> {
+    report
+        .violations()
+        .iter()
+        .map(|v| serde_json::to_value(v).unwrap_or_else(|_| json!(v.to_string())))
+        .collect()
+}
+
+/// The output of a check.
+pub fn report_doc(report: &Report) -> Doc {
+    let document = serde_json::to_value(report).unwrap_or_else(|_| json!(report.to_string()));
+    Doc::report(document, violations(report), format!("{report}\n"))
+}
+
+/// `check`: prints the report; exit status 1 if it found violations.
+pub async fn check(ctx: &Ctx, scan: ScanOpts) -> CliResult<Doc> {
+    let report = run_check(ctx, scan).await?;
+    if report.is_healthy() {
+        return Ok(report_doc(&report));
+    }
+    report_doc(&report).print(ctx.global.output)?;
+    let n = report.violations().len();
+    Err(CliError::msg(format!(
+        "{n} {} found; `{}` fixes what can be fixed",
+        plural(n, "violation", "violations"),
+        ctx.command_line("repair")
+    )))
+}
+
+/// `repair`: a check, then the repair of what it found (`--dry-run`: what would be fixed);
+/// exit status 1 if violations are left for a human.
+pub async fn repair(ctx: &Ctx, scan: ScanOpts, dry_run: bool) -> CliResult<Doc> {
+    let report = run_check(ctx, scan).await?;
+    if report.is_healthy() {
+        return Ok(Doc::report(
+            json!({ "check": serde_json::to_value(&report).unwrap_or(Value::Null), "fixed": [], "left": [], "dry_run": dry_run }),
+            Vec::new(),
+            format!("{report}\nnothing to repair\n"),
+        ));
+    }
+    let progress = Progress::spinner(ctx.global.quiet, "repairing", "violations");
+    let again = ctx.command_line("repair");
+    let repaired = interruptible(run_repair(ctx, &report, dry_run, &progress), || {
+        format!(
+            "interrupted: the repair stopped part-way (each fix is a guarded write, nothing is half-done but recorded operations, which repair finishes); run `{again}` to continue"
+        )
+    })
+    .await?;
+    progress.finish();
+    let doc = repaired_doc(&report, &repaired);
+    let left = repaired.left().len();
+    if left == 0 || dry_run {
+        return Ok(doc);
+    }
+    doc.print(ctx.global.output)?;
+    Err(CliError::msg(format!(
+        "{left} {} left for a human decision",
+        plural(left, "violation", "violations")
+    )))
+}
+
+/// The output of a repair: the check's report and what was fixed and left.
+fn repaired_doc(report: &Report, repaired: &dynatree::check::Repaired) -> Doc {
+    let mut document = serde_json::to_value(repaired).unwrap_or(Value::Null);
+    document["check"] = serde_json::to_value(report).unwrap_or(Value::Null);
+    let verb = if repaired.is_dry_run() {
+        "would-fix"
+    } else {
+        "fixed"
+    };
+    let mut lines: Vec<Value> = repaired
+        .fixed()
+        .iter()
+        .map(|v| {
+            let mut r = serde_json::to_value(v).unwrap_or(Value::Null);
+            r["outcome"] = json!(verb);
+            r
+        })
+        .collect();
+    lines.extend(repaired.left().iter().map(|(v, why)| {
+        let mut r = serde_json::to_value(v).unwrap_or(Value::Null);
+        r["outcome"] = json!("left");
+        r["why"] = json!(why);
+        r
+    }));
+    Doc::report(document, lines, format!("{repaired}\n"))
+}
+
+/// The library's repair of `report`, reporting progress on `progress`.
+async fn run_repair(
+    ctx: &Ctx,
+    report: &Report,
+    dry_run: bool,
+    progress: &Progress,
+) -> CliResult<dynatree::check::Repaired> {
+    let bar = progress.handle();
+    Ok(ctx
+        .tree
+        .repair(report)
+        .dry_run(dry_run)
+        .on_progress(move |p| show(&bar, p))
+        .run()
+        .await?)
+}

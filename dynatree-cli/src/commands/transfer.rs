@@ -1,0 +1,299 @@
+//! `export` and `import`: JSON Lines of [`dynatree::transfer::Record`]s.
+//!
+//! An import from a file keeps a checkpoint beside it (`F.dynatree-import`: how many records
+//! of the file are written) after each batch; `import --file F --resume` skips them. A
+//! finished import removes the checkpoint.
+
+use std::io::Write;
+use std::path::{Path as FsPath, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use dynatree::transfer::Record;
+use futures::{Stream, StreamExt};
+use serde_json::json;
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, BufReader};
+
+use super::read::plural;
+use super::{Ctx, interruptible, shell_quote};
+use crate::error::{CliError, CliResult};
+use crate::output::Doc;
+use crate::progress::Progress;
+
+/// `export [PATH] [--file F]`: JSONL on stdout, or into `F` with a summary on stdout.
+pub async fn export(ctx: &Ctx, path: &str, file: Option<&FsPath>) -> CliResult<Doc> {
+    let root = ctx.path(path)?;
+    let progress = Progress::spinner(ctx.global.quiet, "exporting", "records");
+    let mut out: Box<dyn Write + Send> = match file {
+        Some(f) => Box::new(std::io::BufWriter::new(std::fs::File::create(f).map_err(
+            |e| CliError::msg(format!("cannot create {}: {e}", f.display())),
+        )?)),
+        None => Box::new(std::io::BufWriter::new(std::io::stdout())),
+    };
+    let mut records = ctx.tree.export(root.clone());
+    let mut n = 0u64;
+    let written = interruptible(
+        async {
+            while let Some(r) = records.next().await {
+                let line = r?.to_json_line();
+                match writeln!(out, "{line}") {
+                    Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe && file.is_none() => {
+                        return Ok(n);
+                    }
+                    other => other?,
+                }
+                n += 1;
+                progress.inc(1);
+            }
+            match out.flush() {
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe && file.is_none() => {}
+                other => other?,
+            }
+            Ok(n)
+        },
+        || "interrupted: the export is incomplete; run it again".to_owned(),
+    )
+    .await?;
+    progress.finish();
+    Ok(match file {
+        Some(f) => Doc::one(
+            json!({ "action": "export", "path": root.escaped(), "file": f.display().to_string(), "records": written }),
+            format!(
+                "exported {written} {} under {} to {}\n",
+                plural(written as usize, "record", "records"),
+                root.escaped(),
+                f.display()
+            ),
+        ),
+        None => Doc::empty(),
+    })
+}
+
+/// Where an import of `file` keeps its checkpoint.
+pub fn checkpoint_path(file: &FsPath) -> PathBuf {
+    let mut name = file.as_os_str().to_owned();
+    name.push(".dynatree-import");
+    PathBuf::from(name)
+}
+
+/// The checkpoint's count, if there is one.
+fn read_checkpoint(path: &FsPath) -> CliResult<Option<u64>> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => {
+            let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+                CliError::msg(format!("the checkpoint {} is damaged: {e}", path.display()))
+            })?;
+            v["committed"].as_u64().map(Some).ok_or_else(|| {
+                CliError::msg(format!(
+                    "the checkpoint {} has no `committed` count",
+                    path.display()
+                ))
+            })
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(CliError::msg(format!(
+            "cannot read {}: {e}",
+            path.display()
+        ))),
+    }
+}
+
+/// The records of a JSONL reader, one per line, numbered by the import from 1.
+fn records(
+    reader: impl AsyncBufRead + Unpin + Send + 'static,
+) -> impl Stream<Item = dynatree::Result<Record>> + Send + 'static {
+    futures::stream::unfold(reader.lines(), |mut lines| async move {
+        match lines.next_line().await {
+            Ok(Some(line)) => Some((Record::from_json_line(&line), lines)),
+            Ok(None) => None,
+            Err(e) => Some((
+                Err(
+                    dynatree::Error::new(dynatree::ErrorKind::Serialization, "cannot read input")
+                        .with_source(e),
+                ),
+                lines,
+            )),
+        }
+    })
+}
+
+async fn open(file: Option<&FsPath>) -> CliResult<Box<dyn AsyncBufRead + Unpin + Send>> {
+    Ok(match file {
+        Some(f) => {
+            Box::new(BufReader::new(tokio::fs::File::open(f).await.map_err(
+                |e| CliError::msg(format!("cannot open {}: {e}", f.display())),
+            )?))
+        }
+        None => Box::new(BufReader::new(tokio::io::stdin())),
+    })
+}
+
+/// Lines of a file (for the progress bar's total).
+async fn count_lines(file: &FsPath) -> CliResult<u64> {
+    let mut lines = BufReader::new(tokio::fs::File::open(file).await?).lines();
+    let mut n = 0;
+    while lines.next_line().await?.is_some() {
+        n += 1;
+    }
+    Ok(n)
+}
+
+/// `import [--file F] [--resume] [--dry-run]`.
+pub async fn import(
+    ctx: &Ctx,
+    file: Option<&FsPath>,
+    resume: bool,
+    dry_run: bool,
+) -> CliResult<Doc> {
+    if dry_run {
+        return dry_import(ctx, file).await;
+    }
+    let checkpoint = file.map(checkpoint_path);
+    let skip = match (&checkpoint, resume) {
+        (Some(c), true) => read_checkpoint(c)?.unwrap_or(0),
+        _ => 0,
+    };
+    let progress = match file {
+        Some(f) => Progress::bar(
+            ctx.global.quiet,
+            count_lines(f).await?,
+            "importing",
+            "records",
+        ),
+        None => Progress::spinner(ctx.global.quiet, "importing", "records"),
+    };
+    progress.set_position(skip);
+    let committed = Arc::new(AtomicU64::new(skip));
+    let seen = Arc::clone(&committed);
+    let bar = progress.handle();
+    let table = ctx.table_name.clone();
+    let saved = checkpoint.clone();
+    let mut op = ctx
+        .tree
+        .import(records(open(file).await?))
+        .skip(skip)
+        .on_progress(move |p| {
+            seen.store(p.committed(), Ordering::SeqCst);
+            bar.set_position(p.committed());
+            if let Some(c) = &saved {
+                // Best effort: a checkpoint that could not be saved costs a longer resume.
+                let _ = std::fs::write(
+                    c,
+                    json!({ "committed": p.committed(), "table": table }).to_string(),
+                );
+            }
+        });
+    op = op.batch(1000);
+    let resume_line = match file {
+        Some(f) => ctx.command_line(&format!(
+            "import --file {} --resume",
+            shell_quote(&f.display().to_string())
+        )),
+        None => String::new(),
+    };
+    let result = interruptible(async { Ok(op.run().await?) }, || {
+        let n = committed.load(Ordering::SeqCst);
+        match file {
+            Some(_) => format!(
+                "interrupted: the first {n} records are written (checkpoint saved); run `{resume_line}` to continue"
+            ),
+            None => format!(
+                "interrupted: the first {n} records are written; import the rest, or run the same import again (it is idempotent)"
+            ),
+        }
+    })
+    .await;
+    progress.finish();
+    let done = match result {
+        Ok(done) => done,
+        Err(e) if e.code() == crate::error::EXIT_INTERRUPTED => return Err(e),
+        Err(e) => {
+            let n = committed.load(Ordering::SeqCst);
+            let hint = if file.is_some() && n > 0 {
+                format!(" (the first {n} records are written; fix the input and add --resume)")
+            } else {
+                String::new()
+            };
+            return Err(CliError::msg(format!("{}{hint}", e.message())));
+        }
+    };
+    if let Some(c) = &checkpoint {
+        let _ = std::fs::remove_file(c);
+    }
+    Ok(Doc::one(
+        json!({
+            "action": "import",
+            "records": done.records(),
+            "objects": done.objects(),
+            "links": done.links(),
+            "skipped": done.skipped(),
+            "batches": done.batches(),
+        }),
+        format!("{done}\n"),
+    ))
+}
+
+/// `import --dry-run`: reads and parses every record, writes nothing.
+async fn dry_import(ctx: &Ctx, file: Option<&FsPath>) -> CliResult<Doc> {
+    let progress = Progress::spinner(ctx.global.quiet, "reading", "records");
+    let mut stream = Box::pin(records(open(file).await?));
+    let (mut objects, mut links, mut line) = (0u64, 0u64, 0u64);
+    while let Some(r) = stream.next().await {
+        line += 1;
+        let r = r.map_err(|e| CliError::from(e).context(format!("record {line}")))?;
+        r.path()
+            .validate(ctx.global.reserved)
+            .map_err(|e| CliError::from(e).context(format!("record {line}")))?;
+        match r {
+            Record::Link { .. } => links += 1,
+            _ => objects += 1,
+        }
+        progress.inc(1);
+    }
+    progress.finish();
+    let n = objects + links;
+    Ok(Doc::one(
+        json!({ "action": "import", "dry_run": true, "records": n, "objects": objects, "links": links }),
+        format!(
+            "would import {n} {} ({objects} {}, {links} {})\n",
+            plural(n as usize, "record", "records"),
+            plural(objects as usize, "object", "objects"),
+            plural(links as usize, "link", "links")
+        ),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn checkpoint_beside_the_file() {
+        assert_eq!(
+            checkpoint_path(FsPath::new("/tmp/x.jsonl")),
+            PathBuf::from("/tmp/x.jsonl.dynatree-import")
+        );
+    }
+
+    #[tokio::test]
+    async fn records_from_lines() {
+        let input: &[u8] =
+            b"{\"path\":\"/a\",\"item\":{}}\n{\"path\":\"/l\",\"link\":\"/a\"}\nnope\n";
+        let got: Vec<_> = records(input).collect().await;
+        assert_eq!(got.len(), 3);
+        assert!(matches!(got[0], Ok(Record::Object { .. })));
+        assert!(matches!(got[1], Ok(Record::Link { .. })));
+        assert!(got[2].is_err());
+    }
+
+    #[test]
+    fn checkpoints() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = dir.path().join("c");
+        assert_eq!(read_checkpoint(&c).unwrap(), None);
+        std::fs::write(&c, r#"{"committed": 2000, "table": "t"}"#).unwrap();
+        assert_eq!(read_checkpoint(&c).unwrap(), Some(2000));
+        std::fs::write(&c, "garbage").unwrap();
+        assert_eq!(read_checkpoint(&c).unwrap_err().code(), 1);
+    }
+}

@@ -1,0 +1,466 @@
+//! The writing commands: `put`, `rm`, `mv`, `cp`, `ln`, `create-table`, and the recorded
+//! operations (`pending`, `resume`). Each takes `--dry-run`, which reads what it needs and
+//! says what it would write.
+
+use std::io::Read;
+
+use dynatree::storage::Storage;
+use dynatree::{Billing, MoveReport, Path};
+use futures::StreamExt;
+use serde_json::{Value, json};
+
+use super::read::{has_children, object_kind, plural};
+use super::{Ctx, interruptible};
+use crate::error::{CliError, CliResult};
+use crate::output::{Align, Doc, Table};
+use crate::progress::Progress;
+
+/// A dry run's result: the record says `"dry_run": true`, the text starts with "would".
+fn would(mut record: Value, human: String) -> Doc {
+    record["dry_run"] = json!(true);
+    Doc::one(record, human + "\n")
+}
+
+/// Reads the object of `put`: the argument, or stdin when absent or `-`.
+fn read_object(json_arg: Option<String>) -> CliResult<serde_json::Map<String, Value>> {
+    let text = match json_arg {
+        Some(t) if t != "-" => t,
+        _ => {
+            let mut t = String::new();
+            std::io::stdin()
+                .read_to_string(&mut t)
+                .map_err(|e| CliError::msg(format!("reading stdin: {e}")))?;
+            t
+        }
+    };
+    parse_object(&text)
+}
+
+/// Parses the JSON of `put`, which must be an object.
+pub fn parse_object(text: &str) -> CliResult<serde_json::Map<String, Value>> {
+    match serde_json::from_str::<Value>(text)? {
+        Value::Object(m) => Ok(m),
+        other => Err(CliError::msg(format!(
+            "invalid JSON: an object (`{{...}}`) is needed, not {}",
+            match other {
+                Value::Array(_) => "an array",
+                Value::String(_) => "a string",
+                Value::Number(_) => "a number",
+                Value::Bool(_) => "a boolean",
+                _ => "null",
+            }
+        ))),
+    }
+}
+
+/// `put PATH [JSON]`.
+pub async fn put(ctx: &Ctx, path: &str, json_arg: Option<String>, dry_run: bool) -> CliResult<Doc> {
+    let path = ctx.path(path)?;
+    let object = read_object(json_arg)?;
+    let record = json!({ "action": "put", "path": path.escaped() });
+    if dry_run {
+        // Everything but the write: the checks of the path and attributes happen client-side.
+        dynatree::Item::from_serialize(&object)?;
+        return Ok(would(
+            record,
+            format!(
+                "would put {} ({} {})",
+                path.escaped(),
+                object.len(),
+                plural(object.len(), "attribute", "attributes")
+            ),
+        ));
+    }
+    ctx.tree.put(path, &object).await?;
+    Ok(Doc::one(record, ""))
+}
+
+/// `ln TARGET PATH`.
+pub async fn ln(ctx: &Ctx, target: &str, path: &str, dry_run: bool) -> CliResult<Doc> {
+    let target = ctx.path(target)?;
+    let path = ctx.path(path)?;
+    let record = json!({ "action": "link", "path": path.escaped(), "target": target.escaped() });
+    if dry_run {
+        return Ok(would(
+            record,
+            format!("would link {} -> {}", path.escaped(), target.escaped()),
+        ));
+    }
+    ctx.tree.put_link(path, target).await?;
+    Ok(Doc::one(record, ""))
+}
+
+/// Counts the objects and links at and below `path` (for dry runs), with a spinner.
+async fn count_subtree(ctx: &Ctx, path: &Path, own: bool) -> CliResult<u64> {
+    let progress = Progress::spinner(ctx.global.quiet, "counting", "objects");
+    let mut n = u64::from(own);
+    let mut stream = ctx.tree.descendants(path.clone()).items();
+    while let Some(d) = stream.next().await {
+        d?;
+        n += 1;
+        progress.inc(1);
+    }
+    Ok(n)
+}
+
+fn nothing_at(path: &Path) -> CliError {
+    CliError::not_found(format!("not found: nothing at {}", path.escaped()))
+}
+
+/// `rm [-r] PATH`.
+pub async fn rm(ctx: &Ctx, path: &str, recursive: bool, dry_run: bool) -> CliResult<Doc> {
+    let path = ctx.path(path)?;
+    if path.is_root() {
+        return Err(CliError::msg("invalid path: the root cannot be removed"));
+    }
+    let kind = object_kind(ctx, &path).await?;
+    if !recursive {
+        let Some(kind) = kind else {
+            return Err(if has_children(ctx, &path).await? {
+                CliError::msg(format!(
+                    "{} has children and no object: use `rm -r` to delete the subtree",
+                    path.escaped()
+                ))
+            } else {
+                nothing_at(&path)
+            });
+        };
+        let record = json!({ "action": "delete", "path": path.escaped(), "objects": 1 });
+        if dry_run {
+            return Ok(would(
+                record,
+                format!("would delete {} ({})", path.escaped(), kind.as_str()),
+            ));
+        }
+        ctx.tree.delete(path).await?;
+        return Ok(Doc::one(record, ""));
+    }
+    if kind.is_none() && !has_children(ctx, &path).await? {
+        return Err(nothing_at(&path));
+    }
+    if dry_run {
+        let n = count_subtree(ctx, &path, kind.is_some()).await?;
+        return Ok(would(
+            json!({ "action": "delete", "path": path.escaped(), "objects": n }),
+            format!(
+                "would delete {n} {} at and under {}",
+                plural(n as usize, "object", "objects"),
+                path.escaped()
+            ),
+        ));
+    }
+    let progress = Progress::spinner(ctx.global.quiet, "deleting", "");
+    let resume = ctx.command_line("resume");
+    let shown = path.escaped();
+    let n = interruptible(
+        async { Ok(ctx.tree.delete_subtree(path.clone()).await?) },
+        || {
+            format!(
+                "interrupted: the deletion of {shown} is recorded and may be part-way; run `{resume}` to finish it"
+            )
+        },
+    )
+    .await?;
+    progress.finish();
+    Ok(Doc::one(
+        json!({ "action": "delete", "path": path.escaped(), "objects": n }),
+        format!(
+            "deleted {n} {} at and under {}\n",
+            plural(n, "object", "objects"),
+            path.escaped()
+        ),
+    ))
+}
+
+/// Which of `mv` and `cp`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transfer {
+    /// `mv`.
+    Move,
+    /// `cp`.
+    Copy,
+}
+
+impl Transfer {
+    fn verb(self) -> (&'static str, &'static str, &'static str) {
+        match self {
+            Transfer::Move => ("move", "moved", "moving"),
+            Transfer::Copy => ("copy", "copied", "copying"),
+        }
+    }
+}
+
+/// The output of a finished move or copy.
+pub fn report_doc(op: Transfer, from: &Path, to: &Path, r: &MoveReport) -> Doc {
+    let (verb, done, _) = op.verb();
+    let links: Vec<Value> = r
+        .links
+        .iter()
+        .map(|(l, t)| json!({ "path": l.escaped(), "target": t.escaped() }))
+        .collect();
+    let mut human = format!(
+        "{done} {} {} ({} {}) from {} to {}\n",
+        r.objects,
+        plural(r.objects, "object", "objects"),
+        r.nodes,
+        plural(r.nodes, "node", "nodes"),
+        from.escaped(),
+        to.escaped()
+    );
+    for (l, t) in &r.links {
+        human.push_str(&format!(
+            "note: the link {} still points at {}\n",
+            l.escaped(),
+            t.escaped()
+        ));
+    }
+    Doc::one(
+        json!({
+            "action": verb,
+            "from": from.escaped(),
+            "to": to.escaped(),
+            "id": r.id,
+            "objects": r.objects,
+            "nodes": r.nodes,
+            "links": links,
+        }),
+        human,
+    )
+}
+
+/// `mv FROM TO` and `cp FROM TO`.
+pub async fn move_or_copy(
+    ctx: &Ctx,
+    op: Transfer,
+    from: &str,
+    to: &str,
+    dry_run: bool,
+) -> CliResult<Doc> {
+    let from = ctx.path(from)?;
+    let to = ctx.path(to)?;
+    let (verb, _, doing) = op.verb();
+    if dry_run {
+        let kind = object_kind(ctx, &from).await?;
+        if kind.is_none() && !has_children(ctx, &from).await? {
+            return Err(nothing_at(&from));
+        }
+        if object_kind(ctx, &to).await?.is_some() || has_children(ctx, &to).await? {
+            return Err(CliError::msg(format!(
+                "already exists: something is at {}",
+                to.escaped()
+            )));
+        }
+        let n = count_subtree(ctx, &from, kind.is_some()).await?;
+        return Ok(would(
+            json!({ "action": verb, "from": from.escaped(), "to": to.escaped(), "objects": n }),
+            format!(
+                "would {verb} {n} {} from {} to {}",
+                plural(n as usize, "object", "objects"),
+                from.escaped(),
+                to.escaped()
+            ),
+        ));
+    }
+    let progress = Progress::spinner(ctx.global.quiet, doing, "");
+    let resume = ctx.command_line("resume");
+    let (f, t) = (from.escaped(), to.escaped());
+    let report = interruptible(
+        async {
+            Ok(match op {
+                Transfer::Move => ctx.tree.move_subtree(from.clone(), to.clone()).await?,
+                Transfer::Copy => ctx.tree.copy_subtree(from.clone(), to.clone()).await?,
+            })
+        },
+        || {
+            format!(
+                "interrupted: the {verb} of {f} to {t} is recorded and may be part-way; run `{resume}` to finish it"
+            )
+        },
+    )
+    .await?;
+    progress.finish();
+    Ok(report_doc(op, &from, &to, &report))
+}
+
+/// `create-table`.
+pub async fn create_table(
+    ctx: &Ctx,
+    billing: Billing,
+    ttl: bool,
+    stream: bool,
+    dry_run: bool,
+) -> CliResult<Doc> {
+    let mut features = vec![match billing {
+        Billing::Provisioned { read, write } => format!("provisioned {read}/{write}"),
+        _ => "on-demand".to_owned(),
+    }];
+    if let Some(d) = ctx.global.path_index {
+        features.push(format!("path index of depth {d}"));
+    }
+    if ttl {
+        features.push("time to live".to_owned());
+    }
+    if stream {
+        features.push("stream".to_owned());
+    }
+    let record = json!({
+        "action": "create-table",
+        "table": ctx.table_name,
+        "billing": features[0],
+        "path_index": ctx.global.path_index,
+        "ttl": ttl,
+        "stream": stream,
+    });
+    let what = format!("table {} ({})", ctx.table_name, features.join(", "));
+    if dry_run {
+        return Ok(would(record, format!("would create {what}")));
+    }
+    let progress = Progress::spinner(ctx.global.quiet, "creating the table", "");
+    let tree = super::builder(&ctx.global, ctx.table.clone())
+        .billing(billing)
+        .time_to_live(ttl)
+        .build()?;
+    tree.create_table().await?;
+    if stream {
+        ctx.table.enable_stream().await?;
+    }
+    progress.finish();
+    Ok(Doc::one(record, format!("created {what}\n")))
+}
+
+fn intent_records(intents: &[dynatree::Intent]) -> (Vec<Value>, String) {
+    let mut t = Table::new(&[
+        ("ID", Align::Left),
+        ("OP", Align::Left),
+        ("PHASE", Align::Left),
+        ("FROM", Align::Left),
+        ("TO", Align::Left),
+    ]);
+    let records = intents
+        .iter()
+        .map(|i| {
+            t.row([
+                i.id.clone(),
+                i.op.clone(),
+                i.phase.clone(),
+                i.from.escaped(),
+                i.to.escaped(),
+            ]);
+            json!({
+                "id": i.id,
+                "op": i.op,
+                "phase": i.phase,
+                "from": i.from.escaped(),
+                "to": i.to.escaped(),
+            })
+        })
+        .collect();
+    (records, t.render())
+}
+
+/// `pending`.
+pub async fn pending(ctx: &Ctx) -> CliResult<Doc> {
+    let intents = ctx.tree.pending().await?;
+    let (records, human) = intent_records(&intents);
+    Ok(Doc::many(records, human))
+}
+
+/// `resume`.
+pub async fn resume(ctx: &Ctx, dry_run: bool) -> CliResult<Doc> {
+    let intents = ctx.tree.pending().await?;
+    if dry_run {
+        let (records, table) = intent_records(&intents);
+        let n = intents.len();
+        let human = format!(
+            "would resume {n} {}\n{table}",
+            plural(n, "operation", "operations")
+        );
+        return Ok(Doc::many(
+            records
+                .into_iter()
+                .map(|mut r| {
+                    r["dry_run"] = json!(true);
+                    r
+                })
+                .collect(),
+            human,
+        ));
+    }
+    let progress = Progress::spinner(ctx.global.quiet, "resuming", "");
+    let again = ctx.command_line("resume");
+    let reports = interruptible(async { Ok(ctx.tree.resume().await?) }, || {
+        format!("interrupted: operations may be left part-way; run `{again}` to finish them")
+    })
+    .await?;
+    progress.finish();
+    let mut human = format!(
+        "finished {} {}\n",
+        reports.len(),
+        plural(reports.len(), "operation", "operations")
+    );
+    let records = reports
+        .iter()
+        .map(|r| {
+            human.push_str(&format!(
+                "{}: {} {}, {} {}\n",
+                r.id,
+                r.objects,
+                plural(r.objects, "object", "objects"),
+                r.nodes,
+                plural(r.nodes, "node", "nodes")
+            ));
+            json!({ "id": r.id, "objects": r.objects, "nodes": r.nodes })
+        })
+        .collect();
+    Ok(Doc::many(records, human))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::args::Format;
+
+    #[test]
+    fn put_needs_an_object() {
+        assert_eq!(parse_object(r#"{"a": 1}"#).unwrap().len(), 1);
+        let e = parse_object("[1]").unwrap_err();
+        assert_eq!(e.code(), 1);
+        assert!(e.message().contains("not an array"), "{e}");
+        assert!(
+            parse_object("{")
+                .unwrap_err()
+                .message()
+                .starts_with("invalid JSON")
+        );
+    }
+
+    #[test]
+    fn move_report_output() {
+        let report = MoveReport {
+            id: "op1".into(),
+            nodes: 3,
+            objects: 2,
+            links: vec![(Path::new(["l"]).unwrap(), Path::new(["a", "x"]).unwrap())],
+        };
+        let doc = report_doc(
+            Transfer::Move,
+            &Path::new(["a"]).unwrap(),
+            &Path::new(["b"]).unwrap(),
+            &report,
+        );
+        assert_eq!(
+            doc.render(Format::Table),
+            "moved 2 objects (3 nodes) from /a to /b\nnote: the link /l still points at /a/x\n"
+        );
+        let v: Value = serde_json::from_str(&doc.render(Format::Json)).unwrap();
+        assert_eq!(v["action"], "move");
+        assert_eq!(v["links"][0]["path"], "/l");
+    }
+
+    #[test]
+    fn dry_runs_are_marked() {
+        let doc = would(json!({"action": "put"}), "would put /a".into());
+        assert_eq!(doc.records()[0]["dry_run"], true);
+        assert_eq!(doc.render(Format::Table), "would put /a\n");
+    }
+}

@@ -1,0 +1,144 @@
+//! The command line's failures and their exit statuses.
+
+use std::fmt;
+
+/// Exit status of a failure other than the ones below.
+pub const EXIT_FAILURE: u8 = 1;
+/// Exit status when the path a command needs is missing.
+pub const EXIT_NOT_FOUND: u8 = 3;
+/// Exit status after Ctrl-C (128 + SIGINT, as shells report it).
+pub const EXIT_INTERRUPTED: u8 = 130;
+
+/// A failure of a command: one line for stderr and the exit status.
+///
+/// # Examples
+///
+/// ```ignore
+/// let e = CliError::not_found("nothing at /a");
+/// assert_eq!(e.code(), 3);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CliError {
+    code: u8,
+    message: String,
+}
+
+/// The command line's result type.
+pub type CliResult<T> = Result<T, CliError>;
+
+impl CliError {
+    /// A failure with exit status 1.
+    pub fn msg(message: impl Into<String>) -> Self {
+        Self {
+            code: EXIT_FAILURE,
+            message: message.into(),
+        }
+    }
+
+    /// A missing path (exit status 3).
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self {
+            code: EXIT_NOT_FOUND,
+            message: message.into(),
+        }
+    }
+
+    /// Ctrl-C (exit status 130); `message` says what is left and how to resume.
+    pub fn interrupted(message: impl Into<String>) -> Self {
+        Self {
+            code: EXIT_INTERRUPTED,
+            message: message.into(),
+        }
+    }
+
+    /// The exit status.
+    pub fn code(&self) -> u8 {
+        self.code
+    }
+
+    /// The line printed on stderr (after `dynatree: error: `, or `dynatree: ` when
+    /// interrupted).
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// Prefixes the message with what was being done (`"reading /a: ..."`).
+    pub fn context(mut self, what: impl fmt::Display) -> Self {
+        self.message = format!("{what}: {}", self.message);
+        self
+    }
+}
+
+impl fmt::Display for CliError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for CliError {}
+
+impl From<dynatree::Error> for CliError {
+    fn from(e: dynatree::Error) -> Self {
+        let message = one_line(&e);
+        if e.is_not_found() {
+            Self::not_found(message)
+        } else {
+            Self::msg(message)
+        }
+    }
+}
+
+impl From<std::io::Error> for CliError {
+    fn from(e: std::io::Error) -> Self {
+        Self::msg(e.to_string())
+    }
+}
+
+impl From<serde_json::Error> for CliError {
+    fn from(e: serde_json::Error) -> Self {
+        Self::msg(format!("invalid JSON: {e}"))
+    }
+}
+
+/// An error and its sources on one line, each source once (`a: b: c`).
+pub fn one_line(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !text.is_empty() && !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        source = s.source();
+    }
+    out.replace('\n', " ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dynatree::{Error, ErrorKind};
+
+    #[test]
+    fn statuses() {
+        let e: CliError = Error::new(ErrorKind::NotFound, "nothing at /a").into();
+        assert_eq!(e.code(), EXIT_NOT_FOUND);
+        assert_eq!(e.message(), "not found: nothing at /a");
+        let e: CliError = Error::new(ErrorKind::InvalidPath, "empty component").into();
+        assert_eq!(e.code(), EXIT_FAILURE);
+        assert_eq!(CliError::interrupted("x").code(), 130);
+    }
+
+    #[test]
+    fn sources_on_one_line() {
+        let e = Error::new(ErrorKind::Backend, "request failed")
+            .with_source(std::io::Error::other("connection\nrefused"));
+        assert_eq!(
+            CliError::from(e).message(),
+            "storage backend error: request failed: connection refused"
+        );
+        let e = CliError::msg("boom").context("reading /a");
+        assert_eq!(e.to_string(), "reading /a: boom");
+    }
+}
