@@ -70,6 +70,8 @@ pub mod consistency {
     #![doc = include_str!("tree/write.md")]
     #![doc = ""]
     #![doc = include_str!("tree/moves.md")]
+    #![doc = ""]
+    #![doc = include_str!("tree/check.md")]
 }
 
 pub use crate::batch::RetryPolicy;

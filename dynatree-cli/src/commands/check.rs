@@ -83,11 +83,22 @@ pub async fn check(ctx: &Ctx, scan: ScanOpts) -> CliResult<Doc> {
     }
     report_doc(&report).print(ctx.global.output)?;
     let n = report.violations().len();
-    Err(CliError::msg(format!(
-        "{n} {} found; `{}` fixes what can be fixed",
-        plural(n, "violation", "violations"),
-        ctx.command_line("repair")
-    )))
+    let repairable = report
+        .violations()
+        .iter()
+        .filter(|v| v.class().repairable())
+        .count();
+    let what = plural(n, "violation", "violations");
+    Err(CliError::msg(if repairable == 0 {
+        format!(
+            "{n} {what} found, none that a program can decide: dangling links, link cycles and foreign rows are yours to fix"
+        )
+    } else {
+        format!(
+            "{n} {what} found; `{}` fixes {repairable} of them",
+            ctx.command_line("repair")
+        )
+    }))
 }
 
 /// `repair`: a check, then the repair of what it found (`--dry-run`: what would be fixed);
