@@ -177,10 +177,14 @@ pub async fn import(
             bar.set_position(p.committed());
             if let Some(c) = &saved {
                 // Best effort: a checkpoint that could not be saved costs a longer resume.
-                let _ = std::fs::write(
-                    c,
-                    json!({ "committed": p.committed(), "table": table }).to_string(),
-                );
+                // Written aside, then renamed over the old one: a kill in between leaves
+                // the previous checkpoint whole.
+                let mut aside = c.clone().into_os_string();
+                aside.push(".tmp");
+                let body = json!({ "committed": p.committed(), "table": table }).to_string();
+                if std::fs::write(&aside, body).is_ok() {
+                    let _ = std::fs::rename(&aside, c);
+                }
             }
         });
     op = op.batch(1000);
