@@ -108,6 +108,8 @@ pub fn cases<S: Storage + 'static>() -> Vec<(&'static str, Case<S>)> {
         case!(typed_expiry_and_sweep),
         case!(typed_projections_and_consistent_reads),
         case!(typed_denormalized_fields),
+        case!(transact_get_rules),
+        case!(check_and_repair),
     ]
 }
 
@@ -3321,4 +3323,106 @@ pub async fn typed_denormalized_fields<S: Storage + 'static>(table: S) {
         .unwrap();
     assert_eq!(n3.board_name.as_deref(), Some("B3"));
     assert!(tree.pending().await.unwrap().is_empty());
+}
+
+/// TransactGetItems: rows in the order asked, `None` where nothing is; DynamoDB's refusals
+/// (no keys, more than 100, one key twice).
+pub async fn transact_get_rules<S: Storage + 'static>(table: S) {
+    let table = std::sync::Arc::new(table);
+    let tree = tree(std::sync::Arc::clone(&table)).await;
+    tree.put(p(&["a", "b"]), &V { v: 1 }).await.unwrap();
+    let rows = table
+        .transact_get(vec![
+            Key::new("¦a¦b", "¦"),
+            Key::new("¦", "missing"),
+            Key::new("¦", "a"),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 3);
+    assert_eq!(
+        rows[0].as_ref().and_then(|r| r.get("v")),
+        Some(&Value::N("1".into()))
+    );
+    assert!(rows[1].is_none());
+    assert!(rows[2].is_some());
+    let twice = table
+        .transact_get(vec![Key::new("¦", "a"), Key::new("¦", "a")])
+        .await
+        .unwrap_err();
+    assert_eq!(twice.kind(), ErrorKind::Validation, "{twice}");
+    let none = table.transact_get(Vec::new()).await.unwrap_err();
+    assert_eq!(none.kind(), ErrorKind::Validation, "{none}");
+    let many: Vec<Key> = (0..101).map(|i| Key::new("¦", format!("k{i}"))).collect();
+    let over = table.transact_get(many).await.unwrap_err();
+    assert_eq!(over.kind(), ErrorKind::Validation, "{over}");
+}
+
+/// The integrity checker on a table corrupted through raw writes (as the Go library and
+/// crashed processes leave them): each class found with its path, in 1 and 3 segments alike;
+/// the repair fixes what a program can decide, leaves the dangling link, and the table is
+/// then healthy but for it.
+pub async fn check_and_repair<S: Storage + 'static>(table: S) {
+    use dynatree::check::Class;
+    let table = std::sync::Arc::new(table);
+    let tree = tree(std::sync::Arc::clone(&table)).await;
+    for path in [&["a", "b", "c"][..], &["a", "d"], &["x", "y"]] {
+        tree.put(p(path), &V { v: 1 }).await.unwrap();
+    }
+    tree.put_link(p(&["l"]), p(&["nowhere"])).await.unwrap();
+    // The Go library's Delete of /a/b, which has a child: its listing row goes, and /a/b/c
+    // with it, unreachable.
+    table
+        .delete_item(&Key::new("¦a¦", "b"), Condition::Always)
+        .await
+        .unwrap();
+    // A listing row naming nothing, and an expired removal mark.
+    table
+        .put_item(Key::new("¦x¦", "empty").into_item(), Condition::Always)
+        .await
+        .unwrap();
+    let mut marked = Key::new("¦a¦", "d").into_item();
+    marked.insert("¦deleting", Value::S("1:00000000000000ff".into()));
+    table.put_item(marked, Condition::Always).await.unwrap();
+    // A row that is no row of the layout.
+    table
+        .put_item(Key::new("¦x¦", "bad¦name").into_item(), Condition::Always)
+        .await
+        .unwrap();
+
+    let report = tree.check().run().await.unwrap();
+    let found: Vec<(Class, Option<String>)> = report
+        .violations()
+        .iter()
+        .map(|v| (v.class(), v.path().map(Path::to_string)))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            (Class::BrokenClosure, Some("/a/b/c".to_owned())),
+            (Class::EmptyListing, Some("/x/empty".to_owned())),
+            (Class::ExpiredMark, Some("/a/d".to_owned())),
+            (Class::DanglingLink, Some("/l".to_owned())),
+            (Class::Unparsable, None),
+        ],
+        "{report}"
+    );
+    let split = tree.check().segments(3).page_size(2).run().await.unwrap();
+    assert_eq!(split.violations(), report.violations());
+    assert_eq!(split.rows(), report.rows());
+
+    let repaired = tree.repair(&report).run().await.unwrap();
+    assert_eq!(repaired.fixed().len(), 3, "{repaired}");
+    assert_eq!(repaired.left().len(), 2, "{repaired}");
+    let after = tree.check().run().await.unwrap();
+    let left: Vec<Class> = after.violations().iter().map(|v| v.class()).collect();
+    assert_eq!(left, [Class::DanglingLink, Class::Unparsable], "{after}");
+    let names: Vec<String> = tree.list(p(&["a", "b"])).try_collect().await.unwrap();
+    assert_eq!(names, ["c"]);
+    let names: Vec<String> = tree.list(p(&["x"])).try_collect().await.unwrap();
+    assert!(!names.contains(&"empty".to_owned()), "{names:?}");
+    assert_eq!(
+        tree.get::<V>(p(&["a", "b", "c"])).await.unwrap(),
+        Some(V { v: 1 })
+    );
 }

@@ -1609,6 +1609,42 @@ impl Storage for FakeTable {
         self.batch(keys, consistent, &[]).await
     }
 
+    async fn transact_get(&self, keys: Vec<Key>) -> Result<Vec<Option<Item>>> {
+        tokio::task::yield_now().await;
+        let mut inner = self.lock();
+        let fault = self.begin(&mut inner, Op::TransactGetItems, &keys)?;
+        let t = inner.table()?;
+        if keys.is_empty() || keys.len() > dynatree::storage::TRANSACT_MAX {
+            return Err(validation(format!(
+                "1 validation error detected: Value at 'transactItems' failed to satisfy constraint: Member must have length less than or equal to {} and greater than or equal to 1",
+                dynatree::storage::TRANSACT_MAX
+            )));
+        }
+        for (i, k) in keys.iter().enumerate() {
+            t.check_key(k)?;
+            if keys[..i].contains(k) {
+                return Err(validation(
+                    "Transaction request cannot include multiple operations on one item",
+                ));
+            }
+        }
+        // One serializable snapshot: the table is locked for the whole request.
+        let items: Vec<Option<Item>> = keys.iter().map(|k| t.get(k).cloned()).collect();
+        let bytes: usize = items.iter().flatten().map(Item::size).sum();
+        if bytes > 4 * 1024 * 1024 {
+            return Err(validation(
+                "Transaction size exceeded: the items read are over 4 MB together",
+            ));
+        }
+        // Transactional reads: two units per 4 KB of each item.
+        let units: f64 = items
+            .iter()
+            .map(|i| 2.0 * read_units(i.as_ref().map_or(0, Item::size), true))
+            .sum();
+        inner.metrics.read_units += units;
+        Self::finish(fault.as_ref(), "TransactGetItems", items)
+    }
+
     async fn batch_write(&self, requests: Vec<WriteRequest>) -> Result<Vec<WriteRequest>> {
         tokio::task::yield_now().await;
         let mut inner = self.lock();

@@ -81,6 +81,8 @@ pub enum Op {
     BatchWriteItem,
     /// TransactWriteItems.
     TransactWriteItems,
+    /// TransactGetItems.
+    TransactGetItems,
     /// CreateTable.
     CreateTable,
     /// UpdateTable (adding an index).
@@ -113,6 +115,7 @@ impl Op {
             Op::BatchGetItem => "BatchGetItem",
             Op::BatchWriteItem => "BatchWriteItem",
             Op::TransactWriteItems => "TransactWriteItems",
+            Op::TransactGetItems => "TransactGetItems",
             Op::CreateTable => "CreateTable",
             Op::UpdateTable => "UpdateTable",
             Op::DescribeTable => "DescribeTable",

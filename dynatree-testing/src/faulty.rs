@@ -315,6 +315,15 @@ impl<S: Storage + 'static> Storage for Faulty<S> {
             self.shared.inner.scan_page(limit, start)
         )
     }
+    async fn transact_get(&self, keys: Vec<Key>) -> Result<Vec<Option<Item>>> {
+        let ks = keys.clone();
+        faulty!(
+            self,
+            Op::TransactGetItems,
+            &ks,
+            self.shared.inner.transact_get(keys)
+        )
+    }
     async fn scan_segment_page(
         &self,
         segment: dynatree::storage::ScanSegment,

@@ -549,6 +549,16 @@ impl<B: Storage + 'static> Storage for SimStorage<B> {
         )
         .await
     }
+    async fn transact_get(&self, keys: Vec<Key>) -> Result<Vec<Option<Item>>> {
+        let detail = keys.iter().map(key_str).collect::<Vec<_>>().join(", ");
+        self.gated(
+            "TransactGetItems",
+            false,
+            move || detail,
+            self.backend.transact_get(keys),
+        )
+        .await
+    }
     async fn scan_segment_page(
         &self,
         segment: dynatree::storage::ScanSegment,

@@ -105,19 +105,19 @@ pub enum Class {
     AbandonedIntent,
     /// A move lock on a listing row whose operation is not recorded.
     LockWithoutIntent,
+    /// An object past its expiry that DynamoDB has not deleted yet (time-to-live leftovers).
+    Expired,
+    /// An object without the index attributes the tree keeps (written by the Go library, or
+    /// re-put by it).
+    MissingIndex,
+    /// A denormalized copy that differs from its source.
+    StaleCopy,
     /// A link whose target, after following links, is not there.
     DanglingLink,
     /// Links that lead back to themselves, or a chain longer than the tree follows.
     LinkCycle,
     /// A row that is not a row of the layout.
     Unparsable,
-    /// A denormalized copy that differs from its source.
-    StaleCopy,
-    /// An object past its expiry that DynamoDB has not deleted yet (time-to-live leftovers).
-    Expired,
-    /// An object without the index attributes the tree keeps (written by the Go library, or
-    /// re-put by it).
-    MissingIndex,
 }
 
 impl Class {

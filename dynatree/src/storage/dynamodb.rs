@@ -839,6 +839,38 @@ impl Storage for DynamoDbTable {
         self.batch(keys, consistent, &[]).await
     }
 
+    async fn transact_get(&self, keys: Vec<Key>) -> Result<Vec<Option<Item>>> {
+        async {
+            let gets = keys
+                .iter()
+                .map(|k| {
+                    t::Get::builder()
+                        .table_name(&self.table)
+                        .set_key(Some(key_map(k)))
+                        .build()
+                        .map(|g| t::TransactGetItem::builder().get(g).build())
+                        .map_err(|e| Error::new(ErrorKind::Backend, format!("building a get: {e}")))
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let out = self
+                .client
+                .transact_get_items()
+                .set_transact_items(Some(gets))
+                .return_consumed_capacity(ReturnConsumedCapacity::Total)
+                .send()
+                .await
+                .map_err(map_err)?;
+            record_capacity(out.consumed_capacity());
+            out.responses
+                .unwrap_or_default()
+                .into_iter()
+                .map(|r| r.item.map(from_map).transpose())
+                .collect()
+        }
+        .instrument(op_span!(self.table, "TransactGetItems"))
+        .await
+    }
+
     async fn batch_write(&self, requests: Vec<WriteRequest>) -> Result<Vec<WriteRequest>> {
         if requests.is_empty() {
             return Ok(Vec::new());

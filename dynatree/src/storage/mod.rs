@@ -1767,6 +1767,42 @@ pub trait Storage: Send + Sync {
         consistent: bool,
     ) -> impl Future<Output = Result<BatchGetOutput>> + Send;
 
+    /// TransactGetItems: the items at `keys` (1 to 100, none twice) as one serializable
+    /// snapshot, in the order of `keys` (`None` where nothing is). Billed as transactional
+    /// reads: 2 read units per 4 KB of each item.
+    ///
+    /// The default implementation reads the keys one after the other with consistent
+    /// GetItems, which is not a snapshot; [`DynamoDbTable`](crate::DynamoDbTable) and
+    /// `dynatree_testing::FakeTable` read a snapshot.
+    ///
+    /// ```
+    /// # use dynatree::Tree; use dynatree::storage::{Key, Storage};
+    /// # use dynatree_testing::FakeTable;
+    /// # #[derive(serde::Serialize)] struct V { v: u8 }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// let table = FakeTable::new();
+    /// let tree = Tree::new(table.clone());
+    /// tree.create_table().await?;
+    /// tree.put(["a"], &V { v: 1 }).await?;
+    /// let rows = table
+    ///     .transact_get(vec![Key::new("¦", "a"), Key::new("¦", "b")])
+    ///     .await?;
+    /// assert!(rows[0].is_some() && rows[1].is_none());
+    /// # Ok(()) }
+    /// ```
+    fn transact_get(
+        &self,
+        keys: Vec<Key>,
+    ) -> impl Future<Output = Result<Vec<Option<Item>>>> + Send {
+        async move {
+            let mut out = Vec::with_capacity(keys.len());
+            for key in &keys {
+                out.push(self.get_item(key, true).await?);
+            }
+            Ok(out)
+        }
+    }
+
     /// GetItem with a `ProjectionExpression`: only the named top-level attributes of the item
     /// that it has (an item that has none of them is an empty [`Item`]; a missing item is
     /// `None`). An empty `projection` means every attribute. Names are sent as placeholders
@@ -2041,6 +2077,10 @@ macro_rules! forward_storage {
                 -> impl Future<Output = Result<BatchGetOutput>> + Send {
                 (**self).batch_get(keys, consistent)
             }
+            fn transact_get(&self, keys: Vec<Key>)
+                -> impl Future<Output = Result<Vec<Option<Item>>>> + Send {
+                (**self).transact_get(keys)
+            }
             fn get_item_projected(&self, key: &Key, consistent: bool, projection: &[String])
                 -> impl Future<Output = Result<Option<Item>>> + Send {
                 (**self).get_item_projected(key, consistent, projection)
@@ -2114,6 +2154,7 @@ trait ErasedStorage: Send + Sync + 'static {
         start: Option<Key>,
     ) -> BoxFuture<'_, Page>;
     fn batch_get(&self, keys: Vec<Key>, consistent: bool) -> BoxFuture<'_, BatchGetOutput>;
+    fn transact_get(&self, keys: Vec<Key>) -> BoxFuture<'_, Vec<Option<Item>>>;
     fn get_item_projected<'a>(
         &'a self,
         key: &'a Key,
@@ -2183,6 +2224,9 @@ impl<S: Storage + 'static> ErasedStorage for S {
     }
     fn batch_get(&self, keys: Vec<Key>, consistent: bool) -> BoxFuture<'_, BatchGetOutput> {
         Box::pin(Storage::batch_get(self, keys, consistent))
+    }
+    fn transact_get(&self, keys: Vec<Key>) -> BoxFuture<'_, Vec<Option<Item>>> {
+        Box::pin(Storage::transact_get(self, keys))
     }
     fn get_item_projected<'a>(
         &'a self,
@@ -2380,6 +2424,12 @@ impl Storage for SharedStorage {
         consistent: bool,
     ) -> impl Future<Output = Result<BatchGetOutput>> + Send {
         async move { self.0.batch_get(keys, consistent).await }
+    }
+    fn transact_get(
+        &self,
+        keys: Vec<Key>,
+    ) -> impl Future<Output = Result<Vec<Option<Item>>>> + Send {
+        async move { self.0.transact_get(keys).await }
     }
     fn get_item_projected(
         &self,

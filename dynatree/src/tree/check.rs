@@ -5,7 +5,6 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::batch::get_all;
 use crate::check::{Class, Phase, Progress, ProgressFn, Report, Violation};
 use crate::error::{Error, ErrorKind, Result};
 use crate::expiry::now_secs;
@@ -753,64 +752,54 @@ impl<S: Storage + 'static> Tree<S> {
         progress: &(dyn Fn(u64, u64, f64) + Sync),
     ) -> Result<(Vec<Violation>, f64)> {
         let layout = &self.inner.layout;
-        // Every row the confirmations look at, read once.
-        let mut keys: Vec<Key> = Vec::new();
-        let mut want = |k: Key| {
-            if !keys.contains(&k) {
-                keys.push(k);
+        // The rows each suspect is judged on, read together as one snapshot
+        // (TransactGetItems), several suspects sharing a request of at most 100 rows.
+        let key_sets: Vec<Vec<Key>> = suspects.iter().map(|v| self.confirm_keys(v)).collect();
+        let mut packs: Vec<(Vec<usize>, Vec<Key>)> = Vec::new();
+        for (i, keys) in key_sets.iter().enumerate() {
+            let fits = packs.last().is_some_and(|(_, pack)| {
+                pack.len() + keys.iter().filter(|k| !pack.contains(k)).count()
+                    <= crate::batch::TRANSACT_MAX
+            });
+            if !fits {
+                packs.push((Vec::new(), Vec::new()));
             }
-        };
-        for v in &suspects {
-            want(v.key.clone());
-            let Some(path) = &v.path else { continue };
-            match v.class {
-                Class::Unreachable => want(layout.listing_key(path)),
-                Class::BrokenClosure => {
-                    if let Some(parent) = path.parent() {
-                        want(layout.listing_key(&parent));
+            if let Some((members, pack)) = packs.last_mut() {
+                members.push(i);
+                for k in keys {
+                    if !pack.contains(k) {
+                        pack.push(k.clone());
                     }
                 }
-                Class::EmptyListing => want(layout.object_key(path)),
-                Class::LockWithoutIntent => {
-                    if let Some(id) = &v.token {
-                        want(layout.intent_key(id));
-                    }
-                }
-                Class::StaleCopy => {
-                    for ty in self.target_types_at(path) {
-                        for d in ty.denormalized {
-                            let depth = d.source_template().split('/').count();
-                            if depth < path.len() {
-                                want(layout.object_key(&path.prefix(depth)));
-                            }
-                        }
-                    }
-                }
-                _ => {}
             }
         }
         let total = suspects.len() as u64;
         let mut units = 0.0;
-        let mut rows: HashMap<Key, Item> = HashMap::new();
-        for chunk in keys.chunks(100) {
-            let found = get_all(
-                &self.inner.storage,
-                chunk.to_vec(),
-                true,
-                &self.inner.config.retry,
-            )
-            .await?;
-            units += chunk.len() as f64;
-            for item in found {
-                units += (item.size().div_ceil(4096).max(1) - 1) as f64;
-                if let Some(k) = Key::from_item(&item) {
-                    rows.insert(k, item);
+        let mut snapshot_of: Vec<usize> = vec![0; suspects.len()];
+        let mut snapshots: Vec<HashMap<Key, Item>> = Vec::new();
+        for (members, keys) in packs {
+            match self.snapshot(keys, &mut units).await {
+                Ok(rows) => {
+                    for &i in &members {
+                        snapshot_of[i] = snapshots.len();
+                    }
+                    snapshots.push(rows);
                 }
+                // Over the 4 MB a transaction may read: each suspect on its own.
+                Err(e) if e.kind() == ErrorKind::Validation && members.len() > 1 => {
+                    for &i in &members {
+                        let rows = self.snapshot(key_sets[i].clone(), &mut units).await?;
+                        snapshot_of[i] = snapshots.len();
+                        snapshots.push(rows);
+                    }
+                }
+                Err(e) => return Err(e),
             }
         }
         let now = now_secs();
         let mut out = Vec::new();
         for (done, v) in suspects.into_iter().enumerate() {
+            let rows = &snapshots[snapshot_of[done]];
             let row = rows.get(&v.key);
             let keep = match (v.class, &v.path) {
                 (Class::Unparsable, _) => row.is_some(),
@@ -869,6 +858,56 @@ impl<S: Storage + 'static> Tree<S> {
             progress(done as u64 + 1, total, units);
         }
         Ok((out, units))
+    }
+
+    /// The rows a suspect is judged on (its own first).
+    fn confirm_keys(&self, v: &Violation) -> Vec<Key> {
+        let layout = &self.inner.layout;
+        let mut keys = vec![v.key.clone()];
+        let Some(path) = &v.path else {
+            return keys;
+        };
+        match v.class {
+            Class::Unreachable => keys.push(layout.listing_key(path)),
+            Class::BrokenClosure => {
+                if let Some(parent) = path.parent().filter(|q| !q.is_root()) {
+                    keys.push(layout.listing_key(&parent));
+                }
+            }
+            Class::EmptyListing => keys.push(layout.object_key(path)),
+            Class::LockWithoutIntent => {
+                if let Some(id) = &v.token {
+                    keys.push(layout.intent_key(id));
+                }
+            }
+            Class::StaleCopy => {
+                for ty in self.target_types_at(path) {
+                    for d in ty.denormalized {
+                        let depth = d.source_template().split('/').count();
+                        let source = layout.object_key(&path.prefix(depth));
+                        if depth < path.len() && !keys.contains(&source) {
+                            keys.push(source);
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+        keys
+    }
+
+    /// The rows at `keys` as one snapshot (TransactGetItems), adding the read units it bills
+    /// (two per 4 KB of each row) to `units`.
+    async fn snapshot(&self, keys: Vec<Key>, units: &mut f64) -> Result<HashMap<Key, Item>> {
+        let found = self.io().transact_get(keys.clone()).await?;
+        let mut rows = HashMap::new();
+        for (key, item) in keys.into_iter().zip(found) {
+            *units += 2.0 * item.as_ref().map_or(0, Item::size).div_ceil(4096).max(1) as f64;
+            if let Some(item) = item {
+                rows.insert(key, item);
+            }
+        }
+        Ok(rows)
     }
 
     /// Whether the link at `path`, followed with consistent reads, ends nowhere or loops.

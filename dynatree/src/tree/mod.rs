@@ -761,6 +761,13 @@ impl<S: Storage + 'static> Storage for Io<S> {
         self.policy()
             .retry_throttled(move || self.raw().scan_page(limit, start.clone()))
     }
+    fn transact_get(
+        &self,
+        keys: Vec<Key>,
+    ) -> impl Future<Output = Result<Vec<Option<Item>>>> + Send {
+        self.policy()
+            .retry_throttled(move || self.raw().transact_get(keys.clone()))
+    }
     fn scan_segment_page(
         &self,
         segment: crate::storage::ScanSegment,
