@@ -2,8 +2,8 @@
 //!
 //! [`Tree::check`] reads the whole table with a parallel Scan and reports every row that breaks
 //! the layout's invariants (see [`consistency`](crate::consistency)), each with its
-//! [`Class`] and path. The Scan is not a snapshot, so every suspect is confirmed with
-//! strongly consistent reads before it is reported: a table that applications write to while
+//! [`Class`] and path. The Scan is not a snapshot, so every suspect is confirmed on one
+//! snapshot of the rows it concerns (TransactGetItems) before it is reported: a table that applications write to while
 //! it is checked reports what is wrong, not what was half-written while the Scan passed.
 //!
 //! [`Tree::repair`] fixes what a program can decide, with the guarded writes of the runtime
@@ -367,8 +367,9 @@ impl Report {
         self.read_units
     }
 
-    /// Read capacity units of the consistent reads that confirmed the suspects (beyond the
-    /// Scan).
+    /// Read capacity units of the reads that confirmed the suspects, beyond the Scan
+    /// (transactional reads: two units per 4 KB row; a consistent Query or GetItem: one
+    /// unit per 4 KB).
     ///
     /// # Examples
     ///

@@ -524,7 +524,9 @@ impl Rows {
         let mut current = target.clone();
         for _ in 0..hops {
             match self.objects.get(&current) {
-                Some(o) if o.expired => break,
+                Some(o) if o.expired => {
+                    return Some(link_violation(tree, path, Class::DanglingLink, target));
+                }
                 Some(ObjectRow {
                     link: Some(next), ..
                 }) => {
@@ -534,15 +536,11 @@ impl Rows {
                     current = next.clone();
                 }
                 Some(_) => return None,
-                None => break,
+                None => return Some(link_violation(tree, path, Class::DanglingLink, target)),
             }
         }
-        let class = if self.objects.get(&current).is_some_and(|o| o.link.is_some()) {
-            Class::LinkCycle
-        } else {
-            Class::DanglingLink
-        };
-        Some(link_violation(tree, path, class, target))
+        // More hops than the tree follows: reads of it fail as a loop does.
+        Some(link_violation(tree, path, Class::LinkCycle, target))
     }
 }
 
@@ -632,8 +630,8 @@ impl<S: Storage + 'static> Tree<S> {
     /// what each violation means and what [`repair`](Tree::repair) does about it.
     ///
     /// One Scan of the table (in [`segments`](Check::segments), eventually consistent:
-    /// about half a read unit per 4 KB of rows) and, for each suspect only, strongly
-    /// consistent reads that confirm it is still wrong.
+    /// about half a read unit per 4 KB of rows) and, for suspects only, a TransactGetItems
+    /// snapshot of the rows each is judged on, which confirms it is wrong at one instant.
     ///
     /// # Examples
     ///
@@ -677,9 +675,8 @@ impl<S: Storage + 'static> Tree<S> {
     pub(super) fn index_attributes_of(&self, path: &Path, row: &Item) -> Vec<(String, Value)> {
         let layout = &self.inner.layout;
         let mut out = Vec::new();
-        if row.contains(layout.link_attr()) {
-            return out;
-        }
+        // Links carry the path index too (descendants through the index find them), but no
+        // secondary index: they are no type's values.
         if let Some(depth) = self.inner.config.path_index {
             let spec = layout.path_index_spec();
             let (hash, range) = layout.path_index_values(path.components(), depth);
@@ -687,6 +684,9 @@ impl<S: Storage + 'static> Tree<S> {
             if let Some(r) = spec.range_attr {
                 out.push((r, Value::S(range)));
             }
+        }
+        if row.contains(layout.link_attr()) {
+            return out;
         }
         for (template, attrs) in &self.inner.config.indexed {
             if matches_template(template, path)
@@ -810,7 +810,7 @@ impl<S: Storage + 'static> Tree<S> {
                 }
                 (Class::MissingIndex, Some(p)) => row.is_some_and(|r| self.lacks_index(p, r)),
                 (Class::DanglingLink | Class::LinkCycle, Some(p)) => {
-                    row.is_some() && self.link_broken(p).await?
+                    row.is_some() && self.link_broken(p, &mut units).await?
                 }
                 (Class::BrokenClosure, Some(p)) => {
                     row.is_some()
@@ -911,7 +911,7 @@ impl<S: Storage + 'static> Tree<S> {
     }
 
     /// Whether the link at `path`, followed with consistent reads, ends nowhere or loops.
-    pub(super) async fn link_broken(&self, path: &Path) -> Result<bool> {
+    pub(super) async fn link_broken(&self, path: &Path, units: &mut f64) -> Result<bool> {
         let layout = &self.inner.layout;
         let now = now_secs();
         let mut seen = HashSet::new();
@@ -921,6 +921,7 @@ impl<S: Storage + 'static> Tree<S> {
                 return Ok(true);
             }
             let row = self.io().get_item(&layout.object_key(&current), true).await?;
+            *units += row.as_ref().map_or(0, Item::size).div_ceil(4096).max(1) as f64;
             match row {
                 Some(r) if layout.is_expired(&r, now) => return Ok(true),
                 Some(r) => match r.get_s(layout.link_attr()) {

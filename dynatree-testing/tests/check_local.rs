@@ -1,0 +1,438 @@
+//! The integrity checker (issue 10) against DynamoDB Local: a table corrupted with every class
+//! at once (raw writes through the `DynamoDbTable`, as another program or the Go library would
+//! make them), checked, repaired and checked again; and a segmented check (4 segments) of a
+//! few thousand rows that agrees with a 1-segment check. One test, one server; if DynamoDB
+//! Local cannot start, the test fails saying why: it is never skipped.
+
+use std::time::Duration;
+
+use dynatree::check::{Class, Report};
+use dynatree::storage::{Condition, Key, Storage, WriteRequest, write_all};
+use dynatree::{DynamoDbTable, Hierarchical, Item, Path, RetryPolicy, Tree, Value};
+use dynatree_testing::{DynamoDbLocal, Fault, FaultRule, Faulty, Op};
+use futures::TryStreamExt;
+use serde::{Deserialize, Serialize};
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+struct V {
+    v: u32,
+}
+
+#[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[dynatree(path = "Sessions/{id}")]
+struct Session {
+    id: String,
+    user: String,
+    #[dynatree(ttl)]
+    expires: u64,
+}
+
+#[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[dynatree(path = "Forums/{forum}")]
+struct Forum {
+    forum: String,
+    name: String,
+}
+
+#[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[dynatree(path = "Forums/{forum}/Threads/{thread}")]
+struct Thread {
+    forum: String,
+    thread: String,
+    title: String,
+    #[dynatree(from = Forum::name)]
+    forum_name: String,
+}
+
+const LEASE: Duration = Duration::from_millis(500);
+
+fn fast() -> RetryPolicy {
+    RetryPolicy::new(8, Duration::from_millis(2), Duration::from_millis(20))
+}
+
+fn p(s: &str) -> Path {
+    Path::parse_escaped(s).unwrap()
+}
+
+fn found(report: &Report) -> Vec<(Class, String)> {
+    let mut v: Vec<(Class, String)> = report
+        .violations()
+        .iter()
+        .map(|v| (v.class(), describe(v.path(), v.key())))
+        .collect();
+    v.sort();
+    v
+}
+
+fn listed(vs: &[dynatree::check::Violation]) -> Vec<(Class, String)> {
+    let mut v: Vec<(Class, String)> = vs
+        .iter()
+        .map(|v| (v.class(), describe(v.path(), v.key())))
+        .collect();
+    v.sort();
+    v
+}
+
+fn describe(path: Option<&Path>, key: &Key) -> String {
+    match path {
+        Some(p) => p.escaped(),
+        None => format!("{}|{}", key.hash, key.range),
+    }
+}
+
+fn expect(list: &[(Class, &str)]) -> Vec<(Class, String)> {
+    let mut v: Vec<(Class, String)> = list.iter().map(|(c, s)| (*c, s.to_string())).collect();
+    v.sort();
+    v
+}
+
+fn sc_key(path: &[&str]) -> String {
+    path.iter().map(|c| format!("¦{c}")).collect()
+}
+
+fn listing_key(path: &[&str]) -> Key {
+    let (last, parent) = path.split_last().unwrap();
+    Key::new(format!("{}¦", sc_key(parent)), *last)
+}
+
+fn object_key(path: &[&str]) -> Key {
+    Key::new(sc_key(path), "¦")
+}
+
+fn s(v: &str) -> Value {
+    Value::S(v.to_owned())
+}
+
+fn n(v: u64) -> Value {
+    Value::N(v.to_string())
+}
+
+async fn raw_put(table: &DynamoDbTable, key: Key, attrs: &[(&str, Value)]) {
+    let mut item = key.into_item();
+    for (n, v) in attrs {
+        item.insert(*n, v.clone());
+    }
+    table.put_item(item, Condition::Always).await.unwrap();
+}
+
+async fn raw_delete(table: &DynamoDbTable, key: Key) {
+    table.delete_item(&key, Condition::Always).await.unwrap();
+}
+
+async fn raw_set(table: &DynamoDbTable, key: Key, name: &str, value: Value) {
+    let mut item = table.get_item(&key, true).await.unwrap().expect("the row");
+    item.insert(name, value);
+    table.put_item(item, Condition::Always).await.unwrap();
+}
+
+async fn go_put(table: &DynamoDbTable, path: &[&str], attrs: &[(&str, Value)]) {
+    for i in 1..=path.len() {
+        raw_put(table, listing_key(&path[..i]), &[]).await;
+    }
+    raw_put(table, object_key(path), attrs).await;
+}
+
+async fn go_delete(table: &DynamoDbTable, path: &[&str]) {
+    raw_delete(table, object_key(path)).await;
+    raw_delete(table, listing_key(path)).await;
+}
+
+/// Every row, sorted by key.
+async fn snapshot(tree: &Tree) -> Vec<Item> {
+    let mut rows: Vec<Item> = tree.scan().try_collect().await.unwrap();
+    rows.sort_by_key(Key::from_item);
+    rows
+}
+
+async fn list(tree: &Tree, path: &str) -> Vec<String> {
+    tree.list(p(path)).try_collect().await.unwrap()
+}
+
+async fn get(tree: &Tree, path: &str) -> Option<V> {
+    tree.get(p(path)).await.unwrap()
+}
+
+#[test]
+fn check_and_repair_on_dynamodb_local() {
+    let local = match DynamoDbLocal::start() {
+        Ok(l) => l,
+        Err(e) => panic!("DynamoDB Local is required for this test: {e}"),
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    rt.block_on(async {
+        every_class_at_once(&local).await;
+        segmented_check_of_thousands_of_rows(&local).await;
+    });
+}
+
+async fn every_class_at_once(local: &DynamoDbLocal) {
+    let table = local.fresh_table();
+    let build = |storage: Faulty<DynamoDbTable>| {
+        Tree::builder(storage)
+            .retry_policy(fast())
+            .removal_lease(LEASE)
+            .path_index(1)
+            .denormalized::<Thread>()
+            .build()
+            .unwrap()
+    };
+    let faulty = Faulty::new(table.clone());
+    let tree = build(faulty.clone());
+    tree.create_table().await.expect("create the table");
+    for i in 0..5 {
+        tree.put(["ok", &format!("n{i}")], &V { v: i })
+            .await
+            .unwrap();
+    }
+    // Unreachable (and, written raw, without its path-index attributes).
+    raw_put(&table, object_key(&["un", "a", "b"]), &[("v", n(1))]).await;
+    // Go Delete of a node with children.
+    tree.put(["gd", "b"], &V { v: 1 }).await.unwrap();
+    tree.put(["gd", "b", "c"], &V { v: 2 }).await.unwrap();
+    go_delete(&table, &["gd", "b"]).await;
+    // Go Delete of a leaf: an empty listing row above it.
+    tree.put(["el", "f", "g"], &V { v: 1 }).await.unwrap();
+    tree.put(["el", "h"], &V { v: 1 }).await.unwrap();
+    go_delete(&table, &["el", "f", "g"]).await;
+    // Expired mark, lock without intent.
+    tree.put(["mk", "n"], &V { v: 1 }).await.unwrap();
+    raw_set(&table, listing_key(&["mk", "n"]), "¦deleting", s("5:00ff")).await;
+    tree.put(["lk", "k"], &V { v: 1 }).await.unwrap();
+    raw_set(
+        &table,
+        listing_key(&["lk", "k"]),
+        "¦moving",
+        s("01NOINTENT"),
+    )
+    .await;
+    // Abandoned intent: a move that failed part-way.
+    tree.put(["org", "eng", "alice"], &V { v: 1 })
+        .await
+        .unwrap();
+    faulty.inject_rule(
+        FaultRule::new(Fault::Fail)
+            .operation(Op::TransactWriteItems)
+            .nth(1),
+    );
+    assert!(
+        tree.move_subtree(["org", "eng"], ["org", "tech"])
+            .await
+            .is_err()
+    );
+    faulty.clear_faults();
+    let pending = tree.pending().await.unwrap();
+    assert_eq!(pending.len(), 1);
+    let intent = format!("¦¦intents|{}", pending[0].id);
+    // Dangling link; a cycle (runtime links pointed at each other raw).
+    tree.put_link(["dl"], ["nowhere"]).await.unwrap();
+    tree.put_link(["cy", "a"], ["ok", "n0"]).await.unwrap();
+    tree.put_link(["cy", "b"], ["ok", "n0"]).await.unwrap();
+    raw_set(&table, object_key(&["cy", "a"]), "¦", s("¦cy¦b")).await;
+    raw_set(&table, object_key(&["cy", "b"]), "¦", s("¦cy¦a")).await;
+    // Unparsable rows.
+    tree.put(["up"], &V { v: 1 }).await.unwrap();
+    raw_put(&table, Key::new("¦up¦", "a¦b"), &[]).await;
+    raw_put(&table, Key::new("x", "y"), &[]).await;
+    // Expired: typed and raw.
+    tree.repo::<Session>()
+        .put(&Session {
+            id: "old".into(),
+            user: "u".into(),
+            expires: 1,
+        })
+        .await
+        .unwrap();
+    tree.repo::<Session>()
+        .put(&Session {
+            id: "new".into(),
+            user: "u".into(),
+            expires: 4_000_000_000,
+        })
+        .await
+        .unwrap();
+    go_put(&table, &["ttl", "raw"], &[("v", n(1)), ("¦ttl", n(1000))]).await;
+    // Missing index: a Go put and a Go re-put.
+    go_put(&table, &["gp", "new"], &[("v", n(5))]).await;
+    tree.put(["gp", "old"], &V { v: 6 }).await.unwrap();
+    go_put(&table, &["gp", "old"], &[("v", n(60))]).await;
+    // Stale copy: the forum renamed by Go.
+    tree.repo::<Forum>()
+        .put(&Forum {
+            forum: "f".into(),
+            name: "Rust".into(),
+        })
+        .await
+        .unwrap();
+    let thread = Thread {
+        forum: "f".into(),
+        thread: "t".into(),
+        title: "Hello".into(),
+        forum_name: String::new(),
+    };
+    tree.repo::<Thread>().put(&thread).await.unwrap();
+    go_put(
+        &table,
+        &["Forums", "f"],
+        &[("forum", s("f")), ("name", s("Rust users"))],
+    )
+    .await;
+    tokio::time::sleep(LEASE * 2).await;
+
+    let want = expect(&[
+        (Class::Unreachable, "/un/a/b"),
+        (Class::MissingIndex, "/un/a/b"),
+        (Class::BrokenClosure, "/gd/b/c"),
+        (Class::EmptyListing, "/gd"),
+        (Class::EmptyListing, "/el/f"),
+        (Class::ExpiredMark, "/mk/n"),
+        (Class::AbandonedIntent, intent.as_str()),
+        (Class::LockWithoutIntent, "/lk/k"),
+        (Class::DanglingLink, "/dl"),
+        (Class::LinkCycle, "/cy/a"),
+        (Class::LinkCycle, "/cy/b"),
+        (Class::Unparsable, "x|y"),
+        (Class::Unparsable, "¦up¦|a¦b"),
+        (Class::Expired, "/Sessions/old"),
+        (Class::Expired, "/ttl/raw"),
+        (Class::MissingIndex, "/gp/new"),
+        (Class::MissingIndex, "/gp/old"),
+        (Class::MissingIndex, "/Forums/f"),
+        (Class::StaleCopy, "/Forums/f/Threads/t"),
+    ]);
+    let fixable: Vec<_> = want
+        .iter()
+        .filter(|(c, _)| c.repairable())
+        .cloned()
+        .collect();
+    let human: Vec<_> = want
+        .iter()
+        .filter(|(c, _)| !c.repairable())
+        .cloned()
+        .collect();
+
+    let report = tree.check().run().await.unwrap();
+    assert_eq!(found(&report), want, "{report}");
+    let four = tree.check().segments(4).page_size(5).run().await.unwrap();
+    assert_eq!(four.violations(), report.violations(), "{four}");
+    assert_eq!(four.rows(), report.rows());
+
+    // A dry run writes nothing.
+    let before = snapshot(&tree).await;
+    let dry = tree.repair(&report).dry_run(true).run().await.unwrap();
+    assert_eq!(listed(dry.fixed()), fixable);
+    assert_eq!(snapshot(&tree).await, before);
+
+    let repaired = tree.repair(&report).run().await.unwrap();
+    assert_eq!(listed(repaired.fixed()), fixable, "{repaired}");
+    let left: Vec<_> = repaired.left().iter().map(|(v, _)| v.clone()).collect();
+    assert_eq!(listed(&left), human, "{repaired}");
+    let again = tree.check().run().await.unwrap();
+    assert_eq!(found(&again), human, "{again}");
+    // What needs a human stays, and repairing it again writes nothing.
+    let before = snapshot(&tree).await;
+    let twice = tree.repair(&again).run().await.unwrap();
+    assert!(twice.fixed().is_empty(), "{twice}");
+    assert_eq!(snapshot(&tree).await, before);
+
+    // The tree reads right.
+    assert_eq!(get(&tree, "/un/a/b").await, Some(V { v: 1 }));
+    assert_eq!(get(&tree, "/gd/b/c").await, Some(V { v: 2 }));
+    assert_eq!(list(&tree, "/gd/b").await, ["c"]);
+    assert_eq!(list(&tree, "/el").await, ["h"]);
+    assert_eq!(get(&tree, "/org/tech/alice").await, Some(V { v: 1 }));
+    assert_eq!(get(&tree, "/org/eng/alice").await, None);
+    assert_eq!(get(&tree, "/gp/old").await, Some(V { v: 60 }));
+    assert_eq!(list(&tree, "/Sessions").await, ["new"]);
+    assert!(tree.pending().await.unwrap().is_empty());
+    let t = tree
+        .repo::<Thread>()
+        .get(&thread.key())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(t.forum_name, "Rust users");
+    tree.put(["lk", "k", "below"], &V { v: 1 }).await.unwrap();
+    tree.put(["mk", "n", "below"], &V { v: 1 }).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut gp: Vec<String> = tree
+        .descendants(["gp"])
+        .items()
+        .try_collect::<Vec<_>>()
+        .await
+        .unwrap()
+        .iter()
+        .map(|d| d.path.escaped())
+        .collect();
+    gp.sort();
+    assert_eq!(gp, ["/gp/new", "/gp/old"]);
+    // The humans decide: the cycle and the dangling link go, the unparsable rows too.
+    for l in [&["dl"][..], &["cy", "a"], &["cy", "b"]] {
+        tree.delete(l).await.unwrap();
+    }
+    raw_delete(&table, Key::new("¦up¦", "a¦b")).await;
+    raw_delete(&table, Key::new("x", "y")).await;
+    let last = tree.check().segments(4).run().await.unwrap();
+    assert!(last.is_healthy(), "{last}");
+}
+
+async fn segmented_check_of_thousands_of_rows(local: &DynamoDbLocal) {
+    let table = local.fresh_table();
+    let tree = Tree::builder(table.clone())
+        .retry_policy(fast())
+        .removal_lease(LEASE)
+        .build()
+        .unwrap();
+    tree.create_table().await.expect("create the table");
+    // About 3,300 rows as the Go library writes them (listing rows and objects), in batches.
+    let mut rows: Vec<WriteRequest> = Vec::new();
+    for t in 0..10 {
+        rows.push(WriteRequest::Put(
+            listing_key(&[&format!("t{t}")]).into_item(),
+        ));
+        for d in 0..10 {
+            let (ts, ds) = (format!("t{t}"), format!("d{d}"));
+            rows.push(WriteRequest::Put(listing_key(&[&ts, &ds]).into_item()));
+            for o in 0..15 {
+                let os = format!("o{o}");
+                rows.push(WriteRequest::Put(listing_key(&[&ts, &ds, &os]).into_item()));
+                let mut item = object_key(&[&ts, &ds, &os]).into_item();
+                item.insert("v", n(o));
+                rows.push(WriteRequest::Put(item));
+            }
+        }
+    }
+    let total = rows.len() as u64;
+    write_all(&table, rows, &fast()).await.unwrap();
+    let healthy1 = tree.check().run().await.unwrap();
+    assert!(healthy1.is_healthy(), "{healthy1}");
+    assert_eq!(healthy1.rows(), total);
+    let healthy4 = tree.check().segments(4).run().await.unwrap();
+    assert!(healthy4.is_healthy(), "{healthy4}");
+    assert_eq!(healthy4.rows(), total);
+    assert!(healthy4.pages() >= 4);
+    // Some damage spread over the key space.
+    for t in [0, 3, 7] {
+        let ts = format!("t{t}");
+        go_delete(&table, &[&ts, "d1", "o0"]).await; // nothing empty: siblings remain
+        raw_delete(&table, listing_key(&[&ts, "d2"])).await; // broken closure x15
+        raw_delete(&table, listing_key(&[&ts, "d3", "o4"])).await; // unreachable
+    }
+    let one = tree.check().run().await.unwrap();
+    let four = tree.check().segments(4).run().await.unwrap();
+    let small = tree.check().segments(4).page_size(97).run().await.unwrap();
+    assert_eq!(one.of(Class::BrokenClosure).count(), 45, "{one}");
+    assert_eq!(one.of(Class::Unreachable).count(), 3, "{one}");
+    assert_eq!(one.violations().len(), 48, "{one}");
+    assert_eq!(four.violations(), one.violations());
+    assert_eq!(small.violations(), one.violations());
+    assert_eq!(four.rows(), one.rows());
+    assert_eq!(small.rows(), one.rows());
+    tree.repair(&four).run().await.unwrap();
+    let after = tree.check().segments(4).run().await.unwrap();
+    assert!(after.is_healthy(), "{after}");
+    assert_eq!(list(&tree, "/t3/d2").await.len(), 15);
+    assert_eq!(list(&tree, "/t7/d3").await.len(), 15);
+}
