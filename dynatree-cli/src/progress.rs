@@ -73,6 +73,37 @@ impl Progress {
         self.bar.is_hidden()
     }
 
+    /// A callback for [`dynatree::Tree::on_progress`]: the phase of a subtree operation as
+    /// the message, its nodes as the count, and once the phase's total is known a bar with
+    /// rate and ETA.
+    pub fn observer(&self) -> impl Fn(&dynatree::OpProgress) + Send + Sync + 'static {
+        let bar = self.bar.clone();
+        move |p: &dynatree::OpProgress| {
+            bar.set_message(format!("{} ({})", p.op, p.phase));
+            bar.set_prefix("nodes");
+            match p.total {
+                Some(total) if bar.length() != Some(total) => {
+                    bar.set_length(total);
+                    bar.set_style(
+                        ProgressStyle::with_template(BAR)
+                            .unwrap_or_else(|_| ProgressStyle::default_bar())
+                            .progress_chars("=> "),
+                    );
+                    bar.reset_eta();
+                }
+                None if bar.length().is_some() => {
+                    bar.unset_length();
+                    bar.set_style(
+                        ProgressStyle::with_template(SPINNER)
+                            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+                    );
+                }
+                _ => {}
+            }
+            bar.set_position(p.done);
+        }
+    }
+
     /// A handle on the same bar, for callbacks that must own one.
     pub fn handle(&self) -> ProgressBar {
         self.bar.clone()

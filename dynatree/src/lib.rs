@@ -96,7 +96,7 @@ pub use crate::storage::dynamodb::DynamoDbTable;
 pub use crate::transaction::Transaction;
 pub use crate::tree::scope;
 pub use crate::tree::{
-    Descendant, Descendants, Entry, Intent, LinkPolicy, MoveReport, OnChildren, PATH_INDEX,
+    Descendant, Descendants, Entry, Intent, LinkPolicy, MoveReport, OnChildren, OpProgress, PATH_INDEX,
     Propagation, Strategy, Tree, TreeBuilder,
 };
 /// Derive macro for the [`trait@Hierarchical`] trait.

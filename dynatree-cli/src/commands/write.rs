@@ -152,8 +152,9 @@ pub async fn rm(ctx: &Ctx, path: &str, recursive: bool, dry_run: bool) -> CliRes
     let progress = Progress::spinner(ctx.global.quiet, "deleting", "");
     let resume = ctx.command_line("resume");
     let shown = path.escaped();
+    let tree = ctx.tree.on_progress(progress.observer());
     let n = interruptible(
-        async { Ok(ctx.tree.delete_subtree(path.clone()).await?) },
+        async { Ok(tree.delete_subtree(path.clone()).await?) },
         || {
             format!(
                 "interrupted: the deletion of {shown} is recorded and may be part-way; run `{resume}` to finish it"
@@ -264,11 +265,12 @@ pub async fn move_or_copy(
     let progress = Progress::spinner(ctx.global.quiet, doing, "");
     let resume = ctx.command_line("resume");
     let (f, t) = (from.escaped(), to.escaped());
+    let tree = ctx.tree.on_progress(progress.observer());
     let report = interruptible(
         async {
             Ok(match op {
-                Transfer::Move => ctx.tree.move_subtree(from.clone(), to.clone()).await?,
-                Transfer::Copy => ctx.tree.copy_subtree(from.clone(), to.clone()).await?,
+                Transfer::Move => tree.move_subtree(from.clone(), to.clone()).await?,
+                Transfer::Copy => tree.copy_subtree(from.clone(), to.clone()).await?,
             })
         },
         || {
@@ -388,7 +390,8 @@ pub async fn resume(ctx: &Ctx, dry_run: bool) -> CliResult<Doc> {
     }
     let progress = Progress::spinner(ctx.global.quiet, "resuming", "");
     let again = ctx.command_line("resume");
-    let reports = interruptible(async { Ok(ctx.tree.resume().await?) }, || {
+    let tree = ctx.tree.on_progress(progress.observer());
+    let reports = interruptible(async { Ok(tree.resume().await?) }, || {
         format!("interrupted: operations may be left part-way; run `{again}` to finish them")
     })
     .await?;

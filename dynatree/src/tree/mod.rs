@@ -106,6 +106,33 @@ pub struct Tree<S = SharedStorage> {
     /// caller sees it), or absolute ones (the same scope as its own operations run it, still
     /// confined to `root`: see [`scope`]).
     relative: bool,
+    /// Told how far subtree operations run through this handle have come
+    /// ([`Tree::on_progress`]).
+    observer: Option<Observer>,
+}
+
+/// A callback of [`Tree::on_progress`].
+type Observer = Arc<dyn Fn(&OpProgress) + Send + Sync>;
+
+/// How far a subtree operation ([`Tree::move_subtree`], [`Tree::copy_subtree`],
+/// [`Tree::delete_subtree`], and those [`Tree::resume`] finishes) has come: given to the
+/// callback of [`Tree::on_progress`] after each level of the subtree in each phase.
+///
+/// # Examples
+///
+/// See [`Tree::on_progress`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct OpProgress {
+    /// The operation: `"move"`, `"copy"` or `"delete"`.
+    pub op: String,
+    /// Its phase: `"lock"` (walking and locking the source: the total is not known yet),
+    /// `"copy"` (writing the destination), `"delete"` (removing the source) or `"unlock"`.
+    pub phase: String,
+    /// Nodes (listing entries) done in this phase so far.
+    pub done: u64,
+    /// Nodes the phase has in all, once known.
+    pub total: Option<u64>,
 }
 
 #[derive(Debug)]
@@ -124,6 +151,7 @@ impl<S> Clone for Tree<S> {
             inner: Arc::clone(&self.inner),
             root: self.root.clone(),
             relative: self.relative,
+            observer: self.observer.clone(),
         }
     }
 }
@@ -909,6 +937,55 @@ impl<S> Tree<S> {
             }),
             root: None,
             relative: false,
+            observer: None,
+        }
+    }
+
+    /// This handle, reporting how far the subtree operations run through it have come
+    /// (moves, copies, subtree deletions, and what [`resume`](Tree::resume) finishes): `f` is
+    /// called after each level of the subtree in each phase (see [`OpProgress`]). What a
+    /// command line shows as a progress bar. Clones of the returned handle report too; the
+    /// original does not.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::Tree; use dynatree_testing::FakeTable;
+    /// # use std::sync::{Arc, Mutex};
+    /// # #[derive(serde::Serialize)] struct V { v: u8 }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// let tree = Tree::new(FakeTable::new());
+    /// tree.create_table().await?;
+    /// for i in 0..3 {
+    ///     tree.put(["org", "eng", &i.to_string()], &V { v: 1 }).await?;
+    /// }
+    /// let seen = Arc::new(Mutex::new(Vec::new()));
+    /// let log = Arc::clone(&seen);
+    /// let observed = tree.on_progress(move |p| {
+    ///     log.lock().unwrap().push((p.phase.clone(), p.done, p.total));
+    /// });
+    /// observed.move_subtree(["org", "eng"], ["org", "tech"]).await?;
+    /// let seen = seen.lock().unwrap();
+    /// // Two levels (eng, then its three children): four nodes in each phase.
+    /// assert!(seen.contains(&("copy".to_owned(), 4, Some(4))));
+    /// assert!(seen.contains(&("delete".to_owned(), 4, Some(4))));
+    /// # Ok(()) }
+    /// ```
+    pub fn on_progress(&self, f: impl Fn(&OpProgress) + Send + Sync + 'static) -> Tree<S> {
+        let mut tree = self.clone();
+        tree.observer = Some(Arc::new(f));
+        tree
+    }
+
+    /// Tells the observer, if any, how far `op` has come in `phase`.
+    pub(crate) fn tell(&self, op: &str, phase: &str, done: usize, total: Option<usize>) {
+        if let Some(f) = &self.observer {
+            f(&OpProgress {
+                op: op.to_owned(),
+                phase: phase.to_owned(),
+                done: done as u64,
+                total: total.map(|t| t as u64),
+            });
         }
     }
 }

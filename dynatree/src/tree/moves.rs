@@ -1054,6 +1054,8 @@ impl<S: Storage + 'static> Tree<S> {
         let lock = Value::S(id.clone());
         let mut levels = Vec::new();
         let mut level = vec![g.snapshot().from];
+        let op = g.snapshot().op;
+        let mut locked = 0;
         let (mut rounds, mut waited, mut waiting) = (0, 0, false);
         while !level.is_empty() {
             self.renew_if_due(g).await?;
@@ -1142,6 +1144,8 @@ impl<S: Storage + 'static> Tree<S> {
                     next.push(dir.child(n)?);
                 }
             }
+            locked += held.len();
+            self.tell(&op, "lock", locked, None);
             levels.push(held);
             level = next;
         }
@@ -1230,6 +1234,7 @@ impl<S: Storage + 'static> Tree<S> {
             Condition::equals(self.inner.layout.moving_attr(), lock.clone()),
         ]);
         let (mut nodes, mut objects) = (0, 0);
+        let total: usize = levels.iter().map(Vec::len).sum();
         let parent = intent.to.parent().filter(|p| !p.is_root());
         for (depth, level) in levels.iter().enumerate() {
             self.renew_if_due(g).await?;
@@ -1270,6 +1275,7 @@ impl<S: Storage + 'static> Tree<S> {
                 let Some(&i) = failed.first() else {
                     nodes += level_nodes;
                     objects += level_objects;
+                    self.tell(&intent.op, "copy", nodes, Some(total));
                     break;
                 };
                 if i >= first_dest {
@@ -1331,6 +1337,9 @@ impl<S: Storage + 'static> Tree<S> {
     /// there (one more consistent read per level).
     async fn delete_levels(&self, g: &Guard, levels: &[Vec<Path>], count: bool) -> Result<usize> {
         let lock = Value::S(g.id());
+        let op = g.snapshot().op;
+        let total: usize = levels.iter().map(Vec::len).sum();
+        let mut done = 0;
         let mut deleted = 0;
         // Nodes that keep their listing row: a child of theirs was not ours to delete (its
         // lock was erased by a writer that ignores locks, which may have written since), so
@@ -1369,6 +1378,8 @@ impl<S: Storage + 'static> Tree<S> {
                     keep.extend(p.parent());
                 }
             }
+            done += level.len();
+            self.tell(&op, "delete", done, Some(total));
         }
         Ok(deleted)
     }
@@ -1390,6 +1401,7 @@ impl<S: Storage + 'static> Tree<S> {
             })
             .collect();
         self.fenced(g, actions, true).await?;
+        self.tell(&g.snapshot().op, "unlock", paths.len(), Some(paths.len()));
         Ok(())
     }
 

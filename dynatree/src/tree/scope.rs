@@ -162,6 +162,7 @@ impl<S> Tree<S> {
             inner: Arc::clone(&self.inner),
             root: Some(Arc::new(root)),
             relative: true,
+            observer: self.observer.clone(),
         })
     }
 
@@ -243,6 +244,7 @@ impl<S> Tree<S> {
             inner: Arc::clone(&self.inner),
             root: self.root.clone(),
             relative: false,
+            observer: self.observer.clone(),
         }
     }
 
