@@ -419,14 +419,18 @@ impl<S: Storage + 'static> Tree<S> {
         }
         if source_row.is_none() {
             if op == "delete" {
-                // No listing row: no children, and by the invariants no object either.
+                // No listing row: no children, and by the invariants no object either (one a
+                // foreign writer left unlisted is deleted while the row stays missing).
                 let object = self.inner.layout.object_key(&from);
                 let existed = self.io().get_item(&object, true).await?.is_some();
-                self.io().delete_item(&object, Condition::Always).await?;
-                return Ok(MoveReport {
-                    objects: usize::from(existed),
-                    ..MoveReport::default()
-                });
+                if self.delete_unlisted(&from, Condition::Always).await? {
+                    return Ok(MoveReport {
+                        objects: usize::from(existed),
+                        ..MoveReport::default()
+                    });
+                }
+                // Listed meanwhile (a repair re-created the row): the whole protocol.
+                return self.record_and_run(op, from, to, links).await;
             }
             return Err(Error::new(
                 ErrorKind::NotFound,

@@ -105,11 +105,21 @@ impl<S: Storage + 'static> Tree<S> {
         let mut seen: Option<Item> = Some(own.clone().into_item());
         let marked = loop {
             let Some(row) = seen.as_ref() else {
-                // L(P) is missing: so is O(P) (or a foreign writer left it alone): delete it.
-                self.io()
-                    .delete_item(&self.inner.layout.object_key(path), object.clone())
-                    .await?;
-                break None;
+                // L(P) is missing: so is O(P) (or a foreign writer left it alone): delete it,
+                // while L(P) stays missing.
+                if self.delete_unlisted(path, object.clone()).await? {
+                    break None;
+                }
+                // Listed meanwhile (a repair re-created its listing row): remove it as any.
+                if retry + 1 >= policy.max_attempts() {
+                    return Err(Error::new(
+                        ErrorKind::Conflict,
+                        format!("{path} kept changing concurrently"),
+                    ));
+                }
+                retry += 1;
+                seen = self.io().get_item(&own, true).await?;
+                continue;
             };
             if row.contains(self.inner.layout.moving_attr()) {
                 return Err(self.locked_error(path));
@@ -268,11 +278,19 @@ impl<S: Storage + 'static> Tree<S> {
         let mut retry = 0;
         loop {
             let Some(row) = self.io().get_item(&key, true).await? else {
-                // No listing row: no children and (by the invariants) no object.
-                self.io()
-                    .delete_item(&self.inner.layout.object_key(path), Condition::Always)
-                    .await?;
-                return self.prune_above(path).await;
+                // No listing row: no children and (by the invariants) no object, unless one
+                // that a foreign writer left unlisted, deleted while the row stays missing.
+                if self.delete_unlisted(path, Condition::Always).await? {
+                    return self.prune_above(path).await;
+                }
+                if retry + 1 >= policy.max_attempts() {
+                    return Err(Error::new(
+                        ErrorKind::Conflict,
+                        format!("{path} kept changing concurrently"),
+                    ));
+                }
+                retry += 1;
+                continue;
             };
             if row.contains(self.inner.layout.moving_attr()) {
                 return Err(self.locked_error(path));
@@ -320,6 +338,25 @@ impl<S: Storage + 'static> Tree<S> {
             policy.sleep(retry).await;
             retry += 1;
         }
+    }
+
+    /// Deletes `path`'s object (if `object` holds) in one transaction with a check that its
+    /// listing row is absent. `Ok(false)`, nothing deleted, if the row exists: a repair
+    /// re-created it for an object a foreign writer left unlisted, and deleting the object
+    /// alone would leave the row naming nothing; the caller removes it by the full protocol.
+    pub(super) async fn delete_unlisted(&self, path: &Path, object: Condition) -> Result<bool> {
+        let conditional = !object.is_always();
+        let tx = vec![
+            TransactAction::ConditionCheck {
+                key: self.inner.layout.listing_key(path),
+                condition: Condition::NotExists,
+            },
+            TransactAction::Delete {
+                key: self.inner.layout.object_key(path),
+                condition: object,
+            },
+        ];
+        Ok(matches!(self.transact(tx, conditional).await?, Attempt::Done))
     }
 
     /// Whether `q` has a child (one consistent Query of one item).

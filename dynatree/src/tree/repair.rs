@@ -280,9 +280,12 @@ impl<S: Storage + 'static> Tree<S> {
                 let Some(parent) = p.parent().filter(|q| !q.is_root()) else {
                     return Ok(Outcome::Fixed);
                 };
+                // Only that it exists: a marked or locked row still needs its parent's rows
+                // while it is there (its remover or operation prunes them if they end up
+                // naming nothing).
                 let anchor = TransactAction::ConditionCheck {
                     key: layout.listing_key(&p),
-                    condition: layout.free_row(),
+                    condition: Condition::Exists,
                 };
                 self.relink(&parent, anchor).await
             }
