@@ -226,8 +226,13 @@ impl<S: Storage + 'static> Check<S> {
         let meter = meter.into_inner().map_err(poisoned)?;
         let in_progress = rows.intents.values().filter(|i| !i.abandoned).count();
         let suspects = rows.suspects(tree);
+        let propagating: HashSet<Path> = rows
+            .intents
+            .values()
+            .filter_map(|i| i.propagating.clone())
+            .collect();
         let (mut violations, confirm_units) = tree
-            .confirm(suspects, &|done, total, units| {
+            .confirm(suspects, propagating, &|done, total, units| {
                 self.report(Progress {
                     phase: Phase::Confirm,
                     done,
@@ -300,6 +305,8 @@ struct ObjectRow {
 struct IntentRow {
     abandoned: bool,
     detail: String,
+    /// The source of a propagation of denormalized fields.
+    propagating: Option<Path>,
 }
 
 impl Rows {
@@ -388,6 +395,7 @@ impl Rows {
                             IntentRow {
                                 abandoned: i.abandoned(self.now_ms),
                                 detail,
+                                propagating: (i.op == "propagate").then(|| i.from.clone()),
                             },
                         );
                     }
@@ -749,6 +757,7 @@ impl<S: Storage + 'static> Tree<S> {
     async fn confirm(
         &self,
         suspects: Vec<Violation>,
+        mut propagating: HashSet<Path>,
         progress: &(dyn Fn(u64, u64, f64) + Sync),
     ) -> Result<(Vec<Violation>, f64)> {
         let layout = &self.inner.layout;
@@ -856,6 +865,29 @@ impl<S: Storage + 'static> Tree<S> {
                 out.push(v);
             }
             progress(done as u64 + 1, total, units);
+        }
+        // A copy is stale for as long as the propagation of its source runs (or until an
+        // abandoned one is finished, which repair does): those recorded when the Scan read
+        // the intents, or now, are not violations.
+        if out.iter().any(|v| v.class == Class::StaleCopy) {
+            let q = crate::storage::Query::new(layout.intents_hash()).consistent(true);
+            let pages: Vec<crate::storage::Page> =
+                futures::TryStreamExt::try_collect(crate::stream::query_pages(self.io(), q, None))
+                    .await?;
+            for item in pages.iter().flat_map(|p| &p.items) {
+                units += item.size().div_ceil(4096).max(1) as f64;
+                if let Ok(i) = self.decode_intent(item)
+                    && i.op == "propagate"
+                {
+                    propagating.insert(i.from);
+                }
+            }
+            out.retain(|v| {
+                v.class != Class::StaleCopy
+                    || !v.path.as_ref().is_some_and(|p| {
+                        propagating.iter().any(|s| p.starts_with(s) && s != p)
+                    })
+            });
         }
         Ok((out, units))
     }
