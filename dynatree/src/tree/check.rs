@@ -889,6 +889,9 @@ impl<S: Storage + 'static> Tree<S> {
                     })
             });
         }
+        if total > 0 {
+            progress(total, total, units);
+        }
         Ok((out, units))
     }
 
