@@ -222,6 +222,10 @@ pub enum Command {
         /// Enable the table's stream (new and old images).
         #[arg(long)]
         stream: bool,
+        /// A secondary index of your types (`#[dynatree(index(name = ...))]`): `NAME` for a
+        /// hash key only, `NAME:range` with a range key. Repeatable.
+        #[arg(long = "index", value_name = "NAME[:range]", value_parser = parse_index)]
+        indexes: Vec<(String, bool)>,
         /// Billing mode.
         #[arg(long, value_enum, default_value_t = BillingMode::OnDemand)]
         billing: BillingMode,
@@ -273,6 +277,15 @@ pub enum Command {
         #[command(flatten)]
         dry: DryRun,
     },
+}
+
+/// `NAME` or `NAME:range` of `create-table --index`.
+fn parse_index(s: &str) -> Result<(String, bool), String> {
+    match s.split_once(':') {
+        None if !s.is_empty() => Ok((s.to_owned(), false)),
+        Some((name, "range")) if !name.is_empty() => Ok((name.to_owned(), true)),
+        _ => Err(format!("`{s}`: expected NAME or NAME:range")),
+    }
 }
 
 #[cfg(test)]
@@ -422,5 +435,20 @@ mod tests {
         let help = Cli::command().render_long_help().to_string();
         assert!(help.contains("Exit status"));
         assert!(help.contains("3    not found"));
+    }
+
+    #[test]
+    fn index_options_parse() {
+        assert_eq!(
+            super::parse_index("by_email"),
+            Ok(("by_email".to_owned(), false))
+        );
+        assert_eq!(
+            super::parse_index("by_created:range"),
+            Ok(("by_created".to_owned(), true))
+        );
+        assert!(super::parse_index("x:hash").is_err());
+        assert!(super::parse_index(":range").is_err());
+        assert!(super::parse_index("").is_err());
     }
 }

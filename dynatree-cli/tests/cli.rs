@@ -497,3 +497,35 @@ fn export_import_round_trip_and_resume() {
         .code(1)
         .stderr(predicate::str::contains("record 2"));
 }
+
+#[test]
+fn create_table_with_secondary_indexes() {
+    let t = Env::with(&["--index", "by_email", "--index", "by_created:range"]);
+    let client = dynatree_testing::client_for(&t.endpoint);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let table = rt
+        .block_on(client.describe_table().table_name(&t.table).send())
+        .unwrap()
+        .table
+        .unwrap();
+    let mut indexes: Vec<(String, usize)> = table
+        .global_secondary_indexes()
+        .iter()
+        .map(|g| {
+            (
+                g.index_name().unwrap_or_default().to_owned(),
+                g.key_schema().len(),
+            )
+        })
+        .collect();
+    indexes.sort();
+    assert_eq!(
+        indexes,
+        [("by_created".to_owned(), 2), ("by_email".to_owned(), 1)]
+    );
+    // A malformed option is a usage error.
+    t.run(&["create-table", "--index", "x:hash"]).code(2);
+}

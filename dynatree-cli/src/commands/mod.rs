@@ -217,6 +217,7 @@ async fn dispatch(ctx: &Ctx, command: Command) -> CliResult<Doc> {
         Command::CreateTable {
             ttl,
             stream,
+            indexes,
             billing,
             read_capacity,
             write_capacity,
@@ -229,7 +230,7 @@ async fn dispatch(ctx: &Ctx, command: Command) -> CliResult<Doc> {
                     write: write_capacity,
                 },
             };
-            write::create_table(ctx, billing, ttl, stream, dry.dry_run).await
+            write::create_table(ctx, billing, ttl, stream, &indexes, dry.dry_run).await
         }
         Command::Pending => write::pending(ctx).await,
         Command::Resume { dry } => write::resume(ctx, dry.dry_run).await,

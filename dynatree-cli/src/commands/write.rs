@@ -290,6 +290,7 @@ pub async fn create_table(
     billing: Billing,
     ttl: bool,
     stream: bool,
+    indexes: &[(String, bool)],
     dry_run: bool,
 ) -> CliResult<Doc> {
     let mut features = vec![match billing {
@@ -305,6 +306,12 @@ pub async fn create_table(
     if stream {
         features.push("stream".to_owned());
     }
+    for (name, range) in indexes {
+        features.push(format!(
+            "index {name}{}",
+            if *range { " with a range key" } else { "" }
+        ));
+    }
     let record = json!({
         "action": "create-table",
         "table": ctx.table_name,
@@ -312,16 +319,23 @@ pub async fn create_table(
         "path_index": ctx.global.path_index,
         "ttl": ttl,
         "stream": stream,
+        "indexes": indexes.iter().map(|(n, r)| json!({ "name": n, "range": r })).collect::<Vec<_>>(),
     });
     let what = format!("table {} ({})", ctx.table_name, features.join(", "));
     if dry_run {
         return Ok(would(record, format!("would create {what}")));
     }
     let progress = Progress::spinner(ctx.global.quiet, "creating the table", "");
-    let tree = super::builder(&ctx.global, ctx.table.clone())
+    let mut builder = super::builder(&ctx.global, ctx.table.clone())
         .billing(billing)
-        .time_to_live(ttl)
-        .build()?;
+        .time_to_live(ttl);
+    for (name, range) in indexes {
+        // Names live as long as the program (the library takes them as `&'static str`,
+        // as the derive writes them).
+        let name: &'static str = Box::leak(name.clone().into_boxed_str());
+        builder = builder.index(dynatree::IndexDef::new(name, *range));
+    }
+    let tree = builder.build()?;
     tree.create_table().await?;
     if stream {
         ctx.table.enable_stream().await?;

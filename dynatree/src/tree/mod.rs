@@ -510,6 +510,35 @@ impl<S: Storage + 'static> TreeBuilder<S> {
         self
     }
 
+    /// Declares secondary index `def` without a type (what
+    /// [`indexes_of`](TreeBuilder::indexes_of) does for a type's indexes), so that
+    /// [`Tree::create_table`] creates it: for tools that create tables for programs whose
+    /// types they do not know, like the `dynatree` command line. Values are indexed by typed
+    /// writes of the types that declare it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::{IndexDef, Tree};
+    /// # use dynatree::storage::Storage;
+    /// # use dynatree_testing::FakeTable;
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// let table = FakeTable::new();
+    /// let tree = Tree::builder(table.clone())
+    ///     .index(IndexDef::new("by_email", false))
+    ///     .build()?;
+    /// tree.create_table().await?;
+    /// let indexes = table.describe_table().await?.expect("a table").indexes;
+    /// assert_eq!(indexes[0].0, "by_email");
+    /// # Ok(()) }
+    /// ```
+    pub fn index(mut self, def: crate::IndexDef) -> Self {
+        if !self.config.indexes.iter().any(|d| d.name() == def.name()) {
+            self.config.indexes.push(def);
+        }
+        self
+    }
+
     /// Keeps a path index: every object row also carries its first `depth` components (the
     /// index's hash key) and its full path (range key), in a global secondary index named
     /// [`PATH_INDEX`] that [`Tree::create_table`] creates. Then [`Tree::descendants`] of any
