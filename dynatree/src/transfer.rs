@@ -35,11 +35,12 @@
 //! the listing rows of a batch are read and created once, objects share transactions, and every
 //! invariant of a single put holds (see [`consistency`](crate::consistency)). An object row is
 //! replaced whole (as [`Tree::put`] does), so importing the same records twice leaves the same
-//! tree. The import is untyped: the path-index attributes
-//! ([`TreeBuilder::path_index`](crate::TreeBuilder::path_index)) are written, but the attributes
-//! of typed secondary indexes and the versions of denormalized fields are not (they are
-//! computed by typed writes); a typed re-put, or the repair of the integrity checker, rebuilds
-//! them. Denormalized copies come in as the export holds them, without propagation.
+//! tree. Index attributes are computed on the way in: the path index's
+//! ([`TreeBuilder::path_index`](crate::TreeBuilder::path_index)), and the secondary indexes'
+//! of the types registered with [`TreeBuilder::indexes_of`](crate::TreeBuilder::indexes_of)
+//! whose template a record's path matches (a record that does not read as that type gets
+//! none). The versions of denormalized fields are not written (typed writes stamp them);
+//! copies come in as the export holds them, without propagation.
 //!
 //! # Examples
 //!
@@ -1036,6 +1037,9 @@ impl<S: Storage + 'static> Tree<S> {
                     row.insert(layout.ttl_attr(), Value::N(t.to_string()));
                 }
                 self.add_path_index(&path, &mut row)?;
+                for (name, value) in self.index_attributes_of(&path, &row) {
+                    row.insert(name, value);
+                }
                 crate::layout::check_item_size(&row)?;
                 row
             }

@@ -617,3 +617,46 @@ async fn export_and_import_run_in_spawned_tasks() {
     assert_eq!(*progress.lock().unwrap(), text.len() as u64);
     assert_eq!(lines(&export_all(&dst).await), text);
 }
+
+#[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[dynatree(path = "Users/{id}", index(name = "by_email", hash = email))]
+struct User {
+    id: String,
+    email: String,
+}
+
+/// An import into a tree that knows the types with secondary indexes writes their index
+/// attributes: the imported values are found by index queries, and the check is healthy.
+#[tokio::test]
+async fn an_import_indexes_registered_types() {
+    let table = FakeTable::new();
+    let tree = Tree::builder(table.clone())
+        .indexes_of::<User>()
+        .build()
+        .expect("tree");
+    tree.create_table().await.expect("table");
+    let mut item = Item::new();
+    item.insert("id", Value::S("u1".into()));
+    item.insert("email", Value::S("ann@example.com".into()));
+    let records = vec![object(p(["Users", "u1"]), item, None).to_json_line()];
+    tree.import(stream_of(&records))
+        .run()
+        .await
+        .expect("import");
+    let users = tree.repo::<User>();
+    let found: Vec<User> = users
+        .index(User::index_by_email("ann@example.com"))
+        .items()
+        .try_collect()
+        .await
+        .expect("query");
+    assert_eq!(
+        found,
+        [User {
+            id: "u1".into(),
+            email: "ann@example.com".into()
+        }]
+    );
+    let report = tree.check().run().await.expect("check");
+    assert!(report.is_healthy(), "{report}");
+}

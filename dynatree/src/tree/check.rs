@@ -680,7 +680,7 @@ impl<S: Storage + 'static> Tree<S> {
     /// when the tree keeps one, and the secondary indexes' of the registered type whose
     /// template the path matches (see [`TreeBuilder::indexes_of`](crate::TreeBuilder::indexes_of);
     /// a row that does not read as that type has none).
-    pub(super) fn index_attributes_of(&self, path: &Path, row: &Item) -> Vec<(String, Value)> {
+    pub(crate) fn index_attributes_of(&self, path: &Path, row: &Item) -> Vec<(String, Value)> {
         let layout = &self.inner.layout;
         let mut out = Vec::new();
         // Links carry the path index too (descendants through the index find them), but no
