@@ -41,6 +41,7 @@ pub struct Check<S> {
     segments: u32,
     rate: Option<f64>,
     page_size: Option<u32>,
+    grace: Duration,
     progress: Option<ProgressFn>,
 }
 
@@ -50,6 +51,7 @@ impl<S> std::fmt::Debug for Check<S> {
             .field("segments", &self.segments)
             .field("read_units_per_second", &self.rate)
             .field("page_size", &self.page_size)
+            .field("grace", &self.grace)
             .finish_non_exhaustive()
     }
 }
@@ -101,6 +103,33 @@ impl<S: Storage + 'static> Check<S> {
     /// ```
     pub fn page_size(mut self, n: u32) -> Self {
         self.page_size = Some(n);
+        self
+    }
+
+    /// How long a listing row that names nothing, or a denormalized copy that differs from
+    /// its source, must stay so to be reported (default 1 s; zero reports them at once). Both
+    /// are also moments of running writes (a batch's new name written before its objects, a
+    /// parent left for an instant before its remover marks it, a copy before its
+    /// propagation), which end within milliseconds; what a crashed writer left stays and is
+    /// reported. Only checks that find such suspects wait.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::Tree; use dynatree_testing::FakeTable;
+    /// # use dynatree::storage::{Condition, Key, Storage};
+    /// # use std::time::Duration;
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// let table = FakeTable::new();
+    /// let tree = Tree::new(table.clone());
+    /// tree.create_table().await?;
+    /// table.put_item(Key::new("¦", "left").into_item(), Condition::Always).await?;
+    /// let report = tree.check().grace(Duration::ZERO).run().await?;
+    /// assert_eq!(report.violations().len(), 1);
+    /// # Ok(()) }
+    /// ```
+    pub fn grace(mut self, grace: Duration) -> Self {
+        self.grace = grace;
         self
     }
 
@@ -226,13 +255,9 @@ impl<S: Storage + 'static> Check<S> {
         let meter = meter.into_inner().map_err(poisoned)?;
         let in_progress = rows.intents.values().filter(|i| !i.abandoned).count();
         let suspects = rows.suspects(tree);
-        let propagating: HashSet<Path> = rows
-            .intents
-            .values()
-            .filter_map(|i| i.propagating.clone())
-            .collect();
+        let ops: Vec<(String, Path, Path)> = rows.intents.values().map(|i| i.op.clone()).collect();
         let (mut violations, confirm_units) = tree
-            .confirm(suspects, propagating, &|done, total, units| {
+            .confirm(suspects, ops, self.grace, &|done, total, units| {
                 self.report(Progress {
                     phase: Phase::Confirm,
                     done,
@@ -305,8 +330,8 @@ struct ObjectRow {
 struct IntentRow {
     abandoned: bool,
     detail: String,
-    /// The source of a propagation of denormalized fields.
-    propagating: Option<Path>,
+    /// The operation, its source and destination.
+    op: (String, Path, Path),
 }
 
 impl Rows {
@@ -395,7 +420,7 @@ impl Rows {
                             IntentRow {
                                 abandoned: i.abandoned(self.now_ms),
                                 detail,
-                                propagating: (i.op == "propagate").then(|| i.from.clone()),
+                                op: (i.op.clone(), i.from.clone(), i.to.clone()),
                             },
                         );
                     }
@@ -584,6 +609,27 @@ pub(super) fn violation(class: Class, path: Option<Path>, key: Key, detail: Stri
     }
 }
 
+/// Whether a recorded operation explains `v` (a transient state it passes through): an
+/// empty listing row on the way to, at or under an operation's source or destination (rows
+/// created above a copy's destination first, pruned above a moved or deleted source last),
+/// a stale copy under a moved or copied subtree's destination (refilled at its end) or under
+/// a source whose propagation runs.
+fn explained(v: &Violation, ops: &[(String, Path, Path)]) -> bool {
+    let Some(p) = &v.path else {
+        return false;
+    };
+    ops.iter().any(|(op, from, to)| match v.class {
+        Class::EmptyListing => [from, to]
+            .iter()
+            .any(|q| q.starts_with(p) || p.starts_with(q)),
+        Class::StaleCopy => match op.as_str() {
+            "propagate" => p.starts_with(from) && p != from,
+            _ => p.starts_with(to) || p.starts_with(from),
+        },
+        _ => false,
+    })
+}
+
 /// What a row of the table is.
 enum Kind {
     Listing(Path),
@@ -664,6 +710,7 @@ impl<S: Storage + 'static> Tree<S> {
             segments: 1,
             rate: None,
             page_size: None,
+            grace: Duration::from_secs(1),
             progress: None,
         }
     }
@@ -754,12 +801,66 @@ impl<S: Storage + 'static> Tree<S> {
 
     /// Keeps the suspects that consistent reads confirm. Returns them and the read units of
     /// the confirming reads.
+    ///
+    /// Two classes are also states that running writes pass through without a mark or a
+    /// lock to tell: a listing row written before what it names (a batch's new top-level
+    /// name, a copy's destination above it) or left for a moment before its remover marks
+    /// it (pruning), and a copy written before its refill (a moved target) or its
+    /// propagation. Those are not reported under a recorded operation that explains them,
+    /// and otherwise only if they are still wrong after `grace`.
     async fn confirm(
         &self,
         suspects: Vec<Violation>,
-        mut propagating: HashSet<Path>,
+        from_scan: Vec<(String, Path, Path)>,
+        grace: Duration,
         progress: &(dyn Fn(u64, u64, f64) + Sync),
     ) -> Result<(Vec<Violation>, f64)> {
+        let total = suspects.len() as u64;
+        let mut units = 0.0;
+        let judged = self.judge(suspects, Some(progress), &mut units).await?;
+        let (mut transient, mut out): (Vec<Violation>, Vec<Violation>) = judged
+            .into_iter()
+            .partition(|v| matches!(v.class, Class::EmptyListing | Class::StaleCopy));
+        if !transient.is_empty() {
+            let mut ops = from_scan;
+            ops.extend(self.recorded_operations(&mut units).await?);
+            transient.retain(|v| !explained(v, &ops));
+        }
+        if !transient.is_empty() && !grace.is_zero() {
+            tokio::time::sleep(grace).await;
+            transient = self.judge(transient, None, &mut units).await?;
+            let ops = self.recorded_operations(&mut units).await?;
+            transient.retain(|v| !explained(v, &ops));
+        }
+        out.extend(transient);
+        if total > 0 {
+            progress(total, total, units);
+        }
+        Ok((out, units))
+    }
+
+    /// The recorded operations (op, from, to), read now (consistent).
+    async fn recorded_operations(&self, units: &mut f64) -> Result<Vec<(String, Path, Path)>> {
+        let q = crate::storage::Query::new(self.inner.layout.intents_hash()).consistent(true);
+        let pages: Vec<crate::storage::Page> =
+            futures::TryStreamExt::try_collect(crate::stream::query_pages(self.io(), q, None))
+                .await?;
+        *units += pages.len().max(1) as f64;
+        Ok(pages
+            .iter()
+            .flat_map(|p| &p.items)
+            .filter_map(|item| self.decode_intent(item).ok())
+            .map(|i| (i.op, i.from, i.to))
+            .collect())
+    }
+
+    /// The suspects still wrong on a snapshot of their rows (see [`confirm`](Tree::confirm)).
+    async fn judge(
+        &self,
+        suspects: Vec<Violation>,
+        progress: Option<&(dyn Fn(u64, u64, f64) + Sync)>,
+        units: &mut f64,
+    ) -> Result<Vec<Violation>> {
         let layout = &self.inner.layout;
         // The rows each suspect is judged on, read together as one snapshot
         // (TransactGetItems), several suspects sharing a request of at most 100 rows.
@@ -783,11 +884,10 @@ impl<S: Storage + 'static> Tree<S> {
             }
         }
         let total = suspects.len() as u64;
-        let mut units = 0.0;
         let mut snapshot_of: Vec<usize> = vec![0; suspects.len()];
         let mut snapshots: Vec<HashMap<Key, Item>> = Vec::new();
         for (members, keys) in packs {
-            match self.snapshot(keys, &mut units).await {
+            match self.snapshot(keys, units).await {
                 Ok(rows) => {
                     for &i in &members {
                         snapshot_of[i] = snapshots.len();
@@ -797,7 +897,7 @@ impl<S: Storage + 'static> Tree<S> {
                 // Over the 4 MB a transaction may read: each suspect on its own.
                 Err(e) if e.kind() == ErrorKind::Validation && members.len() > 1 => {
                     for &i in &members {
-                        let rows = self.snapshot(key_sets[i].clone(), &mut units).await?;
+                        let rows = self.snapshot(key_sets[i].clone(), units).await?;
                         snapshot_of[i] = snapshots.len();
                         snapshots.push(rows);
                     }
@@ -819,7 +919,7 @@ impl<S: Storage + 'static> Tree<S> {
                 }
                 (Class::MissingIndex, Some(p)) => row.is_some_and(|r| self.lacks_index(p, r)),
                 (Class::DanglingLink | Class::LinkCycle, Some(p)) => {
-                    row.is_some() && self.link_broken(p, &mut units).await?
+                    row.is_some() && self.link_broken(p, units).await?
                 }
                 (Class::BrokenClosure, Some(p)) => {
                     row.is_some()
@@ -844,7 +944,7 @@ impl<S: Storage + 'static> Tree<S> {
                                 .is_none_or(|m| self.mark_expired(m))
                     });
                     if free && !rows.contains_key(&layout.object_key(p)) {
-                        units += 1.0;
+                        *units += 1.0;
                         !self.has_children(p).await?
                     } else {
                         false
@@ -864,35 +964,11 @@ impl<S: Storage + 'static> Tree<S> {
             if keep {
                 out.push(v);
             }
-            progress(done as u64 + 1, total, units);
-        }
-        // A copy is stale for as long as the propagation of its source runs (or until an
-        // abandoned one is finished, which repair does): those recorded when the Scan read
-        // the intents, or now, are not violations.
-        if out.iter().any(|v| v.class == Class::StaleCopy) {
-            let q = crate::storage::Query::new(layout.intents_hash()).consistent(true);
-            let pages: Vec<crate::storage::Page> =
-                futures::TryStreamExt::try_collect(crate::stream::query_pages(self.io(), q, None))
-                    .await?;
-            for item in pages.iter().flat_map(|p| &p.items) {
-                units += item.size().div_ceil(4096).max(1) as f64;
-                if let Ok(i) = self.decode_intent(item)
-                    && i.op == "propagate"
-                {
-                    propagating.insert(i.from);
-                }
+            if let Some(progress) = progress {
+                progress(done as u64 + 1, total, *units);
             }
-            out.retain(|v| {
-                v.class != Class::StaleCopy
-                    || !v.path.as_ref().is_some_and(|p| {
-                        propagating.iter().any(|s| p.starts_with(s) && s != p)
-                    })
-            });
         }
-        if total > 0 {
-            progress(total, total, units);
-        }
-        Ok((out, units))
+        Ok(out)
     }
 
     /// The rows a suspect is judged on (its own first).
