@@ -1033,7 +1033,11 @@ impl<S: Storage + 'static> Tree<S> {
             }
             let row = self.io().get_item(&layout.object_key(&current), true).await?;
             *units += row.as_ref().map_or(0, Item::size).div_ceil(4096).max(1) as f64;
+            let first = current == *path;
             match row {
+                // The link itself is gone (or no longer a link): nothing dangles.
+                None if first => return Ok(false),
+                Some(r) if first && layout.is_expired(&r, now) => return Ok(false),
                 Some(r) if layout.is_expired(&r, now) => return Ok(true),
                 Some(r) => match r.get_s(layout.link_attr()) {
                     Some(t) => match layout.decode_target(t) {
