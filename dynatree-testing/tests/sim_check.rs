@@ -39,10 +39,9 @@
 mod denorm_chain;
 mod review_acts;
 
-use std::cell::RefCell;
 use std::rc::Rc;
 
-use dynatree::check::{Class, Report};
+use dynatree::check::Class;
 use dynatree_testing::{Fault, FaultRule, Faulty};
 use review_acts::*;
 
@@ -96,13 +95,6 @@ fn no_wrong_report(i: usize) -> impl Fn(&End<'_>) -> Result<(), String> {
     }
 }
 
-/// The app's operation `a`, with its model.
-fn act(sim: Sim<FakeTable>, a: Act) -> Sim<FakeTable> {
-    let (run, model) = (a.clone(), a.clone());
-    sim.op(a.name(), move |t| run.clone().run(t))
-        .model(move |m| model.model(m))
-}
-
 /// A healthy table of `setup` objects (and `links`), a check (op0) and the app's `acts`
 /// (op1...), each with its model.
 fn checked(
@@ -146,7 +138,8 @@ fn final_violations(
             for r in rows {
                 table.put_item(r, Condition::Always).await?;
             }
-            let report = tree.check().run().await?;
+            // The table is at rest: nothing transient to wait out.
+            let report = tree.check().grace(Duration::ZERO).run().await?;
             Ok::<_, dynatree::Error>(
                 report
                     .violations()
@@ -184,28 +177,6 @@ fn plain(t: FakeTable) -> T {
 
 fn healthy() -> impl Fn(&End<'_>) -> Result<(), String> {
     healthy_on(plain)
-}
-
-/// A short form of a report's violations: `class path`.
-fn classes(r: &Report) -> Vec<String> {
-    r.violations()
-        .iter()
-        .map(|v| {
-            format!(
-                "{} {}",
-                v.class(),
-                v.path().map(|p| p.to_string()).unwrap_or_default()
-            )
-        })
-        .collect()
-}
-
-fn backend(t: &T) -> FakeTable {
-    t.storage()
-        .downcast_ref::<SimStorage<FakeTable>>()
-        .expect("a simulator's storage")
-        .backend()
-        .clone()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -706,7 +677,14 @@ fn check_of_a_corrupted_table_with_failing_requests() {
             .put_item(listing_key(&p(&["e"])).into_item(), Condition::Always)
             .await
             .expect("raw put");
-        let full = classes(&tree.check().run().await.expect("check"));
+        let full = classes(
+            &tree
+                .check()
+                .grace(Duration::ZERO)
+                .run()
+                .await
+                .expect("check"),
+        );
         assert_eq!(
             full,
             ["unreachable /a/x", "empty-listing /a", "empty-listing /e"]
@@ -716,7 +694,13 @@ fn check_of_a_corrupted_table_with_failing_requests() {
             for fault in [Fault::Fail, Fault::FailAfterApply, Fault::Throttle] {
                 for n in 0..40 {
                     table.inject_rule(FaultRule::new(fault.clone()).nth(n));
-                    let got = tree.check().segments(segments).page_size(1).run().await;
+                    let got = tree
+                        .check()
+                        .segments(segments)
+                        .page_size(1)
+                        .grace(Duration::ZERO)
+                        .run()
+                        .await;
                     let fired = !table.fired().is_empty();
                     table.plan().clear_fired();
                     table.clear_faults();
@@ -741,45 +725,6 @@ fn check_of_a_corrupted_table_with_failing_requests() {
     });
 }
 
-/// One raw row of a corrupted table.
-#[derive(Clone, Debug)]
-enum Raw {
-    Listing(P),
-    ExpiredMark(P),
-    Lock(P, &'static str),
-    Remove(Key),
-}
-
-async fn write_raw(t: &T, rows: &[Raw]) -> dynatree::Result<()> {
-    let s = t.storage();
-    for r in rows {
-        match r {
-            Raw::Listing(path) => {
-                s.put_item(listing_key(path).into_item(), Condition::Always)
-                    .await?;
-            }
-            Raw::ExpiredMark(path) => {
-                let mut item = listing_key(path).into_item();
-                item.insert(
-                    format!("{SC}deleting"),
-                    Value::S("1000:00000000dead0001".into()),
-                );
-                s.put_item(item, Condition::Always).await?;
-            }
-            Raw::Lock(path, id) => {
-                let mut item = listing_key(path).into_item();
-                item.insert(format!("{SC}moving"), Value::S((*id).into()));
-                s.put_item(item, Condition::Always).await?;
-            }
-            Raw::Remove(key) => s.delete_item(key, Condition::Always).await?,
-        }
-    }
-    Ok(())
-}
-
-/// The report of the check taken in setup (each schedule's own), shared with the repairs.
-type Slot = Rc<RefCell<Option<Report>>>;
-
 /// After the schedule (and recovery): a check of the final rows, a repair of its report, and
 /// a check again, which must be healthy apart from the classes left to humans.
 fn repair_again_heals(build: fn(FakeTable) -> T) -> impl Fn(&End<'_>) -> Result<(), String> {
@@ -797,9 +742,10 @@ fn repair_again_heals(build: fn(FakeTable) -> T) -> impl Fn(&End<'_>) -> Result<
                 for r in rows {
                     table.put_item(r, Condition::Always).await?;
                 }
-                let report = tree.check().run().await?;
+                // The table is at rest: nothing transient to wait out.
+                let report = tree.check().grace(Duration::ZERO).run().await?;
                 let repaired = tree.repair(&report).run().await?;
-                let again = tree.check().run().await?;
+                let again = tree.check().grace(Duration::ZERO).run().await?;
                 Ok::<_, dynatree::Error>((
                     repaired.to_string(),
                     again

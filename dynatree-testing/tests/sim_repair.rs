@@ -24,86 +24,13 @@
 
 mod review_acts;
 
-use std::cell::RefCell;
 use std::rc::Rc;
 
-use dynatree::check::{Class, Report};
+use dynatree::check::Class;
 use dynatree_testing::{Fault, FaultRule, Faulty};
 use review_acts::*;
 
 const BUDGET: usize = 400;
-
-/// The report of the check taken in setup (each schedule's own), shared with the repairs.
-type Slot = Rc<RefCell<Option<Report>>>;
-
-/// One raw row of a corrupted table.
-#[derive(Clone, Debug)]
-enum Raw {
-    /// An object row `v` at the path, without anything else.
-    Object(P, u32),
-    /// A bare listing row.
-    Listing(P),
-    /// A listing row with a removal mark that expired long ago.
-    ExpiredMark(P),
-    /// A listing row locked by an operation that is not recorded.
-    Lock(P, &'static str),
-    /// Deletes the row with this key (a listing row lost, say).
-    Remove(Key),
-}
-
-fn backend(t: &T) -> FakeTable {
-    t.storage()
-        .downcast_ref::<SimStorage<FakeTable>>()
-        .expect("a simulator's storage")
-        .backend()
-        .clone()
-}
-
-async fn write_raw(t: &T, rows: &[Raw]) -> dynatree::Result<()> {
-    let s = t.storage();
-    for r in rows {
-        match r {
-            Raw::Object(path, v) => {
-                let mut item = object_key(path).into_item();
-                item.insert("v", Value::N(v.to_string()));
-                s.put_item(item, Condition::Always).await?;
-            }
-            Raw::Listing(path) => {
-                s.put_item(listing_key(path).into_item(), Condition::Always)
-                    .await?;
-            }
-            Raw::ExpiredMark(path) => {
-                let mut item = listing_key(path).into_item();
-                item.insert(
-                    format!("{SC}deleting"),
-                    Value::S("1000:00000000dead0001".into()),
-                );
-                s.put_item(item, Condition::Always).await?;
-            }
-            Raw::Lock(path, id) => {
-                let mut item = listing_key(path).into_item();
-                item.insert(format!("{SC}moving"), Value::S((*id).into()));
-                s.put_item(item, Condition::Always).await?;
-            }
-            Raw::Remove(key) => s.delete_item(key, Condition::Always).await?,
-        }
-    }
-    Ok(())
-}
-
-/// A short form of a report's violations: `class path`.
-fn classes(r: &Report) -> Vec<String> {
-    r.violations()
-        .iter()
-        .map(|v| {
-            format!(
-                "{} {}",
-                v.class(),
-                v.path().map(|p| p.to_string()).unwrap_or_default()
-            )
-        })
-        .collect()
-}
 
 /// The setup of a repair scenario: `objects` put by dynatree, then the `raw` rows, then a
 /// check whose report must hold every violation of `expect` (`"class /path"`), kept in `slot`.
@@ -181,13 +108,6 @@ fn repair_op(sim: Sim<FakeTable>, slot: &Slot, name: &str) -> Sim<FakeTable> {
     })
 }
 
-/// The app's operation `a`, with its model.
-fn act(sim: Sim<FakeTable>, a: Act) -> Sim<FakeTable> {
-    let (run, model) = (a.clone(), a.clone());
-    sim.op(a.name(), move |t| run.clone().run(t))
-        .model(move |m| model.model(m))
-}
-
 /// `check()` of the final rows, on a tree made by `build` in a thread of its own: its
 /// violations, apart from the classes left to humans.
 fn final_check(
@@ -210,7 +130,8 @@ fn final_check(
             for r in rows {
                 table.put_item(r, Condition::Always).await?;
             }
-            let report = tree.check().run().await?;
+            // The table is at rest: nothing transient to wait out.
+            let report = tree.check().grace(Duration::ZERO).run().await?;
             Ok::<_, dynatree::Error>(
                 report
                     .violations()

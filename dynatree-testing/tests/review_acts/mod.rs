@@ -491,3 +491,87 @@ pub fn paths_with_value(end: &End<'_>, v: u32) -> Vec<P> {
         .cloned()
         .collect()
 }
+
+// Corrupted tables and reports, shared by the reviews of check and repair (`sim_check.rs`,
+// `sim_repair.rs`).
+
+/// The report of the check taken in setup (each schedule's own), shared with the repairs.
+pub type Slot = std::rc::Rc<std::cell::RefCell<Option<dynatree::check::Report>>>;
+
+/// One raw row of a corrupted table.
+#[derive(Clone, Debug)]
+pub enum Raw {
+    /// An object row `v` at the path, without anything else.
+    Object(P, u32),
+    /// A bare listing row.
+    Listing(P),
+    /// A listing row with a removal mark that expired long ago.
+    ExpiredMark(P),
+    /// A listing row locked by an operation that is not recorded.
+    Lock(P, &'static str),
+    /// Deletes the row with this key (a listing row lost, say).
+    Remove(Key),
+}
+
+/// Writes `rows` raw, as the Go library or a crashed process leaves them.
+pub async fn write_raw(t: &T, rows: &[Raw]) -> dynatree::Result<()> {
+    let s = t.storage();
+    for r in rows {
+        match r {
+            Raw::Object(path, v) => {
+                let mut item = object_key(path).into_item();
+                item.insert("v", Value::N(v.to_string()));
+                s.put_item(item, Condition::Always).await?;
+            }
+            Raw::Listing(path) => {
+                s.put_item(listing_key(path).into_item(), Condition::Always)
+                    .await?;
+            }
+            Raw::ExpiredMark(path) => {
+                let mut item = listing_key(path).into_item();
+                item.insert(
+                    format!("{SC}deleting"),
+                    Value::S("1000:00000000dead0001".into()),
+                );
+                s.put_item(item, Condition::Always).await?;
+            }
+            Raw::Lock(path, id) => {
+                let mut item = listing_key(path).into_item();
+                item.insert(format!("{SC}moving"), Value::S((*id).into()));
+                s.put_item(item, Condition::Always).await?;
+            }
+            Raw::Remove(key) => s.delete_item(key, Condition::Always).await?,
+        }
+    }
+    Ok(())
+}
+
+/// The fake table behind a simulated tree's storage.
+pub fn backend(t: &T) -> FakeTable {
+    t.storage()
+        .downcast_ref::<SimStorage<FakeTable>>()
+        .expect("a simulator's storage")
+        .backend()
+        .clone()
+}
+
+/// A short form of a report's violations: `class path`.
+pub fn classes(r: &dynatree::check::Report) -> Vec<String> {
+    r.violations()
+        .iter()
+        .map(|v| {
+            format!(
+                "{} {}",
+                v.class(),
+                v.path().map(|p| p.to_string()).unwrap_or_default()
+            )
+        })
+        .collect()
+}
+
+/// The app's operation `a`, with its model.
+pub fn act(sim: Sim<FakeTable>, a: Act) -> Sim<FakeTable> {
+    let (run, model) = (a.clone(), a.clone());
+    sim.op(a.name(), move |t| run.clone().run(t))
+        .model(move |m| model.model(m))
+}
