@@ -111,13 +111,7 @@ impl<S: Storage + 'static> Tree<S> {
                     break None;
                 }
                 // Listed meanwhile (a repair re-created its listing row): remove it as any.
-                if retry + 1 >= policy.max_attempts() {
-                    return Err(Error::new(
-                        ErrorKind::Conflict,
-                        format!("{path} kept changing concurrently"),
-                    ));
-                }
-                retry += 1;
+                another_try(&policy, &mut retry, path)?;
                 seen = self.io().get_item(&own, true).await?;
                 continue;
             };
@@ -142,13 +136,7 @@ impl<S: Storage + 'static> Tree<S> {
                 // The mark may have been applied with its response lost: take it off again.
                 Err(e) => return self.abandon_removal(&own, &mark, e).await,
             }
-            if retry + 1 >= policy.max_attempts() {
-                return Err(Error::new(
-                    ErrorKind::Conflict,
-                    format!("{path} kept changing concurrently"),
-                ));
-            }
-            retry += 1;
+            another_try(&policy, &mut retry, path)?;
             seen = self.io().get_item(&own, true).await?;
         };
         // O(P) is gone and puts at P wait; L(P) goes if P has no children.
@@ -283,13 +271,7 @@ impl<S: Storage + 'static> Tree<S> {
                 if self.delete_unlisted(path, Condition::Always).await? {
                     return self.prune_above(path).await;
                 }
-                if retry + 1 >= policy.max_attempts() {
-                    return Err(Error::new(
-                        ErrorKind::Conflict,
-                        format!("{path} kept changing concurrently"),
-                    ));
-                }
-                retry += 1;
+                another_try(&policy, &mut retry, path)?;
                 continue;
             };
             if row.contains(self.inner.layout.moving_attr()) {
@@ -329,14 +311,8 @@ impl<S: Storage + 'static> Tree<S> {
                 Ok(_) => {}
                 Err(e) => return self.abandon_removal(&key, &mark, e).await,
             }
-            if retry + 1 >= policy.max_attempts() {
-                return Err(Error::new(
-                    ErrorKind::Conflict,
-                    format!("{path} kept changing concurrently"),
-                ));
-            }
-            policy.sleep(retry).await;
-            retry += 1;
+            another_try(&policy, &mut retry, path)?;
+            policy.sleep(retry - 1).await;
         }
     }
 
@@ -371,4 +347,17 @@ impl<S: Storage + 'static> Tree<S> {
         let page = self.io().query_page(&query, None).await?;
         Ok(!page.items.is_empty())
     }
+}
+
+/// Counts one more attempt at `path`, or gives up ([`ErrorKind::Conflict`]) when the retry
+/// budget is spent.
+fn another_try(policy: &crate::batch::RetryPolicy, retry: &mut u32, path: &Path) -> Result<()> {
+    if *retry + 1 >= policy.max_attempts() {
+        return Err(Error::new(
+            ErrorKind::Conflict,
+            format!("{path} kept changing concurrently"),
+        ));
+    }
+    *retry += 1;
+    Ok(())
 }
