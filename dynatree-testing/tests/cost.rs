@@ -31,32 +31,39 @@ fn path(depth: usize) -> Vec<String> {
 }
 
 /// Depth 1, 4, 20 and 60: a put whose ancestors exist costs one request and the same write
-/// units whatever the depth, and never writes the root partition.
+/// units whatever the depth, and never writes the root partition. An overwrite of an object
+/// this process knows is one PutItem (1 unit); a process that does not know it sends one
+/// TransactWriteItems (the object put and the check of its listing row, 4 units) and knows it
+/// from then on.
 #[tokio::test]
 async fn put_with_existing_ancestors_costs_one_request_at_any_depth() {
-    let mut units = Vec::new();
     for depth in [1, 4, 20, 60] {
         let (fake, tree) = setup().await;
         tree.put(path(depth), &V { v: 0 }).await.unwrap();
-        // Warm cache: this process has seen the rows.
+        // Warm cache: this process wrote the object.
         fake.reset_metrics();
         tree.put(path(depth), &V { v: 1 }).await.unwrap();
         let m = fake.metrics();
         assert_eq!(m.total_requests(), 1, "depth {depth}: {m:?}");
-        assert_eq!(m.requests("TransactWriteItems"), 1);
+        assert_eq!(m.requests("PutItem"), 1);
         assert_eq!(m.writes_to("¦"), 0, "depth {depth}");
-        units.push(m.write_units());
+        assert_eq!(m.write_units(), 1.0, "depth {depth}");
         // Cold cache: another process (a new Tree) puts to the same path.
         let cold = Tree::new(fake.clone());
         fake.reset_metrics();
         cold.put(path(depth), &V { v: 2 }).await.unwrap();
         let m = fake.metrics();
         assert_eq!(m.total_requests(), 1, "cold, depth {depth}: {m:?}");
+        assert_eq!(m.requests("TransactWriteItems"), 1);
         assert_eq!(m.writes_to("¦"), 0);
-        assert_eq!(m.write_units(), units[0]);
+        // 2 units for the object put + 2 for the condition check, both transactional.
+        assert_eq!(m.write_units(), 4.0);
+        // ...and the next overwrite from that process is one PutItem.
+        fake.reset_metrics();
+        cold.put(path(depth), &V { v: 3 }).await.unwrap();
+        let m = fake.metrics();
+        assert_eq!((m.requests("PutItem"), m.write_units()), (1, 1.0));
     }
-    // 2 units for the object put + 2 for the condition check, both transactional.
-    assert_eq!(units, [4.0, 4.0, 4.0, 4.0]);
 }
 
 /// A new name under a known parent is one request; the root partition is written only when a
@@ -530,7 +537,13 @@ async fn writers_under_a_moving_subtree_are_refused() {
         let copied = rows
             .iter()
             .any(|row| row.get_s("Key").is_some_and(|k| k.starts_with("¦org¦tech")));
-        if r.is_err() && deep_locked && !copied {
+        // The objects are held too (after the whole source is locked, before anything is
+        // copied): until then an overwrite of an existing object, one PutItem, still lands
+        // in the source, and is copied.
+        let deep_held = rows
+            .iter()
+            .any(|row| row.get_s("Key") == Some("¦org¦eng¦t0¦g0¦p0") && row.contains("¦held"));
+        if r.is_err() && deep_locked && deep_held && !copied {
             let e = tree
                 .put(["org", "eng", "t0", "g0", "p0"], &V { v: 7 })
                 .await
@@ -556,7 +569,7 @@ async fn writers_under_a_moving_subtree_are_refused() {
             return;
         }
     }
-    panic!("the move never stopped with its subtree locked and nothing copied");
+    panic!("the move never stopped with its subtree locked and held and nothing copied");
 }
 
 /// A move of 1,000 objects (1,111 nodes): requests, by operation.
@@ -590,9 +603,10 @@ async fn move_of_a_thousand_nodes() {
         m.read_units()
     );
     // One consistent listing Query per node; transactions of up to 99 actions (plus the check
-    // that this call still owns the intent) for the source locks (1,111), the copies under the
-    // destination, locked (2,111), the deletes (2,222) and the unlocks (1,111), chunked per
-    // level; one BatchGetItem per 100 nodes to validate the move and one to copy.
+    // that this call still owns the intent) for the source locks (1,111), the holds on its
+    // objects (1,000), the copies under the destination, locked (2,111), the deletes (2,222)
+    // and the unlocks (1,111), chunked per level; one BatchGetItem per 100 nodes to validate
+    // the move, one to hold and one to copy.
     assert_eq!(
         m.requests("Query"),
         1 + 1_111,
@@ -600,13 +614,13 @@ async fn move_of_a_thousand_nodes() {
     );
     assert_eq!(
         m.requests("TransactWriteItems"),
-        78,
+        89,
         "{:?}",
         m.requests_by_operation()
     );
     assert_eq!(
         m.requests("BatchGetItem"),
-        26,
+        39,
         "{:?}",
         m.requests_by_operation()
     );
@@ -724,39 +738,45 @@ async fn put_all_per_thousand_items() {
             );
         }
     }
-    // (BatchGetItem, TransactWriteItems, BatchWriteItem, WCU), per case, per way.
-    let expected: [[(u64, u64, u64, f64); 3]; 3] = [
+    // (BatchGetItem, TransactWriteItems, BatchWriteItem, PutItem, WCU), per case, per way.
+    let expected: [[(u64, u64, u64, u64, f64); 3]; 3] = [
         // put_all: the 1,021 listing rows of the batch read once (11 BatchGetItem; none when
         // this tree has seen them all), the 21 ancestors created in one transaction, then 50
         // objects per transaction (each with its listing row put or checked, plus one check
         // per parent in the transaction).
-        [(11, 22, 0, 4102.0), (0, 20, 0, 4000.0), (11, 20, 0, 4000.0)],
-        // A loop of put: one transaction per object; the first link of each account also
-        // sends a failed optimistic transaction and a BatchGetItem.
         [
-            (10, 1_010, 0, 6080.0),
-            (0, 1_000, 0, 4000.0),
-            (0, 1_000, 0, 4000.0),
+            (11, 22, 0, 0, 4102.0),
+            (0, 20, 0, 0, 4000.0),
+            (11, 20, 0, 0, 4000.0),
+        ],
+        // A loop of put: one transaction per new object (the first link of each account also
+        // sends a failed optimistic transaction and a BatchGetItem); an overwrite of an object
+        // this tree wrote is one PutItem; a tree that has not seen them sends transactions.
+        [
+            (10, 1_010, 0, 0, 6080.0),
+            (0, 0, 0, 1_000, 1000.0),
+            (0, 1_000, 0, 0, 4000.0),
         ],
         // Go: one BatchWriteItem of the 5 rows per object, every time.
         [
-            (0, 0, 1_000, 5000.0),
-            (0, 0, 1_000, 5000.0),
-            (0, 0, 1_000, 5000.0),
+            (0, 0, 1_000, 0, 5000.0),
+            (0, 0, 1_000, 0, 5000.0),
+            (0, 0, 1_000, 0, 5000.0),
         ],
     ];
     for (w, way) in ways.iter().enumerate() {
         for (c, case) in cases.iter().enumerate() {
             let m = &got[w][c];
-            let (bg, tx, bw, wcu) = expected[w][c];
+            let (bg, tx, bw, put, wcu) = expected[w][c];
             let seen = (
                 m.requests("BatchGetItem"),
                 m.requests("TransactWriteItems"),
                 m.requests("BatchWriteItem"),
+                m.requests("PutItem"),
                 m.write_units(),
             );
-            assert_eq!(seen, (bg, tx, bw, wcu), "{way:?}, {case}");
-            assert_eq!(m.total_requests(), bg + tx + bw, "{way:?}, {case}");
+            assert_eq!(seen, (bg, tx, bw, put, wcu), "{way:?}, {case}");
+            assert_eq!(m.total_requests(), bg + tx + bw + put, "{way:?}, {case}");
         }
     }
     // Far fewer requests than one put (or one Go put) per item: 30x and more.

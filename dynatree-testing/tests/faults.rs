@@ -22,10 +22,10 @@ async fn tree_on<S: Storage + 'static>(storage: S) -> Tree {
     tree
 }
 
-/// The lost response of the transaction that writes under `a`: whatever reads precede it (none,
-/// some, listings of `a` included) and whichever handle sends it (one that knows the rows, or a
-/// new one), the rule strikes that transaction: the put reports the error, the write happened,
-/// and the same call again succeeds.
+/// The lost response of the write under `a` (a PutItem from the handle that wrote the object,
+/// a transaction from a new one): whatever reads precede it (none, some, listings of `a`
+/// included), the rule strikes that write: the put reports the error, the write happened, and
+/// the same call again succeeds.
 #[tokio::test]
 async fn a_rule_on_transactions_under_a_prefix_strikes_the_put_whatever_precedes_it() {
     use futures::TryStreamExt;
@@ -41,9 +41,16 @@ async fn a_rule_on_transactions_under_a_prefix_strikes_the_put_whatever_precedes
             } else {
                 tree
             };
+            // The handle that wrote the object overwrites it with one PutItem; a new handle
+            // sends a transaction.
+            let op = if cold {
+                Op::TransactWriteItems
+            } else {
+                Op::PutItem
+            };
             fake.inject_rule(
                 FaultRule::new(Fault::FailAfterApply)
-                    .operation(Op::TransactWriteItems)
+                    .operation(op)
                     .key_prefix("¦a¦"),
             );
             for _ in 0..reads {
@@ -59,7 +66,7 @@ async fn a_rule_on_transactions_under_a_prefix_strikes_the_put_whatever_precedes
             assert_eq!(e.kind(), ErrorKind::Backend, "{e:?}");
             assert_eq!(
                 fake.fired(),
-                [(Op::TransactWriteItems, Fault::FailAfterApply)],
+                [(op, Fault::FailAfterApply)],
                 "{reads} reads, cold {cold}"
             );
             // Applied: the new value is there already; the same call again succeeds.
@@ -126,12 +133,12 @@ async fn faulty_takes_the_same_rules() {
 async fn nth_and_times_count_matching_requests_only() {
     let fake = FakeTable::new();
     let tree = tree_on(fake.clone()).await;
-    // Existing objects: each put below is one transaction.
+    // Objects this tree wrote: each put below is one PutItem.
     tree.put(["a"], &V { v: 0 }).await.unwrap();
     tree.put(["b"], &V { v: 0 }).await.unwrap();
     fake.inject_rule(
         FaultRule::new(Fault::Throttle)
-            .operation(Op::TransactWriteItems)
+            .operation(Op::PutItem)
             .key_prefix("¦a")
             .nth(1)
             .times(2),
@@ -144,11 +151,11 @@ async fn nth_and_times_count_matching_requests_only() {
     assert_eq!(
         fake.fired(),
         [
-            (Op::TransactWriteItems, Fault::Throttle),
-            (Op::TransactWriteItems, Fault::Throttle)
+            (Op::PutItem, Fault::Throttle),
+            (Op::PutItem, Fault::Throttle)
         ]
     );
-    assert_eq!(fake.metrics().requests("TransactWriteItems"), 3);
+    assert_eq!(fake.metrics().requests("PutItem"), 3);
     assert_eq!(tree.get::<V>(["a"]).await.unwrap(), Some(V { v: 1 }));
 }
 

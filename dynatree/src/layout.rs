@@ -205,6 +205,13 @@ impl Layout {
         &self.moving_attr
     }
 
+    /// The bookkeeping attribute that holds an object row while a move or copy of its subtree
+    /// runs (its value is the operation's id): `SC held`. Overwrites sent as a single PutItem
+    /// are conditional on its absence (see [`consistency`](crate::consistency)).
+    pub(crate) fn held_attr(&self) -> String {
+        format!("{}held", self.sc)
+    }
+
     /// The partition of intent records: `SC SC intents`, which no path's key can equal (a
     /// path's keys never have two SC in a row).
     pub(crate) fn intents_hash(&self) -> String {

@@ -19,6 +19,8 @@ pub enum Violation {
     Lock(Vec<String>),
     /// A listing row still marked for removal (`SC deleting`).
     RemovalMark(Vec<String>),
+    /// An object row still held by a move or copy (`SC held`).
+    Hold(Vec<String>),
     /// A bookkeeping row (an intent record, `Key` starting with two reserved characters).
     Bookkeeping(String, String),
     /// A row without string `Key` and `Child`, or with a key that is no path's.
@@ -37,6 +39,7 @@ impl fmt::Display for Violation {
                 )
             }
             Violation::Lock(p) => write!(f, "listing row of {} is still locked", p.join("/")),
+            Violation::Hold(p) => write!(f, "object {} is still held", p.join("/")),
             Violation::RemovalMark(p) => {
                 write!(f, "listing row of {} still has a removal mark", p.join("/"))
             }
@@ -54,7 +57,8 @@ impl fmt::Display for Violation {
 ///
 /// - every object row `SC p0 … SC pn-1 / SC` has its listing row `SC p0 … SC / pn-1`;
 /// - listing rows are upward closed (a listing row's parent listing row exists);
-/// - no listing row is locked (`SC moving`) or marked for removal (`SC deleting`);
+/// - no listing row is locked (`SC moving`) or marked for removal (`SC deleting`), no object
+///   row held (`SC held`);
 /// - no bookkeeping row (intent record) is left.
 ///
 /// # Examples
@@ -83,6 +87,7 @@ pub fn check_rows(rows: &[Item], reserved: char) -> Vec<Violation> {
     let sc2 = format!("{sc}{sc}");
     let deleting = format!("{sc}deleting");
     let moving = format!("{sc}moving");
+    let held = format!("{sc}held");
     // The tombstone of a removed source of denormalized fields: `(object key, SC sv)`, kept.
     let tombstone = format!("{sc}sv");
     let mut listings: BTreeSet<(String, String)> = BTreeSet::new();
@@ -117,6 +122,9 @@ pub fn check_rows(rows: &[Item], reserved: char) -> Vec<Violation> {
             let (last, parent) = comps.split_last().expect("split yields one item");
             if !listings.contains(&(listing_hash(parent, reserved), last.clone())) {
                 out.push(Violation::Unreachable(comps.clone()));
+            }
+            if r.contains(&held) {
+                out.push(Violation::Hold(comps.clone()));
             }
         } else {
             let parent: Vec<String> = match rest.strip_suffix(reserved) {

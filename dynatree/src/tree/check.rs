@@ -325,6 +325,8 @@ struct ObjectRow {
     link: Option<Path>,
     expired: bool,
     missing_index: bool,
+    /// The operation holding it (a move or copy), if any.
+    held: Option<String>,
 }
 
 struct IntentRow {
@@ -388,6 +390,7 @@ impl Rows {
                 };
                 let expired = layout.is_expired(&item, self.now_secs);
                 let missing_index = tree.lacks_index(&path, &item);
+                let held = item.get_s(&layout.held_attr()).map(str::to_owned);
                 if self
                     .denorm_templates
                     .iter()
@@ -401,6 +404,7 @@ impl Rows {
                         link,
                         expired,
                         missing_index,
+                        held,
                     },
                 );
             }
@@ -461,6 +465,18 @@ impl Rows {
                     key.clone(),
                     "an object row without its listing row".into(),
                 ));
+            }
+            if let Some(id) = o.held.as_deref()
+                && !self.intents.contains_key(id)
+            {
+                let mut v = violation(
+                    Class::LockWithoutIntent,
+                    Some(path.clone()),
+                    key.clone(),
+                    format!("an object held by operation {id}, which is not recorded"),
+                );
+                v.token = Some(id.to_owned());
+                out.push(v);
             }
             if o.missing_index {
                 out.push(violation(
@@ -606,6 +622,16 @@ pub(super) fn violation(class: Class, path: Option<Path>, key: Key, detail: Stri
         key,
         detail,
         token: None,
+    }
+}
+
+/// The attribute that holds the row with key `key` for an operation: a listing row's lock, an
+/// object row's hold.
+pub(super) fn lock_attr(layout: &crate::layout::Layout, key: &Key) -> String {
+    if key.range == layout.reserved().to_string() {
+        layout.held_attr()
+    } else {
+        layout.moving_attr().to_owned()
     }
 }
 
@@ -930,7 +956,7 @@ impl<S: Storage + 'static> Tree<S> {
                     row.and_then(|r| r.get_s(layout.deleting_attr())) == v.token.as_deref()
                 }
                 (Class::LockWithoutIntent, _) => {
-                    let lock = row.and_then(|r| r.get_s(layout.moving_attr()));
+                    let lock = row.and_then(|r| r.get_s(&lock_attr(layout, &v.key)));
                     lock.is_some()
                         && lock == v.token.as_deref()
                         && v.token

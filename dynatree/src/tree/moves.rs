@@ -7,7 +7,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::item::{Item, Value};
 use crate::layout::{HASH_KEY, RANGE_KEY};
 use crate::path::{IntoPath, Path};
-use crate::storage::{Condition, Key, Query, Storage, TransactAction};
+use crate::storage::{Condition, Key, Query, Storage, TransactAction, UpdateAction};
 use crate::stream::query_pages;
 
 use super::Tree;
@@ -673,6 +673,11 @@ impl<S: Storage + 'static> Tree<S> {
                     {
                         return self.refuse(g, e).await;
                     }
+                    if op != "delete" {
+                        // Overwrites that skip the listing row's check (one PutItem) meet the
+                        // hold on the object and take the guarded path, which the locks refuse.
+                        self.hold_objects(g, &levels).await?;
+                    }
                     known = Some(levels);
                     self.set_phase(g, if op == "delete" { "delete" } else { "copy" })
                         .await?;
@@ -718,6 +723,11 @@ impl<S: Storage + 'static> Tree<S> {
                     let deleted = self.delete_levels(g, &levels, op == "delete").await?;
                     if op == "delete" {
                         report.objects = deleted;
+                    } else if known.is_none() {
+                        // A resumed call walked only the rows it holds: objects below a lock
+                        // erased by a writer that ignores locks stay, and lose our hold.
+                        let nodes = self.walk_nodes(&from).await?;
+                        self.release_objects(g, &nodes).await?;
                     }
                     self.prune_above(&from).await?;
                     if op == "delete" {
@@ -742,8 +752,17 @@ impl<S: Storage + 'static> Tree<S> {
                     if op == "copy" {
                         // A copy holds its source too, so that it copies one state of it.
                         match &known {
-                            Some(levels) => self.unlock_paths(g, &levels.concat()).await?,
-                            None => self.unlock(g, &from).await?,
+                            Some(levels) => {
+                                let paths = levels.concat();
+                                self.release_objects(g, &paths).await?;
+                                self.unlock_paths(g, &paths).await?;
+                            }
+                            None => {
+                                let nodes = self.walk_nodes(&from).await?;
+                                self.release_objects(g, &nodes).await?;
+                                let paths = self.walk_held(&from, &g.id(), true).await?.concat();
+                                self.unlock_paths(g, &paths).await?;
+                            }
                         }
                     }
                     // Denormalized fields of the subtree, from its new ancestors (the moved rows
@@ -1009,6 +1028,10 @@ impl<S: Storage + 'static> Tree<S> {
             return self.finish(g).await;
         }
         let held = self.walk_held(&intent.from, &intent.id, true).await?;
+        // Every node's object, held or not: a lock erased by a writer that ignores locks
+        // (the Go library) hides the holds below it from the walk of held rows.
+        let nodes = self.walk_nodes(&intent.from).await?;
+        self.release_objects(g, &nodes).await?;
         self.unlock_paths(g, &held.concat()).await?;
         // Rows the operation held that name nothing now (another operation's rollback may have
         // emptied them meanwhile) go, as after any removal; each keeps the invariants alone.
@@ -1154,6 +1177,33 @@ impl<S: Storage + 'static> Tree<S> {
             level = next;
         }
         Ok(levels)
+    }
+
+    /// Every node under `root` (itself included) that has a listing row, held or not: where
+    /// holds on objects may be left when a writer that ignores locks erased a lock above them.
+    async fn walk_nodes(&self, root: &Path) -> Result<Vec<Path>> {
+        let mut all = Vec::new();
+        if self
+            .io()
+            .get_item(&self.inner.layout.listing_key(root), true)
+            .await?
+            .is_none()
+        {
+            return Ok(all);
+        }
+        let mut level = vec![root.clone()];
+        while !level.is_empty() {
+            let mut next = Vec::new();
+            for dir in &level {
+                let names: Vec<String> = self.list_names(dir, true).try_collect().await?;
+                for n in names {
+                    next.push(dir.child(n)?);
+                }
+            }
+            all.append(&mut level);
+            level = next;
+        }
+        Ok(all)
     }
 
     /// The nodes under `root` (itself included) whose listing rows this operation holds, by
@@ -1320,11 +1370,13 @@ impl<S: Storage + 'static> Tree<S> {
     /// An object row re-keyed for `dest`, its path-index attributes recomputed, checked
     /// against the limits.
     fn moved_row(&self, src: &Item, dest: &Path) -> Result<Item> {
+        let held = self.inner.layout.held_attr();
         let mut row: Item = src
             .iter()
             .filter(|(n, _)| {
                 !self.inner.layout.is_path_index_attr(n)
                     && !self.inner.layout.is_target_version_attr(n)
+                    && *n != held
             })
             .map(|(n, v)| (n.to_owned(), v.clone()))
             .collect();
@@ -1349,6 +1401,7 @@ impl<S: Storage + 'static> Tree<S> {
         // lock was erased by a writer that ignores locks, which may have written since), so
         // removing the row would break upward closure. Their own rows are only unlocked.
         let mut keep: std::collections::HashSet<Path> = std::collections::HashSet::new();
+        let mut kept: Vec<Path> = Vec::new();
         for level in levels.iter().rev() {
             if count {
                 deleted += self.objects_of(level, true).await?.len();
@@ -1378,20 +1431,75 @@ impl<S: Storage + 'static> Tree<S> {
             // deleted.
             let failed = self.fenced_groups(g, actions, true, 2).await?;
             for (i, p) in level.iter().enumerate() {
-                if failed.iter().any(|&f| f / 2 == i) || keep.contains(p) {
+                let not_ours = failed.iter().any(|&f| f / 2 == i);
+                if not_ours {
+                    kept.push(p.clone());
+                }
+                if not_ours || keep.contains(p) {
                     keep.extend(p.parent());
                 }
             }
             done += level.len();
             self.tell(&op, "delete", done, Some(total));
         }
+        // The objects kept (their rows were no longer ours) lose our hold.
+        self.release_objects(g, &kept).await?;
         Ok(deleted)
     }
 
-    /// Takes the operation's locks off the rows it holds under `root`.
-    async fn unlock(&self, g: &Guard, root: &Path) -> Result<()> {
-        let levels = self.walk_held(root, &g.id(), true).await?;
-        self.unlock_paths(g, &levels.concat()).await
+    /// Holds the object rows of the locked source (`SC held` = the operation's id), level by
+    /// level, so that an overwrite sent as one PutItem (conditional on no hold) cannot land
+    /// between the copy and the delete of its object. Objects cannot appear or go under the
+    /// locks meanwhile (creations and deletions check the listing rows), so the set read here
+    /// is the set held.
+    async fn hold_objects(&self, g: &Guard, levels: &[Vec<Path>]) -> Result<()> {
+        let id = Value::S(g.id());
+        let held = self.inner.layout.held_attr();
+        for level in levels {
+            self.renew_if_due(g).await?;
+            let objects = self.objects_of(level, true).await?;
+            let actions: Vec<TransactAction> = level
+                .iter()
+                .filter(|p| objects.contains_key(&self.inner.layout.object_key(p).hash))
+                .map(|p| {
+                    let key = self.inner.layout.object_key(p);
+                    self.inner.known.remove(&key);
+                    TransactAction::Update {
+                        key,
+                        actions: vec![UpdateAction::Set(held.clone(), id.clone())],
+                        condition: Condition::Exists,
+                    }
+                })
+                .collect();
+            // An object gone meanwhile (only a writer that ignores locks can do that) is not
+            // held: nothing to copy there either.
+            self.fenced(g, actions, true).await?;
+        }
+        Ok(())
+    }
+
+    /// Takes the operation's holds off the object rows at `paths` (those it still holds).
+    async fn release_objects(&self, g: &Guard, paths: &[Path]) -> Result<()> {
+        let id = Value::S(g.id());
+        let held = self.inner.layout.held_attr();
+        for chunk in paths.chunks(crate::batch::TRANSACT_MAX) {
+            let objects = self.objects_of(chunk, true).await?;
+            let actions: Vec<TransactAction> = chunk
+                .iter()
+                .filter(|p| {
+                    objects
+                        .get(&self.inner.layout.object_key(p).hash)
+                        .is_some_and(|r| r.get(&held) == Some(&id))
+                })
+                .map(|p| TransactAction::Update {
+                    key: self.inner.layout.object_key(p),
+                    actions: vec![UpdateAction::Remove(held.clone())],
+                    condition: Condition::equals(held.clone(), id.clone()),
+                })
+                .collect();
+            self.fenced(g, actions, true).await?;
+        }
+        Ok(())
     }
 
     /// Takes the operation's locks off the listing rows of `paths` (rows not held are left).

@@ -219,23 +219,34 @@ impl<S: Storage + 'static> Tree<S> {
                 let Some(id) = &v.token else {
                     return Ok(Outcome::Left("no lock".into()));
                 };
-                let key = layout.listing_key(&p);
+                let key = v.key.clone();
+                let attr = super::check::lock_attr(layout, &key);
                 let lock = Value::S(id.clone());
+                let release = if key == layout.listing_key(&p) {
+                    TransactAction::Put {
+                        item: layout.listing_row(&p),
+                        condition: Condition::equals(attr.clone(), lock.clone()),
+                    }
+                } else {
+                    // An object's hold: the attribute goes, the object stays.
+                    TransactAction::Update {
+                        key: key.clone(),
+                        actions: vec![UpdateAction::Remove(attr.clone())],
+                        condition: Condition::equals(attr.clone(), lock.clone()),
+                    }
+                };
                 let tx = vec![
                     TransactAction::ConditionCheck {
                         key: layout.intent_key(id),
                         condition: Condition::NotExists,
                     },
-                    TransactAction::Put {
-                        item: layout.listing_row(&p),
-                        condition: Condition::equals(layout.moving_attr(), lock.clone()),
-                    },
+                    release,
                 ];
                 match self.io().transact_write(tx).await {
                     Ok(()) => Ok(Outcome::Fixed),
                     Err(e) if e.kind() == ErrorKind::TransactionCanceled => {
                         let row = self.io().get_item(&key, true).await?;
-                        if row.is_some_and(|r| r.get(layout.moving_attr()) == Some(&lock)) {
+                        if row.is_some_and(|r| r.get(&attr) == Some(&lock)) {
                             Ok(Outcome::Left(format!(
                                 "operation {id} is recorded again: `resume` finishes it"
                             )))

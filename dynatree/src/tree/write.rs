@@ -34,6 +34,27 @@ impl<S: Storage + 'static> Tree<S> {
         condition: &Condition,
         checks: &[TransactAction],
     ) -> Result<bool> {
+        let object_key = self.inner.layout.object_key(path);
+        if checks.is_empty() && self.inner.known.contains(&object_key) {
+            // An overwrite: one PutItem, conditional on the object being there and not held by
+            // a move or copy. An object row exists only while its listing row does (invariant
+            // 2), so no check of the listing row is needed; anything else takes the guarded
+            // path below (see the consistency docs, "Overwrites").
+            let mut all = vec![
+                Condition::Exists,
+                Condition::attr_not_exists(self.inner.layout.held_attr()),
+            ];
+            if !condition.is_always() {
+                all.push(condition.clone());
+            }
+            match self.io().put_item(row.clone(), Condition::And(all)).await {
+                Ok(()) => return Ok(true),
+                Err(e) if e.kind() == ErrorKind::ConditionFailed => {
+                    self.inner.known.remove(&object_key);
+                }
+                Err(e) => return Err(e),
+            }
+        }
         let policy = self.inner.config.retry;
         let mut retry = 0;
         let mut waited = 0;
@@ -46,7 +67,10 @@ impl<S: Storage + 'static> Tree<S> {
                 self.put_optimistic(path, &row, condition, checks).await?
             };
             match outcome {
-                Attempt::Done => return Ok(true),
+                Attempt::Done => {
+                    self.inner.known.insert_all(Some(object_key));
+                    return Ok(true);
+                }
                 Attempt::Stale => return Ok(false),
                 Attempt::Retry if !read_state => read_state = true,
                 Attempt::Again => read_state = true,
