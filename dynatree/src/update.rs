@@ -686,7 +686,29 @@ impl<T: Hierarchical, S: crate::storage::Storage + 'static> crate::Repository<T,
             // A source is stamped with a version after the stored one, fenced like a put (see
             // `Repository::write_row`).
             let mut attempt_patch = patch.clone();
-            if let Some((stamp, fence)) = tree.source_fence(ty, path, *stored_version) {
+            let fence = tree.source_fence(ty, path, *stored_version);
+            if fence.is_none() && attempt == 0 {
+                // Not a source of denormalized fields: one UpdateItem, conditional on the
+                // value being there (so its listing row is), live, not a link and not held by
+                // a move or copy, and on the patch's condition. Anything else (a failed
+                // condition included) takes the transaction below, which tells why.
+                let layout = tree.layout();
+                let (actions, condition) = patch.plan(layout.link_attr())?;
+                let condition = Condition::And(vec![
+                    layout.live(condition, crate::expiry::now_secs()),
+                    Condition::attr_not_exists(layout.held_attr()),
+                ]);
+                match tree
+                    .io()
+                    .update_item(&layout.object_key(path), actions, condition)
+                    .await
+                {
+                    Ok(_) => return Ok(()),
+                    Err(e) if e.is_condition_failed() => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            if let Some((stamp, fence)) = fence {
                 attempt_patch.actions.push(stamp);
                 attempt_patch = attempt_patch.when(Cond::of(fence));
             }

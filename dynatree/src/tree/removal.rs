@@ -99,6 +99,7 @@ impl<S: Storage + 'static> Tree<S> {
         let conditional = !object.is_always();
         let own = self.inner.layout.listing_key(path);
         self.inner.known.remove(&own);
+        self.inner.known.remove(&self.inner.layout.object_key(path));
         let policy = self.inner.config.retry;
         let mut retry = 0;
         // What we believe L(P) is; refined after a cancelled attempt.
@@ -262,6 +263,7 @@ impl<S: Storage + 'static> Tree<S> {
     pub(super) async fn delete_leaf(&self, path: &Path) -> Result<()> {
         let key = self.inner.layout.listing_key(path);
         self.inner.known.remove(&key);
+        self.inner.known.remove(&self.inner.layout.object_key(path));
         let policy = self.inner.config.retry;
         let mut retry = 0;
         loop {
