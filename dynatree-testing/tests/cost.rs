@@ -604,9 +604,10 @@ async fn move_of_a_thousand_nodes() {
     );
     // One consistent listing Query per node; transactions of up to 99 actions (plus the check
     // that this call still owns the intent) for the source locks (1,111), the holds on its
-    // objects (1,000), the copies under the destination, locked (2,111), the deletes (2,222)
-    // and the unlocks (1,111), chunked per level; one BatchGetItem per 100 nodes to validate
-    // the move, one to hold and one to copy.
+    // objects (1,000), the copies under the destination, locked and held (2,111), the deletes
+    // (2,222), the release of the destination's holds (1,000) and its unlocks (1,111), chunked
+    // per level; one BatchGetItem per 100 nodes to validate the move, one to hold, one to copy
+    // and one to release.
     assert_eq!(
         m.requests("Query"),
         1 + 1_111,
@@ -614,13 +615,13 @@ async fn move_of_a_thousand_nodes() {
     );
     assert_eq!(
         m.requests("TransactWriteItems"),
-        89,
+        109,
         "{:?}",
         m.requests_by_operation()
     );
     assert_eq!(
         m.requests("BatchGetItem"),
-        39,
+        51,
         "{:?}",
         m.requests_by_operation()
     );
@@ -739,7 +740,8 @@ async fn put_all_per_thousand_items() {
         }
     }
     // (BatchGetItem, TransactWriteItems, BatchWriteItem, PutItem, WCU), per case, per way.
-    let expected: [[(u64, u64, u64, u64, f64); 3]; 3] = [
+    type Counts = (u64, u64, u64, u64, f64);
+    let expected: [[Counts; 3]; 3] = [
         // put_all: the 1,021 listing rows of the batch read once (11 BatchGetItem; none when
         // this tree has seen them all), the 21 ancestors created in one transaction, then 50
         // objects per transaction (each with its listing row put or checked, plus one check

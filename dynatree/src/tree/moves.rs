@@ -748,6 +748,15 @@ impl<S: Storage + 'static> Tree<S> {
                         }
                         None => self.walk_held(&to, &g.id(), true).await?.concat(),
                     };
+                    // The destination's objects are held by the operation since their copy
+                    // (a resumed call looks at every node: a lock erased by a writer that
+                    // ignores locks must not hide the holds below it).
+                    let holds = if fresh {
+                        dest.clone()
+                    } else {
+                        self.walk_nodes(&to).await?
+                    };
+                    self.release_objects(g, &holds).await?;
                     self.unlock_paths(g, &dest).await?;
                     if op == "copy" {
                         // A copy holds its source too, so that it copies one state of it.
@@ -1044,6 +1053,10 @@ impl<S: Storage + 'static> Tree<S> {
             // a row we created; only rows with our lock are removed.
             let levels = self.walk_held(&intent.to, &intent.id, true).await?;
             self.delete_levels(g, &levels, false).await?;
+            // What stays under the destination (below a lock such a writer erased) loses the
+            // holds of the copies written there.
+            let rest = self.walk_nodes(&intent.to).await?;
+            self.release_objects(g, &rest).await?;
             self.prune_above(&intent.to).await?;
         }
         self.finish(g).await
@@ -1060,7 +1073,7 @@ impl<S: Storage + 'static> Tree<S> {
                 let dest = dest_of(&intent, p)?;
                 self.inner.layout.check_object_path(&dest)?;
                 if let Some(src) = sources.get(&self.inner.layout.object_key(p).hash) {
-                    self.moved_row(src, &dest)?;
+                    self.moved_row(src, &dest, &intent.id)?;
                 }
             }
         }
@@ -1319,7 +1332,7 @@ impl<S: Storage + 'static> Tree<S> {
                     level_nodes += 1;
                     if let Some(src) = sources.get(&self.inner.layout.object_key(p).hash) {
                         actions.push(TransactAction::Put {
-                            item: self.moved_row(src, &dest)?,
+                            item: self.moved_row(src, &dest, &intent.id)?,
                             condition: Condition::Always,
                         });
                         level_objects += 1;
@@ -1369,7 +1382,10 @@ impl<S: Storage + 'static> Tree<S> {
 
     /// An object row re-keyed for `dest`, its path-index attributes recomputed, checked
     /// against the limits.
-    fn moved_row(&self, src: &Item, dest: &Path) -> Result<Item> {
+    /// The row `src` moved to `dest`, held by the operation `id` (its copy is the operation's
+    /// until it unlocks the destination: an overwrite sent as one PutItem must not land there
+    /// while the operation may still write it again).
+    fn moved_row(&self, src: &Item, dest: &Path, id: &str) -> Result<Item> {
         let held = self.inner.layout.held_attr();
         let mut row: Item = src
             .iter()
@@ -1380,6 +1396,7 @@ impl<S: Storage + 'static> Tree<S> {
             })
             .map(|(n, v)| (n.to_owned(), v.clone()))
             .collect();
+        row.insert(held, Value::S(id.to_owned()));
         let key = self.inner.layout.object_key(dest);
         row.insert(HASH_KEY, Value::S(key.hash));
         row.insert(RANGE_KEY, Value::S(key.range));
