@@ -77,6 +77,11 @@ impl DynamoDbTable {
     /// the same but for `RetryConfig::disabled()`. Clones of `client` used elsewhere keep their
     /// retries.
     ///
+    /// That copy gets a connection pool of its own when `client` uses the SDK's default HTTP
+    /// client (measured: `cargo bench -p dynatree-testing --bench put_compare`, section "HTTP
+    /// client"). To share one pool between your own calls and the tree's, build `client` with
+    /// `RetryConfig::disabled()` (or with an explicit `http_client`): it is then kept as given.
+    ///
     /// # Examples
     ///
     /// ```no_run

@@ -108,7 +108,22 @@ impl<S: Storage + 'static> Tree<S> {
                 .known
                 .contains(&self.inner.layout.listing_key(&p))
         });
-        let mut actions = if !self.inner.known.contains(&own) && parent_known {
+        // A top-level name's parent is the root, which has no listing row to check.
+        let top_level = path.len() == 1;
+        let mut actions = if !self.inner.known.contains(&own) && top_level {
+            // A new top-level name (or one this process has not seen): create L(P), which
+            // needs nothing above it, with the object.
+            vec![
+                TransactAction::Put {
+                    item: self.inner.layout.listing_row(path),
+                    condition: self.not_marked(),
+                },
+                TransactAction::Put {
+                    item: row.clone(),
+                    condition: condition.clone(),
+                },
+            ]
+        } else if !self.inner.known.contains(&own) && parent_known {
             // A new name under a known parent: create L(P), check L(parent).
             let parent = path.parent().expect("checked above");
             vec![
