@@ -5,8 +5,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use dynatree::storage::{
     BatchGetOutput, Comparison, Condition, IndexPage, IndexQuery, IndexSpec, Key,
-    MAX_HASH_KEY_BYTES, MAX_PROJECTION_NAMES, MAX_RANGE_KEY_BYTES, Page, Query, ScanSegment, Storage,
-    TableDescription, TableStatus, TransactAction, UpdateAction, WriteRequest,
+    MAX_HASH_KEY_BYTES, MAX_PROJECTION_NAMES, MAX_RANGE_KEY_BYTES, Page, Query, ScanSegment,
+    Storage, TableDescription, TableStatus, TransactAction, UpdateAction, WriteRequest,
 };
 use dynatree::{
     Billing, CancellationReason, Error, ErrorKind, Item, MAX_ITEM_BYTES, Result, Value,

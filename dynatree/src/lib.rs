@@ -40,8 +40,8 @@ macro_rules! value_from_sdk {
 }
 
 mod batch;
-pub mod check;
 pub mod changes;
+pub mod check;
 mod denorm;
 mod error;
 mod expiry;
@@ -96,8 +96,8 @@ pub use crate::storage::dynamodb::DynamoDbTable;
 pub use crate::transaction::Transaction;
 pub use crate::tree::scope;
 pub use crate::tree::{
-    Descendant, Descendants, Entry, Intent, LinkPolicy, MoveReport, OnChildren, OpProgress, PATH_INDEX,
-    Propagation, Strategy, Tree, TreeBuilder,
+    Descendant, Descendants, Entry, Intent, LinkPolicy, MoveReport, OnChildren, OpProgress,
+    PATH_INDEX, Propagation, Strategy, Tree, TreeBuilder,
 };
 /// Derive macro for the [`trait@Hierarchical`] trait.
 ///

@@ -24,8 +24,8 @@ use crate::item::{Item, Value};
 use crate::layout::{HASH_KEY, RANGE_KEY};
 use crate::storage::{
     BatchGetOutput, Billing, Condition, IndexPage, IndexQuery, IndexSpec, Key, Page, Query,
-    RangeCondition, ScanSegment, Storage, TableDescription, TableStatus, TransactAction, UpdateAction,
-    WriteRequest,
+    RangeCondition, ScanSegment, Storage, TableDescription, TableStatus, TransactAction,
+    UpdateAction, WriteRequest,
 };
 
 /// One DynamoDB table, through an `aws_sdk_dynamodb::Client` built by the caller.

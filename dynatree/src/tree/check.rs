@@ -797,9 +797,11 @@ impl<S: Storage + 'static> Tree<S> {
                 let Some(source_path) = (depth < path.len()).then(|| path.prefix(depth)) else {
                     continue;
                 };
-                let source = source_of(&source_path)
-                    .filter(|s| !s.contains(self.inner.layout.link_attr()));
-                let want = source.and_then(|s| s.get(d.source_attr())).filter(|v| **v != Value::Null);
+                let source =
+                    source_of(&source_path).filter(|s| !s.contains(self.inner.layout.link_attr()));
+                let want = source
+                    .and_then(|s| s.get(d.source_attr()))
+                    .filter(|v| **v != Value::Null);
                 let have = row.get(d.target()).filter(|v| **v != Value::Null);
                 // A required copy of a missing source stays as it was (nothing to copy).
                 if want.is_none() && !d.optional() {
@@ -1057,7 +1059,10 @@ impl<S: Storage + 'static> Tree<S> {
             if !seen.insert(current.clone()) {
                 return Ok(true);
             }
-            let row = self.io().get_item(&layout.object_key(&current), true).await?;
+            let row = self
+                .io()
+                .get_item(&layout.object_key(&current), true)
+                .await?;
             *units += row.as_ref().map_or(0, Item::size).div_ceil(4096).max(1) as f64;
             let first = current == *path;
             match row {

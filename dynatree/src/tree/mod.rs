@@ -2,7 +2,6 @@
 
 mod check;
 mod clock;
-mod repair;
 mod denorm;
 mod expire;
 mod guard;
@@ -11,6 +10,7 @@ mod moves;
 mod ops;
 mod read;
 mod removal;
+mod repair;
 pub mod scope;
 mod txn;
 mod write;
@@ -495,9 +495,7 @@ impl<S: Storage + 'static> TreeBuilder<S> {
     /// # Ok(()) }
     /// ```
     pub fn indexes_of<T: crate::Hierarchical>(mut self) -> Self {
-        if !T::INDEXES.is_empty()
-            && !self.config.indexed.iter().any(|(t, _)| *t == T::TEMPLATE)
-        {
+        if !T::INDEXES.is_empty() && !self.config.indexed.iter().any(|(t, _)| *t == T::TEMPLATE) {
             self.config
                 .indexed
                 .push((T::TEMPLATE, crate::repo::expected_index_attributes::<T>));
@@ -831,10 +829,8 @@ impl<S: Storage + 'static> Storage for Io<S> {
         limit: Option<u32>,
         start: Option<Key>,
     ) -> impl Future<Output = Result<crate::storage::Page>> + Send {
-        self.policy().retry_throttled(move || {
-            self.raw()
-                .scan_segment_page(segment, limit, start.clone())
-        })
+        self.policy()
+            .retry_throttled(move || self.raw().scan_segment_page(segment, limit, start.clone()))
     }
     fn batch_get(
         &self,

@@ -334,7 +334,10 @@ impl<S: Storage + 'static> Tree<S> {
                 condition: object,
             },
         ];
-        Ok(matches!(self.transact(tx, conditional).await?, Attempt::Done))
+        Ok(matches!(
+            self.transact(tx, conditional).await?,
+            Attempt::Done
+        ))
     }
 
     /// Whether `q` has a child (one consistent Query of one item).

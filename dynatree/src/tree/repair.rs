@@ -136,12 +136,16 @@ impl<S: Storage + 'static> Repair<S> {
         let mut sources_done: HashSet<Path> = HashSet::new();
         for (i, v) in self.violations.iter().enumerate() {
             let outcome = if !v.class.repairable() {
-                Outcome::Left(match v.class {
-                    Class::DanglingLink => "a human decides: point the link elsewhere, or delete it",
-                    Class::LinkCycle => "a human decides which link of the cycle to change",
-                    _ => "a human decides: the row is not a row of the layout",
-                }
-                .into())
+                Outcome::Left(
+                    match v.class {
+                        Class::DanglingLink => {
+                            "a human decides: point the link elsewhere, or delete it"
+                        }
+                        Class::LinkCycle => "a human decides which link of the cycle to change",
+                        _ => "a human decides: the row is not a row of the layout",
+                    }
+                    .into(),
+                )
             } else if self.dry_run {
                 Outcome::Fixed
             } else {
@@ -259,7 +263,8 @@ impl<S: Storage + 'static> Tree<S> {
             }
             (Class::ExpiredMark, Some(p)) => {
                 if let Some(mark) = &v.token {
-                    self.clear_expired_mark(&layout.listing_key(&p), mark).await?;
+                    self.clear_expired_mark(&layout.listing_key(&p), mark)
+                        .await?;
                 }
                 Ok(Outcome::Fixed)
             }
