@@ -147,7 +147,8 @@ impl fmt::Display for Op {
 ///
 /// # Examples
 ///
-/// The transaction of a put under `a` fails once, however many reads dynatree sends first:
+/// The transaction of a put of a new name under `a` fails once, however many reads dynatree
+/// sends first (an overwrite of `a/x`, which this tree wrote, would be a PutItem):
 ///
 /// ```
 /// use dynatree::Tree;
@@ -166,9 +167,9 @@ impl fmt::Display for Op {
 /// );
 /// let _: Option<V> = tree.get(["a", "x"]).await?; // not a transaction: not counted
 /// tree.put(["b"], &V { v: 1 }).await?; // not under `a`: untouched
-/// assert!(tree.put(["a", "x"], &V { v: 1 }).await.is_err()); // applied, response lost
-/// assert_eq!(tree.get::<V>(["a", "x"]).await?, Some(V { v: 1 }));
-/// tree.put(["a", "x"], &V { v: 1 }).await?; // the rule fired once
+/// assert!(tree.put(["a", "y"], &V { v: 1 }).await.is_err()); // applied, response lost
+/// assert_eq!(tree.get::<V>(["a", "y"]).await?, Some(V { v: 1 }));
+/// tree.put(["a", "y"], &V { v: 1 }).await?; // the rule fired once
 /// assert_eq!(table.fired(), [(Op::TransactWriteItems, Fault::FailAfterApply)]);
 /// # Ok(()) }
 /// ```
