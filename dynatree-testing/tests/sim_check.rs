@@ -118,44 +118,6 @@ fn checked(
     sim.check(no_false_positive(0))
 }
 
-/// `check()` of the final rows, on a tree made by `build` in a thread of its own: its
-/// violations, apart from the classes left to humans (and empty listings when `allow_empty`).
-fn final_violations(
-    rows: &[Item],
-    build: fn(FakeTable) -> T,
-    allow_empty: bool,
-) -> Result<Vec<String>, String> {
-    let rows = rows.to_vec();
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .build()
-            .expect("a runtime");
-        rt.block_on(async move {
-            let table = FakeTable::new();
-            let tree = build(table.clone());
-            tree.create_table().await?;
-            for r in rows {
-                table.put_item(r, Condition::Always).await?;
-            }
-            // The table is at rest: nothing transient to wait out.
-            let report = tree.check().grace(Duration::ZERO).run().await?;
-            Ok::<_, dynatree::Error>(
-                report
-                    .violations()
-                    .iter()
-                    .filter(|v| v.class().repairable())
-                    .filter(|v| !(allow_empty && v.class() == Class::EmptyListing))
-                    .map(ToString::to_string)
-                    .collect::<Vec<_>>(),
-            )
-        })
-    })
-    .join()
-    .map_err(|_| "the final check panicked".to_owned())?
-    .map_err(|e| format!("the final check failed: {e}"))
-}
-
 fn healthy_on(build: fn(FakeTable) -> T) -> impl Fn(&End<'_>) -> Result<(), String> {
     move |end| {
         // A failed (faulted) delete may leave a listing row naming nothing, harmlessly.

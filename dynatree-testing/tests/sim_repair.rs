@@ -116,37 +116,10 @@ fn final_check(
     allow_empty: bool,
     allowed: &[String],
 ) -> Result<(), String> {
-    let allowed = allowed.to_vec();
-    let rows = rows.to_vec();
-    let found = std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .build()
-            .expect("a runtime");
-        rt.block_on(async move {
-            let table = FakeTable::new();
-            let tree = build(table.clone());
-            tree.create_table().await?;
-            for r in rows {
-                table.put_item(r, Condition::Always).await?;
-            }
-            // The table is at rest: nothing transient to wait out.
-            let report = tree.check().grace(Duration::ZERO).run().await?;
-            Ok::<_, dynatree::Error>(
-                report
-                    .violations()
-                    .iter()
-                    .filter(|v| v.class().repairable())
-                    .filter(|v| !(allow_empty && v.class() == Class::EmptyListing))
-                    .map(ToString::to_string)
-                    .filter(|v| !allowed.iter().any(|a| v.starts_with(a.as_str())))
-                    .collect::<Vec<_>>(),
-            )
-        })
-    })
-    .join()
-    .map_err(|_| "the final check panicked".to_owned())?
-    .map_err(|e| format!("the final check failed: {e}"))?;
+    let found: Vec<String> = final_violations(rows, build, allow_empty)?
+        .into_iter()
+        .filter(|v| !allowed.iter().any(|a| v.starts_with(a.as_str())))
+        .collect();
     if found.is_empty() {
         Ok(())
     } else {
