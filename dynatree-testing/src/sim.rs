@@ -30,7 +30,9 @@
 //! Budget knobs (environment): `DYNATREE_SIM_SCHEDULES` (schedules per scenario),
 //! `DYNATREE_SIM_SEED` (seed of the random phase), `DYNATREE_SIM_REPLAY` (replay one schedule
 //! instead of exploring: run a single test with it), `DYNATREE_SIM_TRACE=1` (print each step
-//! as it happens, for a schedule that hangs).
+//! as it happens, for a schedule that hangs), `DYNATREE_SIM_FENCED=1` (every tree built in the
+//! process uses [`fenced_puts`](dynatree::TreeBuilder::fenced_puts): the whole suite explores
+//! that mode).
 //!
 //! # Examples
 //!
@@ -1085,6 +1087,10 @@ impl<B: Storage + 'static> Sim<B> {
     /// assert!(report.schedules >= 2); // both orders at least
     /// ```
     pub fn new(name: impl Into<String>, backend: impl Fn() -> B + 'static) -> Self {
+        if std::env::var("DYNATREE_SIM_FENCED").is_ok_and(|v| v == "1") {
+            // Every tree of this process with fenced puts (TreeBuilder::fenced_puts).
+            dynatree::__private::set_fenced_puts_default(true);
+        }
         Self {
             name: name.into(),
             backend: Box::new(backend),

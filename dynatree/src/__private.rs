@@ -74,3 +74,17 @@ pub const fn template_strictly_extends(child: &str, parent: &str) -> bool {
 pub fn script_versions(base: Option<u64>) {
     crate::tree::script_versions(base);
 }
+
+static FENCED_PUTS_DEFAULT: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
+/// Test harnesses only: makes [`TreeBuilder::fenced_puts`](crate::TreeBuilder::fenced_puts) on
+/// by default for every tree built afterwards in this process (the simulator runs its whole
+/// suite in that mode when `DYNATREE_SIM_FENCED=1`). Mixing modes on one table is unsafe.
+pub fn set_fenced_puts_default(on: bool) {
+    FENCED_PUTS_DEFAULT.store(on, std::sync::atomic::Ordering::SeqCst);
+}
+
+pub(crate) fn fenced_puts_default() -> bool {
+    FENCED_PUTS_DEFAULT.load(std::sync::atomic::Ordering::SeqCst)
+}

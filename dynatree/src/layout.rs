@@ -134,13 +134,30 @@ impl Layout {
         if condition.is_always() {
             return condition;
         }
-        let expired =
-            Condition::Compare(self.ttl_attr(), Comparison::Lt, Value::N(now.to_string()));
+        // A fence row (fenced puts) is no object either.
+        let expired = Condition::Or(vec![
+            Condition::Compare(self.ttl_attr(), Comparison::Lt, Value::N(now.to_string())),
+            Condition::attr_exists(self.fence_attr()),
+        ]);
         if condition.eval(None) {
             // Holds for "nothing": an expired value is as good as nothing.
             Condition::Or(vec![expired, condition])
         } else {
             Condition::And(vec![Condition::Not(Box::new(expired)), condition])
+        }
+    }
+
+    /// `condition` with a fence row (fenced puts) counting as no object: as [`live`](Self::live)
+    /// without the expiry (the same at any time, for idempotent resends).
+    pub(crate) fn unfenced(&self, condition: Condition) -> Condition {
+        if condition.is_always() {
+            return condition;
+        }
+        let fence = Condition::attr_exists(self.fence_attr());
+        if condition.eval(None) {
+            Condition::Or(vec![fence, condition])
+        } else {
+            Condition::And(vec![Condition::Not(Box::new(fence)), condition])
         }
     }
 
@@ -185,6 +202,36 @@ impl Layout {
             return None;
         }
         self.decode_target(&key.hash).ok()
+    }
+
+    /// The bookkeeping attribute of a fence row (see [`TreeBuilder::fenced_puts`]): `SC fence`,
+    /// the fence's expiry in seconds since the Unix epoch.
+    ///
+    /// [`TreeBuilder::fenced_puts`]: crate::TreeBuilder::fenced_puts
+    pub(crate) fn fence_attr(&self) -> String {
+        format!("{}fence", self.sc)
+    }
+
+    /// Whether `row` is a fence row: no object, whatever else it holds.
+    pub(crate) fn is_fence(&self, row: &Item) -> bool {
+        row.contains(&self.fence_attr())
+    }
+
+    /// Whether `row`, read at an object key, is no object for readers: a fence, or expired.
+    pub(crate) fn is_absent(&self, row: &Item, now: u64) -> bool {
+        self.is_fence(row) || self.is_expired(row, now)
+    }
+
+    /// The fence row at `path`'s object key, expiring (and deleted by the table's
+    /// time-to-live) at `expiry` seconds since the epoch, held by `held` if given.
+    pub(crate) fn fence_row(&self, path: &Path, expiry: u64, held: Option<&str>) -> Item {
+        let mut row = self.object_key(path).into_item();
+        row.insert(self.fence_attr(), Value::N(expiry.to_string()));
+        row.insert(self.ttl_attr(), Value::N(expiry.to_string()));
+        if let Some(id) = held {
+            row.insert(self.held_attr(), Value::S(id.to_owned()));
+        }
+        row
     }
 
     /// Whether `row` is an object row whose expiry is before `now` (seconds since the epoch).

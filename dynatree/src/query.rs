@@ -1120,7 +1120,7 @@ assert_eq!(ids, [Id { id: "u1".into() }]);
                         let mut items = page
                             .items
                             .into_iter()
-                            .filter(|i| !tree.layout().is_expired(i, now))
+                            .filter(|i| !tree.layout().is_absent(i, now))
                             .map(|i| tree.to_value::<P>(i))
                             .collect::<Result<Vec<P>>>()?;
                         items.truncate(left);

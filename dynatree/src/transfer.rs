@@ -794,7 +794,7 @@ impl<S: Storage + 'static> Tree<S> {
                 let consistent = tree.default_read().consistent;
                 let row = tree.io().get_item(&key, consistent).await?;
                 let now = crate::expiry::now_secs();
-                match row.filter(|r| !tree.layout().is_expired(r, now)) {
+                match row.filter(|r| !tree.layout().is_absent(r, now)) {
                     Some(row) => tree.record_of(path, row).map(Some),
                     None => Ok(None),
                 }

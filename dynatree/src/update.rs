@@ -731,7 +731,7 @@ impl<T: Hierarchical, S: crate::storage::Storage + 'static> crate::Repository<T,
                 .await?
                 .filter(|row| {
                     !row.contains(layout.link_attr())
-                        && !layout.is_expired(row, crate::expiry::now_secs())
+                        && !layout.is_absent(row, crate::expiry::now_secs())
                 });
             let Some(row) = stored else {
                 return Err(Error::new(

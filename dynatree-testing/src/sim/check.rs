@@ -55,7 +55,8 @@ impl fmt::Display for Violation {
 /// or a Scan) against the invariants that must hold once no operation is running and
 /// [`Tree::resume`](dynatree::Tree::resume) has finished:
 ///
-/// - every object row `SC p0 … SC pn-1 / SC` has its listing row `SC p0 … SC / pn-1`;
+/// - every object row `SC p0 … SC pn-1 / SC` has its listing row `SC p0 … SC / pn-1` (a fence
+///   row, `SC fence`, left by a removal with fenced puts, is no object);
 /// - listing rows are upward closed (a listing row's parent listing row exists);
 /// - no listing row is locked (`SC moving`) or marked for removal (`SC deleting`), no object
 ///   row held (`SC held`);
@@ -88,6 +89,7 @@ pub fn check_rows(rows: &[Item], reserved: char) -> Vec<Violation> {
     let deleting = format!("{sc}deleting");
     let moving = format!("{sc}moving");
     let held = format!("{sc}held");
+    let fence = format!("{sc}fence");
     // The tombstone of a removed source of denormalized fields: `(object key, SC sv)`, kept.
     let tombstone = format!("{sc}sv");
     let mut listings: BTreeSet<(String, String)> = BTreeSet::new();
@@ -120,7 +122,10 @@ pub fn check_rows(rows: &[Item], reserved: char) -> Vec<Violation> {
             // An object row: its listing row is (parent listing hash, last component).
             let comps: Vec<String> = rest.split(reserved).map(str::to_owned).collect();
             let (last, parent) = comps.split_last().expect("split yields one item");
-            if !listings.contains(&(listing_hash(parent, reserved), last.clone())) {
+            // A fence row (fenced puts) is no object: it needs no listing row.
+            if !r.contains(&fence)
+                && !listings.contains(&(listing_hash(parent, reserved), last.clone()))
+            {
                 out.push(Violation::Unreachable(comps.clone()));
             }
             if r.contains(&held) {
@@ -245,7 +250,8 @@ impl Model {
             let (Some(h), Some(c)) = (r.get_s("Key"), r.get_s("Child")) else {
                 continue;
             };
-            if c != sc || h.starts_with(&format!("{sc}{sc}")) {
+            // A fence row (fenced puts) is no object.
+            if c != sc || h.starts_with(&format!("{sc}{sc}")) || r.contains(&format!("{sc}fence")) {
                 continue;
             }
             let Some(rest) = h.strip_prefix(&sc) else {

@@ -371,6 +371,9 @@ impl Rows {
                 let lock = item.get_s(layout.moving_attr()).map(str::to_owned);
                 self.listings.insert(path, (mark, lock));
             }
+            // A fence (fenced puts): bookkeeping, no object; the table's time-to-live deletes
+            // it, and a guarded write replaces it.
+            Ok(Kind::Object(_)) if tree.inner.layout.is_fence(&item) => {}
             Ok(Kind::Object(path)) => {
                 let layout = &tree.inner.layout;
                 let link = match item.get(layout.link_attr()) {
@@ -942,7 +945,7 @@ impl<S: Storage + 'static> Tree<S> {
                 (Class::Unparsable, _) => row.is_some(),
                 (Class::Expired, _) => row.is_some_and(|r| layout.is_expired(r, now)),
                 (Class::Unreachable, Some(p)) => {
-                    row.is_some_and(|r| !layout.is_expired(r, now))
+                    row.is_some_and(|r| !layout.is_absent(r, now))
                         && !rows.contains_key(&layout.listing_key(p))
                 }
                 (Class::MissingIndex, Some(p)) => row.is_some_and(|r| self.lacks_index(p, r)),
@@ -971,7 +974,10 @@ impl<S: Storage + 'static> Tree<S> {
                             && r.get_s(layout.deleting_attr())
                                 .is_none_or(|m| self.mark_expired(m))
                     });
-                    if free && !rows.contains_key(&layout.object_key(p)) {
+                    let object = rows
+                        .get(&layout.object_key(p))
+                        .is_some_and(|r| !layout.is_fence(r));
+                    if free && !object {
                         *units += 1.0;
                         !self.has_children(p).await?
                     } else {
@@ -1068,8 +1074,8 @@ impl<S: Storage + 'static> Tree<S> {
             match row {
                 // The link itself is gone (or no longer a link): nothing dangles.
                 None if first => return Ok(false),
-                Some(r) if first && layout.is_expired(&r, now) => return Ok(false),
-                Some(r) if layout.is_expired(&r, now) => return Ok(true),
+                Some(r) if first && layout.is_absent(&r, now) => return Ok(false),
+                Some(r) if layout.is_absent(&r, now) => return Ok(true),
                 Some(r) => match r.get_s(layout.link_attr()) {
                     Some(t) => match layout.decode_target(t) {
                         Ok(t) => current = t,

@@ -606,7 +606,9 @@ impl<S: Storage + 'static> Tree<S> {
             .io()
             .get_item(&self.inner.layout.object_key(path), true)
             .await?
-            .filter(|r| !r.contains(self.inner.layout.link_attr())))
+            .filter(|r| {
+                !r.contains(self.inner.layout.link_attr()) && !self.inner.layout.is_fence(r)
+            }))
     }
 
     /// Brings every copy below `path` up to the source there as it is now (`row` if given,
@@ -1086,6 +1088,7 @@ impl<S: Storage + 'static> Tree<S> {
                                             .io()
                                             .get_item(&self.inner.layout.object_key(p), true)
                                             .await?
+                                            .filter(|r| !self.inner.layout.is_fence(r))
                                         {
                                             Some(row) => filled = row,
                                             None => break,
@@ -1293,6 +1296,7 @@ impl<S: Storage + 'static> Tree<S> {
             .io()
             .get_item(&self.inner.layout.object_key(root), true)
             .await?
+            .filter(|r| !self.inner.layout.is_fence(r))
             .map(|row| vec![(root.clone(), row)])
             .unwrap_or_default();
         let mut walk = self.walk_below(root);
@@ -1412,9 +1416,10 @@ impl<S: Storage + 'static> Tree<S> {
             .filter(|d| matches_template(d.source_template(), &path))
             .map(Denormalized::source_attr)
             .collect();
+        // A fence (fenced puts) is no object: its record is a removal.
         let new = change
             .new_image()
-            .filter(|r| !r.contains(layout.link_attr()));
+            .filter(|r| !r.contains(layout.link_attr()) && !layout.is_fence(r));
         if !source_attrs.is_empty() {
             match new {
                 Some(new) => {

@@ -26,6 +26,42 @@ pub(crate) enum Attempt {
 }
 
 impl<S: Storage + 'static> Tree<S> {
+    /// The action that removes the object row at `path` if `condition` holds: a Delete, or
+    /// with [`fenced_puts`](super::TreeBuilder::fenced_puts) a Put of a fence row (see the
+    /// consistency docs, "Fenced puts"), so that no PutItem trusting an earlier look at the
+    /// listing row lands there once the listing row may go.
+    pub(super) fn remove_object(&self, path: &Path, condition: Condition) -> TransactAction {
+        if self.inner.config.fenced_puts {
+            TransactAction::Put {
+                item: self.inner.layout.fence_row(path, self.fence_expiry(), None),
+                condition,
+            }
+        } else {
+            TransactAction::Delete {
+                key: self.inner.layout.object_key(path),
+                condition,
+            }
+        }
+    }
+
+    /// When a fence written now expires (seconds since the epoch).
+    pub(super) fn fence_expiry(&self) -> u64 {
+        crate::expiry::now_secs().saturating_add(super::FENCE_LIFETIME.as_secs())
+    }
+
+    /// No object at an object key: nothing, a fence, or an expired value.
+    pub(super) fn no_object(&self) -> Condition {
+        Condition::Or(vec![
+            Condition::NotExists,
+            Condition::attr_exists(self.inner.layout.fence_attr()),
+            Condition::Compare(
+                self.inner.layout.ttl_attr(),
+                crate::storage::Comparison::Lt,
+                Value::N(crate::expiry::now_secs().to_string()),
+            ),
+        ])
+    }
+
     /// A listing row exists, and is neither marked for removal nor locked.
     pub(super) fn unmarked_exists(&self) -> Condition {
         self.inner.layout.free_row()

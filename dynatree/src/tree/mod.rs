@@ -187,6 +187,8 @@ struct Config {
     propagation: Propagation,
     /// Sources with more targets below them than this propagate in the background.
     inline_limit: usize,
+    /// Fenced puts: removals leave fence rows, new names are plain PutItems.
+    fenced_puts: bool,
 }
 
 /// The secondary-index attributes a row of one type should have.
@@ -238,6 +240,7 @@ impl Default for Config {
             denormalized: Vec::new(),
             propagation: Propagation::Inline,
             inline_limit: 1_000,
+            fenced_puts: crate::__private::fenced_puts_default(),
         }
     }
 }
@@ -625,6 +628,42 @@ impl<S: Storage + 'static> TreeBuilder<S> {
     /// ```
     pub fn inline_limit(mut self, targets: usize) -> Self {
         self.config.inline_limit = targets;
+        self
+    }
+
+    /// Fenced puts (default off): a put is plain PutItems, never a transaction, at the price
+    /// the Go library pays or less: an overwrite 1 write unit per KB, a new top-level name 2,
+    /// a new name under a known parent 5 (a 2-item transaction creating its listing row, then
+    /// the object's PutItem), at any depth.
+    ///
+    /// The price: every removal of a listing row leaves a **fence row** at the object's key
+    /// (`SC fence` and `SC ttl` = an expiry one hour later; the table's time-to-live deletes
+    /// it), so that a process that verified the listing row less than 30 seconds earlier can
+    /// write the object with one PutItem conditional on no fence (the argument is in
+    /// [`consistency`](crate::consistency), "Fenced puts"). dynatree's readers, checks,
+    /// exports and streams treat a fence as no object; **the Go library's `Get` returns it as
+    /// an empty object** until it is deleted. Every dynatree process writing the table must use
+    /// the same mode.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::Tree;
+    /// # use dynatree_testing::FakeTable;
+    /// # #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)] struct V { v: u8 }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// let table = FakeTable::new();
+    /// let tree = Tree::builder(table.clone()).fenced_puts(true).build()?;
+    /// tree.create_table().await?;
+    /// let before = table.metrics().write_units();
+    /// tree.put(["a"], &V { v: 1 }).await?; // its listing row, then the object
+    /// assert_eq!(table.metrics().write_units() - before, 2.0);
+    /// tree.delete(["a"]).await?; // leaves a fence, which no reader sees
+    /// assert_eq!(tree.get::<V>(["a"]).await?, None);
+    /// # Ok(()) }
+    /// ```
+    pub fn fenced_puts(mut self, on: bool) -> Self {
+        self.config.fenced_puts = on;
         self
     }
 
@@ -1582,10 +1621,26 @@ impl<S: Storage + 'static> Tree<S> {
 /// Listing rows this process has seen exist: a hint that picks the cheapest write plan. Never
 /// trusted for correctness (every plan is guarded by conditions), so it is bounded and simply
 /// cleared when full.
+///
+/// With [`fenced_puts`](TreeBuilder::fenced_puts), it also remembers when a listing row was last
+/// verified free (exists, neither marked nor locked) by a request sent at that instant: within
+/// [`FENCE_TRUST`] of it, an object is written under the row with one PutItem (see the
+/// consistency docs, "Fenced puts").
 #[derive(Debug, Default)]
 struct KnownRows {
     rows: Mutex<HashSet<Key>>,
+    verified: Mutex<std::collections::HashMap<Key, tokio::time::Instant>>,
 }
+
+/// How long after a request verified a listing row free a process trusts it to write the
+/// object under it with one PutItem ([`TreeBuilder::fenced_puts`]).
+pub(crate) const FENCE_TRUST: Duration = Duration::from_secs(30);
+
+/// How long a fence row stays before it expires (and the table's time-to-live may delete
+/// it): far longer than [`FENCE_TRUST`] plus the longest time a signed request may take to
+/// reach DynamoDB (its signature is refused after 5 minutes; clocks are bounded by the same
+/// rule). See the consistency docs, "Fenced puts".
+pub(crate) const FENCE_LIFETIME: Duration = Duration::from_secs(3600);
 
 const KNOWN_ROWS_MAX: usize = 100_000;
 
@@ -1607,5 +1662,30 @@ impl KnownRows {
         if let Ok(mut r) = self.rows.lock() {
             r.remove(key);
         }
+        if let Ok(mut v) = self.verified.lock() {
+            v.remove(key);
+        }
+    }
+
+    /// Records that a request sent at `at` found (or made) the listing row `key` free.
+    fn verify(&self, key: Key, at: tokio::time::Instant) {
+        if let Ok(mut v) = self.verified.lock() {
+            if v.len() > KNOWN_ROWS_MAX {
+                v.retain(|_, t| t.elapsed() < FENCE_TRUST);
+                if v.len() > KNOWN_ROWS_MAX {
+                    v.clear();
+                }
+            }
+            let t = v.entry(key).or_insert(at);
+            *t = (*t).max(at);
+        }
+    }
+
+    /// Whether the listing row `key` was verified free by a request sent less than
+    /// [`FENCE_TRUST`] ago.
+    fn fresh(&self, key: &Key) -> bool {
+        self.verified
+            .lock()
+            .is_ok_and(|v| v.get(key).is_some_and(|t| t.elapsed() < FENCE_TRUST))
     }
 }

@@ -406,7 +406,7 @@ impl<S: Storage + 'static> Tree<S> {
                     .io()
                     .get_item(&self.inner.layout.object_key(&to), true)
                     .await?
-                    .is_some());
+                    .is_some_and(|r| !self.inner.layout.is_fence(&r)));
         let source = self.inner.layout.listing_key(&from);
         let source_row = self.io().get_item(&source, true).await?;
         if source_row
@@ -980,10 +980,7 @@ impl<S: Storage + 'static> Tree<S> {
                         return self.refuse(g, e).await;
                     }
                     let actions = vec![
-                        TransactAction::Delete {
-                            key: self.inner.layout.object_key(&path),
-                            condition: Condition::Always,
-                        },
+                        self.remove_object(&path, Condition::Always),
                         TransactAction::Delete {
                             key: key.clone(),
                             condition: Condition::equals(
@@ -1427,10 +1424,7 @@ impl<S: Storage + 'static> Tree<S> {
             for p in level {
                 let key = self.inner.layout.listing_key(p);
                 self.inner.known.remove(&key);
-                actions.push(TransactAction::Delete {
-                    key: self.inner.layout.object_key(p),
-                    condition: Condition::Always,
-                });
+                actions.push(self.remove_object(p, Condition::Always));
                 let ours = Condition::equals(self.inner.layout.moving_attr(), lock.clone());
                 actions.push(if keep.contains(p) {
                     TransactAction::Put {
@@ -1472,25 +1466,60 @@ impl<S: Storage + 'static> Tree<S> {
     async fn hold_objects(&self, g: &Guard, levels: &[Vec<Path>]) -> Result<()> {
         let id = Value::S(g.id());
         let held = self.inner.layout.held_attr();
+        let fenced = self.inner.config.fenced_puts;
         for level in levels {
-            self.renew_if_due(g).await?;
-            let objects = self.objects_of(level, true).await?;
-            let actions: Vec<TransactAction> = level
-                .iter()
-                .filter(|p| objects.contains_key(&self.inner.layout.object_key(p).hash))
-                .map(|p| {
-                    let key = self.inner.layout.object_key(p);
-                    self.inner.known.remove(&key);
-                    TransactAction::Update {
-                        key,
-                        actions: vec![UpdateAction::Set(held.clone(), id.clone())],
-                        condition: Condition::Exists,
-                    }
-                })
-                .collect();
-            // An object gone meanwhile (only a writer that ignores locks can do that) is not
-            // held: nothing to copy there either.
-            self.fenced(g, actions, true).await?;
+            let mut attempt = 0;
+            loop {
+                self.renew_if_due(g).await?;
+                let objects = self.objects_of(level, true).await?;
+                let actions: Vec<TransactAction> = level
+                    .iter()
+                    .filter_map(|p| {
+                        let key = self.inner.layout.object_key(p);
+                        self.inner.known.remove(&key);
+                        if objects.contains_key(&key.hash) {
+                            Some(TransactAction::Update {
+                                key,
+                                actions: vec![UpdateAction::Set(held.clone(), id.clone())],
+                                condition: Condition::Exists,
+                            })
+                        } else if fenced {
+                            // Fenced puts: no object here, so a held fence, which a PutItem
+                            // trusting an earlier look at the (now locked) listing row cannot
+                            // pass; an object written meanwhile fails it, and is held instead.
+                            Some(TransactAction::Put {
+                                item: self.inner.layout.fence_row(
+                                    p,
+                                    self.fence_expiry(),
+                                    Some(&g.id()),
+                                ),
+                                condition: self.no_object(),
+                            })
+                        } else {
+                            None
+                        }
+                    })
+                    .collect();
+                // An object gone meanwhile (only a writer that ignores locks can do that) is not
+                // held: nothing to copy there either.
+                let fences: Vec<usize> = actions
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, a)| matches!(a, TransactAction::Put { .. }))
+                    .map(|(i, _)| i)
+                    .collect();
+                let failed = self.fenced(g, actions, true).await?;
+                if !failed.iter().any(|i| fences.contains(i)) {
+                    break;
+                }
+                if attempt + 1 >= self.inner.config.retry.max_attempts() {
+                    return Err(Error::new(
+                        ErrorKind::Conflict,
+                        "objects kept appearing under the operation's locks",
+                    ));
+                }
+                attempt += 1;
+            }
         }
         Ok(())
     }
@@ -1500,18 +1529,28 @@ impl<S: Storage + 'static> Tree<S> {
         let id = Value::S(g.id());
         let held = self.inner.layout.held_attr();
         for chunk in paths.chunks(crate::batch::TRANSACT_MAX) {
-            let objects = self.objects_of(chunk, true).await?;
+            let rows = self.rows_of(chunk, true).await?;
             let actions: Vec<TransactAction> = chunk
                 .iter()
-                .filter(|p| {
-                    objects
+                .filter_map(|p| {
+                    let row = rows
                         .get(&self.inner.layout.object_key(p).hash)
-                        .is_some_and(|r| r.get(&held) == Some(&id))
-                })
-                .map(|p| TransactAction::Update {
-                    key: self.inner.layout.object_key(p),
-                    actions: vec![UpdateAction::Remove(held.clone())],
-                    condition: Condition::equals(held.clone(), id.clone()),
+                        .filter(|r| r.get(&held) == Some(&id))?;
+                    let ours = Condition::equals(held.clone(), id.clone());
+                    // A fence the operation wrote where no object was (fenced puts) goes: the
+                    // listing row is still there, so a PutItem landing now is reachable.
+                    Some(if self.inner.layout.is_fence(row) {
+                        TransactAction::Delete {
+                            key: self.inner.layout.object_key(p),
+                            condition: ours,
+                        }
+                    } else {
+                        TransactAction::Update {
+                            key: self.inner.layout.object_key(p),
+                            actions: vec![UpdateAction::Remove(held.clone())],
+                            condition: ours,
+                        }
+                    })
                 })
                 .collect();
             self.fenced(g, actions, true).await?;

@@ -218,7 +218,7 @@ impl<S: Storage + 'static> Tree<S> {
             .into_iter()
             .filter_map(|p| {
                 let item = by_hash.remove(&self.inner.layout.object_key(&p).hash)?;
-                if self.inner.layout.is_expired(&item, now) {
+                if self.inner.layout.is_absent(&item, now) {
                     return None;
                 }
                 Some(self.leave(p).map(|p| (p, item)))
@@ -821,7 +821,7 @@ impl<S: Storage + 'static> Walk<S> {
                 for e in &mut top.entries {
                     e.object = by_hash
                         .remove(&layout.object_key(&e.path).hash)
-                        .filter(|i| !layout.is_expired(i, now));
+                        .filter(|i| !layout.is_absent(i, now));
                 }
                 top.objects = true;
                 continue;
@@ -976,7 +976,7 @@ fn index_pages<S: Storage + 'static>(
                         continue;
                     };
                     let path = tree.inner.layout.decode_target(hash)?;
-                    if tree.inner.layout.is_expired(&item, now) {
+                    if tree.inner.layout.is_absent(&item, now) {
                         // Expired: skipped, but the page resumes after it.
                         last_hash = Some(hash.to_owned());
                         continue;

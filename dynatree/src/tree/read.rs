@@ -70,6 +70,30 @@ impl<S: Storage + 'static> Tree<S> {
         self.objects_with(paths, &read).await
     }
 
+    /// The rows at the object keys of `paths` as stored (fences included), by hash key.
+    pub(crate) async fn rows_of<'p>(
+        &self,
+        paths: impl IntoIterator<Item = &'p Path>,
+        consistent: bool,
+    ) -> Result<HashMap<String, Item>> {
+        let keys = paths
+            .into_iter()
+            .map(|p| self.inner.layout.object_key(p))
+            .collect();
+        let items = get_all_projected(
+            &self.inner.storage,
+            keys,
+            consistent,
+            &[],
+            &self.inner.config.retry,
+        )
+        .await?;
+        Ok(items
+            .into_iter()
+            .filter_map(|i| Some((i.get_s(HASH_KEY)?.to_owned(), i)))
+            .collect())
+    }
+
     async fn objects_with<'p>(
         &self,
         paths: impl IntoIterator<Item = &'p Path>,
@@ -87,8 +111,10 @@ impl<S: Storage + 'static> Tree<S> {
             &self.inner.config.retry,
         )
         .await?;
+        // A fence row (fenced puts) is no object.
         Ok(items
             .into_iter()
+            .filter(|i| !self.inner.layout.is_fence(i))
             .filter_map(|i| Some((i.get_s(HASH_KEY)?.to_owned(), i)))
             .collect())
     }
@@ -154,11 +180,12 @@ impl<S: Storage + 'static> Tree<S> {
                 return Ok(None);
             };
             let Some(target) = item.get_s(self.inner.layout.link_attr()) else {
-                // Expired (see `crate::expiry`): as if DynamoDB had deleted it already.
+                // Expired (see `crate::expiry`): as if DynamoDB had deleted it already; a
+                // fence (fenced puts) is no object either.
                 if self
                     .inner
                     .layout
-                    .is_expired(&item, crate::expiry::now_secs())
+                    .is_absent(&item, crate::expiry::now_secs())
                 {
                     return Ok(None);
                 }
@@ -202,7 +229,7 @@ impl<S: Storage + 'static> Tree<S> {
                         let target = self.next_hop(&paths[i], t, &mut seen)?;
                         next.push((i, target, seen));
                     }
-                    None if self.inner.layout.is_expired(&item, now) => {}
+                    None if self.inner.layout.is_absent(&item, now) => {}
                     None => out[i] = Some(item),
                 }
             }

@@ -126,10 +126,7 @@ impl<S: Storage + 'static> Tree<S> {
                     item: self.marked_row(&own, &mark),
                     condition: self.markable(),
                 },
-                TransactAction::Delete {
-                    key: self.inner.layout.object_key(path),
-                    condition: object.clone(),
-                },
+                self.remove_object(path, object.clone()),
             ];
             match self.transact(tx, conditional).await {
                 Ok(Attempt::Done) => break Some(mark),
@@ -179,13 +176,45 @@ impl<S: Storage + 'static> Tree<S> {
     ) -> Result<bool> {
         let mut empty = !self.has_children(q).await?;
         if empty && check_object {
+            let now = crate::expiry::now_secs();
             empty = self
                 .io()
                 .get_item(&self.inner.layout.object_key(q), true)
                 .await?
-                .is_none();
+                .is_none_or(|r| {
+                    self.inner.config.fenced_puts && self.inner.layout.is_absent(&r, now)
+                });
         }
         let ours = Condition::equals(self.inner.layout.deleting_attr(), Value::S(mark.to_owned()));
+        if empty && self.inner.config.fenced_puts {
+            // Fenced puts: the row goes with a fence at the object's key, conditional on no
+            // object there (one that a PutItem trusting an earlier look at the row wrote after
+            // the mark keeps the row).
+            let tx = vec![
+                TransactAction::Delete {
+                    key: key.clone(),
+                    condition: ours.clone(),
+                },
+                self.remove_object(q, self.no_object()),
+            ];
+            return match self.io().transact_write(tx).await {
+                Ok(()) => Ok(true),
+                Err(e) if e.kind() == ErrorKind::TransactionCanceled => {
+                    let reasons = e.cancellation_reasons();
+                    if reasons.first().is_some_and(|r| r.is_condition_failed()) {
+                        // The mark expired and someone else took it over: their job now.
+                        return Ok(false);
+                    }
+                    // An object there, or a conflict: the row stays, unmarked.
+                    match self.io().put_item(key.clone().into_item(), ours).await {
+                        Ok(()) => Ok(false),
+                        Err(e) if e.kind() == ErrorKind::ConditionFailed => Ok(false),
+                        Err(e) => Err(e),
+                    }
+                }
+                Err(e) => Err(e),
+            };
+        }
         let result = if empty {
             self.io().delete_item(key, ours).await
         } else {
@@ -299,10 +328,7 @@ impl<S: Storage + 'static> Tree<S> {
                 return self.abandon_removal(&key, &mark, e).await;
             }
             let tx = vec![
-                TransactAction::Delete {
-                    key: self.inner.layout.object_key(path),
-                    condition: Condition::Always,
-                },
+                self.remove_object(path, Condition::Always),
                 TransactAction::Delete {
                     key: key.clone(),
                     condition: ours,
@@ -323,21 +349,69 @@ impl<S: Storage + 'static> Tree<S> {
     /// re-created it for an object a foreign writer left unlisted, and deleting the object
     /// alone would leave the row naming nothing; the caller removes it by the full protocol.
     pub(super) async fn delete_unlisted(&self, path: &Path, object: Condition) -> Result<bool> {
+        if self.inner.config.fenced_puts {
+            return self.fence_unlisted(path, object).await;
+        }
         let conditional = !object.is_always();
         let tx = vec![
             TransactAction::ConditionCheck {
                 key: self.inner.layout.listing_key(path),
                 condition: Condition::NotExists,
             },
-            TransactAction::Delete {
-                key: self.inner.layout.object_key(path),
-                condition: object,
-            },
+            self.remove_object(path, object),
         ];
         Ok(matches!(
             self.transact(tx, conditional).await?,
             Attempt::Done
         ))
+    }
+
+    /// [`delete_unlisted`](Tree::delete_unlisted) with fenced puts: a real object there is
+    /// replaced by a fence; nothing or a fence is left as it is (a fence must stay: it may be
+    /// what keeps a PutItem trusting an earlier look at the listing row out).
+    async fn fence_unlisted(&self, path: &Path, object: Condition) -> Result<bool> {
+        let layout = &self.inner.layout;
+        let tx = vec![
+            TransactAction::ConditionCheck {
+                key: layout.listing_key(path),
+                condition: Condition::NotExists,
+            },
+            TransactAction::Put {
+                item: layout.fence_row(path, self.fence_expiry(), None),
+                condition: Condition::And(vec![
+                    Condition::Exists,
+                    Condition::attr_not_exists(layout.fence_attr()),
+                    object.clone(),
+                ]),
+            },
+        ];
+        let e = match self.io().transact_write(tx).await {
+            Ok(()) => return Ok(true),
+            Err(e) if e.kind() == ErrorKind::TransactionCanceled => e,
+            Err(e) => return Err(e),
+        };
+        let reasons = e.cancellation_reasons();
+        if reasons.first().is_some_and(|r| r.is_condition_failed()) {
+            // Listed meanwhile.
+            return Ok(false);
+        }
+        if !reasons.get(1).is_some_and(|r| r.is_condition_failed()) {
+            // A conflict: look again.
+            return Ok(false);
+        }
+        let row = self.io().get_item(&layout.object_key(path), true).await?;
+        let nothing = row.as_ref().is_none_or(|r| layout.is_fence(r));
+        if nothing && object.eval(None) {
+            Ok(true)
+        } else if nothing || !object.is_always() {
+            Err(Error::new(
+                ErrorKind::ConditionFailed,
+                "the object's condition does not hold",
+            )
+            .with_source(e))
+        } else {
+            Ok(false)
+        }
     }
 
     /// Whether `q` has a child (one consistent Query of one item).

@@ -90,6 +90,39 @@ impl Op {
         }
     }
 
+    /// The op with its condition seeing a fence row (fenced puts) as absent.
+    fn unfenced(self, layout: &crate::layout::Layout) -> Op {
+        match self {
+            Op::Put {
+                path,
+                row,
+                condition,
+            } => Op::Put {
+                path,
+                row,
+                condition: layout.unfenced(condition),
+            },
+            Op::Delete { path, condition } => Op::Delete {
+                path,
+                condition: layout.unfenced(condition),
+            },
+            Op::Update {
+                path,
+                actions,
+                condition,
+            } => Op::Update {
+                path,
+                actions,
+                condition: layout.unfenced(condition),
+            },
+            Op::Check { path, condition } => Op::Check {
+                path,
+                condition: layout.unfenced(condition),
+            },
+            tombstone @ Op::Tombstone { .. } => tombstone,
+        }
+    }
+
     pub(crate) fn path(&self) -> &Path {
         match self {
             Op::Put { path, .. }
@@ -128,8 +161,10 @@ impl<S: Storage + 'static> Tree<S> {
             .into_iter()
             .zip(&expiring)
             .map(|(op, &expiring)| {
-                if expiring && token.is_none() {
+                if (expiring || tree.inner.config.fenced_puts) && token.is_none() {
                     op.live(&tree.inner.layout, now)
+                } else if tree.inner.config.fenced_puts {
+                    op.unfenced(&tree.inner.layout)
                 } else {
                     op
                 }
@@ -299,10 +334,7 @@ impl<S: Storage + 'static> Tree<S> {
                     }
                 }
                 Op::Delete { path, condition } => {
-                    actions.push(TransactAction::Delete {
-                        key: layout.object_key(path),
-                        condition: condition.clone(),
-                    });
+                    actions.push(self.remove_object(path, condition.clone()));
                     guard(layout.listing_key(path), Guard::Unlocked);
                 }
                 Op::Update {
@@ -480,7 +512,7 @@ impl<S> Tree<S> {
     /// `condition` on a value that may expire (`expiring`: its type has a `#[dynatree(ttl)]`
     /// field): an expired value counts as absent (see `Layout::live`).
     pub(crate) fn live_if(&self, expiring: bool, condition: Condition) -> Condition {
-        if expiring {
+        if expiring || self.inner.config.fenced_puts {
             self.inner.layout.live(condition, crate::expiry::now_secs())
         } else {
             condition

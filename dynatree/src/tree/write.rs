@@ -35,13 +35,16 @@ impl<S: Storage + 'static> Tree<S> {
         checks: &[TransactAction],
     ) -> Result<bool> {
         let object_key = self.inner.layout.object_key(path);
+        let own = self.inner.layout.listing_key(path);
+        let fenced = self.inner.config.fenced_puts;
         if checks.is_empty() && self.inner.known.contains(&object_key) {
-            // An overwrite: one PutItem, conditional on the object being there and not held by
-            // a move or copy. An object row exists only while its listing row does (invariant
-            // 2), so no check of the listing row is needed; anything else takes the guarded
-            // path below (see the consistency docs, "Overwrites").
+            // An overwrite: one PutItem, conditional on the object being there (not a fence)
+            // and not held by a move or copy. An object row exists only while its listing row
+            // does (invariant 2), so no check of the listing row is needed; anything else
+            // takes the guarded path below (see the consistency docs, "Overwrites").
             let mut all = vec![
                 Condition::Exists,
+                Condition::attr_not_exists(self.inner.layout.fence_attr()),
                 Condition::attr_not_exists(self.inner.layout.held_attr()),
             ];
             if !condition.is_always() {
@@ -54,6 +57,25 @@ impl<S: Storage + 'static> Tree<S> {
                 }
                 Err(e) => return Err(e),
             }
+        } else if checks.is_empty() && fenced {
+            // Fenced puts: make sure L(P) was verified free moments ago (creating it if this
+            // process does not know it), then one PutItem conditional on no fence.
+            if !self.inner.known.fresh(&own) {
+                self.verify_listing(path).await?;
+            }
+            if self.inner.known.fresh(&own) {
+                match self.put_fenced(&row, condition).await {
+                    Ok(()) => {
+                        self.inner.known.insert_all(Some(object_key));
+                        return Ok(true);
+                    }
+                    Err(e) if e.kind() == ErrorKind::ConditionFailed => {
+                        // A fence, a hold or the caller's condition: the guarded path decides.
+                        self.inner.known.remove(&own);
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
         }
         let policy = self.inner.config.retry;
         let mut retry = 0;
@@ -61,6 +83,7 @@ impl<S: Storage + 'static> Tree<S> {
         // First try the plan the cache suggests; after a failed check, read the real state.
         let mut read_state = false;
         loop {
+            let sent = tokio::time::Instant::now();
             let outcome = if read_state {
                 self.put_with_state(path, &row, condition, checks).await?
             } else {
@@ -69,6 +92,8 @@ impl<S: Storage + 'static> Tree<S> {
             match outcome {
                 Attempt::Done => {
                     self.inner.known.insert_all(Some(object_key));
+                    // The transaction checked (or created) L(P) free when it committed.
+                    self.inner.known.verify(own, sent);
                     return Ok(true);
                 }
                 Attempt::Stale => return Ok(false),
@@ -92,6 +117,75 @@ impl<S: Storage + 'static> Tree<S> {
                 }
             }
         }
+    }
+
+    /// Fenced puts: the object row `row` in one PutItem, conditional on no fence and no hold
+    /// at its key and on `condition`. Only sent within [`FENCE_TRUST`] of a request that
+    /// verified the listing row free (see the consistency docs, "Fenced puts").
+    ///
+    /// [`FENCE_TRUST`]: super::FENCE_TRUST
+    async fn put_fenced(&self, row: &Item, condition: &Condition) -> Result<()> {
+        let mut all = vec![
+            Condition::attr_not_exists(self.inner.layout.fence_attr()),
+            Condition::attr_not_exists(self.inner.layout.held_attr()),
+        ];
+        if !condition.is_always() {
+            all.push(condition.clone());
+        }
+        self.io().put_item(row.clone(), Condition::And(all)).await
+    }
+
+    /// Fenced puts: verifies (creating it if missing) that `path`'s listing row is free with
+    /// one cheap write, recording when on success: a new top-level name's row in one PutItem
+    /// (the root needs no check), a new name under a known parent in a transaction that also
+    /// checks the parent's row. Anything else (or a failure) is left to the guarded path.
+    async fn verify_listing(&self, path: &Path) -> Result<()> {
+        let own = self.inner.layout.listing_key(path);
+        let sent = tokio::time::Instant::now();
+        let parent = path.parent().filter(|p| !p.is_root());
+        let ok = match &parent {
+            None => {
+                match self
+                    .io()
+                    .put_item(self.inner.layout.listing_row(path), self.not_marked())
+                    .await
+                {
+                    Ok(()) => true,
+                    Err(e) if e.kind() == ErrorKind::ConditionFailed => false,
+                    Err(e) => return Err(e),
+                }
+            }
+            Some(parent) => {
+                let parent_key = self.inner.layout.listing_key(parent);
+                if !self.inner.known.contains(&parent_key) {
+                    return Ok(());
+                }
+                let actions = vec![
+                    TransactAction::Put {
+                        item: self.inner.layout.listing_row(path),
+                        condition: self.not_marked(),
+                    },
+                    TransactAction::ConditionCheck {
+                        key: parent_key.clone(),
+                        condition: self.unmarked_exists(),
+                    },
+                ];
+                match self.transact(actions, false).await? {
+                    Attempt::Done => true,
+                    _ => {
+                        self.inner.known.remove(&parent_key);
+                        false
+                    }
+                }
+            }
+        };
+        if ok {
+            self.inner.known.insert_all(Some(own.clone()));
+            self.inner.known.verify(own, sent);
+        } else {
+            self.inner.known.remove(&own);
+        }
+        Ok(())
     }
 
     /// One transaction planned from the cache alone.
