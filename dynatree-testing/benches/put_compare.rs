@@ -1,5 +1,5 @@
 //! Issue 11's table, reproduced in one run on DynamoDB Local: dynatree (`Tree` through
-//! `DynamoDbTable`), the Go library dynamotree's algorithm (every put writes all d+1 rows with one
+//! `DynamoDbTable`; by default, and with `TreeBuilder::fenced_puts`), the Go library dynamotree's algorithm (every put writes all d+1 rows with one
 //! BatchWriteItem, a get is one GetItem of the object row, a list one Query of the listing rows)
 //! and the raw-SDK minimum (one PutItem per put, one GetItem per get, one Query per list, objects
 //! stored at `Key = parent`, `Child = name`), side by side, at depths 1, 4 and 20.
@@ -242,16 +242,19 @@ fn link_from_sdk(item: &HashMap<String, AttributeValue>) -> Link {
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
 enum Kind {
     Dynatree,
+    /// dynatree with `TreeBuilder::fenced_puts`.
+    Fenced,
     Go,
     Raw,
 }
 
-const KINDS: [Kind; 3] = [Kind::Dynatree, Kind::Go, Kind::Raw];
+const KINDS: [Kind; 4] = [Kind::Dynatree, Kind::Fenced, Kind::Go, Kind::Raw];
 
 impl Kind {
     fn label(self) -> &'static str {
         match self {
             Kind::Dynatree => "dynatree",
+            Kind::Fenced => "dynatree fenced",
             Kind::Go => "Go algorithm",
             Kind::Raw => "raw SDK",
         }
@@ -566,9 +569,12 @@ fn client_without_retries(endpoint: &str) -> Client {
     )
 }
 
-async fn create(client: &Client) -> (Tree, String) {
+async fn create(client: &Client, fenced: bool) -> (Tree, String) {
     let name = table_name();
-    let tree = Tree::new(DynamoDbTable::new(client.clone(), name.clone()));
+    let tree = Tree::builder(DynamoDbTable::new(client.clone(), name.clone()))
+        .fenced_puts(fenced)
+        .build()
+        .expect("tree");
     tree.create_table().await.expect("create table");
     (tree, name)
 }
@@ -590,9 +596,9 @@ async fn conc_puts(imp: &Imp, depth: usize, set: &[Obj], v: u32, flight: usize) 
 
 /// One round of one implementation at one depth, on a fresh table: the seven phases.
 async fn cell(kind: Kind, client: &Client, depth: usize, k: &Knobs, m: &Meter<'_>) -> [Sample; 7] {
-    let (tree, name) = create(client).await;
+    let (tree, name) = create(client, kind == Kind::Fenced).await;
     let imp = match kind {
-        Kind::Dynatree => Imp::Dynatree(tree),
+        Kind::Dynatree | Kind::Fenced => Imp::Dynatree(tree),
         Kind::Go => Imp::Go(client.clone(), name.clone()),
         Kind::Raw => Imp::Raw(client.clone(), name.clone()),
     };
@@ -667,17 +673,15 @@ fn median(mut v: Vec<f64>) -> f64 {
     }
 }
 
-/// The 6 orders of the three implementations.
-fn order(round: usize) -> [Kind; 3] {
-    const ORDERS: [[usize; 3]; 6] = [
-        [0, 1, 2],
-        [1, 2, 0],
-        [2, 0, 1],
-        [0, 2, 1],
-        [2, 1, 0],
-        [1, 0, 2],
-    ];
-    ORDERS[round % 6].map(|i| KINDS[i])
+/// The order of the implementations in round `round`: rotated by the round, reversed on odd
+/// rounds, so that each runs first, last and in between.
+fn order(round: usize) -> [Kind; 4] {
+    let mut o = KINDS;
+    o.rotate_left(round % KINDS.len());
+    if round % 2 == 1 {
+        o.reverse();
+    }
+    o
 }
 
 async fn compare(local: &DynamoDbLocal, k: &Knobs, server: Option<&str>) {
@@ -725,29 +729,38 @@ async fn compare(local: &DynamoDbLocal, k: &Knobs, server: Option<&str>) {
         k.rounds, k.objects, k.accounts, k.list_passes
     );
     println!(
-        "| operation | depth | dynatree ops/s | Go algorithm ops/s | raw SDK ops/s | dynatree / Go | dynatree / raw SDK |"
+        "| operation | depth | dynatree ops/s | fenced ops/s | Go algorithm ops/s | raw SDK ops/s | dynatree / Go | fenced / Go | dynatree / raw SDK | fenced / raw SDK |"
     );
-    println!("|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     for (op, label) in OPS.iter().enumerate() {
         for depth in DEPTHS {
             let r = |kind| med(op, depth, kind, |s| s.rate);
-            let (d, g, raw) = (r(Kind::Dynatree), r(Kind::Go), r(Kind::Raw));
+            let (d, f, g, raw) = (
+                r(Kind::Dynatree),
+                r(Kind::Fenced),
+                r(Kind::Go),
+                r(Kind::Raw),
+            );
             println!(
-                "| {label} | {depth} | {d:.0} | {g:.0} | {raw:.0} | {:.2} | {:.2} |",
+                "| {label} | {depth} | {d:.0} | {f:.0} | {g:.0} | {raw:.0} | {:.2} | {:.2} | {:.2} | {:.2} |",
                 d / g,
-                d / raw
+                f / g,
+                d / raw,
+                f / raw
             );
         }
     }
     println!(
         "\nSpread of dynatree / Go and dynatree / raw SDK over the rounds (min-max of each round's ratio):\n"
     );
-    println!("| operation | depth | dynatree / Go | dynatree / raw SDK |");
-    println!("|---|---|---|---|");
+    println!(
+        "| operation | depth | dynatree / Go | fenced / Go | dynatree / raw SDK | fenced / raw SDK |"
+    );
+    println!("|---|---|---|---|---|---|");
     for (op, label) in OPS.iter().enumerate() {
         for depth in DEPTHS {
-            let ratios = |other: Kind| {
-                let d = &samples[&(op, depth, Kind::Dynatree)];
+            let ratios = |ours: Kind, other: Kind| {
+                let d = &samples[&(op, depth, ours)];
                 let o = &samples[&(op, depth, other)];
                 let v: Vec<f64> = d.iter().zip(o).map(|(a, b)| a.rate / b.rate).collect();
                 let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
@@ -755,9 +768,11 @@ async fn compare(local: &DynamoDbLocal, k: &Knobs, server: Option<&str>) {
                 format!("{lo:.2}-{hi:.2}")
             };
             println!(
-                "| {label} | {depth} | {} | {} |",
-                ratios(Kind::Go),
-                ratios(Kind::Raw)
+                "| {label} | {depth} | {} | {} | {} | {} |",
+                ratios(Kind::Dynatree, Kind::Go),
+                ratios(Kind::Fenced, Kind::Go),
+                ratios(Kind::Dynatree, Kind::Raw),
+                ratios(Kind::Fenced, Kind::Raw)
             );
         }
     }
@@ -766,19 +781,21 @@ async fn compare(local: &DynamoDbLocal, k: &Knobs, server: Option<&str>) {
          Process CPU from `/proc/<pid>/stat` (10 ms ticks); a list operation is one name.\n"
     );
     println!(
-        "| operation | depth | client dynatree | client Go | client raw | server dynatree | server Go | server raw |"
+        "| operation | depth | client dynatree | client fenced | client Go | client raw | server dynatree | server fenced | server Go | server raw |"
     );
-    println!("|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     for (op, label) in OPS.iter().enumerate() {
         for depth in DEPTHS {
             let c = |kind| med(op, depth, kind, |s| s.client_us);
             let s = |kind| med(op, depth, kind, |s| s.server_us);
             println!(
-                "| {label} | {depth} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} |",
+                "| {label} | {depth} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} |",
                 c(Kind::Dynatree),
+                c(Kind::Fenced),
                 c(Kind::Go),
                 c(Kind::Raw),
                 s(Kind::Dynatree),
+                s(Kind::Fenced),
                 s(Kind::Go),
                 s(Kind::Raw)
             );
@@ -807,7 +824,7 @@ async fn http(local: &DynamoDbLocal, k: &Knobs, server: Option<&str>, port: u16)
     for kind in [Kind::Dynatree, Kind::Raw] {
         watch.wait_idle(port).await;
         let client = client_without_retries(&endpoint);
-        let (tree, name) = create(&client).await;
+        let (tree, name) = create(&client, false).await;
         let imp = match kind {
             Kind::Dynatree => Imp::Dynatree(tree),
             _ => Imp::Raw(client.clone(), name.clone()),
@@ -870,7 +887,7 @@ async fn http(local: &DynamoDbLocal, k: &Knobs, server: Option<&str>, port: u16)
         ),
     ] {
         let admin = client_without_retries(&endpoint);
-        let (admin_tree, name) = create(&admin).await;
+        let (admin_tree, name) = create(&admin, false).await;
         admin_tree
             .put(full_path(4, &obj), &link(0, "x", 0))
             .await
@@ -952,7 +969,7 @@ async fn fake_phase(
     for o in set {
         let l = link(o.account, &o.name, v);
         match kind {
-            Kind::Dynatree => tree.put(full_path(depth, o), &l).await.expect("put"),
+            Kind::Dynatree | Kind::Fenced => tree.put(full_path(depth, o), &l).await.expect("put"),
             Kind::Go => {
                 let rows = go_items(&full_path(depth, o), &l)
                     .into_iter()
@@ -987,17 +1004,19 @@ async fn prices(k: &Knobs) {
         a = k.accounts.min(k.objects)
     );
     println!(
-        "| depth | put | dynatree requests | dynatree WCU | Go requests | Go WCU | raw SDK requests | raw SDK WCU |"
+        "| depth | put | dynatree requests | dynatree WCU | fenced requests | fenced WCU | Go requests | Go WCU | raw SDK requests | raw SDK WCU |"
     );
-    println!("|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     let set = objects(0, k.objects, k.accounts);
     let firsts = k.accounts.min(set.len());
     for depth in DEPTHS {
-        let mut rows: Vec<[String; 2]> = vec![Default::default(); 3];
         let mut cols: Vec<Vec<Price>> = Vec::new();
         for kind in KINDS {
             let fake = FakeTable::new();
-            let tree = Tree::new(fake.clone());
+            let tree = Tree::builder(fake.clone())
+                .fenced_puts(kind == Kind::Fenced)
+                .build()
+                .expect("tree");
             tree.create_table().await.unwrap();
             cols.push(vec![
                 fake_phase(kind, &fake, &tree, depth, &set[..firsts], 1).await,
@@ -1016,13 +1035,11 @@ async fn prices(k: &Knobs) {
             if cols[0][i].puts == 0 {
                 continue;
             }
-            rows[0] = [cols[0][i].requests(), cols[0][i].wcu()];
-            rows[1] = [cols[1][i].requests(), cols[1][i].wcu()];
-            rows[2] = [cols[2][i].requests(), cols[2][i].wcu()];
-            println!(
-                "| {depth} | {label} | {} | {} | {} | {} | {} | {} |",
-                rows[0][0], rows[0][1], rows[1][0], rows[1][1], rows[2][0], rows[2][1]
-            );
+            let cells: Vec<String> = cols
+                .iter()
+                .map(|c| format!("{} | {}", c[i].requests(), c[i].wcu()))
+                .collect();
+            println!("| {depth} | {label} | {} |", cells.join(" | "));
         }
     }
     println!();

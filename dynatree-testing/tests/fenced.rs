@@ -7,12 +7,12 @@ use std::time::Duration;
 
 use dynatree::storage::Key;
 use dynatree::{Hierarchical, Item, RetryPolicy, Tree};
-use serde::{Deserialize, Serialize};
 use dynatree_testing::FakeTable;
 use dynatree_testing::conformance::assert_invariants;
 use dynatree_testing::sim::check_rows;
 use fixtures::V;
 use futures::TryStreamExt;
+use serde::{Deserialize, Serialize};
 
 mod fixtures;
 
@@ -84,7 +84,11 @@ async fn prices_at_depths_1_4_20() {
             assert_eq!(m.total_requests(), 2, "depth {depth}: {m:?}");
             assert_eq!(m.write_units(), 5.0, "depth {depth}: {m:?}");
         }
-        assert!(m.write_units() <= go, "depth {depth}: {} > {go}", m.write_units());
+        assert!(
+            m.write_units() <= go,
+            "depth {depth}: {} > {go}",
+            m.write_units()
+        );
 
         table.reset_metrics();
         tree.put(path(depth), &V { v: 2 }).await.unwrap();
@@ -133,8 +137,21 @@ async fn a_delete_leaves_a_fence_no_reader_sees() {
     let repo = tree.repo::<Entry>();
     let key = |id: &str| EntryKey { id: id.into() };
     let many = repo.get_many([&key("b"), &key("c")]).await.unwrap();
-    assert_eq!(many, [None, Some(Entry { id: "c".into(), v: 2 })]);
-    let exported: Vec<_> = tree.export(dynatree::Path::root()).try_collect().await.unwrap();
+    assert_eq!(
+        many,
+        [
+            None,
+            Some(Entry {
+                id: "c".into(),
+                v: 2
+            })
+        ]
+    );
+    let exported: Vec<_> = tree
+        .export(dynatree::Path::root())
+        .try_collect()
+        .await
+        .unwrap();
     assert_eq!(exported.len(), 1, "{exported:?}");
     clean(&table, &tree).await;
 
@@ -161,7 +178,11 @@ async fn a_stale_writer_meets_the_fence() {
     table.reset_metrics();
     a.put(["x", "y"], &V { v: 2 }).await.unwrap();
     let m = table.metrics();
-    assert_eq!(m.requests("PutItem"), 1, "the PutItem that met the fence: {m:?}");
+    assert_eq!(
+        m.requests("PutItem"),
+        1,
+        "the PutItem that met the fence: {m:?}"
+    );
     assert!(m.requests("TransactWriteItems") >= 1, "{m:?}");
     assert_eq!(b.get::<V>(["x", "y"]).await.unwrap(), Some(V { v: 2 }));
     clean(&table, &a).await;
@@ -182,7 +203,11 @@ async fn removals_keep_rows_that_name_an_object() {
     tree.delete(["d", "e"]).await.unwrap();
     // Pruned: d names nothing now.
     assert!(row(&table, "¦", "d").is_none());
-    let names: Vec<String> = tree.list(dynatree::Path::root()).try_collect().await.unwrap();
+    let names: Vec<String> = tree
+        .list(dynatree::Path::root())
+        .try_collect()
+        .await
+        .unwrap();
     assert!(names.is_empty(), "{names:?}");
     tree.put(["d"], &V { v: 3 }).await.unwrap();
     assert_eq!(tree.get::<V>(["d"]).await.unwrap(), Some(V { v: 3 }));
@@ -202,13 +227,20 @@ async fn moves_copies_and_subtree_deletes() {
     // The copy's source keeps no fence where it had no object.
     assert!(row(&table, "¦s¦dir", "¦").is_none());
     tree.move_subtree(["s"], ["m"]).await.unwrap();
-    assert_eq!(tree.get::<V>(["m", "dir", "z"]).await.unwrap(), Some(V { v: 2 }));
+    assert_eq!(
+        tree.get::<V>(["m", "dir", "z"]).await.unwrap(),
+        Some(V { v: 2 })
+    );
     assert_eq!(tree.get::<V>(["c", "x"]).await.unwrap(), Some(V { v: 1 }));
     assert_eq!(tree.get::<V>(["s", "x"]).await.unwrap(), None);
     assert!(row(&table, "¦s¦x", "¦").is_some_and(|r| r.contains("¦fence")));
     tree.delete_subtree(["c"]).await.unwrap();
     assert_eq!(tree.get::<V>(["c", "x"]).await.unwrap(), None);
-    let names: Vec<String> = tree.list(dynatree::Path::root()).try_collect().await.unwrap();
+    let names: Vec<String> = tree
+        .list(dynatree::Path::root())
+        .try_collect()
+        .await
+        .unwrap();
     assert_eq!(names, ["m"]);
     clean(&table, &tree).await;
     // Writing under the moved-away source again.

@@ -499,8 +499,11 @@ impl<T: Hierarchical> Patch<T> {
                 ));
             }
         }
+        // A fence row (`SC fence`, fenced puts) is no value: `SC` + "fence".
+        let fence = format!("{}fence", link_attr);
         let condition = Condition::And(vec![
             Condition::Exists,
+            Condition::attr_not_exists(fence),
             Condition::attr_not_exists(link_attr),
             self.condition.clone().into_condition()?,
         ]);

@@ -128,7 +128,8 @@ pub fn check_rows(rows: &[Item], reserved: char) -> Vec<Violation> {
             {
                 out.push(Violation::Unreachable(comps.clone()));
             }
-            if r.contains(&held) {
+            // A hold on a fence row (fenced puts) keeps out nothing the fence does not.
+            if r.contains(&held) && !r.contains(&fence) {
                 out.push(Violation::Hold(comps.clone()));
             }
         } else {

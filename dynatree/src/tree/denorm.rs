@@ -891,6 +891,7 @@ impl<S: Storage + 'static> Tree<S> {
         for _ in 0..self.config_retry().max_attempts().max(1) {
             let mut conditions = vec![
                 Condition::Exists,
+                Condition::attr_not_exists(layout.fence_attr()),
                 Condition::attr_not_exists(layout.link_attr()),
                 Condition::Or(vec![
                     Condition::attr_not_exists(version_attr.clone()),
@@ -1166,6 +1167,7 @@ impl<S: Storage + 'static> Tree<S> {
             let version = Value::N(version.to_string());
             let mut conditions = vec![
                 Condition::Exists,
+                Condition::attr_not_exists(layout.fence_attr()),
                 Condition::attr_not_exists(layout.link_attr()),
                 copy_condition,
             ];

@@ -288,7 +288,10 @@ impl<S: Storage + 'static> Tree<S> {
             (Class::Unreachable, Some(p)) => {
                 let anchor = TransactAction::ConditionCheck {
                     key: layout.object_key(&p),
-                    condition: Condition::Exists,
+                    condition: Condition::And(vec![
+                        Condition::Exists,
+                        Condition::attr_not_exists(layout.fence_attr()),
+                    ]),
                 };
                 self.relink(&p, anchor).await
             }

@@ -60,9 +60,19 @@ impl<S: Storage + 'static> Tree<S> {
         } else if checks.is_empty() && fenced {
             // Fenced puts: make sure L(P) was verified free moments ago (creating it if this
             // process does not know it), then one PutItem conditional on no fence.
-            if !self.inner.known.fresh(&own) {
-                self.verify_listing(path).await?;
-            }
+            let created = if self.inner.known.fresh(&own) {
+                false
+            } else {
+                match self.verify_listing(path).await {
+                    Ok(created) => created,
+                    Err(e) => {
+                        // The listing row may have been written (a lost response): take it
+                        // away again if it names nothing (best effort, as below).
+                        let _ = self.remove_if_empty(path).await;
+                        return Err(e);
+                    }
+                }
+            };
             if self.inner.known.fresh(&own) {
                 match self.put_fenced(&row, condition).await {
                     Ok(()) => {
@@ -73,7 +83,16 @@ impl<S: Storage + 'static> Tree<S> {
                         // A fence, a hold or the caller's condition: the guarded path decides.
                         self.inner.known.remove(&own);
                     }
-                    Err(e) => return Err(e),
+                    Err(e) => {
+                        // The listing row this call wrote would name nothing: take it away again
+                        // (best effort, by the removal protocol, which keeps it if the PutItem
+                        // applied after all; a crash here leaves it, as a failure part-way
+                        // through the Go library's put does, for `check` and `repair`).
+                        if created {
+                            let _ = self.remove_if_empty(path).await;
+                        }
+                        return Err(e);
+                    }
                 }
             }
         }
@@ -139,7 +158,8 @@ impl<S: Storage + 'static> Tree<S> {
     /// one cheap write, recording when on success: a new top-level name's row in one PutItem
     /// (the root needs no check), a new name under a known parent in a transaction that also
     /// checks the parent's row. Anything else (or a failure) is left to the guarded path.
-    async fn verify_listing(&self, path: &Path) -> Result<()> {
+    /// Returns whether it wrote the row.
+    async fn verify_listing(&self, path: &Path) -> Result<bool> {
         let own = self.inner.layout.listing_key(path);
         let sent = tokio::time::Instant::now();
         let parent = path.parent().filter(|p| !p.is_root());
@@ -158,7 +178,7 @@ impl<S: Storage + 'static> Tree<S> {
             Some(parent) => {
                 let parent_key = self.inner.layout.listing_key(parent);
                 if !self.inner.known.contains(&parent_key) {
-                    return Ok(());
+                    return Ok(false);
                 }
                 let actions = vec![
                     TransactAction::Put {
@@ -185,7 +205,7 @@ impl<S: Storage + 'static> Tree<S> {
         } else {
             self.inner.known.remove(&own);
         }
-        Ok(())
+        Ok(ok)
     }
 
     /// One transaction planned from the cache alone.
