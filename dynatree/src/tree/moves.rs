@@ -673,9 +673,12 @@ impl<S: Storage + 'static> Tree<S> {
                     {
                         return self.refuse(g, e).await;
                     }
-                    if op != "delete" {
+                    if op != "delete" || self.inner.config.fenced_puts {
                         // Overwrites that skip the listing row's check (one PutItem) meet the
                         // hold on the object and take the guarded path, which the locks refuse.
+                        // With fenced puts a subtree deletion holds too: a PutItem trusting a
+                        // look at a listing row from before its lock must not land between the
+                        // count of the objects and their fences.
                         self.hold_objects(g, &levels).await?;
                     }
                     known = Some(levels);

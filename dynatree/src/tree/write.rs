@@ -143,6 +143,10 @@ impl<S: Storage + 'static> Tree<S> {
     /// verified the listing row free (see the consistency docs, "Fenced puts").
     ///
     /// [`FENCE_TRUST`]: super::FENCE_TRUST
+    ///
+    /// Sent once, without the retry policy: a resend after a backoff would be sent later than
+    /// the trust allows. A throttled attempt is reported as a failed condition, so that the
+    /// guarded path (with its retries) takes over.
     async fn put_fenced(&self, row: &Item, condition: &Condition) -> Result<()> {
         let mut all = vec![
             Condition::attr_not_exists(self.inner.layout.fence_attr()),
@@ -151,7 +155,19 @@ impl<S: Storage + 'static> Tree<S> {
         if !condition.is_always() {
             all.push(condition.clone());
         }
-        self.io().put_item(row.clone(), Condition::And(all)).await
+        match self
+            .inner
+            .storage
+            .put_item(row.clone(), Condition::And(all))
+            .await
+        {
+            Err(e) if e.kind() == ErrorKind::Throttled => Err(Error::new(
+                ErrorKind::ConditionFailed,
+                "throttled: the guarded path takes over",
+            )
+            .with_source(e)),
+            other => other,
+        }
     }
 
     /// Fenced puts: verifies (creating it if missing) that `path`'s listing row is free with
@@ -208,6 +224,19 @@ impl<S: Storage + 'static> Tree<S> {
         Ok(ok)
     }
 
+    /// The length of the deepest proper ancestor of `path`'s parent whose listing row this
+    /// process knows, if the rows below it fit one transaction with the object and `checks`.
+    fn deepest_known(&self, path: &Path, checks: usize) -> Option<usize> {
+        let n = path.len();
+        let k = (1..n.saturating_sub(1)).rev().find(|&i| {
+            self.inner
+                .known
+                .contains(&self.inner.layout.listing_key(&path.prefix(i)))
+        })?;
+        // The check of the known row, the rows below it, the object, the caller's checks.
+        (1 + (n - k) + 1 + checks <= TRANSACT_MAX).then_some(k)
+    }
+
     /// One transaction planned from the cache alone.
     async fn put_optimistic(
         &self,
@@ -224,6 +253,9 @@ impl<S: Storage + 'static> Tree<S> {
         });
         // A top-level name's parent is the root, which has no listing row to check.
         let top_level = path.len() == 1;
+        let branch = (!top_level && !self.inner.known.contains(&own) && !parent_known)
+            .then(|| self.deepest_known(path, checks.len()))
+            .flatten();
         let mut actions = if !self.inner.known.contains(&own) && top_level {
             // A new top-level name (or one this process has not seen): create L(P), which
             // needs nothing above it, with the object.
@@ -237,6 +269,25 @@ impl<S: Storage + 'static> Tree<S> {
                     condition: condition.clone(),
                 },
             ]
+        } else if let Some(k) = branch {
+            // A new branch below a row this process knows (the first put under a new account,
+            // say): create every listing row below it, checked against it, with the object, in
+            // one transaction. Nothing known at all: the path is assumed to exist (below).
+            let mut actions = vec![TransactAction::ConditionCheck {
+                key: self.inner.layout.listing_key(&path.prefix(k)),
+                condition: self.unmarked_exists(),
+            }];
+            for i in k + 1..=path.len() {
+                actions.push(TransactAction::Put {
+                    item: self.inner.layout.listing_row(&path.prefix(i)),
+                    condition: self.not_marked(),
+                });
+            }
+            actions.push(TransactAction::Put {
+                item: row.clone(),
+                condition: condition.clone(),
+            });
+            actions
         } else if !self.inner.known.contains(&own) && parent_known {
             // A new name under a known parent: create L(P), check L(parent).
             let parent = path.parent().expect("checked above");
@@ -276,11 +327,21 @@ impl<S: Storage + 'static> Tree<S> {
             .await?
         {
             Attempt::Done => {
+                if let Some(k) = branch {
+                    let created =
+                        (k + 1..path.len()).map(|i| self.inner.layout.listing_key(&path.prefix(i)));
+                    self.inner.known.insert_all(created);
+                }
                 self.inner.known.insert_all(Some(own));
                 Ok(Attempt::Done)
             }
             Attempt::Stale => Ok(Attempt::Stale),
             _ => {
+                if let Some(k) = branch {
+                    self.inner
+                        .known
+                        .remove(&self.inner.layout.listing_key(&path.prefix(k)));
+                }
                 self.inner.known.remove(&own);
                 if let Some(parent) = path.parent().filter(|p| !p.is_root()) {
                     self.inner
