@@ -112,7 +112,9 @@ impl<S: Storage + 'static> Tree<S> {
                 Attempt::Done => {
                     self.inner.known.insert_all(Some(object_key));
                     // The transaction checked (or created) L(P) free when it committed.
-                    self.inner.known.verify(own, sent);
+                    if fenced {
+                        self.inner.known.verify(own, sent);
+                    }
                     return Ok(true);
                 }
                 Attempt::Stale => return Ok(false),
