@@ -147,6 +147,16 @@ async fn a_delete_leaves_a_fence_no_reader_sees() {
             })
         ]
     );
+    // A projected read asks for the fence mark too: nothing there either.
+    #[derive(serde::Deserialize, Debug, PartialEq)]
+    struct OnlyV {
+        v: u32,
+    }
+    assert_eq!(repo.read(&key("b")).project::<OnlyV>().await.unwrap(), None);
+    assert_eq!(
+        repo.read(&key("c")).project::<OnlyV>().await.unwrap(),
+        Some(OnlyV { v: 2 })
+    );
     let exported: Vec<_> = tree
         .export(dynatree::Path::root())
         .try_collect()

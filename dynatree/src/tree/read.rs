@@ -32,7 +32,8 @@ impl<S: Storage + 'static> Tree<S> {
     }
 
     /// A read with `consistent` (default: the tree's setting) of only `fields` (`None`: all),
-    /// plus the attributes the read path needs: the keys, the link target, the expiry.
+    /// plus the attributes the read path needs: the keys, the link target, the expiry, the
+    /// fence mark (fenced puts).
     pub(crate) fn read_opts(&self, consistent: Option<bool>, fields: Option<&[&str]>) -> ReadOpts {
         let layout = &self.inner.layout;
         ReadOpts {
@@ -43,7 +44,7 @@ impl<S: Storage + 'static> Tree<S> {
                     let mut names: Vec<String> = [HASH_KEY, RANGE_KEY, layout.link_attr()]
                         .into_iter()
                         .map(str::to_owned)
-                        .chain([layout.ttl_attr()])
+                        .chain([layout.ttl_attr(), layout.fence_attr()])
                         .collect();
                     for f in fields {
                         if !names.iter().any(|n| n == f) {
@@ -76,6 +77,15 @@ impl<S: Storage + 'static> Tree<S> {
         paths: impl IntoIterator<Item = &'p Path>,
         consistent: bool,
     ) -> Result<HashMap<String, Item>> {
+        self.rows_with(paths, consistent, &[]).await
+    }
+
+    async fn rows_with<'p>(
+        &self,
+        paths: impl IntoIterator<Item = &'p Path>,
+        consistent: bool,
+        projection: &[String],
+    ) -> Result<HashMap<String, Item>> {
         let keys = paths
             .into_iter()
             .map(|p| self.inner.layout.object_key(p))
@@ -84,7 +94,7 @@ impl<S: Storage + 'static> Tree<S> {
             &self.inner.storage,
             keys,
             consistent,
-            &[],
+            projection,
             &self.inner.config.retry,
         )
         .await?;
@@ -99,24 +109,12 @@ impl<S: Storage + 'static> Tree<S> {
         paths: impl IntoIterator<Item = &'p Path>,
         read: &ReadOpts,
     ) -> Result<HashMap<String, Item>> {
-        let keys = paths
-            .into_iter()
-            .map(|p| self.inner.layout.object_key(p))
-            .collect();
-        let items = get_all_projected(
-            &self.inner.storage,
-            keys,
-            read.consistent,
-            &read.projection,
-            &self.inner.config.retry,
-        )
-        .await?;
+        let mut rows = self
+            .rows_with(paths, read.consistent, &read.projection)
+            .await?;
         // A fence row (fenced puts) is no object.
-        Ok(items
-            .into_iter()
-            .filter(|i| !self.inner.layout.is_fence(i))
-            .filter_map(|i| Some((i.get_s(HASH_KEY)?.to_owned(), i)))
-            .collect())
+        rows.retain(|_, i| !self.inner.layout.is_fence(i));
+        Ok(rows)
     }
 
     /// The children in `rows` (listing rows under `prefix`) with their objects.

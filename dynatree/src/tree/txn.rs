@@ -57,41 +57,18 @@ pub(crate) enum Op {
 }
 
 impl Op {
-    /// The op with its condition seeing an expired value as absent.
+    /// The op with its condition seeing an expired value (or a fence) as absent.
     fn live(self, layout: &crate::layout::Layout, now: u64) -> Op {
-        match self {
-            Op::Put {
-                path,
-                row,
-                condition,
-            } => Op::Put {
-                path,
-                row,
-                condition: layout.live(condition, now),
-            },
-            Op::Delete { path, condition } => Op::Delete {
-                path,
-                condition: layout.live(condition, now),
-            },
-            Op::Update {
-                path,
-                actions,
-                condition,
-            } => Op::Update {
-                path,
-                actions,
-                condition: layout.live(condition, now),
-            },
-            Op::Check { path, condition } => Op::Check {
-                path,
-                condition: layout.live(condition, now),
-            },
-            tombstone @ Op::Tombstone { .. } => tombstone,
-        }
+        self.map_condition(|c| layout.live(c, now))
     }
 
     /// The op with its condition seeing a fence row (fenced puts) as absent.
     fn unfenced(self, layout: &crate::layout::Layout) -> Op {
+        self.map_condition(|c| layout.unfenced(c))
+    }
+
+    /// The op with `f` applied to its condition.
+    fn map_condition(self, f: impl Fn(Condition) -> Condition) -> Op {
         match self {
             Op::Put {
                 path,
@@ -100,11 +77,11 @@ impl Op {
             } => Op::Put {
                 path,
                 row,
-                condition: layout.unfenced(condition),
+                condition: f(condition),
             },
             Op::Delete { path, condition } => Op::Delete {
                 path,
-                condition: layout.unfenced(condition),
+                condition: f(condition),
             },
             Op::Update {
                 path,
@@ -113,11 +90,11 @@ impl Op {
             } => Op::Update {
                 path,
                 actions,
-                condition: layout.unfenced(condition),
+                condition: f(condition),
             },
             Op::Check { path, condition } => Op::Check {
                 path,
-                condition: layout.unfenced(condition),
+                condition: f(condition),
             },
             tombstone @ Op::Tombstone { .. } => tombstone,
         }
