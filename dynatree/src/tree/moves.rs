@@ -1306,6 +1306,20 @@ impl<S: Storage + 'static> Tree<S> {
         for (depth, level) in levels.iter().enumerate() {
             self.renew_if_due(g).await?;
             let sources = self.objects_of(level, true).await?;
+            // Nodes below the root that name nothing (no object, no child: a removal that
+            // met the lock left them to the operation) are not carried to the destination.
+            let parents: std::collections::HashSet<Path> = levels
+                .get(depth + 1)
+                .map(|next| next.iter().filter_map(Path::parent).collect())
+                .unwrap_or_default();
+            let level: Vec<&Path> = level
+                .iter()
+                .filter(|p| {
+                    depth == 0
+                        || parents.contains(*p)
+                        || sources.contains_key(&self.inner.layout.object_key(p).hash)
+                })
+                .collect();
             let mut attempt = 0;
             loop {
                 let mut actions = Vec::with_capacity(level.len() * 2 + 1);
@@ -1321,7 +1335,7 @@ impl<S: Storage + 'static> Tree<S> {
                 }
                 let first_dest = actions.len();
                 let (mut level_nodes, mut level_objects) = (0, 0);
-                for p in level {
+                for &p in &level {
                     let dest = dest_of(&intent, p)?;
                     let mut row = self.inner.layout.listing_row(&dest);
                     row.insert(self.inner.layout.moving_attr(), lock.clone());
