@@ -1198,3 +1198,39 @@ fn prune_refused_by_move_lock_leaves_empty_listing_fenced() {
 fn prune_refused_by_move_lock_leaves_empty_listing_default_mode() {
     empty_listing_scenario(plain_tree).run();
 }
+
+/// The same two levels down: the delete's prune of `a/c/e` meets the move's lock, so `a/c/e`
+/// names nothing and `a/c` names only it. The move skips `a/c/e` and writes `m/c` for it; `m/c`
+/// names nothing then, and the move removes it after its unlock (the lead's follow-up of the
+/// finding above).
+fn nested_empty_listing_scenario(tree: fn(SimStorage<FakeTable>) -> T) -> Sim<FakeTable> {
+    Sim::new(
+        "move a->m vs delete a/c/e/d: empty m/c/e, m/c",
+        FakeTable::new,
+    )
+    .tree(tree)
+    .schedules(SCHEDULES)
+    .setup(|t| async move {
+        t.put(p(&["a", "c", "e", "d"]), &V { v: 8 }).await?;
+        t.put(p(&["a", "y"]), &V { v: 1 }).await
+    })
+    .op("move a->m", |t| {
+        Act::Move(p(&["a"]), p(&["m"]), LinkPolicy::Report).run(t)
+    })
+    .model(|m| m.move_subtree(["a"], ["m"], LinkPolicy::Report))
+    .op("delete a/c/e/d", |t| {
+        Act::Delete(p(&["a", "c", "e", "d"])).run(t)
+    })
+    .model(|m| m.delete(["a", "c", "e", "d"]))
+    .check(final_healthy(false))
+}
+
+#[test]
+fn prune_refused_by_move_lock_two_levels_down_fenced() {
+    nested_empty_listing_scenario(fenced).run();
+}
+
+#[test]
+fn prune_refused_by_move_lock_two_levels_down_default_mode() {
+    nested_empty_listing_scenario(plain_tree).run();
+}

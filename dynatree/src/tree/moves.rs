@@ -645,6 +645,9 @@ impl<S: Storage + 'static> Tree<S> {
         // that started at the lock phase copied everything under the destination itself, so
         // it may unlock the destination from what it knows; a resumed one walks it.
         let mut known: Option<Vec<Vec<Path>>> = None;
+        // Destination nodes the copy wrote that name nothing (see `copy_levels`), removed after
+        // the unlock (best effort: a resumed call does not know them).
+        let mut hollow: Vec<Path> = Vec::new();
         let fresh = g.snapshot().phase == "lock";
         loop {
             let phase = g.snapshot().phase;
@@ -703,9 +706,10 @@ impl<S: Storage + 'static> Tree<S> {
                         }
                     };
                     match self.copy_levels(g, &levels).await {
-                        Ok((nodes, objects)) => {
+                        Ok((nodes, objects, empty)) => {
                             report.nodes = nodes;
                             report.objects = objects;
+                            hollow = empty;
                         }
                         // Refused at the destination, or by a limit: the source is intact and
                         // everything written under the destination is ours, so undo it.
@@ -761,6 +765,10 @@ impl<S: Storage + 'static> Tree<S> {
                     };
                     self.release_objects(g, &holds).await?;
                     self.unlock_paths(g, &dest).await?;
+                    // Deepest first: a node whose only children were hollow is hollow too.
+                    for p in hollow.drain(..) {
+                        let _ = self.remove_if_empty(&p).await;
+                    }
                     if op == "copy" {
                         // A copy holds its source too, so that it copies one state of it.
                         match &known {
@@ -1293,7 +1301,13 @@ impl<S: Storage + 'static> Tree<S> {
     /// Writes every node and object under the destination, top-down, each listing row locked
     /// by the operation (so writers there are refused until it ends, and nothing of theirs is
     /// overwritten). Returns (nodes, objects).
-    async fn copy_levels(&self, g: &Guard, levels: &[Vec<Path>]) -> Result<(usize, usize)> {
+    /// Also returns the destination nodes it wrote that name nothing (kept for children that
+    /// were all skipped or hollow themselves), deepest first, for removal after the unlock.
+    async fn copy_levels(
+        &self,
+        g: &Guard,
+        levels: &[Vec<Path>],
+    ) -> Result<(usize, usize, Vec<Path>)> {
         let intent = g.snapshot();
         let lock = Value::S(intent.id.clone());
         let ours_or_new = Condition::Or(vec![
@@ -1302,6 +1316,9 @@ impl<S: Storage + 'static> Tree<S> {
         ]);
         let (mut nodes, mut objects) = (0, 0);
         let total: usize = levels.iter().map(Vec::len).sum();
+        // Source nodes not copied (they name nothing), and those copied without an object.
+        let mut skipped: std::collections::HashSet<Path> = std::collections::HashSet::new();
+        let mut objectless: Vec<(usize, Path)> = Vec::new();
         let parent = intent.to.parent().filter(|p| !p.is_root());
         for (depth, level) in levels.iter().enumerate() {
             self.renew_if_due(g).await?;
@@ -1312,14 +1329,19 @@ impl<S: Storage + 'static> Tree<S> {
                 .get(depth + 1)
                 .map(|next| next.iter().filter_map(Path::parent).collect())
                 .unwrap_or_default();
-            let level: Vec<&Path> = level
-                .iter()
-                .filter(|p| {
-                    depth == 0
-                        || parents.contains(*p)
-                        || sources.contains_key(&self.inner.layout.object_key(p).hash)
-                })
-                .collect();
+            let mut kept: Vec<&Path> = Vec::with_capacity(level.len());
+            for p in level {
+                let object = sources.contains_key(&self.inner.layout.object_key(p).hash);
+                if depth == 0 || object || parents.contains(p) {
+                    kept.push(p);
+                    if depth > 0 && !object {
+                        objectless.push((depth, p.clone()));
+                    }
+                } else {
+                    skipped.insert(p.clone());
+                }
+            }
+            let level = kept;
             let mut attempt = 0;
             loop {
                 let mut actions = Vec::with_capacity(level.len() * 2 + 1);
@@ -1391,7 +1413,24 @@ impl<S: Storage + 'static> Tree<S> {
                 attempt += 1;
             }
         }
-        Ok((nodes, objects))
+        // Bottom-up: an objectless node is hollow when every child was skipped or is hollow.
+        let mut hollow: std::collections::HashSet<Path> = std::collections::HashSet::new();
+        let mut out = Vec::new();
+        for (depth, p) in objectless.iter().rev() {
+            let children = levels
+                .get(depth + 1)
+                .into_iter()
+                .flatten()
+                .filter(|c| c.parent().as_ref() == Some(p));
+            if children
+                .into_iter()
+                .all(|c| skipped.contains(c) || hollow.contains(c))
+            {
+                hollow.insert(p.clone());
+                out.push(dest_of(&intent, p)?);
+            }
+        }
+        Ok((nodes, objects, out))
     }
 
     /// An object row re-keyed for `dest`, its path-index attributes recomputed, checked
