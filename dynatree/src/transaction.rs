@@ -319,7 +319,7 @@ impl<S: Storage + 'static> Transaction<S> {
     /// ```
     pub fn patch<T: Hierarchical>(&mut self, patch: Patch<T>) -> &mut Self {
         let op = self.path_of::<T>(&patch.key).and_then(|path| {
-            let (actions, condition) = patch.plan(self.tree.layout().link_attr())?;
+            let (actions, condition) = patch.plan(self.tree.layout())?;
             Ok(Op::Update {
                 path,
                 actions,

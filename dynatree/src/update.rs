@@ -472,7 +472,10 @@ impl<T: Hierarchical> Patch<T> {
 
     /// The update actions (the version bump included) and the condition on the object row,
     /// checked as DynamoDB would refuse them, before anything is sent.
-    pub(crate) fn plan(&self, link_attr: &str) -> Result<(Vec<UpdateAction>, Condition)> {
+    pub(crate) fn plan(
+        &self,
+        layout: &crate::layout::Layout,
+    ) -> Result<(Vec<UpdateAction>, Condition)> {
         if let Some(e) = &self.error {
             return Err(Error::new(ErrorKind::Serialization, e.clone()));
         }
@@ -499,12 +502,11 @@ impl<T: Hierarchical> Patch<T> {
                 ));
             }
         }
-        // A fence row (`SC fence`, fenced puts) is no value: `SC` + "fence".
-        let fence = format!("{}fence", link_attr);
+        // Neither a fence row (fenced puts) nor a link is a value.
         let condition = Condition::And(vec![
             Condition::Exists,
-            Condition::attr_not_exists(fence),
-            Condition::attr_not_exists(link_attr),
+            Condition::attr_not_exists(layout.fence_attr()),
+            Condition::attr_not_exists(layout.link_attr()),
             self.condition.clone().into_condition()?,
         ]);
         Ok((actions, condition))
@@ -696,7 +698,7 @@ impl<T: Hierarchical, S: crate::storage::Storage + 'static> crate::Repository<T,
                 // a move or copy, and on the patch's condition. Anything else (a failed
                 // condition included) takes the transaction below, which tells why.
                 let layout = tree.layout();
-                let (actions, condition) = patch.plan(layout.link_attr())?;
+                let (actions, condition) = patch.plan(layout)?;
                 let condition = Condition::And(vec![
                     layout.live(condition, crate::expiry::now_secs()),
                     Condition::attr_not_exists(layout.held_attr()),
@@ -746,7 +748,7 @@ impl<T: Hierarchical, S: crate::storage::Storage + 'static> crate::Repository<T,
             if let Some(v) = tree.row_version(path, &row) {
                 *stored_version = (*stored_version).max(v);
             }
-            let (_, condition) = patch.plan(layout.link_attr())?;
+            let (_, condition) = patch.plan(layout)?;
             if !condition.eval(Some(&row)) || attempt + 1 >= policy.max_attempts() {
                 return Err(e);
             }
