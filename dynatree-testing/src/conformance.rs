@@ -70,6 +70,7 @@ pub fn cases<S: Storage + 'static>() -> Vec<(&'static str, Case<S>)> {
         case!(go_written_rows_are_readable),
         case!(conditional_writes),
         case!(transaction_cancellation_reasons),
+        case!(transaction_key_checks),
         case!(service_limits_are_enforced),
         case!(query_ranges_and_pages),
         case!(one_megabyte_pages),
@@ -860,6 +861,99 @@ pub async fn transaction_cancellation_reasons<S: Storage + 'static>(table: S) {
             .await
             .unwrap()
             .is_some()
+    );
+}
+
+/// Inside TransactWriteItems the key of each action is checked hash key first, then range
+/// key, and the first problem found decides: an empty value refuses the whole request; an
+/// oversized one cancels the transaction with a `ValidationError` reason for that action (so
+/// an oversized hash key with an empty range key cancels, and an empty hash key with an
+/// oversized range key refuses). The same for every kind of action. Nothing is written.
+pub async fn transaction_key_checks<S: Storage + 'static>(table: S) {
+    let tree = tree(table).await;
+    let s = tree.storage();
+    let a = Key::new("a", "1");
+    s.put_item(a.clone().into_item(), Condition::Always)
+        .await
+        .unwrap();
+    let (long_h, long_r) = ("k".repeat(2049), "r".repeat(1025));
+    let refused = [
+        (String::new(), long_r.clone()),
+        (String::new(), "r".to_owned()),
+        ("h".to_owned(), String::new()),
+    ];
+    let cancelled = [
+        (long_h.clone(), String::new()),
+        (long_h.clone(), long_r.clone()),
+        ("h".to_owned(), long_r.clone()),
+    ];
+    let actions = |key: Key| {
+        [
+            TransactAction::Delete {
+                key: key.clone(),
+                condition: Condition::Always,
+            },
+            TransactAction::ConditionCheck {
+                key: key.clone(),
+                condition: Condition::NotExists,
+            },
+            TransactAction::Put {
+                item: key.clone().into_item(),
+                condition: Condition::Always,
+            },
+            TransactAction::Update {
+                key,
+                actions: vec![storage::UpdateAction::Set(upd("x"), st("1"))],
+                condition: Condition::Always,
+            },
+        ]
+    };
+    for (h, r) in refused.iter().chain(&cancelled) {
+        for action in actions(Key::new(h.clone(), r.clone())) {
+            let e = s
+                .transact_write(vec![
+                    TransactAction::Put {
+                        item: Key::new("b", "1").into_item(),
+                        condition: Condition::Always,
+                    },
+                    action,
+                    TransactAction::ConditionCheck {
+                        key: a.clone(),
+                        condition: Condition::Exists,
+                    },
+                ])
+                .await
+                .unwrap_err();
+            let codes: Vec<&str> = e
+                .cancellation_reasons()
+                .iter()
+                .map(dynatree::CancellationReason::code)
+                .collect();
+            if refused.contains(&(h.clone(), r.clone())) {
+                assert_eq!(
+                    e.kind(),
+                    ErrorKind::Validation,
+                    "{} / {}: {e:?}",
+                    h.len(),
+                    r.len()
+                );
+                assert!(codes.is_empty(), "{e:?}");
+            } else {
+                assert!(
+                    e.is_transaction_canceled(),
+                    "{} / {}: {e:?}",
+                    h.len(),
+                    r.len()
+                );
+                assert_eq!(codes, ["None", "ValidationError", "None"], "{e:?}");
+            }
+        }
+    }
+    assert!(
+        s.get_item(&Key::new("b", "1"), true)
+            .await
+            .unwrap()
+            .is_none()
     );
 }
 

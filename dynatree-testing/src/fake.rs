@@ -967,21 +967,26 @@ impl TableState {
 
     /// Checks a key: an empty value is an error of the whole request; an oversized one is
     /// returned apart, because inside TransactWriteItems DynamoDB reports it as the action's
-    /// cancellation reason (`ValidationError`) instead.
+    /// cancellation reason (`ValidationError`) instead. The hash key is checked before the
+    /// range key, and the first problem found ends the check: an oversized hash key with an
+    /// empty range key cancels the transaction rather than refusing it (DynamoDB Local 3.3.1).
     fn check_key_parts(&self, key: &Key) -> Result<Option<String>> {
-        for (name, v) in [(&self.hash_name, &key.hash), (&self.range_name, &key.range)] {
+        for (name, v, max) in [
+            (&self.hash_name, &key.hash, MAX_HASH_KEY_BYTES),
+            (&self.range_name, &key.range, MAX_RANGE_KEY_BYTES),
+        ] {
             if v.is_empty() {
                 return Err(validation(format!(
                     "one or more parameter values are not valid: the attribute value for key attribute `{name}` cannot be an empty string"
                 )));
             }
-        }
-        if key.hash.len() > MAX_HASH_KEY_BYTES || key.range.len() > MAX_RANGE_KEY_BYTES {
-            return Ok(Some(format!(
-                "hash primary key values must be under {MAX_HASH_KEY_BYTES} bytes, and range primary key values must be under {MAX_RANGE_KEY_BYTES} bytes ({} and {} bytes given)",
-                key.hash.len(),
-                key.range.len()
-            )));
+            if v.len() > max {
+                return Ok(Some(format!(
+                    "hash primary key values must be under {MAX_HASH_KEY_BYTES} bytes, and range primary key values must be under {MAX_RANGE_KEY_BYTES} bytes ({} and {} bytes given)",
+                    key.hash.len(),
+                    key.range.len()
+                )));
+            }
         }
         Ok(None)
     }

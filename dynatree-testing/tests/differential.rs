@@ -500,8 +500,25 @@ fn has_huge_name(req: &Req) -> bool {
     lens.iter().any(|&l| l >= 40_000)
 }
 
+/// The request for a failure message: runs of one character longer than 16 are written
+/// `<c×n>` (keys and values near the size limits are long runs), and the whole is cut at
+/// 1,500 characters.
 fn short(req: &Req) -> String {
-    let s = format!("{req:?}");
+    let mut s = String::new();
+    let full = format!("{req:?}");
+    let mut chars = full.chars().peekable();
+    while let Some(c) = chars.next() {
+        let mut n = 1;
+        while chars.peek() == Some(&c) {
+            chars.next();
+            n += 1;
+        }
+        if n > 16 {
+            s.push_str(&format!("<{c}×{n}>"));
+        } else {
+            s.extend(std::iter::repeat_n(c, n));
+        }
+    }
     if s.len() > 1500 {
         let cut: String = s.chars().take(1500).collect();
         format!("{cut}…")
