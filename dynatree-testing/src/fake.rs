@@ -865,6 +865,17 @@ impl FakeTable {
                 ErrorKind::Backend,
                 format!("injected failure of {op}"),
             )),
+            Some(Fault::Conflict) => match op {
+                Op::TransactWriteItems | Op::TransactGetItems => {
+                    Err(conflict_cancellation(keys.len()))
+                }
+                Op::PutItem | Op::DeleteItem | Op::UpdateItem => Err(Error::new(
+                    ErrorKind::Conflict,
+                    format!("injected transaction conflict on {op}"),
+                )
+                .with_service_code("TransactionConflictException")),
+                _ => Ok(None),
+            },
             other => Ok(other),
         }
     }
@@ -878,6 +889,16 @@ impl FakeTable {
         }
         Ok(value)
     }
+}
+
+/// A transaction of `actions` actions cancelled because another transaction was changing the
+/// item of its first action.
+pub(crate) fn conflict_cancellation(actions: usize) -> Error {
+    let reasons = std::iter::once(CancellationReason::new("TransactionConflict", None))
+        .chain(std::iter::repeat_with(CancellationReason::none))
+        .take(actions.max(1))
+        .collect();
+    Error::transaction_canceled(reasons)
 }
 
 /// Eventually consistent views: the rows as they were before the writes in the undo log.

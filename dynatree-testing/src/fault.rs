@@ -46,6 +46,37 @@ pub enum Fault {
         /// How many items are processed.
         processed: usize,
     },
+    /// Another transaction is changing an item the request touches, as DynamoDB reports it:
+    /// TransactWriteItems and TransactGetItems are cancelled
+    /// ([`ErrorKind::TransactionCanceled`](dynatree::ErrorKind::TransactionCanceled)) with the
+    /// reason `TransactionConflict` for their first action and `None` for the others;
+    /// PutItem, DeleteItem and UpdateItem fail with
+    /// [`ErrorKind::Conflict`](dynatree::ErrorKind::Conflict) (`TransactionConflictException`).
+    /// Nothing is applied. Other requests run normally.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::storage::{Condition, Key, Storage, TransactAction};
+    /// use dynatree::{ErrorKind, Tree};
+    /// use dynatree_testing::{Fault, FakeTable, FaultRule, Op};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// let table = FakeTable::new();
+    /// Tree::new(table.clone()).create_table().await?;
+    /// table.inject_rule(FaultRule::new(Fault::Conflict).operation(Op::TransactWriteItems));
+    /// let put = |r: &str| TransactAction::Put {
+    ///     item: Key::new("h", r).into_item(),
+    ///     condition: Condition::Always,
+    /// };
+    /// let e = table.transact_write(vec![put("a"), put("b")]).await.unwrap_err();
+    /// let codes: Vec<&str> = e.cancellation_reasons().iter().map(|r| r.code()).collect();
+    /// assert_eq!(codes, ["TransactionConflict", "None"]);
+    /// assert!(e.is_retryable());
+    /// assert!(table.rows().is_empty());
+    /// # Ok(()) }
+    /// ```
+    Conflict,
 }
 
 /// A DynamoDB operation, as [`FaultRule::operation`] matches it and

@@ -18,8 +18,8 @@
 //!   parked ([`Sim::allow_wait`]). `fastrand` (dynatree's ids and jitter) is seeded per
 //!   schedule.
 //! - A choice is one parked request to grant, optionally with a [`SimFault`]: a request
-//!   [`Fault`] (fail before apply, fail after apply i.e. a lost response, throttle,
-//!   unprocessed batch items) or the death of the operation's process at that request
+//!   [`Fault`] (fail before apply, fail after apply i.e. a lost response, throttle, a
+//!   transaction conflict, unprocessed batch items) or the death of the operation's process at that request
 //!   ([`SimFault::Crash`], [`SimFault::CrashAfterApply`]).
 //! - Exploration: a depth-first search over choice sequences (stateless model checking: each
 //!   schedule reruns from the start), bounded by the number of preemptions (switching away from
@@ -93,7 +93,8 @@ use crate::Fault;
 #[non_exhaustive]
 pub enum SimFault {
     /// A request fault: [`Fault::Fail`] (nothing applied), [`Fault::FailAfterApply`] (applied,
-    /// response lost), [`Fault::Throttle`], or [`Fault::Unprocessed`] (batch requests only).
+    /// response lost), [`Fault::Throttle`], [`Fault::Conflict`] (transactions and single-item
+    /// writes only), or [`Fault::Unprocessed`] (batch requests only).
     Request(Fault),
     /// The operation's process dies as it sends this request: nothing applied, the operation
     /// never returns (its future is dropped).
@@ -104,7 +105,7 @@ pub enum SimFault {
 
 impl SimFault {
     /// Every fault the explorer places by default: fail before apply, lost response, throttle,
-    /// and both crashes.
+    /// a transaction conflict, and both crashes.
     ///
     /// # Examples
     ///
@@ -113,7 +114,8 @@ impl SimFault {
     /// use dynatree_testing::sim::SimFault;
     ///
     /// let all = SimFault::all();
-    /// assert_eq!(all.len(), 5);
+    /// assert_eq!(all.len(), 6);
+    /// assert!(all.contains(&SimFault::Request(Fault::Conflict)));
     /// assert!(all.contains(&SimFault::Request(Fault::FailAfterApply)));
     /// assert!(all.contains(&SimFault::Crash) && all.contains(&SimFault::CrashAfterApply));
     /// // Unprocessed batch items are opt-in: they only fit batch requests.
@@ -124,6 +126,7 @@ impl SimFault {
             SimFault::Request(Fault::Fail),
             SimFault::Request(Fault::FailAfterApply),
             SimFault::Request(Fault::Throttle),
+            SimFault::Request(Fault::Conflict),
             SimFault::Crash,
             SimFault::CrashAfterApply,
         ]
@@ -134,6 +137,7 @@ impl SimFault {
             SimFault::Request(Fault::Fail) => "F".into(),
             SimFault::Request(Fault::FailAfterApply) => "L".into(),
             SimFault::Request(Fault::Throttle) => "T".into(),
+            SimFault::Request(Fault::Conflict) => "K".into(),
             SimFault::Request(Fault::Unprocessed { processed }) => format!("U{processed}"),
             SimFault::Crash => "C".into(),
             SimFault::CrashAfterApply => "X".into(),
@@ -145,6 +149,7 @@ impl SimFault {
             "F" => SimFault::Request(Fault::Fail),
             "L" => SimFault::Request(Fault::FailAfterApply),
             "T" => SimFault::Request(Fault::Throttle),
+            "K" => SimFault::Request(Fault::Conflict),
             "C" => SimFault::Crash,
             "X" => SimFault::CrashAfterApply,
             u => SimFault::Request(Fault::Unprocessed {
@@ -159,6 +164,19 @@ impl SimFault {
             self,
             SimFault::Request(Fault::FailAfterApply) | SimFault::CrashAfterApply
         )
+    }
+
+    /// Whether the fault can happen to request `p`: after-apply faults to writes, unprocessed
+    /// items to batches, conflicts to transactions and single-item writes.
+    fn fits(&self, p: &Parked) -> bool {
+        match self {
+            SimFault::Request(Fault::Unprocessed { .. }) => p.request.starts_with("Batch"),
+            SimFault::Request(Fault::Conflict) => matches!(
+                p.request,
+                "TransactWriteItems" | "TransactGetItems" | "PutItem" | "DeleteItem" | "UpdateItem"
+            ),
+            k => !k.needs_write() || p.write,
+        }
     }
 }
 
@@ -418,6 +436,19 @@ impl<B: Storage + 'static> SimStorage<B> {
         detail: impl FnOnce() -> String,
         call: impl Future<Output = Result<T>>,
     ) -> Result<T> {
+        self.gated_actions(request, write, 1, detail, call).await
+    }
+
+    /// [`gated`](Self::gated) for a request of `actions` actions (a transaction's cancellation
+    /// reasons are one per action).
+    async fn gated_actions<T>(
+        &self,
+        request: &'static str,
+        write: bool,
+        actions: usize,
+        detail: impl FnOnce() -> String,
+        call: impl Future<Output = Result<T>>,
+    ) -> Result<T> {
         let Some((fault, guard)) = self.enter(request, write, detail()).await else {
             return call.await;
         };
@@ -434,6 +465,14 @@ impl<B: Storage + 'static> SimStorage<B> {
                     format!("simulated lost response of {request} (it was applied)"),
                 ))
             }
+            Some(SimFault::Request(Fault::Conflict)) if request.starts_with("Transact") => {
+                Err(crate::fake::conflict_cancellation(actions))
+            }
+            Some(SimFault::Request(Fault::Conflict)) => Err(Error::new(
+                ErrorKind::Conflict,
+                format!("simulated transaction conflict on {request}"),
+            )
+            .with_service_code("TransactionConflictException")),
             Some(SimFault::Crash) => self.crash(guard).await,
             Some(SimFault::CrashAfterApply) => {
                 let _ = call.await;
@@ -553,9 +592,10 @@ impl<B: Storage + 'static> Storage for SimStorage<B> {
     }
     async fn transact_get(&self, keys: Vec<Key>) -> Result<Vec<Option<Item>>> {
         let detail = keys.iter().map(key_str).collect::<Vec<_>>().join(", ");
-        self.gated(
+        self.gated_actions(
             "TransactGetItems",
             false,
+            keys.len(),
             move || detail,
             self.backend.transact_get(keys),
         )
@@ -668,9 +708,10 @@ impl<B: Storage + 'static> Storage for SimStorage<B> {
             .map(action_str)
             .collect::<Vec<_>>()
             .join(", ");
-        self.gated(
+        self.gated_actions(
             "TransactWriteItems",
             true,
+            actions.len(),
             || detail,
             self.backend.transact_write(actions),
         )
@@ -736,9 +777,10 @@ impl<B: Storage + 'static> Storage for SimStorage<B> {
             .map(action_str)
             .collect::<Vec<_>>()
             .join(", ");
-        self.gated(
+        self.gated_actions(
             "TransactWriteItems",
             true,
+            actions.len(),
             || detail,
             self.backend.transact_write_idempotent(actions, token),
         )
@@ -2215,10 +2257,7 @@ impl View<'_> {
             out.push(grant(None));
             if self.faults_used < max_faults {
                 for k in kinds {
-                    if (!k.needs_write() || p.write)
-                        && (!matches!(k, SimFault::Request(Fault::Unprocessed { .. }))
-                            || p.request.starts_with("Batch"))
-                    {
+                    if k.fits(p) {
                         out.push(grant(Some(k.clone())));
                     }
                 }
@@ -2324,11 +2363,7 @@ impl Chooser for Random {
             &view.parked[self.rng.usize(0..view.parked.len())]
         };
         let fault = if view.faults_used < self.max_faults && self.rng.u8(0..8) == 0 {
-            let fitting: Vec<&SimFault> = self
-                .kinds
-                .iter()
-                .filter(|k| !k.needs_write() || p.write)
-                .collect();
+            let fitting: Vec<&SimFault> = self.kinds.iter().filter(|k| k.fits(p)).collect();
             (!fitting.is_empty()).then(|| fitting[self.rng.usize(0..fitting.len())].clone())
         } else {
             None

@@ -118,6 +118,15 @@ async fn run_steps(steps: Vec<Step>, t: T, log: Log) -> dynatree::Result<String>
                     tokio::time::sleep(Duration::from_millis(50)).await;
                     n += 1;
                 }
+                if !has(&log, f) {
+                    // The simulator let 20 s pass first: the order this wait was to ensure
+                    // does not hold, so the operation stops here, having done nothing more
+                    // (an error: its model allows "not applied").
+                    return Err(dynatree::Error::new(
+                        dynatree::ErrorKind::Backend,
+                        format!("waited out: `{f}` was never raised"),
+                    ));
+                }
             }
             Step::Sleep(d) => tokio::time::sleep(d).await,
             Step::Get(p) => {

@@ -180,6 +180,31 @@ impl RetryPolicy {
             }
         }
     }
+
+    /// As [`retry_throttled`](Self::retry_throttled), and also retries the service's
+    /// [`ErrorKind::Conflict`] (`TransactionConflictException`: a single-item write met an item
+    /// that a transaction is changing; `TransactionInProgressException`: a transaction with the
+    /// same client token is still running). Either way nothing was applied, so sending the same
+    /// request again is safe. What every request of a tree goes through.
+    pub(crate) async fn retry_transient<T, F, Fut>(&self, mut op: F) -> Result<T>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T>>,
+    {
+        let mut retry = 0;
+        loop {
+            match op().await {
+                Err(e)
+                    if matches!(e.kind(), ErrorKind::Throttled | ErrorKind::Conflict)
+                        && retry + 1 < self.max_attempts =>
+                {
+                    self.sleep(retry).await;
+                    retry += 1;
+                }
+                other => return other,
+            }
+        }
+    }
 }
 
 /// Reads every key (duplicates removed), 100 per BatchGetItem, resending unprocessed keys with

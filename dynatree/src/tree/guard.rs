@@ -51,15 +51,9 @@ impl<S: Storage + 'static> Tree<S> {
 
     /// No object at an object key: nothing, a fence, or an expired value.
     pub(super) fn no_object(&self) -> Condition {
-        Condition::Or(vec![
-            Condition::NotExists,
-            Condition::attr_exists(self.inner.layout.fence_attr()),
-            Condition::Compare(
-                self.inner.layout.ttl_attr(),
-                crate::storage::Comparison::Lt,
-                Value::N(crate::expiry::now_secs().to_string()),
-            ),
-        ])
+        self.inner
+            .layout
+            .live(Condition::NotExists, crate::expiry::now_secs())
     }
 
     /// A listing row exists, and is neither marked for removal nor locked.

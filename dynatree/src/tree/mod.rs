@@ -801,7 +801,9 @@ impl Tree {
 
 /// The tree's backend as its operations see it: an owned handle (streams keep it) that sends
 /// every single request under the tree's [`RetryPolicy`], resending it while DynamoDB throttles
-/// it. That is the only retry loop around a request (the SDK's own retries are off, see
+/// it or refuses it for a transaction in flight on its item (`TransactionConflictException`:
+/// nothing was applied). A transaction cancelled for a conflict is not resent here: its caller
+/// looks at the rows again. That is the only retry loop around a request (the SDK's own retries are off, see
 /// [`DynamoDbTable`](crate::DynamoDbTable)); batch requests are passed through because their
 /// callers ([`get_all`], [`write_all`](crate::storage::write_all)) run the same budget over
 /// throttling and unprocessed items together, and the move protocol's transaction loop runs it
@@ -821,7 +823,7 @@ impl<S: Storage + 'static> Storage for Io<S> {
         consistent: bool,
     ) -> impl Future<Output = Result<Option<Item>>> + Send {
         self.policy()
-            .retry_throttled(move || self.raw().get_item(key, consistent))
+            .retry_transient(move || self.raw().get_item(key, consistent))
     }
     fn put_item(
         &self,
@@ -829,7 +831,7 @@ impl<S: Storage + 'static> Storage for Io<S> {
         condition: crate::storage::Condition,
     ) -> impl Future<Output = Result<()>> + Send {
         self.policy()
-            .retry_throttled(move || self.raw().put_item(item.clone(), condition.clone()))
+            .retry_transient(move || self.raw().put_item(item.clone(), condition.clone()))
     }
     fn delete_item(
         &self,
@@ -837,7 +839,7 @@ impl<S: Storage + 'static> Storage for Io<S> {
         condition: crate::storage::Condition,
     ) -> impl Future<Output = Result<()>> + Send {
         self.policy()
-            .retry_throttled(move || self.raw().delete_item(key, condition.clone()))
+            .retry_transient(move || self.raw().delete_item(key, condition.clone()))
     }
     fn query_page(
         &self,
@@ -845,7 +847,7 @@ impl<S: Storage + 'static> Storage for Io<S> {
         start: Option<Key>,
     ) -> impl Future<Output = Result<crate::storage::Page>> + Send {
         self.policy()
-            .retry_throttled(move || self.raw().query_page(query, start.clone()))
+            .retry_transient(move || self.raw().query_page(query, start.clone()))
     }
     fn scan_page(
         &self,
@@ -853,14 +855,14 @@ impl<S: Storage + 'static> Storage for Io<S> {
         start: Option<Key>,
     ) -> impl Future<Output = Result<crate::storage::Page>> + Send {
         self.policy()
-            .retry_throttled(move || self.raw().scan_page(limit, start.clone()))
+            .retry_transient(move || self.raw().scan_page(limit, start.clone()))
     }
     fn transact_get(
         &self,
         keys: Vec<Key>,
     ) -> impl Future<Output = Result<Vec<Option<Item>>>> + Send {
         self.policy()
-            .retry_throttled(move || self.raw().transact_get(keys.clone()))
+            .retry_transient(move || self.raw().transact_get(keys.clone()))
     }
     fn scan_segment_page(
         &self,
@@ -869,7 +871,7 @@ impl<S: Storage + 'static> Storage for Io<S> {
         start: Option<Key>,
     ) -> impl Future<Output = Result<crate::storage::Page>> + Send {
         self.policy()
-            .retry_throttled(move || self.raw().scan_segment_page(segment, limit, start.clone()))
+            .retry_transient(move || self.raw().scan_segment_page(segment, limit, start.clone()))
     }
     fn batch_get(
         &self,
@@ -885,7 +887,7 @@ impl<S: Storage + 'static> Storage for Io<S> {
         projection: &[String],
     ) -> impl Future<Output = Result<Option<Item>>> + Send {
         self.policy()
-            .retry_throttled(move || self.raw().get_item_projected(key, consistent, projection))
+            .retry_transient(move || self.raw().get_item_projected(key, consistent, projection))
     }
     fn batch_get_projected(
         &self,
@@ -906,7 +908,7 @@ impl<S: Storage + 'static> Storage for Io<S> {
         actions: Vec<crate::storage::TransactAction>,
     ) -> impl Future<Output = Result<()>> + Send {
         self.policy()
-            .retry_throttled(move || self.raw().transact_write(actions.clone()))
+            .retry_transient(move || self.raw().transact_write(actions.clone()))
     }
     fn create_table(
         &self,
@@ -928,13 +930,13 @@ impl<S: Storage + 'static> Storage for Io<S> {
         start: Option<Item>,
     ) -> impl Future<Output = Result<crate::storage::IndexPage>> + Send {
         self.policy()
-            .retry_throttled(move || self.raw().query_index_page(query, start.clone()))
+            .retry_transient(move || self.raw().query_index_page(query, start.clone()))
     }
     fn describe_table(
         &self,
     ) -> impl Future<Output = Result<Option<crate::storage::TableDescription>>> + Send {
         self.policy()
-            .retry_throttled(move || self.raw().describe_table())
+            .retry_transient(move || self.raw().describe_table())
     }
     fn update_item(
         &self,
@@ -942,7 +944,7 @@ impl<S: Storage + 'static> Storage for Io<S> {
         actions: Vec<crate::storage::UpdateAction>,
         condition: crate::storage::Condition,
     ) -> impl Future<Output = Result<Item>> + Send {
-        self.policy().retry_throttled(move || {
+        self.policy().retry_transient(move || {
             self.raw()
                 .update_item(key, actions.clone(), condition.clone())
         })
@@ -953,19 +955,19 @@ impl<S: Storage + 'static> Storage for Io<S> {
         token: &str,
     ) -> impl Future<Output = Result<()>> + Send {
         self.policy()
-            .retry_throttled(move || self.raw().transact_write_idempotent(actions.clone(), token))
+            .retry_transient(move || self.raw().transact_write_idempotent(actions.clone(), token))
     }
     fn enable_ttl(&self, attribute: &str) -> impl Future<Output = Result<()>> + Send {
         self.policy()
-            .retry_throttled(move || self.raw().enable_ttl(attribute))
+            .retry_transient(move || self.raw().enable_ttl(attribute))
     }
     fn ttl_attribute(&self) -> impl Future<Output = Result<Option<String>>> + Send {
         self.policy()
-            .retry_throttled(move || self.raw().ttl_attribute())
+            .retry_transient(move || self.raw().ttl_attribute())
     }
     fn enable_stream(&self) -> impl Future<Output = Result<()>> + Send {
         self.policy()
-            .retry_throttled(move || self.raw().enable_stream())
+            .retry_transient(move || self.raw().enable_stream())
     }
 }
 

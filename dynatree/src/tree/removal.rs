@@ -190,28 +190,44 @@ impl<S: Storage + 'static> Tree<S> {
             // Fenced puts: the row goes with a fence at the object's key, conditional on no
             // object there (one that a PutItem trusting an earlier look at the row wrote after
             // the mark keeps the row).
-            let tx = vec![
-                TransactAction::Delete {
-                    key: key.clone(),
-                    condition: ours.clone(),
-                },
-                self.remove_object(q, self.no_object()),
-            ];
-            return match self.io().transact_write(tx).await {
-                Ok(()) => Ok(true),
-                Err(e) if e.kind() == ErrorKind::TransactionCanceled => {
-                    let reasons = e.cancellation_reasons();
-                    if reasons.first().is_some_and(|r| r.is_condition_failed()) {
-                        // The mark expired and someone else took it over: their job now.
-                        return Ok(false);
+            // A transaction conflict (another transaction on either row in flight) is tried
+            // again under the retry policy: both conditions are evaluated afresh.
+            let policy = &self.inner.config.retry;
+            let mut attempt = 0;
+            let canceled = loop {
+                let tx = vec![
+                    TransactAction::Delete {
+                        key: key.clone(),
+                        condition: ours.clone(),
+                    },
+                    self.remove_object(q, self.no_object()),
+                ];
+                match self.io().transact_write(tx).await {
+                    Ok(()) => return Ok(true),
+                    Err(e) if e.kind() == ErrorKind::TransactionCanceled => {
+                        let reasons = e.cancellation_reasons();
+                        if reasons.first().is_some_and(|r| r.is_condition_failed()) {
+                            // The mark expired and someone else took it over: their job now.
+                            return Ok(false);
+                        }
+                        let conflict = !reasons.iter().any(|r| r.is_condition_failed())
+                            && reasons.iter().any(|r| r.code() == "TransactionConflict");
+                        if conflict && attempt + 1 < policy.max_attempts() {
+                            policy.sleep(attempt).await;
+                            attempt += 1;
+                            continue;
+                        }
+                        break e;
                     }
-                    // An object there, or a conflict: the row stays, unmarked.
-                    match self.io().put_item(key.clone().into_item(), ours).await {
-                        Ok(()) => Ok(false),
-                        Err(e) if e.kind() == ErrorKind::ConditionFailed => Ok(false),
-                        Err(e) => Err(e),
-                    }
+                    Err(e) => return Err(e),
                 }
+            };
+            // An object there, or conflicts to the end: the row stays, unmarked (a later
+            // prune, or `repair`, removes it if it stays empty).
+            tracing::debug!(error = %canceled, "removal kept the listing row");
+            return match self.io().put_item(key.clone().into_item(), ours).await {
+                Ok(()) => Ok(false),
+                Err(e) if e.kind() == ErrorKind::ConditionFailed => Ok(false),
                 Err(e) => Err(e),
             };
         }
