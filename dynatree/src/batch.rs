@@ -164,7 +164,17 @@ impl RetryPolicy {
     /// assert!(row.is_none());
     /// # Ok(()) }
     /// ```
-    pub async fn retry_throttled<T, F, Fut>(&self, mut op: F) -> Result<T>
+    pub async fn retry_throttled<T, F, Fut>(&self, op: F) -> Result<T>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T>>,
+    {
+        self.retry_kinds(&[ErrorKind::Throttled], op).await
+    }
+
+    /// Calls `op` until it returns anything but an error of one of `kinds`, or until the
+    /// budget is spent, sleeping before each retry.
+    async fn retry_kinds<T, F, Fut>(&self, kinds: &[ErrorKind], mut op: F) -> Result<T>
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T>>,
@@ -172,7 +182,7 @@ impl RetryPolicy {
         let mut retry = 0;
         loop {
             match op().await {
-                Err(e) if e.kind() == ErrorKind::Throttled && retry + 1 < self.max_attempts => {
+                Err(e) if kinds.contains(&e.kind()) && retry + 1 < self.max_attempts => {
                     self.sleep(retry).await;
                     retry += 1;
                 }
@@ -186,24 +196,13 @@ impl RetryPolicy {
     /// that a transaction is changing; `TransactionInProgressException`: a transaction with the
     /// same client token is still running). Either way nothing was applied, so sending the same
     /// request again is safe. What every request of a tree goes through.
-    pub(crate) async fn retry_transient<T, F, Fut>(&self, mut op: F) -> Result<T>
+    pub(crate) async fn retry_transient<T, F, Fut>(&self, op: F) -> Result<T>
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T>>,
     {
-        let mut retry = 0;
-        loop {
-            match op().await {
-                Err(e)
-                    if matches!(e.kind(), ErrorKind::Throttled | ErrorKind::Conflict)
-                        && retry + 1 < self.max_attempts =>
-                {
-                    self.sleep(retry).await;
-                    retry += 1;
-                }
-                other => return other,
-            }
-        }
+        self.retry_kinds(&[ErrorKind::Throttled, ErrorKind::Conflict], op)
+            .await
     }
 }
 
