@@ -169,12 +169,17 @@ impl RetryPolicy {
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T>>,
     {
-        self.retry_kinds(&[ErrorKind::Throttled], op).await
+        self.retry_if(|e| e.kind() == ErrorKind::Throttled, op)
+            .await
     }
 
-    /// Calls `op` until it returns anything but an error of one of `kinds`, or until the
-    /// budget is spent, sleeping before each retry.
-    async fn retry_kinds<T, F, Fut>(&self, kinds: &[ErrorKind], mut op: F) -> Result<T>
+    /// Calls `op` until it returns anything but an error `again` accepts, or until the budget
+    /// is spent, sleeping before each retry.
+    pub(crate) async fn retry_if<T, F, Fut>(
+        &self,
+        again: impl Fn(&Error) -> bool,
+        mut op: F,
+    ) -> Result<T>
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T>>,
@@ -182,7 +187,7 @@ impl RetryPolicy {
         let mut retry = 0;
         loop {
             match op().await {
-                Err(e) if kinds.contains(&e.kind()) && retry + 1 < self.max_attempts => {
+                Err(e) if again(&e) && retry + 1 < self.max_attempts => {
                     self.sleep(retry).await;
                     retry += 1;
                 }
@@ -201,8 +206,11 @@ impl RetryPolicy {
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T>>,
     {
-        self.retry_kinds(&[ErrorKind::Throttled, ErrorKind::Conflict], op)
-            .await
+        self.retry_if(
+            |e| matches!(e.kind(), ErrorKind::Throttled | ErrorKind::Conflict),
+            op,
+        )
+        .await
     }
 }
 

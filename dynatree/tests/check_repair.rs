@@ -413,6 +413,47 @@ async fn lock_without_intent_is_released() {
     assert_eq!(descendants(&tree, "/l").await, ["/l/k", "/l/k/x"]);
 }
 
+/// The release of a stale lock is a transaction; one cancelled for a conflict with another
+/// transaction is sent again, not reported as "recorded again".
+#[tokio::test]
+async fn lock_release_survives_a_transaction_conflict() {
+    let (table, tree) = setup().await;
+    tree.put(["l", "k"], &V { v: 1 }).await.unwrap();
+    raw_set(
+        &table,
+        listing_key(&["l", "k"]),
+        "¦moving",
+        s("01JNOSUCHINTENT"),
+    )
+    .await;
+    let report = tree.check().run().await.unwrap();
+    assert_eq!(
+        found(&report),
+        expect(&[(Class::LockWithoutIntent, "/l/k")]),
+        "{report}"
+    );
+    table.inject_rule(FaultRule::new(Fault::Conflict).operation(Op::TransactWriteItems));
+    let repaired = tree.repair(&report).run().await.unwrap();
+    assert_eq!(
+        table.fired(),
+        [(Op::TransactWriteItems, Fault::Conflict)],
+        "the conflict was injected"
+    );
+    assert_eq!(
+        listed(repaired.fixed()),
+        expect(&[(Class::LockWithoutIntent, "/l/k")]),
+        "{repaired}"
+    );
+    assert!(repaired.left().is_empty(), "{repaired}");
+    let row = table
+        .get_item(&listing_key(&["l", "k"]), true)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(!row.contains("¦moving"), "{row:?}");
+    tree.put(["l", "k", "x"], &V { v: 2 }).await.unwrap();
+}
+
 /// A link to nothing: reported, left for a human, nothing written.
 #[tokio::test]
 async fn dangling_link_is_left() {

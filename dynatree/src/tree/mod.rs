@@ -861,8 +861,15 @@ impl<S: Storage + 'static> Storage for Io<S> {
         &self,
         keys: Vec<Key>,
     ) -> impl Future<Output = Result<Vec<Option<Item>>>> + Send {
-        self.policy()
-            .retry_transient(move || self.raw().transact_get(keys.clone()))
+        // A read: a cancellation for a conflict or throttling is as safe to resend as a
+        // throttled request.
+        self.policy().retry_if(
+            |e| {
+                matches!(e.kind(), ErrorKind::Throttled | ErrorKind::Conflict)
+                    || (e.kind() == ErrorKind::TransactionCanceled && e.is_retryable())
+            },
+            move || self.raw().transact_get(keys.clone()),
+        )
     }
     fn scan_segment_page(
         &self,

@@ -246,7 +246,15 @@ impl<S: Storage + 'static> Tree<S> {
                     },
                     release,
                 ];
-                match self.io().transact_write(tx).await {
+                // A conflict cancels nothing for good: both conditions are evaluated afresh.
+                let io = self.io();
+                let sent = self
+                    .inner
+                    .config
+                    .retry
+                    .retry_if(conflict_only, || io.transact_write(tx.clone()))
+                    .await;
+                match sent {
                     Ok(()) => Ok(Outcome::Fixed),
                     Err(e) if e.kind() == ErrorKind::TransactionCanceled => {
                         let row = self.io().get_item(&key, true).await?;
@@ -450,4 +458,15 @@ impl<S: Storage + 'static> Tree<S> {
         }
         Ok(Outcome::Fixed)
     }
+}
+
+/// A transaction cancelled only because another transaction was in flight on its items (no
+/// condition failed): sending it again is safe.
+fn conflict_only(e: &crate::Error) -> bool {
+    let reasons = e.cancellation_reasons();
+    e.kind() == ErrorKind::TransactionCanceled
+        && reasons.iter().any(|r| r.code() == "TransactionConflict")
+        && !reasons
+            .iter()
+            .any(crate::CancellationReason::is_condition_failed)
 }

@@ -147,8 +147,9 @@ impl<S: Storage + 'static> Tree<S> {
     /// [`FENCE_TRUST`]: super::FENCE_TRUST
     ///
     /// Sent once, without the retry policy: a resend after a backoff would be sent later than
-    /// the trust allows. A throttled attempt is reported as a failed condition, so that the
-    /// guarded path (with its retries) takes over.
+    /// the trust allows. A throttled attempt, or one refused for a transaction in flight on the
+    /// object, is reported as a failed condition, so that the guarded path (with its retries)
+    /// takes over.
     async fn put_fenced(&self, row: &Item, condition: &Condition) -> Result<()> {
         let mut all = vec![
             Condition::attr_not_exists(self.inner.layout.fence_attr()),
@@ -163,11 +164,14 @@ impl<S: Storage + 'static> Tree<S> {
             .put_item(row.clone(), Condition::And(all))
             .await
         {
-            Err(e) if e.kind() == ErrorKind::Throttled => Err(Error::new(
-                ErrorKind::ConditionFailed,
-                "throttled: the guarded path takes over",
-            )
-            .with_source(e)),
+            // Nothing was applied; resending could outlive the trust.
+            Err(e) if matches!(e.kind(), ErrorKind::Throttled | ErrorKind::Conflict) => {
+                Err(Error::new(
+                    ErrorKind::ConditionFailed,
+                    "throttled or in conflict: the guarded path takes over",
+                )
+                .with_source(e))
+            }
             other => other,
         }
     }
