@@ -21,23 +21,8 @@ fn conflicts(name: &str, setup: &[(&[&str], u32)], acts: &[Act]) -> Sim<FakeTabl
     let n = acts.len();
     review_acts::scenario(name, setup, acts)
         .schedules(300)
-        .faults(2, [SimFault::Request(dynatree_testing::Fault::Conflict)])
-        .check(move |end| {
-            for i in 0..n {
-                if let OpOutcome::Err(e) = &end.outcomes[i]
-                    && matches!(
-                        e.kind(),
-                        ErrorKind::Conflict
-                            | ErrorKind::TransactionCanceled
-                            | ErrorKind::Backend
-                            | ErrorKind::Throttled
-                    )
-                {
-                    return Err(format!("op{i} failed on a transient conflict: {e:?}"));
-                }
-            }
-            Ok(())
-        })
+        .faults(2, [conflict()])
+        .check(absorbed(n))
 }
 
 #[test]

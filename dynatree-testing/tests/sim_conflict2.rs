@@ -29,30 +29,6 @@ mod review_acts;
 use dynatree::Patch;
 use review_acts::*;
 
-fn conflict() -> SimFault {
-    SimFault::Request(dynatree_testing::Fault::Conflict)
-}
-
-/// Fails when one of the first `n` operations returned a transient error.
-fn absorbed(n: usize) -> impl Fn(&End<'_>) -> Result<(), String> {
-    move |end| {
-        for i in 0..n {
-            if let OpOutcome::Err(e) = &end.outcomes[i]
-                && matches!(
-                    e.kind(),
-                    ErrorKind::Conflict
-                        | ErrorKind::TransactionCanceled
-                        | ErrorKind::Backend
-                        | ErrorKind::Throttled
-                )
-            {
-                return Err(format!("op{i} failed on a transient conflict: {e:?}"));
-            }
-        }
-        Ok(())
-    }
-}
-
 /// The scenario (serial model) with up to two conflicts anywhere, all absorbed.
 fn conflicts(name: &str, setup: &[(&[&str], u32)], acts: &[Act]) -> Sim<FakeTable> {
     scenario(name, setup, acts)

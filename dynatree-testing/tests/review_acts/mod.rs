@@ -622,3 +622,28 @@ pub fn final_violations(
     .map_err(|_| "the final check panicked".to_owned())?
     .map_err(|e| format!("the final check failed: {e}"))
 }
+
+/// A transaction conflict (`Fault::Conflict`), for `.faults(..)`.
+pub fn conflict() -> SimFault {
+    SimFault::Request(dynatree_testing::Fault::Conflict)
+}
+
+/// Fails when one of the first `n` operations returned a transient error.
+pub fn absorbed(n: usize) -> impl Fn(&End<'_>) -> Result<(), String> {
+    move |end| {
+        for i in 0..n {
+            if let OpOutcome::Err(e) = &end.outcomes[i]
+                && matches!(
+                    e.kind(),
+                    ErrorKind::Conflict
+                        | ErrorKind::TransactionCanceled
+                        | ErrorKind::Backend
+                        | ErrorKind::Throttled
+                )
+            {
+                return Err(format!("op{i} failed on a transient conflict: {e:?}"));
+            }
+        }
+        Ok(())
+    }
+}
