@@ -799,6 +799,17 @@ impl Tree {
     }
 }
 
+/// A transaction cancelled only because another transaction was in flight on its items (no
+/// condition failed): sending it again is safe.
+pub(crate) fn conflict_only(e: &Error) -> bool {
+    let reasons = e.cancellation_reasons();
+    e.kind() == ErrorKind::TransactionCanceled
+        && reasons.iter().any(|r| r.code() == "TransactionConflict")
+        && !reasons
+            .iter()
+            .any(crate::CancellationReason::is_condition_failed)
+}
+
 /// The tree's backend as its operations see it: an owned handle (streams keep it) that sends
 /// every single request under the tree's [`RetryPolicy`], resending it while DynamoDB throttles
 /// it or refuses it for a transaction in flight on its item (`TransactionConflictException`:

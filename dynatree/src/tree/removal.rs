@@ -192,35 +192,31 @@ impl<S: Storage + 'static> Tree<S> {
             // the mark keeps the row).
             // A transaction conflict (another transaction on either row in flight) is tried
             // again under the retry policy: both conditions are evaluated afresh.
-            let policy = &self.inner.config.retry;
-            let mut attempt = 0;
-            let canceled = loop {
-                let tx = vec![
-                    TransactAction::Delete {
-                        key: key.clone(),
-                        condition: ours.clone(),
-                    },
-                    self.remove_object(q, self.no_object()),
-                ];
-                match self.io().transact_write(tx).await {
-                    Ok(()) => return Ok(true),
-                    Err(e) if e.kind() == ErrorKind::TransactionCanceled => {
-                        let reasons = e.cancellation_reasons();
-                        if reasons.first().is_some_and(|r| r.is_condition_failed()) {
-                            // The mark expired and someone else took it over: their job now.
-                            return Ok(false);
-                        }
-                        let conflict = !reasons.iter().any(|r| r.is_condition_failed())
-                            && reasons.iter().any(|r| r.code() == "TransactionConflict");
-                        if conflict && attempt + 1 < policy.max_attempts() {
-                            policy.sleep(attempt).await;
-                            attempt += 1;
-                            continue;
-                        }
-                        break e;
+            let tx = vec![
+                TransactAction::Delete {
+                    key: key.clone(),
+                    condition: ours.clone(),
+                },
+                self.remove_object(q, self.no_object()),
+            ];
+            let io = self.io();
+            let sent = self
+                .inner
+                .config
+                .retry
+                .retry_if(super::conflict_only, || io.transact_write(tx.clone()))
+                .await;
+            let canceled = match sent {
+                Ok(()) => return Ok(true),
+                Err(e) if e.kind() == ErrorKind::TransactionCanceled => {
+                    let reasons = e.cancellation_reasons();
+                    if reasons.first().is_some_and(|r| r.is_condition_failed()) {
+                        // The mark expired and someone else took it over: their job now.
+                        return Ok(false);
                     }
-                    Err(e) => return Err(e),
+                    e
                 }
+                Err(e) => return Err(e),
             };
             // An object there, or conflicts to the end: the row stays, unmarked (a later
             // prune, or `repair`, removes it if it stays empty).

@@ -252,7 +252,7 @@ impl<S: Storage + 'static> Tree<S> {
                     .inner
                     .config
                     .retry
-                    .retry_if(conflict_only, || io.transact_write(tx.clone()))
+                    .retry_if(super::conflict_only, || io.transact_write(tx.clone()))
                     .await;
                 match sent {
                     Ok(()) => Ok(Outcome::Fixed),
@@ -458,15 +458,4 @@ impl<S: Storage + 'static> Tree<S> {
         }
         Ok(Outcome::Fixed)
     }
-}
-
-/// A transaction cancelled only because another transaction was in flight on its items (no
-/// condition failed): sending it again is safe.
-fn conflict_only(e: &crate::Error) -> bool {
-    let reasons = e.cancellation_reasons();
-    e.kind() == ErrorKind::TransactionCanceled
-        && reasons.iter().any(|r| r.code() == "TransactionConflict")
-        && !reasons
-            .iter()
-            .any(crate::CancellationReason::is_condition_failed)
 }
