@@ -786,13 +786,11 @@ fn patches_counted_once() {
 // ------------------------------------------------------------------------------------------
 // The consistency check: its snapshots are TransactGetItems, which a conflict cancels.
 
-/// `check()` of a table while deletes prune and a put lands: the check's confirmation of a
-/// suspect row (a consistent snapshot, one TransactGetItems) may meet a conflict; the check
-/// must not fail on it. (What it reports is `sim_check.rs`'s concern, not checked here.)
-#[test]
-fn check_during_deletes() {
+/// `check()` (2 segments, pages of 1) against two pruning deletes and a put, with up to two
+/// conflicts, every one absorbed.
+fn check_vs_deletes(name: &str) -> Sim<FakeTable> {
     let sim = scenario_base(
-        "check vs delete a/b/x vs delete a/c vs put k/z",
+        name,
         plain_tree,
         paths(&[(&["a", "b", "x"], 1), (&["a", "c"], 2), (&["k"], 3)]),
         Vec::new(),
@@ -812,39 +810,25 @@ fn check_during_deletes() {
         true,
         Act::run,
     )
-    .schedules(300)
     .faults(2, [conflict()])
     .check(absorbed(4))
-    .run();
 }
 
-/// The schedule above that fails: the check's snapshot of `a/b` meets a conflict.
+/// `check()` of a table while deletes prune and a put lands: the check's confirmation of a
+/// suspect row (a consistent snapshot, one TransactGetItems) may meet a conflict; the check
+/// must not fail on it. (What it reports is `sim_check.rs`'s concern, not checked here.)
+#[test]
+fn check_during_deletes() {
+    check_vs_deletes("check vs delete a/b/x vs delete a/c vs put k/z")
+        .schedules(300)
+        .run();
+}
+
+/// The schedule above that failed: the check's snapshot of `a/b` meets a conflict.
 #[test]
 fn targeted_check_snapshot_conflict() {
-    let sim = scenario_base(
-        "check vs delete a/b/x vs delete a/c vs put k/z (targeted)",
-        plain_tree,
-        paths(&[(&["a", "b", "x"], 1), (&["a", "c"], 2), (&["k"], 3)]),
-        Vec::new(),
-    )
-    .op("check (segments 2, pages of 1)", |t| async move {
-        let report = t.check().segments(2).page_size(1).run().await?;
-        Ok::<_, dynatree::Error>(report.violations().len())
-    })
-    .model(|_| Ok(()));
     replay_exact(
-        with_acts(
-            sim,
-            &[
-                Act::Delete(p(&["a", "b", "x"])),
-                Act::Delete(p(&["a", "c"])),
-                Act::Put(p(&["k", "z"]), 4),
-            ],
-            true,
-            Act::run,
-        )
-        .faults(2, [conflict()])
-        .check(absorbed(4)),
+        check_vs_deletes("check vs delete a/b/x vs delete a/c vs put k/z (targeted)"),
         "24301:1,1,0,0,1,0/1,0/1,3,0,1,0,2,2,1,3,1,0,3,0,2K,0,0,0K,1,1,1,2,2,2,2,2,2",
     );
 }
