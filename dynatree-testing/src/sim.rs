@@ -66,6 +66,7 @@
 //! ```
 
 mod check;
+mod history;
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
@@ -86,6 +87,8 @@ use futures::FutureExt;
 use futures::future::LocalBoxFuture;
 
 pub use self::check::{Model, Stored, Violation, check_rows};
+pub use self::history::{Call, Calls, Observed, check_history};
+use self::history::CallModel;
 use crate::Fault;
 
 /// What the simulator can do to one request.
@@ -101,6 +104,11 @@ pub enum SimFault {
     Crash,
     /// The operation's process dies right after this request was applied.
     CrashAfterApply,
+    /// The operation's process stops right before it sends this request (a `SIGSTOP`, a VM
+    /// frozen, a stop-the-world pause) for this long, while the others go on; then the request
+    /// waits at the gate again. Not in [`all`](SimFault::all): place it with
+    /// [`Sim::faults`], with a length beyond a lease or a trust window.
+    Pause(Duration),
 }
 
 impl SimFault {
@@ -141,6 +149,7 @@ impl SimFault {
             SimFault::Request(Fault::Unprocessed { processed }) => format!("U{processed}"),
             SimFault::Crash => "C".into(),
             SimFault::CrashAfterApply => "X".into(),
+            SimFault::Pause(d) => format!("P{}", d.as_millis()),
         }
     }
 
@@ -152,6 +161,9 @@ impl SimFault {
             "K" => SimFault::Request(Fault::Conflict),
             "C" => SimFault::Crash,
             "X" => SimFault::CrashAfterApply,
+            p if p.starts_with('P') => {
+                SimFault::Pause(Duration::from_millis(p.strip_prefix('P')?.parse().ok()?))
+            }
             u => SimFault::Request(Fault::Unprocessed {
                 processed: u.strip_prefix('U')?.parse().ok()?,
             }),
@@ -210,6 +222,8 @@ struct GateState {
     /// returns (from a task the scheduler does not poll itself, such as one an operation
     /// spawned).
     scheduler: Option<std::task::Waker>,
+    /// The schedule's logical clock: ticks at every granted request and every call event.
+    clock: u64,
 }
 
 #[derive(Debug, Default)]
@@ -390,6 +404,28 @@ impl<B: Storage + 'static> SimStorage<B> {
         detail: String,
     ) -> Option<(Option<SimFault>, InFlight)> {
         let op = self.op?;
+        loop {
+            let (fault, guard) = self.park(op, request, write, detail.clone()).await;
+            if let Some(SimFault::Pause(d)) = fault {
+                // Not sent yet: the process is stopped, the others go on.
+                drop(guard);
+                self.gate
+                    .note(format!("    op{op} paused for {d:?} before {request}"));
+                tokio::time::sleep(d).await;
+                continue;
+            }
+            return Some((fault, guard));
+        }
+    }
+
+    /// Parks one request at the gate until it is granted.
+    async fn park(
+        &self,
+        op: usize,
+        request: &'static str,
+        write: bool,
+        detail: String,
+    ) -> (Option<SimFault>, InFlight) {
         let key = {
             let mut st = self.gate.lock();
             let seq = st.next_seq[op];
@@ -417,7 +453,7 @@ impl<B: Storage + 'static> SimStorage<B> {
             done: false,
         }
         .await;
-        Some((fault, InFlight(Arc::clone(&self.gate), op)))
+        (fault, InFlight(Arc::clone(&self.gate), op))
     }
 
     async fn crash(&self, guard: InFlight) -> ! {
@@ -453,7 +489,9 @@ impl<B: Storage + 'static> SimStorage<B> {
             return call.await;
         };
         let r = match fault {
-            None | Some(SimFault::Request(Fault::Unprocessed { .. })) => call.await,
+            None | Some(SimFault::Request(Fault::Unprocessed { .. }) | SimFault::Pause(_)) => {
+                call.await
+            }
             Some(SimFault::Request(Fault::Throttle)) => Err(Error::new(
                 ErrorKind::Throttled,
                 format!("simulated throttle of {request}"),
@@ -508,7 +546,7 @@ impl<B: Storage + 'static> SimStorage<B> {
             return Ok((None, None));
         };
         match fault {
-            None => Ok((None, Some(guard))),
+            None | Some(SimFault::Pause(_)) => Ok((None, Some(guard))),
             Some(SimFault::Request(Fault::Unprocessed { processed })) => {
                 Ok((Some(processed), Some(guard)))
             }
@@ -990,14 +1028,19 @@ impl End<'_> {
 }
 
 type TreeFactory<B> = Box<dyn Fn(SimStorage<B>) -> Tree>;
-type OpFn = Box<dyn Fn(Tree) -> LocalBoxFuture<'static, Result<String>>>;
-type ModelFn = Box<dyn Fn(&mut Model) -> std::result::Result<(), ErrorKind>>;
+type OpFn = Box<dyn Fn(Tree, Calls) -> LocalBoxFuture<'static, Result<String>>>;
+type SetupFn = Box<dyn Fn(Tree) -> LocalBoxFuture<'static, Result<String>>>;
+type ModelFn = dyn Fn(&mut Model) -> std::result::Result<(), ErrorKind>;
 type CheckFn = Box<dyn Fn(&End<'_>) -> std::result::Result<(), String>>;
 
 struct OpSpec {
     name: String,
     run: OpFn,
-    model: Option<ModelFn>,
+    model: Option<std::rc::Rc<ModelFn>>,
+    /// A process ([`Sim::process`]): its calls are its history.
+    process: bool,
+    /// How far its wall clock is ahead of the others' (negative: behind), in milliseconds.
+    skew_ms: i64,
 }
 
 /// A scenario: a backend, setup, concurrent operations (each with an optional model of its
@@ -1007,7 +1050,7 @@ pub struct Sim<B> {
     name: String,
     backend: Box<dyn Fn() -> B>,
     tree: TreeFactory<B>,
-    setup: Vec<OpFn>,
+    setup: Vec<SetupFn>,
     ops: Vec<OpSpec>,
     checks: Vec<CheckFn>,
     schedules: usize,
@@ -1046,6 +1089,35 @@ pub struct Report {
     pub exhaustive: bool,
     /// Wall-clock time taken.
     pub elapsed: Duration,
+    /// Schedules whose history was checked (every operation a process or with a model).
+    pub histories: usize,
+    /// Calls in the checked histories, in all.
+    pub calls: usize,
+    /// The most requests one operation sent in one schedule (retries and waits included): how
+    /// close the scenario came to a livelock.
+    pub most_requests: usize,
+}
+
+/// What the schedules of one exploration added up to.
+#[derive(Debug, Default)]
+struct Stats {
+    histories: usize,
+    calls: usize,
+    most_requests: usize,
+}
+
+/// Polls an operation with its process's clock skew.
+struct Skewed<F> {
+    skew_ms: i64,
+    inner: F,
+}
+
+impl<F: Future + Unpin> Future for Skewed<F> {
+    type Output = F::Output;
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let skew = self.skew_ms;
+        dynatree::__private::with_clock_skew(skew, || Pin::new(&mut self.inner).poll(cx))
+    }
 }
 
 impl fmt::Display for Report {
@@ -1061,6 +1133,18 @@ impl fmt::Display for Report {
                 "bounded search cut off, then random"
             },
             self.elapsed
+        )?;
+        if self.histories > 0 {
+            write!(
+                f,
+                "; {} histories checked ({} calls)",
+                self.histories, self.calls
+            )?;
+        }
+        write!(
+            f,
+            "; at most {} requests by one operation",
+            self.most_requests
         )
     }
 }
@@ -1246,12 +1330,94 @@ impl<B: Storage + 'static> Sim<B> {
     {
         self.ops.push(OpSpec {
             name: name.into(),
-            run: Box::new(move |t| {
+            run: Box::new(move |t, _| {
                 let fut = f(t);
                 async move { fut.await.map(|v| format!("{v:?}")) }.boxed_local()
             }),
             model: None,
+            process: false,
+            skew_ms: 0,
         });
+        self
+    }
+
+    /// A process: like [`op`](Sim::op), in its own process with its own tree, but it records
+    /// each of its calls through [`Calls::call`] with the call's model, so that the history
+    /// of every result it saw is checked (see [`Calls`] and the module docs): a process can
+    /// read while others write, and every read is judged, not only the end state.
+    ///
+    /// The history check runs when every operation of the scenario is a process or has a
+    /// [`model`](Sim::model).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree_testing::FakeTable;
+    /// use dynatree_testing::sim::Sim;
+    /// # #[derive(serde::Serialize, serde::Deserialize, Debug, Clone)] struct V { v: u8 }
+    /// let report = Sim::new("reads around a delete", FakeTable::new)
+    ///     .schedules(50)
+    ///     .setup(|tree| async move { tree.put(["a"], &V { v: 1 }).await })
+    ///     .op("delete a", |tree| async move { tree.delete(["a"]).await })
+    ///     .model(|m| m.delete(["a"]))
+    ///     .process("reader", |tree, calls| async move {
+    ///         for _ in 0..2 {
+    ///             calls.call("get a", tree.get::<V>(["a"]), |m| m.read::<V>(["a"])).await?;
+    ///         }
+    ///         Ok(())
+    ///     })
+    ///     .run();
+    /// assert!(report.histories > 0);
+    /// ```
+    pub fn process<F, T>(
+        mut self,
+        name: impl Into<String>,
+        f: impl Fn(Tree, Calls) -> F + 'static,
+    ) -> Self
+    where
+        F: Future<Output = Result<T>> + 'static,
+        T: fmt::Debug,
+    {
+        self.ops.push(OpSpec {
+            name: name.into(),
+            run: Box::new(move |t, calls| {
+                let fut = f(t, calls);
+                async move { fut.await.map(|v| format!("{v:?}")) }.boxed_local()
+            }),
+            model: None,
+            process: true,
+            skew_ms: 0,
+        });
+        self
+    }
+
+    /// The wall clock of the last added operation's process runs `skew` ahead of the others'
+    /// (`behind`: behind them). dynatree reads that clock for leases, intents and expiry;
+    /// tokio's monotonic clock (timeouts, the trust window of fenced puts) is not skewed.
+    /// A task the operation spawns runs on the shared clock.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use dynatree_testing::FakeTable;
+    /// use dynatree_testing::sim::Sim;
+    /// # #[derive(serde::Serialize, serde::Deserialize, Debug, Clone)] struct V { v: u8 }
+    /// Sim::new("a deletion with a clock 10 s ahead", FakeTable::new)
+    ///     .schedules(20)
+    ///     .setup(|tree| async move { tree.put(["a", "b"], &V { v: 1 }).await })
+    ///     .op("delete a", |tree| async move { tree.delete_subtree(["a"]).await })
+    ///     .model(|m| m.delete_subtree(["a"]))
+    ///     .skew(Duration::from_secs(10), false)
+    ///     .op("put a/c", |tree| async move { tree.put(["a", "c"], &V { v: 2 }).await })
+    ///     .model(|m| m.put(["a", "c"], &V { v: 2 }))
+    ///     .run();
+    /// ```
+    pub fn skew(mut self, skew: Duration, behind: bool) -> Self {
+        if let Some(last) = self.ops.last_mut() {
+            let ms = i64::try_from(skew.as_millis()).unwrap_or(i64::MAX);
+            last.skew_ms = if behind { -ms } else { ms };
+        }
         self
     }
 
@@ -1285,7 +1451,7 @@ impl<B: Storage + 'static> Sim<B> {
         f: impl Fn(&mut Model) -> std::result::Result<(), ErrorKind> + 'static,
     ) -> Self {
         if let Some(last) = self.ops.last_mut() {
-            last.model = Some(Box::new(f));
+            last.model = Some(std::rc::Rc::new(f));
         }
         self
     }
@@ -1601,6 +1767,7 @@ impl<B: Storage + 'static> Sim<B> {
         }
         let started = Instant::now();
         let mut n = 0;
+        let mut stats = Stats::default();
         let dfs_budget = if self.preemptions.is_none() {
             self.schedules
         } else {
@@ -1631,7 +1798,7 @@ impl<B: Storage + 'static> Sim<B> {
                     allow_wait: self.allow_wait,
                 };
                 n += 1;
-                if let Err(fail) = self.run_one(self.schedule_seed(n), &mut c) {
+                if let Err(fail) = self.run_one(self.schedule_seed(n), &mut c, &mut stats) {
                     return Err(fail.numbered(n));
                 }
                 match c.next_prefix() {
@@ -1656,7 +1823,7 @@ impl<B: Storage + 'static> Sim<B> {
                     self.allow_wait,
                 );
                 n += 1;
-                if let Err(f) = self.run_one(self.schedule_seed(n), &mut c) {
+                if let Err(f) = self.run_one(self.schedule_seed(n), &mut c, &mut stats) {
                     return Err(f.numbered(n));
                 }
             }
@@ -1666,6 +1833,9 @@ impl<B: Storage + 'static> Sim<B> {
             schedules: n,
             exhaustive,
             elapsed: started.elapsed(),
+            histories: stats.histories,
+            calls: stats.calls,
+            most_requests: stats.most_requests,
         })
     }
 
@@ -1710,12 +1880,17 @@ impl<B: Storage + 'static> Sim<B> {
                 .collect(),
             at: 0,
         };
-        self.run_one(seed, &mut c).map_err(|f| f.numbered(1))?;
+        let mut stats = Stats::default();
+        self.run_one(seed, &mut c, &mut stats)
+            .map_err(|f| f.numbered(1))?;
         Ok(Report {
             name: self.name.clone(),
             schedules: 1,
             exhaustive: false,
             elapsed: started.elapsed(),
+            histories: stats.histories,
+            calls: stats.calls,
+            most_requests: stats.most_requests,
         })
     }
 
@@ -1744,12 +1919,29 @@ impl<B: Storage + 'static> Sim<B> {
     }
 
     /// Runs one schedule with `chooser`.
-    fn run_one(&self, seed: u64, chooser: &mut dyn Chooser) -> std::result::Result<(), Failure> {
+    fn run_one(
+        &self,
+        seed: u64,
+        chooser: &mut dyn Chooser,
+        stats: &mut Stats,
+    ) -> std::result::Result<(), Failure> {
         let rt = self.runtime();
         let mut tokens = Vec::new();
         let gate = Arc::new(Gate::new(self.ops.len()));
-        let result = rt.block_on(Box::pin(self.schedule(seed, chooser, &gate, &mut tokens)));
+        let result = rt.block_on(Box::pin(self.schedule(
+            seed,
+            chooser,
+            &gate,
+            &mut tokens,
+            stats,
+        )));
         drop(rt);
+        let st = gate.lock();
+        let most = st.next_seq.iter().copied().max().unwrap_or(0);
+        stats.most_requests = stats
+            .most_requests
+            .max(usize::try_from(most).unwrap_or(usize::MAX));
+        drop(st);
         result.map_err(|message| Failure {
             name: self.name.clone(),
             replay: format!("{seed}:{}", tokens.join(",")),
@@ -1765,6 +1957,7 @@ impl<B: Storage + 'static> Sim<B> {
         chooser: &mut dyn Chooser,
         gate: &Arc<Gate>,
         tokens: &mut Vec<String>,
+        stats: &mut Stats,
     ) -> std::result::Result<(), String> {
         fastrand::seed(seed);
         // Versions of denormalized fields from a counter, not the wall clock: the same
@@ -1789,7 +1982,8 @@ impl<B: Storage + 'static> Sim<B> {
         }
         let initial = Model::from_rows(&Box::pin(scan_all(&*backend)).await?, sc);
 
-        // The operations, each in its own process.
+        // The operations, each in its own process, and the history of their calls.
+        let history: std::rc::Rc<RefCell<Vec<Call>>> = std::rc::Rc::default();
         let mut futs: Vec<Option<LocalBoxFuture<'static, std::thread::Result<Result<String>>>>> =
             self.ops
                 .iter()
@@ -1800,10 +1994,37 @@ impl<B: Storage + 'static> Sim<B> {
                         op: Some(i),
                         gate: Arc::clone(gate),
                     });
+                    let calls = Calls {
+                        process: i,
+                        gate: Arc::clone(gate),
+                        history: std::rc::Rc::clone(&history),
+                    };
+                    let run = (op.run)(tree, calls.clone());
+                    // An operation with a model is one call of the history, from its start
+                    // to its end (its returned value is not compared).
+                    let run = match &op.model {
+                        Some(model) if !op.process => {
+                            let model = std::rc::Rc::clone(model);
+                            let model: CallModel = std::rc::Rc::new(move |m: &mut Model| {
+                                model(m).map(|()| String::new())
+                            });
+                            let name = op.name.clone();
+                            async move {
+                                let mut open = calls.open(name, false, model);
+                                let r = run.await;
+                                calls.close(&mut open, &r);
+                                r
+                            }
+                            .boxed_local()
+                        }
+                        _ => run,
+                    };
                     Some(
-                        AssertUnwindSafe((op.run)(tree))
-                            .catch_unwind()
-                            .boxed_local(),
+                        Skewed {
+                            skew_ms: op.skew_ms,
+                            inner: AssertUnwindSafe(run).catch_unwind().boxed_local(),
+                        }
+                        .boxed_local(),
                     )
                 })
                 .collect();
@@ -1935,6 +2156,7 @@ impl<B: Storage + 'static> Sim<B> {
                             drive.faults += 1;
                         }
                         st.granted.insert((op, seq), fault);
+                        st.clock += 1;
                         if let Some(w) = st.wakers.remove(&(op, seq)) {
                             w.wake();
                         }
@@ -2018,10 +2240,18 @@ impl<B: Storage + 'static> Sim<B> {
             }
         }
         let model = Model::from_rows(&rows, sc);
-        if self.ops.iter().all(|o| o.model.is_some())
+        if self.ops.iter().all(|o| o.model.is_some() && !o.process)
             && let Err(e) = self.serial_check(&initial, &model, &outcomes)
         {
             errors.push(e);
+        }
+        let calls = std::mem::take(&mut *history.borrow_mut());
+        if self.ops.iter().all(|o| o.model.is_some() || o.process) {
+            stats.histories += 1;
+            stats.calls += calls.len();
+            if let Err(e) = check_history(&initial, &calls, &model, &self.refusals) {
+                errors.push(e);
+            }
         }
         let end = End {
             outcomes: &outcomes,

@@ -75,6 +75,14 @@ pub fn script_versions(base: Option<u64>) {
     crate::tree::script_versions(base);
 }
 
+/// Runs `f` (a poll of one simulated process) with this thread's wall clock, as dynatree reads
+/// it for leases, intents and expiry, `skew_ms` milliseconds ahead (negative: behind): the
+/// interleaving simulator of `dynatree-testing` gives each process a clock of its own.
+/// tokio's monotonic clock (timeouts, the trust window of fenced puts) is not skewed.
+pub fn with_clock_skew<R>(skew_ms: i64, f: impl FnOnce() -> R) -> R {
+    crate::tree::clock::with_skew(skew_ms, f)
+}
+
 static FENCED_PUTS_DEFAULT: std::sync::atomic::AtomicBool =
     std::sync::atomic::AtomicBool::new(false);
 

@@ -125,7 +125,8 @@ impl<T: Expiry> Expiry for Option<T> {
 
 /// Seconds since the Unix epoch now, by this machine's clock.
 pub(crate) fn now_secs() -> u64 {
-    SystemTime::now()
+    let ms = SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    crate::tree::clock::skewed(ms) / 1000
 }

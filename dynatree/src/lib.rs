@@ -72,6 +72,8 @@ pub mod consistency {
     #![doc = include_str!("tree/moves.md")]
     #![doc = ""]
     #![doc = include_str!("tree/check.md")]
+    #![doc = ""]
+    #![doc = include_str!("tree/readers.md")]
 }
 
 pub use crate::batch::RetryPolicy;

@@ -5,6 +5,7 @@ use std::fmt;
 
 use dynatree::{ErrorKind, IntoPath, Item, LinkPolicy, OnChildren, Path};
 use serde::Serialize;
+use serde::de::DeserializeOwned;
 
 /// One broken invariant found by [`check_rows`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -334,6 +335,92 @@ impl Model {
     /// ```
     pub fn has_node(&self, path: impl IntoPath) -> bool {
         comps(path).is_ok_and(|p| self.node(&p))
+    }
+
+    /// [`Tree::get`](dynatree::Tree::get): the object at `path` as a `T`, following links
+    /// (at most 8 hops, the tree's default); `None` if nothing is there or a link's target is
+    /// missing. For the history of [`Calls::call`](super::Calls::call).
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidPath`], [`ErrorKind::LinkLoop`], [`ErrorKind::Serialization`], as
+    /// the tree's.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::ErrorKind;
+    /// use dynatree_testing::sim::Model;
+    ///
+    /// # #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)] struct V { v: u8 }
+    /// let mut m = Model::default();
+    /// m.put(["a"], &V { v: 1 }).unwrap();
+    /// m.put_link(["l"], ["a"]).unwrap();
+    /// assert_eq!(m.read::<V>(["l"]), Ok(Some(V { v: 1 })));
+    /// assert_eq!(m.read::<V>(["b"]), Ok(None));
+    /// m.put_link(["x"], ["x"]).unwrap();
+    /// assert_eq!(m.read::<V>(["x"]), Err(ErrorKind::LinkLoop));
+    /// ```
+    pub fn read<T: DeserializeOwned>(&self, path: impl IntoPath) -> Result<Option<T>, ErrorKind> {
+        let mut at = comps(path)?;
+        for _ in 0..=8 {
+            match self.objects.get(&at) {
+                None => return Ok(None),
+                Some(Stored::Object(item)) => {
+                    return item.to_deserialize().map(Some).map_err(|e| e.kind());
+                }
+                Some(Stored::Link(t)) => at.clone_from(t),
+            }
+        }
+        Err(ErrorKind::LinkLoop)
+    }
+
+    /// [`Tree::list`](dynatree::Tree::list): the names of the children of `path` (nodes with
+    /// an object or link at or below them), in the order of their UTF-8 bytes.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree_testing::sim::Model;
+    ///
+    /// # #[derive(serde::Serialize)] struct V { v: u8 }
+    /// let mut m = Model::default();
+    /// m.put(["a", "y", "z"], &V { v: 1 }).unwrap();
+    /// m.put(["a", "x"], &V { v: 2 }).unwrap();
+    /// m.put(["b"], &V { v: 3 }).unwrap();
+    /// assert_eq!(m.children(["a"]), ["x", "y"]);
+    /// assert_eq!(m.children(dynatree::Path::root()), ["a", "b"]);
+    /// ```
+    pub fn children(&self, path: impl IntoPath) -> Vec<String> {
+        let Ok(p) = comps(path) else {
+            return Vec::new();
+        };
+        let names: BTreeSet<&String> = self
+            .objects
+            .keys()
+            .filter(|k| k.len() > p.len() && under(k, &p))
+            .map(|k| &k[p.len()])
+            .collect();
+        names.into_iter().cloned().collect()
+    }
+
+    /// Keeps only the objects and links whose path `keep` accepts: the part of a tree that
+    /// one part of a history covers (see [`check_history`](super::check_history)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree_testing::sim::Model;
+    ///
+    /// # #[derive(serde::Serialize)] struct V { v: u8 }
+    /// let mut m = Model::default();
+    /// m.put(["a", "x"], &V { v: 1 }).unwrap();
+    /// m.put(["b"], &V { v: 2 }).unwrap();
+    /// m.retain(|p| p[0] == "a");
+    /// assert_eq!(m.objects().len(), 1);
+    /// ```
+    pub fn retain(&mut self, mut keep: impl FnMut(&[String]) -> bool) {
+        self.objects.retain(|p, _| keep(p));
     }
 
     fn node(&self, p: &[String]) -> bool {

@@ -1,7 +1,7 @@
 //! [`Tree`]: the untyped tree API over any [`Storage`].
 
 mod check;
-mod clock;
+pub(crate) mod clock;
 mod denorm;
 mod expire;
 mod guard;
