@@ -87,8 +87,8 @@ use futures::FutureExt;
 use futures::future::LocalBoxFuture;
 
 pub use self::check::{Model, Stored, Violation, check_rows};
-pub use self::history::{Call, Calls, Observed, check_history};
 use self::history::CallModel;
+pub use self::history::{Call, Calls, Observed, check_history};
 use crate::Fault;
 
 /// What the simulator can do to one request.

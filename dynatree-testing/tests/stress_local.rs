@@ -142,9 +142,7 @@ async fn work(process: usize, endpoint: &str, table: &str, log: &str, calls: usi
             Op::Delete(p) => show(tree.delete(p.clone()).await),
             // The model's value is `()`: the count of deleted objects is not compared.
             Op::DeleteSubtree(p) => show(tree.delete_subtree(p.clone()).await.map(|_| ())),
-            Op::Move(a, b) => show(
-                tree.move_subtree(a.clone(), b.clone()).await.map(|_| ()),
-            ),
+            Op::Move(a, b) => show(tree.move_subtree(a.clone(), b.clone()).await.map(|_| ())),
         };
         write(&Line {
             process,
@@ -245,7 +243,12 @@ fn part(op: &Op) -> String {
 
 fn spawn(process: usize, endpoint: &str, table: &str, log: &FsPath) -> Child {
     Command::new(std::env::current_exe().expect("this test binary"))
-        .args(["stress_worker", "--exact", "--nocapture", "--test-threads=1"])
+        .args([
+            "stress_worker",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env("DYNATREE_STRESS_WORKER", process.to_string())
         .env("DYNATREE_STRESS_ENDPOINT", endpoint)
         .env("DYNATREE_STRESS_TABLE", table)
@@ -287,7 +290,15 @@ fn processes_killed_and_paused_leave_a_linearizable_history() {
     let mut next = 0;
     let mut running: Vec<(usize, Child)> = Vec::new();
     for _ in 0..workers {
-        running.push((next, spawn(next, &local.endpoint(), &name, &dir.join(format!("p{next}")))));
+        running.push((
+            next,
+            spawn(
+                next,
+                &local.endpoint(),
+                &name,
+                &dir.join(format!("p{next}")),
+            ),
+        ));
         next += 1;
     }
     fastrand::seed(7);
@@ -309,7 +320,15 @@ fn processes_killed_and_paused_leave_a_linearizable_history() {
             let _ = c.wait();
             // A new process takes the dead one's place (and its unfinished operations, if it
             // runs into them).
-            running.push((next, spawn(next, &local.endpoint(), &name, &dir.join(format!("p{next}")))));
+            running.push((
+                next,
+                spawn(
+                    next,
+                    &local.endpoint(),
+                    &name,
+                    &dir.join(format!("p{next}")),
+                ),
+            ));
             next += 1;
         } else if pauses > 0 {
             pauses -= 1;
@@ -338,7 +357,9 @@ fn processes_killed_and_paused_leave_a_linearizable_history() {
     let mut lines: Vec<Line> = Vec::new();
     for p in 0..next {
         let path = dir.join(format!("p{p}"));
-        let Ok(f) = fs::File::open(&path) else { continue };
+        let Ok(f) = fs::File::open(&path) else {
+            continue;
+        };
         for l in std::io::BufReader::new(f).lines() {
             let l = l.expect("a log line");
             // A line cut by a kill is the invocation's: it has no result line either.
@@ -362,7 +383,10 @@ fn processes_killed_and_paused_leave_a_linearizable_history() {
     for (k, inv) in &invocations {
         let res = results.get(k);
         unknown += usize::from(res.is_none());
-        parts.entry(part(&inv.op)).or_default().push(call_of(inv, res));
+        parts
+            .entry(part(&inv.op))
+            .or_default()
+            .push(call_of(inv, res));
     }
     let total: usize = parts.values().map(Vec::len).sum();
     let mut failures = Vec::new();

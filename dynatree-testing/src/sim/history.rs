@@ -110,9 +110,9 @@ impl Call {
 /// Checks a history for linearizability (see the [module docs](super)): whether one order of
 /// `calls` that respects real time explains every result they saw and turns `initial` into
 /// `actual`. Errors of the kinds in `refusals` mean "not applied"; transient errors and
-/// unknown outcomes "applied or not". At most 128 calls, and at most `DYNATREE_SIM_HISTORY_STATES`
-/// (2,000,000) states searched: split a longer history by the paths its calls touch, as
-/// Porcupine does, and check each part against the part of the table it covers.
+/// unknown outcomes "applied or not". At most `DYNATREE_SIM_HISTORY_STATES` (2,000,000)
+/// states are searched: split a long history by the paths its calls touch, as Porcupine does,
+/// and check each part against the part of the table it covers.
 ///
 /// # Errors
 ///
@@ -338,7 +338,7 @@ pub(super) struct Linearizer<'a> {
     calls: &'a [Call],
     refusals: &'a [ErrorKind],
     actual: &'a Model,
-    seen: HashSet<(u128, String)>,
+    seen: HashSet<(Vec<u64>, String)>,
     nodes: u64,
     budget: u64,
 }
@@ -368,13 +368,8 @@ impl<'a> Linearizer<'a> {
     }
 
     pub(super) fn check(&mut self, initial: &Model) -> Verdict {
-        if self.calls.len() > 128 {
-            return Verdict::TooLarge(format!(
-                "{} calls in one history; at most 128 are checked",
-                self.calls.len()
-            ));
-        }
-        match self.search(0, initial) {
+        let done = vec![0u64; self.calls.len().div_ceil(64)];
+        match self.search(&done, 0, initial) {
             Some(true) => Verdict::Linearizable,
             Some(false) => Verdict::NotLinearizable,
             None => Verdict::TooLarge(format!(
@@ -385,35 +380,34 @@ impl<'a> Linearizer<'a> {
     }
 
     /// `Some(found)`, or `None` when the budget ran out.
-    fn search(&mut self, done: u128, state: &Model) -> Option<bool> {
+    /// `done`: a bit per call, `count` of them set.
+    fn search(&mut self, done: &[u64], count: usize, state: &Model) -> Option<bool> {
         let n = self.calls.len();
-        let all = if n == 128 {
-            u128::MAX
-        } else {
-            (1u128 << n) - 1
-        };
-        if done == all {
+        if count == n {
             return Some(state == self.actual);
         }
+        let is_done = |i: usize| done[i / 64] & (1 << (i % 64)) != 0;
         self.nodes += 1;
         if self.nodes > self.budget {
             return None;
         }
-        if !self.seen.insert((done, format!("{state:?}"))) {
+        if !self.seen.insert((done.to_vec(), format!("{state:?}"))) {
             return Some(false);
         }
         // Only a call invoked before every pending call that returned may come next.
         let horizon = (0..n)
-            .filter(|i| done & (1 << i) == 0)
+            .filter(|&i| !is_done(i))
             .filter_map(|i| self.calls[i].returned)
             .min()
             .unwrap_or(u64::MAX);
         for i in 0..n {
-            if done & (1 << i) != 0 || self.calls[i].invoked > horizon {
+            if is_done(i) || self.calls[i].invoked > horizon {
                 continue;
             }
             let c = &self.calls[i];
-            let next = done | (1 << i);
+            let mut next = done.to_vec();
+            next[i / 64] |= 1 << (i % 64);
+            let next = &next;
             let apply = || {
                 let mut m = state.clone();
                 let r = (c.model)(&mut m);
@@ -423,17 +417,21 @@ impl<'a> Linearizer<'a> {
                 Observed::Ok(v) => {
                     let (m, r) = apply();
                     match r {
-                        Ok(got) if !c.compare || got == *v => self.search(next, &m)?,
+                        Ok(got) if !c.compare || got == *v => self.search(next, count + 1, &m)?,
                         _ => false,
                     }
                 }
-                Observed::Err(k) if self.refusals.contains(k) => self.search(next, state)?,
-                Observed::Err(k) if unknown_kind(*k) => self.either(next, state, &apply)?,
+                Observed::Err(k) if self.refusals.contains(k) => {
+                    self.search(next, count + 1, state)?
+                }
+                Observed::Err(k) if unknown_kind(*k) => {
+                    self.either(next, count + 1, state, &apply)?
+                }
                 Observed::Err(k) => {
                     let (m, r) = apply();
-                    r == Err(*k) && self.search(next, &m)?
+                    r == Err(*k) && self.search(next, count + 1, &m)?
                 }
-                Observed::Unknown => self.either(next, state, &apply)?,
+                Observed::Unknown => self.either(next, count + 1, state, &apply)?,
             };
             if found {
                 return Some(true);
@@ -445,14 +443,15 @@ impl<'a> Linearizer<'a> {
     /// An unknown outcome: not applied, or applied (whatever its result).
     fn either(
         &mut self,
-        next: u128,
+        next: &[u64],
+        count: usize,
         state: &Model,
         apply: &dyn Fn() -> (Model, std::result::Result<String, ErrorKind>),
     ) -> Option<bool> {
-        if self.search(next, state)? {
+        if self.search(next, count, state)? {
             return Some(true);
         }
         let (m, r) = apply();
-        Some(r.is_ok() && self.search(next, &m)?)
+        Some(r.is_ok() && self.search(next, count, &m)?)
     }
 }
