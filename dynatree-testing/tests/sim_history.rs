@@ -319,3 +319,47 @@ fn a_reader_can_see_a_moved_object_at_both_ends() {
         .expect_err("a move is not atomic for readers");
     assert!(failure.message.contains("not linearizable"), "{failure}");
 }
+
+/// Clocks further apart than a lease (a 5 s lease, a process a minute ahead) cost liveness,
+/// never safety: the process ahead takes a mark or an operation over while its owner still
+/// runs, and the owner's next conditional write fails instead of landing.
+#[test]
+fn clocks_further_apart_than_a_lease_stay_safe() {
+    let short = |s| {
+        Tree::builder(s)
+            .removal_lease(Duration::from_secs(5))
+            .build()
+            .expect("valid settings")
+    };
+    Sim::new("a put a minute ahead of a deletion", FakeTable::new)
+        .tree(short)
+        .schedules(300)
+        .faults(1, SimFault::all())
+        .setup(|tree| async move { tree.put(["a", "b"], &v(1)).await })
+        .op("delete a/b", |tree| async move { tree.delete(["a", "b"]).await })
+        .model(|m| m.delete(["a", "b"]))
+        .op("put a/c", |tree| async move { tree.put(["a", "c"], &v(2)).await })
+        .model(|m| m.put(["a", "c"], &v(2)))
+        .skew(Duration::from_secs(60), false)
+        .run();
+    Sim::new("resume a minute ahead of a move", FakeTable::new)
+        .tree(short)
+        .schedules(300)
+        .faults(1, SimFault::all())
+        .setup(|tree| async move {
+            tree.put(["a", "x"], &v(1)).await?;
+            tree.put(["a", "y"], &v(2)).await
+        })
+        .op("move a to b", |tree| async move {
+            tree.move_subtree(["a"], ["b"]).await
+        })
+        .model(|m| m.move_subtree(["a"], ["b"], LinkPolicy::Report))
+        .op("resume", |tree| async move { tree.resume().await })
+        .model(|_| Ok(()))
+        .skew(Duration::from_secs(60), false)
+        .process("reader of a/x", |tree, calls| async move {
+            // Not linearizable against a move in general; one read is.
+            get(&calls, &tree, ["b", "y"]).await
+        })
+        .run();
+}
