@@ -61,6 +61,7 @@ pub fn cases<S: Storage + 'static>() -> Vec<(&'static str, Case<S>)> {
         case!(link_cycle_is_an_error),
         case!(key_and_child_attributes_refused),
         case!(serialization_failures),
+        case!(enums_round_trip_as_whole_values_and_fields),
         case!(link_failures),
         case!(early_stop_of_a_listing),
         case!(fifty_component_path),
@@ -596,6 +597,112 @@ pub async fn serialization_failures<S: Storage + 'static>(table: S) {
     let e = tree.get::<Other>(["a"]).await.unwrap_err();
     assert!(e.is_serialization());
     assert!(std::error::Error::source(&e).is_some());
+}
+
+/// Enums, externally tagged as `serde_dynamo` writes them: a newtype, tuple or struct variant
+/// stored as the whole value is an item of one attribute named by the variant, and reads back;
+/// every kind of variant, nested ones too, reads back as a field. A unit variant is a string,
+/// not an item: refused as a whole value. A variant named like a key or bookkeeping attribute
+/// is refused like any such attribute. Nothing refused is written.
+pub async fn enums_round_trip_as_whole_values_and_fields<S: Storage + 'static>(table: S) {
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+    enum Inner {
+        Unit,
+        Count(u32),
+    }
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+    enum E {
+        Unit,
+        Newtype(u32),
+        Text(String),
+        Tuple(u32, String),
+        Struct { x: u32, tags: Vec<String> },
+        Nested(Inner),
+        Optional(Option<Inner>),
+    }
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+    struct Holder {
+        e: E,
+        inner: Inner,
+        list: Vec<E>,
+    }
+    let tree = tree(table).await;
+    let whole = [
+        E::Newtype(5),
+        E::Text("hi".into()),
+        E::Tuple(7, "seven".into()),
+        E::Struct {
+            x: 1,
+            tags: vec!["a".into(), "b".into()],
+        },
+        E::Nested(Inner::Count(3)),
+        E::Nested(Inner::Unit),
+        E::Optional(Some(Inner::Count(4))),
+        E::Optional(None),
+    ];
+    for (i, value) in whole.iter().enumerate() {
+        let path = ["whole", &i.to_string()];
+        tree.put(path, value).await.expect("put an enum");
+        assert_eq!(
+            tree.get::<E>(path).await.expect("get an enum").as_ref(),
+            Some(value)
+        );
+        // Read as an `Option` of the enum too.
+        assert_eq!(
+            tree.get::<Option<E>>(path)
+                .await
+                .expect("get")
+                .flatten()
+                .as_ref(),
+            Some(value)
+        );
+    }
+    let everything = vec![E::Unit]
+        .into_iter()
+        .chain(whole.iter().cloned())
+        .collect::<Vec<_>>();
+    for (i, e) in everything.iter().enumerate() {
+        let holder = Holder {
+            e: e.clone(),
+            inner: Inner::Unit,
+            list: everything.clone(),
+        };
+        let path = ["field", &i.to_string()];
+        tree.put(path, &holder).await.expect("put a holder");
+        assert_eq!(
+            tree.get::<Holder>(path).await.expect("get a holder"),
+            Some(holder)
+        );
+    }
+    let before = rows(&tree).await;
+    // A unit variant as the whole value is a string.
+    let e = tree.put(["unit"], &E::Unit).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Serialization, "{e:?}");
+    // A variant named like the table's keys or dynatree's bookkeeping.
+    #[derive(Debug, Serialize)]
+    enum Clash {
+        Key(u32),
+        Child(u32),
+        #[serde(rename = "¦ttl")]
+        Ttl(u32),
+        #[serde(rename = "¦")]
+        LinkMark(String),
+    }
+    for clash in [
+        Clash::Key(1),
+        Clash::Child(1),
+        Clash::Ttl(1),
+        Clash::LinkMark("¦a".into()),
+    ] {
+        let e = tree.put(["clash"], &clash).await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidAttribute, "{clash:?}: {e:?}");
+    }
+    assert_eq!(rows(&tree).await, before);
+    // A stored item of two attributes is no enum.
+    let two: std::collections::BTreeMap<&str, u32> = [("Newtype", 1), ("Unit", 2)].into();
+    tree.put(["two"], &two).await.expect("put");
+    let e = tree.get::<E>(["two"]).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Serialization, "{e:?}");
 }
 
 /// read_link: not found and not a link are distinct; a dangling link reads as nothing.

@@ -166,9 +166,25 @@ impl<'de> de::Deserializer<'de> for ItemDe<'_> {
 
     newtype_is_transparent!();
 
+    /// A whole value that is an enum: `serde_dynamo` writes a newtype, tuple or struct
+    /// variant as an item of one attribute, named by the variant (a unit variant is a string,
+    /// not an item, and is refused on write).
+    fn deserialize_enum<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        _variants: &'static [&'static str],
+        visitor: V,
+    ) -> DeResult<V::Value> {
+        let mut attrs = self.0.iter();
+        match (attrs.next(), attrs.next()) {
+            (Some((name, value)), None) => visitor.visit_enum(EnumDe { name, value }),
+            _ => Err(de::Error::invalid_type(Unexpected::Map, &visitor)),
+        }
+    }
+
     forward_to_deserialize_any! {
         bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
-        unit unit_struct seq tuple tuple_struct map struct enum identifier ignored_any
+        unit unit_struct seq tuple tuple_struct map struct identifier ignored_any
     }
 }
 
@@ -672,6 +688,61 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(any, serde_json::json!({"i": -1, "u": u64::MAX, "f": 0.5}));
+    }
+
+    #[test]
+    fn whole_values_read_as_enums() {
+        #[derive(serde::Deserialize, Debug, PartialEq)]
+        enum Inner {
+            Unit,
+            Count(u8),
+        }
+        #[derive(serde::Deserialize, Debug, PartialEq)]
+        enum E {
+            Newtype(u8),
+            Tuple(u8, String),
+            Struct { w: u8 },
+            Nested(Inner),
+        }
+        let s = |v: &str| Value::S(v.to_owned());
+        let m = |k: &str, v: Value| Value::M(BTreeMap::from([(k.to_owned(), v)]));
+        assert_eq!(read::<E>(&[("Newtype", n("5"))]).unwrap(), E::Newtype(5));
+        assert_eq!(
+            read::<E>(&[("Tuple", Value::L(vec![n("1"), s("a")]))]).unwrap(),
+            E::Tuple(1, "a".into())
+        );
+        assert_eq!(
+            read::<E>(&[("Struct", m("w", n("2")))]).unwrap(),
+            E::Struct { w: 2 }
+        );
+        assert_eq!(
+            read::<E>(&[("Nested", m("Count", n("3")))]).unwrap(),
+            E::Nested(Inner::Count(3))
+        );
+        assert_eq!(
+            read::<E>(&[("Nested", s("Unit"))]).unwrap(),
+            E::Nested(Inner::Unit)
+        );
+        assert_eq!(
+            read::<Option<E>>(&[("Newtype", n("5"))]).unwrap(),
+            Some(E::Newtype(5))
+        );
+        assert_eq!(
+            error::<E>(&[("Nested", m("Count", n("300")))]),
+            "serialization failed: attribute `Nested.Count`: invalid value: number 300, \
+             expected u8"
+        );
+        assert_eq!(
+            error::<E>(&[("Other", n("1"))]),
+            "serialization failed: unknown variant `Other`, expected one of `Newtype`, `Tuple`, \
+             `Struct`, `Nested`"
+        );
+        for attrs in [&[][..], &[("Newtype", n("1")), ("Struct", m("w", n("2")))]] {
+            assert_eq!(
+                error::<E>(attrs),
+                "serialization failed: invalid type: map, expected enum E"
+            );
+        }
     }
 
     #[test]
