@@ -407,7 +407,10 @@ impl Layout {
     /// values. Written and queried through a [scope](crate::Tree::scope), the scope's root
     /// comes first as an object key (`SC r0 … SC r(n-1) SC template SC value`): it starts with
     /// SC, which no template does, and the SC after the root keeps `Tenants/a` apart from
-    /// `Tenants/ab`, so no two scopes (nor the whole tree) share an index partition.
+    /// `Tenants/ab`, so no two scopes (nor the whole tree) share an index partition. Neither
+    /// root components nor templates nor values (refused on writes and queries, see
+    /// `repo::refuse_reserved_in_index_value`) contain SC, so a hash splits at SC one way
+    /// only: no value spells another scope's hash.
     pub(crate) fn index_hash(&self, scope: &[String], template: &str, encoded: &str) -> String {
         let sc = self.sc;
         if scope.is_empty() {

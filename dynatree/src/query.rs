@@ -24,10 +24,22 @@ use crate::tree::Tree;
 /// HTTP API's `next` link), take it back, and pass it to the same query's `start_after` to
 /// continue after that page.
 ///
-/// A cursor names the query it came from: on any other query (another collection, index,
-/// range condition or direction) `start_after` fails with [`ErrorKind::InvalidArgument`]
-/// rather than reading from a wrong place. Parsing a string that is not a cursor fails the
-/// same way. Its contents are not a stable format: store cursors for a session, not forever.
+/// A cursor names the query it came from and a position in it. The stream of a query given a
+/// cursor it cannot have returned yields [`ErrorKind::InvalidArgument`] and ends, with
+/// nothing sent, rather than reading from a wrong place (or reading nothing):
+///
+/// - a cursor of any other query: another collection (another parent), index, index value,
+///   range condition, direction, or for [`Tree::descendants`] another prefix, depth or
+///   strategy;
+/// - a position the query cannot return: empty, over DynamoDB's key limits (a range key of
+///   more than 1,024 bytes), with the reserved character, outside the query's range
+///   condition, or for an index query or [`Tree::descendants`] not an object row below the
+///   query's prefix (and scope).
+///
+/// Parsing a string that is not a cursor fails with the same kind. A cursor at the last
+/// value of a range condition (a page ended on it) is valid, and nothing follows it: the
+/// stream ends without a request. Its contents are not a stable format: store cursors for a
+/// session, not forever.
 ///
 /// # Examples
 ///
@@ -57,10 +69,16 @@ use crate::tree::Tree;
 /// assert_eq!(rest.iter().map(|r| r.at).collect::<Vec<_>>(), [3, 4, 5]);
 ///
 /// // On another query, the cursor is refused.
-/// let err = readings.query(&s1).descending().start_after(cursor).items().try_collect::<Vec<_>>().await;
+/// let err = readings.query(&s1).descending().start_after(cursor.clone()).items().try_collect::<Vec<_>>().await;
+/// assert_eq!(err.unwrap_err().kind(), ErrorKind::InvalidArgument);
+/// // So is a cursor of another sensor's readings.
+/// let s2 = ReadingCollection { sensor: "s2".into() };
+/// let err = readings.query(&s2).start_after(cursor).items().try_collect::<Vec<_>>().await;
 /// assert_eq!(err.unwrap_err().kind(), ErrorKind::InvalidArgument);
 /// # Ok(()) }
 /// ```
+///
+/// [`Tree::descendants`]: crate::Tree::descendants
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct Cursor {
     query: u64,
@@ -79,10 +97,7 @@ impl Cursor {
         if self.query == query {
             Ok(&self.parts)
         } else {
-            Err(Error::new(
-                ErrorKind::InvalidArgument,
-                "the cursor belongs to another query",
-            ))
+            Err(another_query())
         }
     }
 
@@ -470,8 +485,10 @@ macro_rules! shared_vocabulary {
             self
         }
 
-        /// Continues after the page that returned `cursor` (see [`Cursor`]). A cursor of
-        /// another query makes the stream yield [`ErrorKind::InvalidArgument`].
+        /// Continues after the page that returned `cursor` (see [`Cursor`]). A cursor this
+        /// query cannot have returned (another query's, or a position that is empty, over
+        /// DynamoDB's key limits or outside the query's range condition) makes the stream
+        /// yield [`ErrorKind::InvalidArgument`], with nothing sent.
         ///
         /// # Examples
         ///
@@ -735,9 +752,9 @@ impl<T: Hierarchical, S: Storage + 'static> TypedQuery<T, S> {
     ///
     /// The stream yields one error and ends, with nothing sent, on two range conditions or one
     /// DynamoDB would refuse ([`ErrorKind::InvalidArgument`], [`ErrorKind::InvalidPath`]), a
-    /// cursor of another query ([`ErrorKind::InvalidArgument`]), a type checked against
-    /// another reserved character ([`ErrorKind::InvalidReserved`]); later, on backend errors
-    /// and values that do not fit `T`.
+    /// cursor this query cannot have returned (see [`Cursor`]; [`ErrorKind::InvalidArgument`]),
+    /// a type checked against another reserved character ([`ErrorKind::InvalidReserved`]);
+    /// later, on backend errors and values that do not fit `T`.
     ///
     /// # Cancel safety
     ///
@@ -828,6 +845,7 @@ assert_eq!(titles, [Title { title: "A".into() }]);
                 None => None,
                 Some(c) => match c.parts_for(fp)? {
                     [range] => {
+                        check_position(range, query.range.as_ref(), tree.reserved())?;
                         let start = Key::new(query.hash.clone(), range.clone());
                         // A cursor at the condition's far bound (the last page ended on it)
                         // has nothing after it.
@@ -836,12 +854,7 @@ assert_eq!(titles, [Title { title: "A".into() }]);
                         }
                         Some(start)
                     }
-                    _ => {
-                        return Err(Error::new(
-                            ErrorKind::InvalidArgument,
-                            "the cursor belongs to another query",
-                        ));
-                    }
+                    _ => return Err(another_query()),
                 },
             };
             Ok(Some((prefix, query, start, fp)))
@@ -997,7 +1010,12 @@ impl<T: Hierarchical, S: Storage + 'static> IndexQueryBuilder<T, S> {
     ///
     /// # Errors
     ///
-    /// As [`TypedQuery::pages`]; [`ErrorKind::InvalidArgument`] if `T` declares no such index.
+    /// As [`TypedQuery::pages`]; [`ErrorKind::InvalidArgument`] if `T` declares no such index;
+    /// [`ErrorKind::InvalidValue`] if the hash value or a range condition's value contains the
+    /// reserved character (no stored index value does: writes refuse it).
+    ///
+    /// Through a [scope](Tree::scope), only items under the scope's root come out, whatever
+    /// the table holds.
     ///
     /// # Cancel safety
     ///
@@ -1064,6 +1082,7 @@ assert_eq!(ids, [Id { id: "u1".into() }]);
         let mut projection: Vec<String> = tree.read_opts(None, projection.flatten()).projection;
         let setup = (|| {
             let range = self.shape.range()?;
+            let sc = tree.reserved();
             let def = T::INDEXES
                 .iter()
                 .find(|d| d.name() == self.key.index())
@@ -1077,7 +1096,12 @@ assert_eq!(ids, [Id { id: "u1".into() }]);
                         ),
                     )
                 })?;
-            let sc = tree.reserved();
+            // No stored index key value has the reserved character (see
+            // `repo::refuse_reserved_in_index_value`): a query for one is refused the same way.
+            crate::repo::refuse_reserved_in_index_value(self.key.hash(), sc, def.name())?;
+            for v in range.iter().flat_map(condition_values) {
+                crate::repo::refuse_reserved_in_index_value(v, sc, def.name())?;
+            }
             let query = IndexQuery {
                 index: def.spec(sc),
                 // A scope's root is part of the hash: see `Layout::index_hash`.
@@ -1099,16 +1123,17 @@ assert_eq!(ids, [Id { id: "u1".into() }]);
                 query.range.as_ref(),
                 query.forward,
             );
+            // `Some(None)`: from the start; `None`: the cursor is at the end, send nothing.
             let start = match self.shape.start_after.take() {
-                None => None,
-                Some(c) => Some(index_start(&query, c.parts_for(fp)?)?),
+                None => Some(None),
+                Some(c) => index_start(&tree, &query, c.parts_for(fp)?)?.map(Some),
             };
             Ok((query, start, fp))
         })();
         let limit = self.shape.limit.unwrap_or(usize::MAX);
         let stream = match setup {
             Ok((query, start, fp)) => {
-                futures::stream::try_unfold((Some(start), limit), move |(state, left)| {
+                futures::stream::try_unfold((start, limit), move |(state, left)| {
                     let query = query.clone();
                     let tree = tree.clone();
                     async move {
@@ -1117,10 +1142,12 @@ assert_eq!(ids, [Id { id: "u1".into() }]);
                         };
                         let page = tree.io().query_index_page(&query, start).await?;
                         let now = crate::expiry::now_secs();
+                        // Through a scope, only rows under its root: the index hash keeps
+                        // scopes apart, and this keeps them apart whatever the table holds.
                         let mut items = page
                             .items
                             .into_iter()
-                            .filter(|i| !tree.layout().is_absent(i, now))
+                            .filter(|i| !tree.layout().is_absent(i, now) && tree.row_in_scope(i))
                             .map(|i| tree.to_value::<P>(i))
                             .collect::<Result<Vec<P>>>()?;
                         items.truncate(left);
@@ -1201,17 +1228,95 @@ fn index_cursor(query: &IndexQuery, last: &Item, fp: u64) -> Cursor {
     Cursor::new(fp, parts)
 }
 
-fn index_start(query: &IndexQuery, parts: &[String]) -> Result<Item> {
+/// The start key of an index query from a cursor's `parts` (see [`index_cursor`]): an object
+/// row of the tree (under the scope's root, if any) in the query's partition, at an index
+/// range value the query could have returned. `None` for a cursor at the condition's far
+/// bound: nothing follows it.
+fn index_start<S>(tree: &Tree<S>, query: &IndexQuery, parts: &[String]) -> Result<Option<Item>> {
     let attrs = index_key_attrs(query);
-    if attrs.len() != parts.len() {
-        return Err(Error::new(
-            ErrorKind::InvalidArgument,
-            "the cursor belongs to another query",
+    let (Some([key, child, hash]), range) = (parts.get(..3), parts.get(3)) else {
+        return Err(another_query());
+    };
+    if attrs.len() != parts.len() || *hash != query.hash {
+        return Err(another_query());
+    }
+    let layout = tree.layout();
+    let object = layout
+        .decode_target(key)
+        .ok()
+        .filter(|path| tree.in_scope(path) && path.len() > tree.floor());
+    if object.is_none() || child != layout.link_attr() {
+        return Err(cursor_outside(
+            "the cursor's position is not an object row of the query's tree",
         ));
+    }
+    if let Some(range) = range {
+        check_position(range, query.range.as_ref(), layout.reserved())?;
+        if query
+            .range
+            .as_ref()
+            .is_some_and(|c| !c.accepts_start(range, query.forward))
+        {
+            return Ok(None);
+        }
     }
     let mut item = Item::new();
     for (a, v) in attrs.into_iter().zip(parts) {
         item.insert(a, Value::S(v.clone()));
     }
-    Ok(item)
+    Ok(Some(item))
+}
+
+/// Checks the range key value `position` of a cursor: what a query with the range condition
+/// `range` could have returned (not empty, within DynamoDB's sort key limit, without the
+/// reserved character `sc`, which no listed name or index value has, and satisfying the
+/// condition).
+fn check_position(position: &str, range: Option<&RangeCondition>, sc: char) -> Result<()> {
+    if position.is_empty() {
+        return Err(cursor_outside("the cursor's position is empty"));
+    }
+    if position.len() > crate::storage::MAX_RANGE_KEY_BYTES {
+        return Err(cursor_outside(format!(
+            "the cursor's position is {} bytes, over DynamoDB's {}-byte sort key limit",
+            position.len(),
+            crate::storage::MAX_RANGE_KEY_BYTES
+        )));
+    }
+    if position.contains(sc) {
+        return Err(cursor_outside(format!(
+            "the cursor's position contains the reserved character {sc:?}"
+        )));
+    }
+    if range.is_some_and(|r| !r.matches(position)) {
+        return Err(cursor_outside(
+            "the cursor's position is outside the query's range condition",
+        ));
+    }
+    Ok(())
+}
+
+/// The values a range condition compares with.
+fn condition_values(range: &RangeCondition) -> Vec<&str> {
+    match range {
+        RangeCondition::Eq(v)
+        | RangeCondition::Lt(v)
+        | RangeCondition::Le(v)
+        | RangeCondition::Gt(v)
+        | RangeCondition::Ge(v)
+        | RangeCondition::BeginsWith(v) => vec![v],
+        RangeCondition::Between(a, b) => vec![a, b],
+    }
+}
+
+/// A cursor of another query.
+pub(crate) fn another_query() -> Error {
+    Error::new(
+        ErrorKind::InvalidArgument,
+        "the cursor belongs to another query",
+    )
+}
+
+/// A cursor whose position the query cannot have returned.
+pub(crate) fn cursor_outside(detail: impl Into<String>) -> Error {
+    Error::new(ErrorKind::InvalidArgument, detail)
 }

@@ -699,10 +699,12 @@ pub(crate) fn index_attributes<T: Hierarchical>(
                 )
             })?;
         let spec = def.spec(sc);
+        refuse_reserved_in_index_value(key.hash(), sc, def.name())?;
         let hash = hash_of(key.hash());
         check_index_value(&hash, crate::storage::MAX_HASH_KEY_BYTES, def.name())?;
         out.push((spec.hash_attr, Value::S(hash)));
         if let (Some(attr), Some(r)) = (spec.range_attr, key.range()) {
+            refuse_reserved_in_index_value(r, sc, def.name())?;
             check_index_value(r, crate::storage::MAX_RANGE_KEY_BYTES, def.name())?;
             out.push((attr, Value::S(r.to_owned())));
         }
@@ -724,10 +726,25 @@ pub(crate) fn expected_index_attributes<T: Hierarchical>(
     })
 }
 
+/// Refuses an encoded index key value (a hash value as the caller gives it, before the scope
+/// and template are put before it, or a range value) that contains the reserved character
+/// `sc`, with [`ErrorKind::InvalidValue`]: the stored hash is the scope's root, the template
+/// and the value joined by `sc`, so a value with `sc` in it could spell the hash of another
+/// scope (a tenant's value read through a scope nested in its own).
+pub(crate) fn refuse_reserved_in_index_value(v: &str, sc: char, index: &str) -> Result<()> {
+    if v.contains(sc) {
+        return Err(Error::new(
+            ErrorKind::InvalidValue,
+            format!("a key value of index `{index}` contains the reserved character {sc:?}"),
+        ));
+    }
+    Ok(())
+}
+
 fn check_index_value(v: &str, max: usize, index: &str) -> Result<()> {
     if v.is_empty() || v.len() > max {
         return Err(Error::new(
-            ErrorKind::InvalidAttribute,
+            ErrorKind::InvalidValue,
             format!(
                 "the key of index `{index}` is {} bytes; DynamoDB takes 1 to {max}",
                 v.len()

@@ -512,6 +512,128 @@ async fn repositories_and_indexes_are_isolated_between_scopes() {
     assert_eq!(by_target(&two).await.unwrap().len(), 2);
 }
 
+#[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[dynatree(path = "Events/{id}", index(name = "by_kind", hash = kind, range = day))]
+struct Event {
+    id: String,
+    kind: String,
+    day: String,
+}
+
+/// Every row of the table, sorted by key.
+async fn all_rows(tree: &Tree) -> Vec<Item> {
+    let mut rows: Vec<Item> = tree.scan().try_collect().await.expect("scan");
+    rows.sort_by(|a, b| {
+        (a.get_s("Key"), a.get_s("Child")).cmp(&(b.get_s("Key"), b.get_s("Child")))
+    });
+    rows
+}
+
+/// A scope's index hash is its root, the template and the value joined by the reserved
+/// character. A value holding the reserved character could spell the hash of a scope nested
+/// in the writer's (`Tenants/t1` writing `<template>¦v` is `Tenants/t1/<template>` writing
+/// `v`): such values are refused on every write and in queries, and an index query through a
+/// scope returns nothing from outside its root even when the table holds such a row.
+#[tokio::test]
+async fn index_values_cannot_reach_into_a_nested_scope() {
+    let tree = Tree::builder(FakeTable::new())
+        .indexes_of::<Link>()
+        .indexes_of::<Event>()
+        .build()
+        .unwrap();
+    tree.create_table().await.unwrap();
+    let outer = tree.scope(["Tenants", "t1"]).unwrap();
+    let nested = outer.scope([Link::TEMPLATE]).unwrap();
+    let target = "https://example.com";
+    let crafted = Link {
+        target: format!("{}¦{target}", Link::TEMPLATE),
+        ..link("x")
+    };
+    let before = all_rows(&tree).await;
+    for t in [&outer, &nested, &tree] {
+        let links = t.repo::<Link>();
+        let refusals = [
+            links.put(&crafted).await.unwrap_err(),
+            links.create(&crafted).await.unwrap_err(),
+            links
+                .put_all(&[link("ok"), crafted.clone()])
+                .await
+                .unwrap_err(),
+        ];
+        for e in refusals {
+            assert_eq!(e.kind(), ErrorKind::InvalidValue, "{e:?}");
+            assert!(e.is_invalid_input());
+            assert!(e.to_string().contains("reserved character"), "{e}");
+        }
+        // Asking for such a value is refused the same way.
+        let e = links
+            .index(Link::index_by_target(&crafted.target))
+            .items()
+            .try_collect::<Vec<_>>()
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidValue, "{e:?}");
+    }
+    // Index range values too, written or compared with.
+    let event = Event {
+        id: "e".into(),
+        kind: "k".into(),
+        day: "01¦02".into(),
+    };
+    let e = outer.repo::<Event>().put(&event).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidValue, "{e:?}");
+    let e = outer
+        .repo::<Event>()
+        .index(Event::index_by_kind("k"))
+        .ge(&"01¦".to_owned())
+        .items()
+        .try_collect::<Vec<_>>()
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidValue, "{e:?}");
+    assert_eq!(all_rows(&tree).await, before, "nothing written");
+
+    // A row forged anyway (by another program) in the outer scope, with the nested scope's
+    // index hash, and an item of the nested scope itself with the same value.
+    let forged_path = ["Tenants", "t1", "Accounts", "a", "Links", "x"];
+    let mut row = Item::from_serialize(&link("x")).unwrap();
+    row.insert(
+        "Key",
+        dynatree::Value::S(format!("¦{}", forged_path.join("¦"))),
+    );
+    row.insert("Child", dynatree::Value::S("¦".into()));
+    row.insert(
+        "¦ix.by_target.h",
+        dynatree::Value::S(format!("¦Tenants¦t1¦{t}¦{t}¦{target}", t = Link::TEMPLATE)),
+    );
+    dynatree::storage::Storage::put_item(tree.storage(), row, dynatree::storage::Condition::Always)
+        .await
+        .unwrap();
+    nested.repo::<Link>().put(&link("n")).await.unwrap();
+    let found: Vec<Link> = nested
+        .repo::<Link>()
+        .index(Link::index_by_target(target))
+        .items()
+        .try_collect()
+        .await
+        .unwrap();
+    assert_eq!(found, [link("n")], "only the nested scope's own item");
+    // The outer scope reads the forged row at its path, and finds only its own through the
+    // index: the forged row's hash is not the outer scope's.
+    assert_eq!(
+        tree.get::<Link>(forged_path).await.unwrap(),
+        Some(link("x"))
+    );
+    let outer_found: Vec<Link> = outer
+        .repo::<Link>()
+        .index(Link::index_by_target(target))
+        .items()
+        .try_collect()
+        .await
+        .unwrap();
+    assert!(outer_found.is_empty(), "{outer_found:?}");
+}
+
 #[tokio::test]
 async fn scopes_compose() {
     let tree = tree().await;

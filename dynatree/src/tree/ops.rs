@@ -10,7 +10,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::item::{Item, Value};
 use crate::layout::{HASH_KEY, RANGE_KEY};
 use crate::path::{IntoPath, Path};
-use crate::query::{Cursor, TypedPage, fingerprint};
+use crate::query::{Cursor, TypedPage, another_query, cursor_outside, fingerprint};
 use crate::storage::{IndexQuery, IndexSpec, Key, RangeCondition, SharedStorage, Storage};
 
 use super::Tree;
@@ -443,9 +443,11 @@ impl<S: Storage + 'static> Descendants<S> {
         self
     }
 
-    /// Continues after the page that returned `cursor` (see [`Cursor`]). A cursor of another
-    /// query (another prefix, depth or strategy) makes the stream yield
-    /// [`ErrorKind::InvalidArgument`].
+    /// Continues after the page that returned `cursor` (see [`Cursor`]). A cursor this query
+    /// cannot have returned (another query's: another prefix, depth or strategy; or a
+    /// position that is empty, not an object's path, not below the prefix within the depth,
+    /// or by the path index over its 1,024-byte range key limit) makes the stream yield
+    /// [`ErrorKind::InvalidArgument`], with nothing sent.
     ///
     /// # Examples
     ///
@@ -504,8 +506,9 @@ impl<S: Storage + 'static> Descendants<S> {
     ///
     /// The stream yields one error and ends, with nothing sent, on an invalid prefix
     /// ([`ErrorKind::InvalidPath`]), [`Strategy::PathIndex`] on a tree without a path index
-    /// or with a prefix shorter than its depth, or a cursor of another query
-    /// ([`ErrorKind::InvalidArgument`]); later, on backend errors.
+    /// or with a prefix shorter than its depth, or a cursor this query cannot have returned
+    /// (see [`start_after`](Descendants::start_after); [`ErrorKind::InvalidArgument`]); later,
+    /// on backend errors.
     ///
     /// # Cancel safety
     ///
@@ -531,7 +534,13 @@ impl<S: Storage + 'static> Descendants<S> {
             );
             let start = match cursor {
                 None => None,
-                Some(c) => Some(resume_point(&tree, &prefix, max_depth, c.parts_for(fp)?)?),
+                Some(c) => Some(resume_point(
+                    &tree,
+                    &prefix,
+                    max_depth,
+                    use_index,
+                    c.parts_for(fp)?,
+                )?),
             };
             Ok((prefix, use_index, fp, start))
         });
@@ -643,27 +652,43 @@ impl Descendant {
 }
 
 /// The absolute path a cursor of a descendants query stands for: an object strictly below
-/// `prefix`, within `max_depth`.
+/// `prefix`, within `max_depth`, and (by the path index, `by_index`) one the index can hold:
+/// its key, the index's range key, within DynamoDB's sort key limit.
 fn resume_point<S: Storage + 'static>(
     tree: &Tree<S>,
     prefix: &Path,
     max_depth: Option<usize>,
+    by_index: bool,
     parts: &[String],
 ) -> Result<Path> {
-    let other = || {
-        Error::new(
-            ErrorKind::InvalidArgument,
-            "the cursor belongs to another query",
-        )
-    };
     let [hash] = parts else {
-        return Err(other());
+        return Err(another_query());
     };
-    let path = tree.inner.layout.decode_target(hash).map_err(|_| other())?;
+    if hash.is_empty() {
+        return Err(cursor_outside("the cursor's position is empty"));
+    }
+    if by_index && hash.len() > crate::storage::MAX_RANGE_KEY_BYTES {
+        return Err(cursor_outside(format!(
+            "the cursor's position is {} bytes, over DynamoDB's {}-byte sort key limit (the path index's range key)",
+            hash.len(),
+            crate::storage::MAX_RANGE_KEY_BYTES
+        )));
+    }
+    let path = tree
+        .inner
+        .layout
+        .decode_target(hash)
+        .map_err(|_| cursor_outside("the cursor's position is not an object's path"))?;
     let below = path.len() > prefix.len()
         && path.starts_with(prefix)
         && max_depth.is_none_or(|m| path.len() - prefix.len() <= m);
-    if below { Ok(path) } else { Err(other()) }
+    if below {
+        Ok(path)
+    } else {
+        Err(cursor_outside(
+            "the cursor's position is outside the query's prefix or depth",
+        ))
+    }
 }
 
 /// The walk, depth first: a stack of the directories being listed, each with the names of its

@@ -57,7 +57,13 @@
 //! scope's root in their hash (`SC r0 … SC r(n-1) SC template SC value`, where the whole tree
 //! writes `template SC value`), and index queries through the scope ask for that hash: an
 //! index query returns the items of its scope only, and finds an item only through the scope
-//! it was written through. The path index ([`TreeBuilder::path_index`]) keeps absolute paths;
+//! it was written through. Index key values with the reserved character are refused, on
+//! writes and in queries, with [`ErrorKind::InvalidValue`] (nothing is written): with one, a
+//! tenant could write, through its scope, the hash of a scope nested in it (a value
+//! `Links/{short} SC v` written through `Tenants/t1` would spell the hash of `v` through
+//! `Tenants/t1/Links/{short}`). An index query through a scope also drops any row that is
+//! not under the scope's root, so what one tenant stores never decides what another reads.
+//! The path index ([`TreeBuilder::path_index`]) keeps absolute paths;
 //! [`descendants`](Tree::descendants) asks it with the scope's absolute prefix.
 //!
 //! # Moves, copies, subtree deletions and intents
@@ -78,6 +84,7 @@
 //! one `Option` check per call.
 //!
 //! [`ErrorKind::InvalidArgument`]: crate::ErrorKind::InvalidArgument
+//! [`ErrorKind::InvalidValue`]: crate::ErrorKind::InvalidValue
 //! [`ErrorKind::OutOfScope`]: crate::ErrorKind::OutOfScope
 //! [`MoveReport`]: crate::MoveReport
 //! [`Intent`]: crate::Intent
@@ -399,5 +406,15 @@ mod tests {
         assert!(!ab.starts_with(&a));
         // Scoped hashes start with SC, which no template does.
         assert!(a.starts_with(DEFAULT_RESERVED) && !whole.starts_with(DEFAULT_RESERVED));
+        // A value with SC would spell a nested scope's hash: such values are refused.
+        let nested = l.index_hash(p(&["Tenants", "a", t]).components(), t, "v");
+        assert_eq!(
+            l.index_hash(p(&["Tenants", "a"]).components(), t, "Links/{short}¦v"),
+            nested
+        );
+        let e =
+            crate::repo::refuse_reserved_in_index_value("Links/{short}¦v", DEFAULT_RESERVED, "i")
+                .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidValue);
     }
 }
