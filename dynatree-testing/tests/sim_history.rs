@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use dynatree::{ErrorKind, LinkPolicy, Tree};
 use dynatree_testing::FakeTable;
-use dynatree_testing::sim::{Calls, Sim, SimFault};
+use dynatree_testing::sim::{Calls, Sim, SimFault, SimStorage};
 use serde::{Deserialize, Serialize};
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -16,6 +16,14 @@ struct V {
 
 fn v(v: u32) -> V {
     V { v }
+}
+
+/// A process's tree with a short removal lease.
+fn leased(s: SimStorage<FakeTable>, lease: Duration) -> Tree {
+    Tree::builder(s)
+        .removal_lease(lease)
+        .build()
+        .expect("valid settings")
 }
 
 async fn get(calls: &Calls, tree: &Tree, path: [&'static str; 2]) -> dynatree::Result<Option<V>> {
@@ -204,12 +212,7 @@ fn skewed_clocks_keep_a_deletion_and_a_put_safe() {
 /// its writes are fenced by the conditions on its mark and its intent.
 #[test]
 fn a_paused_lease_owner_is_taken_over_safely() {
-    let short = |s| {
-        Tree::builder(s)
-            .removal_lease(Duration::from_secs(10))
-            .build()
-            .expect("valid settings")
-    };
+    let short = |s| leased(s, Duration::from_secs(10));
     Sim::new("paused deleter vs put", FakeTable::new)
         .tree(short)
         .schedules(300)
@@ -325,20 +328,20 @@ fn a_reader_can_see_a_moved_object_at_both_ends() {
 /// runs, and the owner's next conditional write fails instead of landing.
 #[test]
 fn clocks_further_apart_than_a_lease_stay_safe() {
-    let short = |s| {
-        Tree::builder(s)
-            .removal_lease(Duration::from_secs(5))
-            .build()
-            .expect("valid settings")
-    };
+    let short = |s| leased(s, Duration::from_secs(5));
     Sim::new("a put a minute ahead of a deletion", FakeTable::new)
         .tree(short)
         .schedules(300)
         .faults(1, SimFault::all())
         .setup(|tree| async move { tree.put(["a", "b"], &v(1)).await })
-        .op("delete a/b", |tree| async move { tree.delete(["a", "b"]).await })
+        .op(
+            "delete a/b",
+            |tree| async move { tree.delete(["a", "b"]).await },
+        )
         .model(|m| m.delete(["a", "b"]))
-        .op("put a/c", |tree| async move { tree.put(["a", "c"], &v(2)).await })
+        .op("put a/c", |tree| async move {
+            tree.put(["a", "c"], &v(2)).await
+        })
         .model(|m| m.put(["a", "c"], &v(2)))
         .skew(Duration::from_secs(60), false)
         .run();
