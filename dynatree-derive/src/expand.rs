@@ -531,7 +531,8 @@ fn display_impl(item: &syn::Ident, ident: &syn::Ident, components: &TokenStream)
 }
 
 /// The field handles: a struct `<Type>Fields` with one `Field` per stored field, and the
-/// constant `<Type>::FIELDS`. Key fields, index fields and the version field are `ReadOnly`.
+/// constant `<Type>::FIELDS`. Key fields, index fields, the version field and denormalized
+/// copies are `ReadOnly`.
 fn fields_items(
     input: &Input<'_>,
     plan: &Plan<'_>,
@@ -552,6 +553,9 @@ fn fields_items(
                 .as_ref()
                 .is_some_and(|(v, _)| v.ident == f.ident)
     };
+    // A copy (`#[dynatree(from = ...)]`) follows its source: only dynatree writes it.
+    let copy =
+        |f: &crate::ast::Field<'_>| plan.denormalized.iter().any(|d| d.field.ident == f.ident);
     let stored = input.fields.iter().filter(|f| {
         !f.attrs
             .serde_skips
@@ -566,7 +570,15 @@ fn fields_items(
         let name = f.ident;
         let ty = f.ty;
         let attr = f.attribute_name(rename_all.as_deref());
-        let (field_ty, doc) = if read_only(f) {
+        let (field_ty, doc) = if copy(f) {
+            (
+                quote!(#krate::Field<#ident, #ty, #krate::ReadOnly>),
+                format!(
+                    "`{}` (stored as `{attr}`): conditions only (a denormalized copy, written by dynatree).",
+                    name.unraw()
+                ),
+            )
+        } else if read_only(f) {
             (
                 quote!(#krate::Field<#ident, #ty, #krate::ReadOnly>),
                 format!(

@@ -6,7 +6,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use dynatree::storage::{
     BatchGetOutput, Comparison, Condition, IndexPage, IndexQuery, IndexSpec, Key,
     MAX_HASH_KEY_BYTES, MAX_PROJECTION_NAMES, MAX_RANGE_KEY_BYTES, Page, Query, ScanSegment,
-    Storage, TableDescription, TableStatus, TransactAction, UpdateAction, WriteRequest,
+    Storage, TRANSACT_MAX_BYTES, TableDescription, TableStatus, TransactAction, UpdateAction,
+    WriteRequest,
 };
 use dynatree::{
     Billing, CancellationReason, Error, ErrorKind, Item, MAX_ITEM_BYTES, Result, Value,
@@ -18,7 +19,6 @@ use crate::stream::StreamLog;
 /// DynamoDB's 1 MB page limit for Query and Scan.
 pub const PAGE_BYTES: usize = 1024 * 1024;
 const BATCH_BYTES: usize = 16 * 1024 * 1024;
-const TRANSACT_BYTES: usize = 4 * 1024 * 1024;
 /// How long DynamoDB remembers a transaction's client request token.
 const TOKEN_LIFETIME: std::time::Duration = std::time::Duration::from_secs(10 * 60);
 
@@ -56,6 +56,10 @@ const TOKEN_LIFETIME: std::time::Duration = std::time::Duration::from_secs(10 * 
 ///   the item, a result over 400 KB) refuses the whole request. (Local then lists only the
 ///   failing action's reason; the fake gives one per action, as DynamoDB documents.)
 /// - UpdateItem without actions is valid: it creates an absent item with just its key.
+/// - A TransactWriteItems request is refused over 4 MB
+///   ([`TRANSACT_MAX_BYTES`](dynatree::storage::TRANSACT_MAX_BYTES)) of
+///   [`TransactAction::payload_size`]: the items put, the keys of the other actions and the
+///   actions' expressions, not what the actions find stored.
 /// - A projection ([`Storage::get_item_projected`], [`Storage::batch_get_projected`],
 ///   [`IndexQuery::projection`](dynatree::storage::IndexQuery::projection)) returns the named
 ///   attributes an item has (an item with none of them is an empty item; BatchGetItem and
@@ -1181,9 +1185,9 @@ impl FakeTable {
         // the request: an oversized key, an index key of another scalar type.
         let mut late = Vec::with_capacity(actions.len());
         for a in &actions {
+            total += a.payload_size();
             let (key, problem) = match a {
                 TransactAction::Put { item, condition } => {
-                    total += item.size();
                     check_condition(condition)?;
                     t.check_item_parts(item)?
                 }
@@ -1227,8 +1231,10 @@ impl FakeTable {
             keys.push(key);
             late.push(problem);
         }
-        if total > TRANSACT_BYTES {
-            return Err(validation("transaction size exceeds 4 MB"));
+        if total > TRANSACT_MAX_BYTES {
+            return Err(validation(format!(
+                "Transaction payload size cannot exceed 4MB. Payload Size: {total}"
+            )));
         }
         let now = tokio::time::Instant::now();
         if let Some(token) = token {

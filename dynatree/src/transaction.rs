@@ -8,7 +8,7 @@ use crate::hierarchical::Hierarchical;
 use crate::path::Path;
 use crate::storage::{Condition, SharedStorage, Storage};
 use crate::tree::{Tree, TxOp as Op};
-use crate::update::Patch;
+use crate::update::{Bound, Patch};
 
 /// The longest idempotency token DynamoDB accepts.
 const MAX_TOKEN_CHARS: usize = 36;
@@ -74,6 +74,9 @@ pub struct Transaction<S = SharedStorage> {
     expiring: Vec<bool>,
     token: Option<String>,
     error: Option<Error>,
+    /// The patches' bounds (see `Patch::bounds`), by the index of their action: a patch whose
+    /// condition failed is refused with `InvalidValue` if one of them did not hold.
+    bounds: Vec<(usize, Path, Vec<Bound>)>,
     /// Whether the commit propagates denormalized fields itself (not when a caller that does
     /// it sends a one-action transaction: `Repository::patch`).
     pub(crate) propagate: bool,
@@ -98,6 +101,7 @@ impl<S: Storage + 'static> Tree<S> {
             expiring: Vec::new(),
             token: None,
             error: None,
+            bounds: Vec::new(),
             propagate: true,
         }
     }
@@ -326,6 +330,10 @@ impl<S: Storage + 'static> Transaction<S> {
                 condition,
             })
         });
+        if let Ok(Op::Update { path, .. }) = &op {
+            self.bounds
+                .push((self.ops.len(), path.clone(), patch.bounds()));
+        }
         self.push::<T>(op)
     }
 
@@ -501,10 +509,16 @@ impl<S: Storage + 'static> Transaction<S> {
     ///
     /// - Before sending: the first mistake made while adding actions;
     ///   [`ErrorKind::InvalidArgument`] if there is no action, two actions name one path, or
-    ///   the actions with their guards exceed 100 actions or 4 MB.
+    ///   the actions with their guards exceed 100 actions or DynamoDB's 4 MB
+    ///   ([`TRANSACT_MAX_BYTES`](crate::storage::TRANSACT_MAX_BYTES), counted as DynamoDB
+    ///   counts it: [`TransactAction::payload_size`](crate::storage::TransactAction::payload_size)).
     /// - [`ErrorKind::TransactionCanceled`] if a caller's condition did not hold:
     ///   [`Error::cancellation_reasons`] has one reason per action, in the order they were added
     ///   (the guards' are left out).
+    /// - [`ErrorKind::InvalidValue`] if a patch's [`add`](Patch::add) would take a stored number
+    ///   outside its type's range, or a patched value's version field is at `u64::MAX` (as
+    ///   [`Repository::update`](crate::Repository::update) refuses it): nothing is written, and
+    ///   the cancelled transaction is the error's [`source`](std::error::Error::source).
     /// - [`ErrorKind::Locked`] if a path is inside a subtree a move holds;
     ///   [`ErrorKind::Conflict`] if a guard kept losing races with removals under the retry
     ///   policy. Backend errors.
@@ -514,9 +528,22 @@ impl<S: Storage + 'static> Transaction<S> {
     /// A dropped future may or may not have committed (all or nothing); with an idempotency
     /// token, committing the same transaction again is safe. Missing ancestors it created stay
     /// (listing rows only).
-    pub async fn commit(self) -> Result<()> {
+    pub async fn commit(mut self) -> Result<()> {
         let span = tracing::debug_span!("dynatree.transaction", actions = self.ops.len());
-        tracing::Instrument::instrument(self.commit_inner(), span).await
+        // `Repository::patch` tells an out-of-range patch itself, from the row it reads anyway.
+        let bounds = if self.propagate {
+            std::mem::take(&mut self.bounds)
+        } else {
+            Vec::new()
+        };
+        let tree = self.tree.clone();
+        let result = tracing::Instrument::instrument(self.commit_inner(), span).await;
+        match result {
+            Err(e) if e.is_transaction_canceled() && !bounds.is_empty() => {
+                Err(tree.out_of_range(bounds, e).await)
+            }
+            other => other,
+        }
     }
 
     async fn commit_inner(self) -> Result<()> {
@@ -737,5 +764,32 @@ impl<S: Storage + 'static> Transaction<S> {
             Some(e) => Err(e),
             None => Ok(()),
         }
+    }
+}
+
+impl<S: Storage + 'static> Tree<S> {
+    /// The error of a cancelled transaction `e`: [`ErrorKind::InvalidValue`] if a patch whose
+    /// condition failed would take a stored number out of its type (one consistent read per
+    /// such patch), else `e`.
+    async fn out_of_range(&self, bounds: Vec<(usize, Path, Vec<Bound>)>, e: Error) -> Error {
+        for (i, path, bounds) in bounds {
+            let failed = e
+                .cancellation_reasons()
+                .get(i)
+                .is_some_and(crate::CancellationReason::is_condition_failed);
+            if !failed {
+                continue;
+            }
+            // Only a stored value (no link, no fence, not expired) is out of range.
+            let layout = self.layout();
+            if let Ok(Some(row)) = self.io().get_item(&layout.object_key(&path), true).await
+                && !row.contains(layout.link_attr())
+                && !layout.is_absent(&row, crate::expiry::now_secs())
+                && let Some(out) = crate::update::out_of_range(&bounds, &row)
+            {
+                return out.with_source(e);
+            }
+        }
+        e
     }
 }

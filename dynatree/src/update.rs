@@ -7,16 +7,16 @@ use serde::Serialize;
 use crate::error::{Error, ErrorKind, Result};
 use crate::fields::{Cond, Field, Operand, Updatable};
 use crate::hierarchical::Hierarchical;
-use crate::item::Value;
-use crate::storage::{Condition, Storage as _, UpdateAction};
+use crate::item::{Item, Value};
+use crate::storage::{Comparison, Condition, Storage as _, UpdateAction};
 
 /// A field a partial update may change: a [`Field`] of an [`Updatable`] field. Key fields, index
-/// fields and the version field have `ReadOnly` handles, which a [`Patch`] refuses at compile
-/// time.
+/// fields, the version field and denormalized copies have `ReadOnly` handles, which a [`Patch`]
+/// refuses at compile time.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be changed by a partial update",
-    label = "a key field, an index field or the version field",
-    note = "a key field changes the path (use `move_subtree`); an index field or the version field changes with `Repository::update` or `put`"
+    label = "a key field, an index field, the version field or a denormalized copy",
+    note = "a key field changes the path (use `move_subtree`); an index field or the version field changes with `Repository::update` or `put`; a denormalized copy (`#[dynatree(from = ...)]`) follows its source and is written by dynatree only"
 )]
 pub trait UpdatableField<T> {
     /// The field's Rust type.
@@ -49,17 +49,122 @@ impl<C: StringSetField> StringSetField for Option<C> {}
     message = "`{Self}` is not a number: `add` needs a number field",
     note = "`set` replaces a value of any type; `append` adds to a list"
 )]
-pub trait Numeric: Serialize {}
+pub trait Numeric: Serialize {
+    /// The smallest and the largest value of the type, for an integer type; `None` for a
+    /// floating-point one. [`Patch::add`] never takes a stored field outside this range: the
+    /// update is conditional on the sum staying inside it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::Numeric;
+    ///
+    /// assert_eq!(<u8 as Numeric>::RANGE, Some((0, 255)));
+    /// assert_eq!(<Option<i64> as Numeric>::RANGE, Some((i64::MIN.into(), i64::MAX as u128)));
+    /// assert_eq!(<f64 as Numeric>::RANGE, None);
+    /// ```
+    const RANGE: Option<(i128, u128)> = None;
+}
 
-macro_rules! numeric {
+macro_rules! integer {
     ($($t:ty),*) => {$(
-        impl Numeric for $t {}
-        impl Numeric for Option<$t> {}
+        impl Numeric for $t {
+            const RANGE: Option<(i128, u128)> = Some((<$t>::MIN as i128, <$t>::MAX as u128));
+        }
+        impl Numeric for Option<$t> {
+            const RANGE: Option<(i128, u128)> = <$t as Numeric>::RANGE;
+        }
     )*};
 }
-numeric!(
-    u8, u16, u32, u64, u128, usize, i8, i16, i32, i64, i128, isize, f32, f64
+integer!(
+    u8, u16, u32, u64, u128, usize, i8, i16, i32, i64, i128, isize
 );
+
+impl Numeric for f32 {}
+impl Numeric for Option<f32> {}
+impl Numeric for f64 {}
+impl Numeric for Option<f64> {}
+
+/// What keeps one change of a patch inside its field's type: a condition on the stored value,
+/// and the detail of the [`ErrorKind::InvalidValue`] reported when it does not hold.
+#[derive(Debug, Clone)]
+pub(crate) struct Bound {
+    guard: Condition,
+    detail: String,
+}
+
+/// The bound of adding the number `n` (DynamoDB's text of it) to `name`, an integer of the
+/// range `(min, max)`: the stored value plus `n` stays in the range (a missing field counts as
+/// zero). `None` when no stored value can leave the range (adding zero, or not an integer).
+fn add_bound(name: &str, n: &str, (min, max): (i128, u128)) -> Result<Option<Bound>> {
+    let detail = format!(
+        "adding {n} to `{name}` would take it outside the range of its type ({min} to {max})"
+    );
+    // The bound as a sign and a magnitude: `field + n <= max` is `field <= max - n` for an
+    // addition, `field + n >= min` is `field >= min - n` for a subtraction.
+    let (subtract, magnitude) = match n.strip_prefix('-') {
+        Some(m) => (true, m),
+        None => (false, n),
+    };
+    let Ok(magnitude) = magnitude.parse::<u128>() else {
+        return Ok(None);
+    };
+    if magnitude == 0 {
+        return Ok(None);
+    }
+    let (negative, bound, from_zero) = if subtract {
+        let low = min.unsigned_abs(); // min <= 0
+        if magnitude >= low {
+            (false, magnitude - low, magnitude <= low)
+        } else {
+            (true, low - magnitude, true)
+        }
+    } else if magnitude <= max {
+        (false, max - magnitude, true)
+    } else {
+        (true, magnitude - max, false)
+    };
+    let Some(text) = bound_text(negative, bound, !subtract) else {
+        return Err(Error::new(ErrorKind::InvalidValue, detail));
+    };
+    let op = if subtract {
+        Comparison::Lt
+    } else {
+        Comparison::Gt
+    };
+    let outside = Condition::Compare(name.to_owned(), op, Value::N(text));
+    let inside = Condition::Not(Box::new(outside));
+    // A missing field counts as zero: `n` itself must then be in the range.
+    let guard = if from_zero {
+        inside
+    } else {
+        Condition::And(vec![Condition::attr_exists(name), inside])
+    };
+    Ok(Some(Bound { guard, detail }))
+}
+
+/// A bound in DynamoDB's text, which keeps 38 significant digits: a 39-digit bound (only 128-bit
+/// types have them) is rounded to a multiple of 10, down for `field > bound` (`floor`), up for
+/// `field < bound`. A stored integer of 39 digits is itself a multiple of 10, so it compares
+/// with the rounded bound as with the exact one.
+fn bound_text(negative: bool, magnitude: u128, floor: bool) -> Option<String> {
+    const DIGITS: u128 = 10u128.pow(38);
+    let mut magnitude = magnitude;
+    let rest = magnitude % 10;
+    if magnitude >= DIGITS && rest != 0 {
+        // Away from zero when rounding a negative bound down or a positive one up.
+        magnitude = if negative == floor {
+            magnitude.checked_add(10 - rest)?
+        } else {
+            magnitude - rest
+        };
+    }
+    Some(if negative {
+        format!("-{magnitude}")
+    } else {
+        magnitude.to_string()
+    })
+}
 
 /// A partial update of one stored value of `T`: which fields change and how, under which
 /// condition. Build it with [`Patch::new`], then send it with
@@ -115,8 +220,10 @@ pub struct Patch<T: Hierarchical> {
     pub(crate) key: T::Key,
     pub(crate) actions: Vec<UpdateAction>,
     pub(crate) condition: Cond<T>,
-    /// The first invalid value, reported before anything is sent.
-    pub(crate) error: Option<String>,
+    /// What keeps the additions inside their fields' types.
+    bounds: Vec<Bound>,
+    /// The first invalid value (the error's kind and detail), reported before anything is sent.
+    error: Option<(ErrorKind, String)>,
     _marker: PhantomData<fn() -> T>,
 }
 
@@ -126,6 +233,7 @@ impl<T: Hierarchical> Clone for Patch<T> {
             key: self.key.clone(),
             actions: self.actions.clone(),
             condition: self.condition.clone(),
+            bounds: self.bounds.clone(),
             error: self.error.clone(),
             _marker: PhantomData,
         }
@@ -172,26 +280,35 @@ impl<T: Hierarchical> Patch<T> {
             key: key.clone(),
             actions: Vec::new(),
             condition: Cond::always(),
+            bounds: Vec::new(),
             error: None,
             _marker: PhantomData,
         }
     }
 
+    /// Adds the action `f` of the value `v`, checked as DynamoDB checks values (NaN, infinities
+    /// and numbers out of its range, empty sets are refused before sending).
     fn push(
         mut self,
         name: &'static str,
         v: Result<Value>,
         f: impl FnOnce(String, Value) -> UpdateAction,
     ) -> Self {
-        match v {
+        match v.and_then(|v| v.check(name).map(|()| v)) {
             Ok(v) => self.actions.push(f(name.to_owned(), v)),
-            Err(e) => {
-                if self.error.is_none() {
-                    self.error = Some(format!("the new value of `{name}`: {e}"));
-                }
-            }
+            Err(e) => self.fail(name, &e),
         }
         self
+    }
+
+    /// Records the first invalid value.
+    fn fail(&mut self, name: &str, e: &Error) {
+        if self.error.is_none() {
+            self.error = Some((
+                e.kind(),
+                format!("the new value of `{name}`: {}", crate::fields::detail(e)),
+            ));
+        }
     }
 
     /// Sets the field to `value`.
@@ -262,6 +379,11 @@ impl<T: Hierarchical> Patch<T> {
     /// Adds `n` to a number field (a missing field counts as zero), atomically: concurrent
     /// additions all count.
     ///
+    /// The sum never leaves the range of the field's integer type ([`Numeric::RANGE`]): the
+    /// update is conditional on it, and a patch that would take the stored value below the
+    /// type's minimum or above its maximum fails with [`ErrorKind::InvalidValue`], changing
+    /// nothing. NaN and infinities are refused before sending, with the same kind.
+    ///
     /// # Examples
     ///
     /// ```
@@ -281,6 +403,10 @@ impl<T: Hierarchical> Patch<T> {
     /// posts.patch(Patch::new(&post.key()).add(f.views, 2)).await?;
     /// posts.patch(Patch::new(&post.key()).add(f.views, 3)).await?;
     /// assert_eq!(posts.get(&post.key()).await?.unwrap().views, 5);
+    /// // `views` is a u64: it cannot go past u64::MAX.
+    /// let err = posts.patch(Patch::new(&post.key()).add(f.views, u64::MAX)).await.unwrap_err();
+    /// assert_eq!(err.kind(), dynatree::ErrorKind::InvalidValue);
+    /// assert_eq!(posts.get(&post.key()).await?.unwrap().views, 5);
     /// # Ok(()) }
     /// ```
     pub fn add<F>(self, field: F, n: impl Operand<F::Value>) -> Self
@@ -288,11 +414,19 @@ impl<T: Hierarchical> Patch<T> {
         F: UpdatableField<T>,
         F::Value: Numeric,
     {
-        self.push(
-            field.attribute(),
-            Value::from_serialize(&n),
-            UpdateAction::Add,
-        )
+        let name = field.attribute();
+        let value = Value::from_serialize(&n);
+        let bound = match (&value, <F::Value as Numeric>::RANGE) {
+            (Ok(Value::N(n)), Some(range)) => add_bound(name, n, range),
+            _ => Ok(None),
+        };
+        let mut patch = self.push(name, value, UpdateAction::Add);
+        match bound {
+            Ok(Some(b)) => patch.bounds.push(b),
+            Ok(None) => {}
+            Err(e) => patch.fail(name, &e),
+        }
+        patch
     }
 
     /// Appends `items` to the end of a list field (a missing field counts as empty),
@@ -471,19 +605,36 @@ impl<T: Hierarchical> Patch<T> {
     }
 
     /// The update actions (the version bump included) and the condition on the object row,
-    /// checked as DynamoDB would refuse them, before anything is sent.
+    /// checked as DynamoDB would refuse them, before anything is sent. The condition keeps
+    /// every number the patch adds to (the version too) inside its type
+    /// ([`out_of_range`](Patch::out_of_range) tells which one did not).
     pub(crate) fn plan(
         &self,
         layout: &crate::layout::Layout,
     ) -> Result<(Vec<UpdateAction>, Condition)> {
-        if let Some(e) = &self.error {
-            return Err(Error::new(ErrorKind::Serialization, e.clone()));
+        if let Some((kind, e)) = &self.error {
+            return Err(Error::new(*kind, e.clone()));
         }
         if self.actions.is_empty() {
             return Err(Error::new(
                 ErrorKind::InvalidArgument,
                 "a patch needs at least one change",
             ));
+        }
+        // A copy follows its source: only dynatree writes it (a hand-made `Field` handle
+        // could name it; the derive's are read-only).
+        for a in &self.actions {
+            if let Some(d) = T::DENORMALIZED.iter().find(|d| d.target() == a.name()) {
+                return Err(Error::new(
+                    ErrorKind::InvalidArgument,
+                    format!(
+                        "`{}` is a denormalized copy of `{}` of {}: it follows its source and cannot be patched",
+                        d.target(),
+                        d.source_attr(),
+                        d.source_template()
+                    ),
+                ));
+            }
         }
         let mut actions = self.actions.clone();
         if let Some(version) = T::VERSION_FIELD {
@@ -503,14 +654,49 @@ impl<T: Hierarchical> Patch<T> {
             }
         }
         // Neither a fence row (fenced puts) nor a link is a value.
-        let condition = Condition::And(vec![
+        let mut parts = vec![
             Condition::Exists,
             Condition::attr_not_exists(layout.fence_attr()),
             Condition::attr_not_exists(layout.link_attr()),
             self.condition.clone().into_condition()?,
-        ]);
-        Ok((actions, condition))
+        ];
+        parts.extend(self.bounds().into_iter().map(|b| b.guard));
+        Ok((actions, Condition::And(parts)))
     }
+
+    /// The bounds of the additions and of the version bump.
+    pub(crate) fn bounds(&self) -> Vec<Bound> {
+        let mut bounds = self.bounds.clone();
+        if let Some(version) = T::VERSION_FIELD {
+            bounds.push(Bound {
+                guard: Condition::Not(Box::new(Condition::Compare(
+                    version.to_owned(),
+                    Comparison::Gt,
+                    Value::N((u64::MAX - 1).to_string()),
+                ))),
+                detail: format!(
+                    "the version field is at its maximum ({}) and cannot be incremented",
+                    u64::MAX
+                ),
+            });
+        }
+        bounds
+    }
+
+    /// Why the patch cannot apply to the stored `row`, if an addition (or the version bump)
+    /// would take a field outside its type: [`ErrorKind::InvalidValue`], as
+    /// [`Repository::update`](crate::Repository::update) refuses a version at its maximum.
+    pub(crate) fn out_of_range(&self, row: &Item) -> Option<Error> {
+        out_of_range(&self.bounds(), row)
+    }
+}
+
+/// The error of the first of `bounds` that does not hold for `row`.
+pub(crate) fn out_of_range(bounds: &[Bound], row: &Item) -> Option<Error> {
+    bounds
+        .iter()
+        .find(|b| !b.guard.eval(Some(row)))
+        .map(|b| Error::new(ErrorKind::InvalidValue, b.detail.clone()))
 }
 
 /// The attribute an update action changes.
@@ -560,8 +746,9 @@ impl<T: Hierarchical, S: crate::storage::Storage + 'static> crate::Repository<T,
     /// # Errors
     ///
     /// [`ErrorKind::ConditionFailed`] if the condition does not hold (nothing is written);
-    /// [`ErrorKind::Serialization`] if a value of the condition cannot be stored; as
-    /// [`put`](crate::Repository::put).
+    /// [`ErrorKind::Serialization`] if serde cannot store a value of the condition,
+    /// [`ErrorKind::InvalidValue`] if DynamoDB could not (NaN, an infinity; nothing is sent);
+    /// as [`put`](crate::Repository::put).
     ///
     /// # Cancel safety
     ///
@@ -649,8 +836,13 @@ impl<T: Hierarchical, S: crate::storage::Storage + 'static> crate::Repository<T,
     ///
     /// [`ErrorKind::NotFound`] if no value is stored at the key (or a link is);
     /// [`ErrorKind::ConditionFailed`] if the patch's condition does not hold;
-    /// [`ErrorKind::InvalidArgument`] for a patch without changes or changing one field twice,
-    /// [`ErrorKind::Serialization`] for a value that cannot be stored (nothing is sent);
+    /// [`ErrorKind::InvalidValue`] if an [`add`](Patch::add) would take the stored number
+    /// outside its type's range, or the version field is at `u64::MAX` (as
+    /// [`update`](crate::Repository::update) refuses it; nothing is written);
+    /// [`ErrorKind::InvalidArgument`] for a patch without changes, changing one field twice or
+    /// changing a denormalized copy, [`ErrorKind::Serialization`] for a value serde cannot
+    /// store, [`ErrorKind::InvalidValue`] for one DynamoDB cannot (NaN, an infinity; nothing
+    /// is sent);
     /// [`ErrorKind::Locked`] inside a subtree a move holds; DynamoDB's refusals
     /// ([`ErrorKind::Validation`]: adding to a field that holds no number, an item over 400 KB).
     ///
@@ -662,6 +854,8 @@ impl<T: Hierarchical, S: crate::storage::Storage + 'static> crate::Repository<T,
     pub async fn patch(&self, patch: Patch<T>) -> Result<()> {
         let tree = self.tree();
         let path = tree.enter(T::key_path(&patch.key)?)?;
+        // A patch DynamoDB or dynatree refuses writes nothing, not even a source's intent.
+        patch.plan(tree.layout())?;
         let ty = crate::denorm::TypeInfo::of::<T>();
         let mut stored_version = 0;
         let guard = tree.before_source_write(ty, &path).await?;
@@ -748,6 +942,9 @@ impl<T: Hierarchical, S: crate::storage::Storage + 'static> crate::Repository<T,
             if let Some(v) = tree.row_version(path, &row) {
                 *stored_version = (*stored_version).max(v);
             }
+            if let Some(out) = patch.out_of_range(&row) {
+                return Err(out.with_source(e));
+            }
             let (_, condition) = patch.plan(layout)?;
             if !condition.eval(Some(&row)) || attempt + 1 >= policy.max_attempts() {
                 return Err(e);
@@ -775,5 +972,107 @@ fn single(result: Result<()>) -> Result<()> {
             .with_source(e))
         }
         other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Whether the change the bound guards may apply to a stored `n` (`None`: missing).
+    fn allows(bound: &Bound, stored: Option<&str>) -> bool {
+        let mut row = Item::new();
+        if let Some(n) = stored {
+            row.insert("f", Value::N(n.to_owned()));
+        }
+        bound.guard.eval(Some(&row))
+    }
+
+    fn bound<V: Numeric>(n: &str) -> Option<Bound> {
+        add_bound("f", n, V::RANGE.expect("an integer type")).expect("a bound")
+    }
+
+    #[test]
+    fn additions_stay_inside_unsigned_types() {
+        let b = bound::<u64>("1").expect("a bound");
+        assert!(allows(&b, Some("18446744073709551614")));
+        assert!(!allows(&b, Some("18446744073709551615")));
+        assert!(allows(&b, None));
+        // A subtraction: down to zero, and not from a missing field (zero) below it.
+        let b = bound::<u8>("-3").expect("a bound");
+        assert!(allows(&b, Some("3")));
+        assert!(!allows(&b, Some("2")));
+        assert!(!allows(&b, None));
+        assert!(bound::<u32>("0").is_none());
+    }
+
+    #[test]
+    fn additions_stay_inside_signed_types() {
+        let b = bound::<i8>("-1").expect("a bound");
+        assert!(allows(&b, Some("-127")));
+        assert!(!allows(&b, Some("-128")));
+        assert!(allows(&b, None));
+        let b = bound::<i8>("127").expect("a bound");
+        assert!(allows(&b, Some("0")));
+        assert!(!allows(&b, Some("1")));
+        let b = bound::<i64>("-9223372036854775808").expect("a bound");
+        assert!(allows(&b, Some("0")));
+        assert!(!allows(&b, Some("-1")));
+        assert!(allows(&b, None));
+    }
+
+    #[test]
+    fn bounds_of_128_bit_types_keep_38_digits() {
+        // u128::MAX - 1 has 39 significant digits: the bound is rounded down to a multiple of
+        // 10, which a stored 39-digit integer (38 significant digits at most) compares with as
+        // with the exact bound.
+        let b = bound::<u128>("1").expect("a bound");
+        let Condition::Not(outside) = &b.guard else {
+            panic!("{:?}", b.guard)
+        };
+        assert_eq!(
+            **outside,
+            Condition::Compare(
+                "f".into(),
+                Comparison::Gt,
+                Value::N("340282366920938463463374607431768211450".into())
+            )
+        );
+        assert!(b.guard.check().is_ok());
+        assert!(allows(&b, Some("340282366920938463463374607431768211450")));
+        assert!(!allows(&b, Some("340282366920938463463374607431768211460")));
+        // The lower bound of i128 is rounded up (towards zero).
+        let b = bound::<i128>("-1").expect("a bound");
+        assert!(b.guard.check().is_ok());
+        assert!(allows(&b, Some("-170141183460469231731687303715884105720")));
+        assert!(!allows(
+            &b,
+            Some("-170141183460469231731687303715884105730")
+        ));
+        assert_eq!(
+            bound_text(
+                true,
+                170_141_183_460_469_231_731_687_303_715_884_105_727,
+                false
+            )
+            .as_deref(),
+            Some("-170141183460469231731687303715884105720")
+        );
+        assert_eq!(
+            bound_text(
+                true,
+                170_141_183_460_469_231_731_687_303_715_884_105_727,
+                true
+            )
+            .as_deref(),
+            Some("-170141183460469231731687303715884105730")
+        );
+        assert_eq!(bound_text(false, 42, true).as_deref(), Some("42"));
+    }
+
+    #[test]
+    fn floats_have_no_bounds() {
+        assert_eq!(<f64 as Numeric>::RANGE, None);
+        assert_eq!(<Option<f32> as Numeric>::RANGE, None);
     }
 }

@@ -22,10 +22,11 @@ use tracing::Instrument;
 use crate::error::{CancellationReason, Error, ErrorKind, Result};
 use crate::item::{Item, Value};
 use crate::layout::{HASH_KEY, RANGE_KEY};
+use crate::storage::expr::Expr;
 use crate::storage::{
     BatchGetOutput, Billing, Condition, IndexPage, IndexQuery, IndexSpec, Key, Page, Query,
-    RangeCondition, ScanSegment, Storage, TableDescription, TableStatus, TransactAction,
-    UpdateAction, WriteRequest,
+    ScanSegment, Storage, TableDescription, TableStatus, TransactAction, UpdateAction,
+    WriteRequest,
 };
 
 /// One DynamoDB table, through an `aws_sdk_dynamodb::Client` built by the caller.
@@ -210,175 +211,14 @@ fn key_from_map(map: HashMap<String, AttributeValue>) -> Result<Key> {
     super::key_of(&from_map(map)?)
 }
 
-/// A condition expression with its placeholders.
-#[derive(Default)]
-struct Expr {
-    names: HashMap<String, String>,
-    values: HashMap<String, AttributeValue>,
-}
-
-impl Expr {
-    fn name(&mut self, n: &str) -> String {
-        if let Some((k, _)) = self.names.iter().find(|(_, v)| *v == n) {
-            return k.clone();
-        }
-        let k = format!("#n{}", self.names.len());
-        self.names.insert(k.clone(), n.to_owned());
-        k
-    }
-
-    fn value(&mut self, v: AttributeValue) -> String {
-        let k = format!(":v{}", self.values.len());
-        self.values.insert(k.clone(), v);
-        k
-    }
-
-    fn condition(&mut self, c: &Condition) -> Option<String> {
-        Some(match c {
-            Condition::Always => return None,
-            Condition::Exists => format!("attribute_exists({})", self.name(HASH_KEY)),
-            Condition::NotExists => format!("attribute_not_exists({})", self.name(HASH_KEY)),
-            Condition::AttrExists(n) => format!("attribute_exists({})", self.name(n)),
-            Condition::AttrNotExists(n) => format!("attribute_not_exists({})", self.name(n)),
-            Condition::Equals(n, v) => {
-                let n = self.name(n);
-                format!("{n} = {}", self.value(to_av(v.clone())))
-            }
-            Condition::And(cs) => {
-                // `Always` parts hold: leave them out (nothing left: always).
-                let mut parts: Vec<String> = cs.iter().filter_map(|c| self.condition(c)).collect();
-                match parts.len() {
-                    0 => return None,
-                    // DynamoDB refuses redundant parentheses (`((a OR b))`).
-                    1 => parts.remove(0),
-                    _ => format!("({})", parts.join(" AND ")),
-                }
-            }
-            Condition::Or(cs) => {
-                // An `Always` part makes the whole hold; no part at all never holds.
-                let mut parts = Vec::with_capacity(cs.len());
-                for c in cs {
-                    parts.push(self.condition(c)?);
-                }
-                match parts.len() {
-                    0 => return Some(self.never()),
-                    1 => parts.remove(0),
-                    _ => format!("({})", parts.join(" OR ")),
-                }
-            }
-            Condition::Not(c) => match self.condition(c) {
-                Some(inner) => format!("(NOT {inner})"),
-                None => self.never(),
-            },
-            Condition::Compare(n, op, v) => {
-                let n = self.name(n);
-                format!("{n} {} {}", op.operator(), self.value(to_av(v.clone())))
-            }
-            Condition::Between(n, lo, hi) => {
-                let n = self.name(n);
-                let lo = self.value(to_av(lo.clone()));
-                format!("{n} BETWEEN {lo} AND {}", self.value(to_av(hi.clone())))
-            }
-            Condition::BeginsWith(n, v) => {
-                let n = self.name(n);
-                format!("begins_with({n}, {})", self.value(to_av(v.clone())))
-            }
-            Condition::Contains(n, v) => {
-                let n = self.name(n);
-                format!("contains({n}, {})", self.value(to_av(v.clone())))
-            }
-        })
-    }
-
-    /// A condition that never holds.
-    fn never(&mut self) -> String {
-        let k = self.name(HASH_KEY);
-        format!("(attribute_exists({k}) AND attribute_not_exists({k}))")
-    }
-
-    /// An update expression (`None` for no actions): `SET` (appends included), `REMOVE`,
-    /// `ADD` and `DELETE` clauses, in that order.
-    fn update(&mut self, actions: &[UpdateAction]) -> Option<String> {
-        let (mut set, mut remove, mut add, mut delete) = (vec![], vec![], vec![], vec![]);
-        for a in actions {
-            let n = self.name(a.name());
-            match a {
-                UpdateAction::Set(_, v) => {
-                    set.push(format!("{n} = {}", self.value(to_av(v.clone()))))
-                }
-                UpdateAction::Remove(_) => remove.push(n),
-                UpdateAction::Add(_, v) => {
-                    add.push(format!("{n} {}", self.value(to_av(v.clone()))))
-                }
-                UpdateAction::Delete(_, v) => {
-                    delete.push(format!("{n} {}", self.value(to_av(v.clone()))));
-                }
-                UpdateAction::Append(_, v) => {
-                    let empty = self.value(AttributeValue::L(Vec::new()));
-                    let v = self.value(to_av(v.clone()));
-                    set.push(format!(
-                        "{n} = list_append(if_not_exists({n}, {empty}), {v})"
-                    ));
-                } // `UpdateAction` is non-exhaustive only for other crates.
-            }
-        }
-        let clauses: Vec<String> = [
-            ("SET", set),
-            ("REMOVE", remove),
-            ("ADD", add),
-            ("DELETE", delete),
-        ]
-        .into_iter()
-        .filter(|(_, parts)| !parts.is_empty())
-        .map(|(kw, parts)| format!("{kw} {}", parts.join(", ")))
-        .collect();
-        (!clauses.is_empty()).then(|| clauses.join(" "))
-    }
-
-    /// A key condition on the range key attribute `attr`.
-    fn range(&mut self, attr: &str, range: &RangeCondition) -> String {
-        let r = self.name(attr);
-        let mut v = |s: &String| self.value(AttributeValue::S(s.clone()));
-        match range {
-            RangeCondition::Eq(x) => format!("{r} = {}", v(x)),
-            RangeCondition::Lt(x) => format!("{r} < {}", v(x)),
-            RangeCondition::Le(x) => format!("{r} <= {}", v(x)),
-            RangeCondition::Gt(x) => format!("{r} > {}", v(x)),
-            RangeCondition::Ge(x) => format!("{r} >= {}", v(x)),
-            RangeCondition::Between(a, b) => {
-                let a = v(a);
-                format!("{r} BETWEEN {a} AND {}", v(b))
-            }
-            RangeCondition::BeginsWith(x) => format!("begins_with({r}, {})", v(x)),
-        }
-    }
-
-    /// A `ProjectionExpression` of top-level names, one placeholder `#p<i>` per name (a name
-    /// given twice gets two, so DynamoDB refuses the overlap as it would inline); `None` for
-    /// every attribute.
-    fn projection(&mut self, names: &[String]) -> Option<String> {
-        if names.is_empty() {
-            return None;
-        }
-        let mut out = String::new();
-        for (i, n) in names.iter().enumerate() {
-            let k = format!("#p{i}");
-            if i > 0 {
-                out.push(',');
-            }
-            out.push_str(&k);
-            self.names.insert(k, n.clone());
-        }
-        Some(out)
-    }
-
-    fn names(&self) -> Option<HashMap<String, String>> {
-        (!self.names.is_empty()).then(|| self.names.clone())
-    }
-
-    fn values(&self) -> Option<HashMap<String, AttributeValue>> {
-        (!self.values.is_empty()).then(|| self.values.clone())
-    }
+/// The values of an expression's placeholders, in the SDK's types.
+fn av_values(expr: &Expr) -> Option<HashMap<String, AttributeValue>> {
+    expr.values().map(|values| {
+        values
+            .iter()
+            .map(|(k, v)| (k.clone(), to_av(v.clone())))
+            .collect()
+    })
 }
 
 /// A GSI definition projecting every attribute.
@@ -493,70 +333,55 @@ impl DynamoDbTable {
         {
             let mut items = Vec::with_capacity(actions.len());
             for action in actions {
-                let mut expr = Expr::default();
+                // The expressions as `TransactAction::payload_size` counts them.
+                let (expr, update, cond) = Expr::transact(&action);
                 let item = match action {
-                    TransactAction::Put { item, condition } => {
-                        let cond = expr.condition(&condition);
-                        t::TransactWriteItem::builder()
-                            .put(
-                                t::Put::builder()
-                                    .table_name(&self.table)
-                                    .set_item(Some(to_map(item)))
-                                    .set_condition_expression(cond)
-                                    .set_expression_attribute_names(expr.names())
-                                    .set_expression_attribute_values(expr.values())
-                                    .build()
-                                    .map_err(build_err)?,
-                            )
-                            .build()
-                    }
-                    TransactAction::Delete { key, condition } => {
-                        let cond = expr.condition(&condition);
-                        t::TransactWriteItem::builder()
-                            .delete(
-                                t::Delete::builder()
-                                    .table_name(&self.table)
-                                    .set_key(Some(key_map(&key)))
-                                    .set_condition_expression(cond)
-                                    .set_expression_attribute_names(expr.names())
-                                    .set_expression_attribute_values(expr.values())
-                                    .build()
-                                    .map_err(build_err)?,
-                            )
-                            .build()
-                    }
-                    TransactAction::ConditionCheck { key, condition } => {
-                        let cond = expr.condition(&condition).unwrap_or_else(|| {
-                            // DynamoDB requires an expression; "exists or not" always holds.
-                            let k = expr.name(HASH_KEY);
-                            format!("(attribute_exists({k}) OR attribute_not_exists({k}))")
-                        });
+                    TransactAction::Put { item, .. } => t::TransactWriteItem::builder()
+                        .put(
+                            t::Put::builder()
+                                .table_name(&self.table)
+                                .set_item(Some(to_map(item)))
+                                .set_condition_expression(cond)
+                                .set_expression_attribute_names(expr.names())
+                                .set_expression_attribute_values(av_values(&expr))
+                                .build()
+                                .map_err(build_err)?,
+                        )
+                        .build(),
+                    TransactAction::Delete { key, .. } => t::TransactWriteItem::builder()
+                        .delete(
+                            t::Delete::builder()
+                                .table_name(&self.table)
+                                .set_key(Some(key_map(&key)))
+                                .set_condition_expression(cond)
+                                .set_expression_attribute_names(expr.names())
+                                .set_expression_attribute_values(av_values(&expr))
+                                .build()
+                                .map_err(build_err)?,
+                        )
+                        .build(),
+                    TransactAction::ConditionCheck { key, .. } => {
+                        // DynamoDB requires an expression: `Expr::transact` always gives one.
                         t::TransactWriteItem::builder()
                             .condition_check(
                                 t::ConditionCheck::builder()
                                     .table_name(&self.table)
                                     .set_key(Some(key_map(&key)))
-                                    .condition_expression(cond)
+                                    .set_condition_expression(cond)
                                     .set_expression_attribute_names(expr.names())
-                                    .set_expression_attribute_values(expr.values())
+                                    .set_expression_attribute_values(av_values(&expr))
                                     .build()
                                     .map_err(build_err)?,
                             )
                             .build()
                     }
-                    TransactAction::Update {
-                        key,
-                        actions,
-                        condition,
-                    } => {
+                    TransactAction::Update { key, actions, .. } => {
                         if actions.is_empty() {
                             return Err(Error::new(
                                 ErrorKind::InvalidArgument,
                                 "an update inside a transaction needs at least one action (TransactWriteItems requires an update expression)",
                             ));
                         }
-                        let update = expr.update(&actions);
-                        let cond = expr.condition(&condition);
                         t::TransactWriteItem::builder()
                             .update(
                                 t::Update::builder()
@@ -565,7 +390,7 @@ impl DynamoDbTable {
                                     .set_update_expression(update)
                                     .set_condition_expression(cond)
                                     .set_expression_attribute_names(expr.names())
-                                    .set_expression_attribute_values(expr.values())
+                                    .set_expression_attribute_values(av_values(&expr))
                                     .build()
                                     .map_err(build_err)?,
                             )
@@ -724,7 +549,7 @@ impl Storage for DynamoDbTable {
                 .set_item(Some(to_map(item)))
                 .set_condition_expression(cond)
                 .set_expression_attribute_names(expr.names())
-                .set_expression_attribute_values(expr.values())
+                .set_expression_attribute_values(av_values(&expr))
                 .return_consumed_capacity(ReturnConsumedCapacity::Total)
                 .send()
                 .await
@@ -747,7 +572,7 @@ impl Storage for DynamoDbTable {
                 .set_key(Some(key_map(key)))
                 .set_condition_expression(cond)
                 .set_expression_attribute_names(expr.names())
-                .set_expression_attribute_values(expr.values())
+                .set_expression_attribute_values(av_values(&expr))
                 .return_consumed_capacity(ReturnConsumedCapacity::Total)
                 .send()
                 .await
@@ -763,7 +588,7 @@ impl Storage for DynamoDbTable {
         async {
             let mut expr = Expr::default();
             let h = expr.name(HASH_KEY);
-            let hv = expr.value(AttributeValue::S(query.hash.clone()));
+            let hv = expr.value(Value::S(query.hash.clone()));
             let mut kce = format!("{h} = {hv}");
             if let Some(range) = &query.range {
                 kce = format!("{kce} AND {}", expr.range(RANGE_KEY, range));
@@ -774,7 +599,7 @@ impl Storage for DynamoDbTable {
                 .table_name(&self.table)
                 .key_condition_expression(kce)
                 .set_expression_attribute_names(expr.names())
-                .set_expression_attribute_values(expr.values())
+                .set_expression_attribute_values(av_values(&expr))
                 .scan_index_forward(query.forward)
                 .consistent_read(query.consistent)
                 .set_limit(query.limit.map(|l| i32::try_from(l).unwrap_or(i32::MAX)))
@@ -965,7 +790,7 @@ impl Storage for DynamoDbTable {
                 .set_update_expression(update)
                 .set_condition_expression(cond)
                 .set_expression_attribute_names(expr.names())
-                .set_expression_attribute_values(expr.values())
+                .set_expression_attribute_values(av_values(&expr))
                 .return_values(t::ReturnValue::AllNew)
                 .return_consumed_capacity(ReturnConsumedCapacity::Total)
                 .send()
@@ -1187,7 +1012,7 @@ impl Storage for DynamoDbTable {
         async {
             let mut expr = Expr::default();
             let h = expr.name(&query.index.hash_attr);
-            let hv = expr.value(AttributeValue::S(query.hash.clone()));
+            let hv = expr.value(Value::S(query.hash.clone()));
             let mut kce = format!("{h} = {hv}");
             if let (Some(range), Some(attr)) = (&query.range, &query.index.range_attr) {
                 kce = format!("{kce} AND {}", expr.range(attr, range));
@@ -1201,7 +1026,7 @@ impl Storage for DynamoDbTable {
                 .key_condition_expression(kce)
                 .set_projection_expression(projection)
                 .set_expression_attribute_names(expr.names())
-                .set_expression_attribute_values(expr.values())
+                .set_expression_attribute_values(av_values(&expr))
                 .scan_index_forward(query.forward)
                 .set_limit(query.limit.map(|l| i32::try_from(l).unwrap_or(i32::MAX)))
                 .set_exclusive_start_key(start.map(to_map))

@@ -10,6 +10,7 @@
 
 #[cfg(feature = "dynamodb")]
 pub(crate) mod dynamodb;
+mod expr;
 mod number;
 
 use std::any::Any;
@@ -1439,7 +1440,47 @@ impl TransactAction {
             | TransactAction::Update { key, .. } => Some(key.clone()),
         }
     }
+
+    /// The bytes this action adds to a TransactWriteItems request, as DynamoDB counts them
+    /// against [`TRANSACT_MAX_BYTES`]: the item of a put (its [`Item::size`]), the key of any
+    /// other action, plus the action's expressions as
+    /// [`DynamoDbTable`](crate::DynamoDbTable) writes them: the text of its update and
+    /// condition expressions and, for each place a placeholder stands in them, the bytes of the
+    /// attribute name or the size of the value it stands for. What an action finds stored does
+    /// not count.
+    ///
+    /// A transaction is refused when its actions add up to more than [`TRANSACT_MAX_BYTES`]:
+    /// by the tree before sending, by DynamoDB, and by `dynatree_testing::FakeTable`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::{Item, Value};
+    /// use dynatree::storage::{Condition, Key, TransactAction};
+    ///
+    /// let mut item = Key::new("h", "r").into_item();
+    /// item.insert("b", Value::S("x".repeat(1000)));
+    /// let put = TransactAction::Put { item: item.clone(), condition: Condition::Always };
+    /// assert_eq!(put.payload_size(), item.size());
+    /// // `attribute_not_exists(#n0)` (25 bytes), where `#n0` stands for `Key` (3 bytes).
+    /// let create = TransactAction::Put { item: item.clone(), condition: Condition::NotExists };
+    /// assert_eq!(create.payload_size(), item.size() + 25 + 3);
+    /// let delete = TransactAction::Delete { key: Key::new("h", "r"), condition: Condition::Always };
+    /// let key = "Key".len() + 1 + "Child".len() + 1;
+    /// assert_eq!(delete.payload_size(), key);
+    /// // A check always has a condition: `(attribute_exists(#n0) OR attribute_not_exists(#n0))`
+    /// // (52 bytes), where `#n0` stands for `Key` twice.
+    /// let check = TransactAction::ConditionCheck { key: Key::new("h", "r"), condition: Condition::Always };
+    /// assert_eq!(check.payload_size(), key + 52 + 2 * 3);
+    /// ```
+    pub fn payload_size(&self) -> usize {
+        expr::payload_size(self)
+    }
 }
+
+/// DynamoDB's limit on one TransactWriteItems request: 4 MB (4,194,304 bytes) of
+/// [`TransactAction::payload_size`] over all its actions; a request at the limit is accepted.
+pub const TRANSACT_MAX_BYTES: usize = 4 * 1024 * 1024;
 
 /// A global secondary index: its name and its key attributes (strings), projecting every
 /// attribute.

@@ -20,13 +20,11 @@ use std::collections::HashSet;
 use crate::error::{CancellationReason, Error, ErrorKind, Result};
 use crate::item::Item;
 use crate::path::Path;
-use crate::storage::{Condition, Key, Storage, TRANSACT_MAX, TransactAction, get_all};
+use crate::storage::{
+    Condition, Key, Storage, TRANSACT_MAX, TRANSACT_MAX_BYTES, TransactAction, get_all,
+};
 
 use super::Tree;
-
-/// DynamoDB refuses a TransactWriteItems request over 4 MB; stay under it with a margin for the
-/// request's own framing.
-const TRANSACT_BYTES: usize = 3_500_000;
 
 #[derive(Debug, Clone)]
 pub(crate) enum Op {
@@ -158,11 +156,13 @@ impl<S: Storage + 'static> Tree<S> {
                 ),
             ));
         }
-        let bytes: usize = actions.iter().map(action_bytes).sum();
-        if bytes > TRANSACT_BYTES {
+        let bytes: usize = actions.iter().map(TransactAction::payload_size).sum();
+        if bytes > TRANSACT_MAX_BYTES {
             return Err(Error::new(
                 ErrorKind::InvalidArgument,
-                format!("the transaction is about {bytes} bytes, over DynamoDB's 4 MB"),
+                format!(
+                    "the transaction is {bytes} bytes with its guards, over DynamoDB's 4 MB ({TRANSACT_MAX_BYTES} bytes)"
+                ),
             ));
         }
         let puts: Vec<&Path> = ops
@@ -272,13 +272,6 @@ enum GuardState {
     Removing,
     /// Something changed in between: plan again.
     Raced,
-}
-
-fn action_bytes(a: &TransactAction) -> usize {
-    match a {
-        TransactAction::Put { item, .. } => item.size(),
-        other => other.key().map_or(0, |k| k.hash.len() + k.range.len()) + 64,
-    }
 }
 
 impl<S: Storage + 'static> Tree<S> {
