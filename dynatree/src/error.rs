@@ -104,14 +104,18 @@ pub enum ErrorKind {
     /// digits or outside 1E-130 to 9.99…E+125 in magnitude, an empty set or a set with
     /// duplicate members, a version field that cannot be incremented, a secondary-index key
     /// that is empty or over DynamoDB's key limits, an index key value with the reserved
-    /// character (written, or asked for by an index query). Nothing was sent.
+    /// character (written, or asked for by an index query), NaN or infinity in a typed
+    /// condition. Nothing was sent. Also an addition ([`Patch::add`](crate::Patch::add)) that
+    /// would take a number outside its field's type: refused by the service through the
+    /// patch's condition, so nothing was written.
     InvalidValue,
     /// Caller: dynatree refused an argument or a use before sending anything, because it is
     /// wrong whatever the data: a query DynamoDB would reject (a range condition on an empty or
     /// oversized value, `between` with its bounds reversed, two range conditions), a cursor
     /// the query cannot have returned (another query's, or a position that is empty, over
     /// DynamoDB's key limits or outside the query's range condition or prefix), an index the
-    /// type does not declare, a strategy the tree was not built for.
+    /// type does not declare, a strategy the tree was not built for, a patch of a denormalized
+    /// copy (only dynatree writes copies).
     InvalidArgument,
     /// Data: a value could not be converted to or from DynamoDB attributes: usually a stored
     /// item that does not fit the type it is read as (a value of a type that does not

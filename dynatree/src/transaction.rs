@@ -380,6 +380,13 @@ impl<S: Storage + 'static> Transaction<S> {
     /// actions under a token already used fails with the service code
     /// `IdempotentParameterMismatchException`. 1 to 36 characters.
     ///
+    /// After the ten minutes DynamoDB has forgotten the token, and a resend is a new
+    /// transaction: an unconditional change (an addition) is applied again. A commit that may
+    /// be resent that late should carry a condition on what it read (a version field,
+    /// [`Patch::when`](crate::Patch::when)): its resend is then cancelled, which means
+    /// "applied before, or changed since" (see [`consistency`](crate::consistency),
+    /// "Ambiguous outcomes").
+    ///
     /// # Examples
     ///
     /// ```
