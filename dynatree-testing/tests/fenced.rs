@@ -258,3 +258,106 @@ async fn moves_copies_and_subtree_deletes() {
     assert_eq!(tree.get::<V>(["s", "x"]).await.unwrap(), Some(V { v: 5 }));
     clean(&table, &tree).await;
 }
+
+/// A fence is no object for `read_link` either: a deleted link and a deleted object both read
+/// as nothing there (`NotFound`), not as an object that is no link.
+#[tokio::test]
+async fn read_link_of_a_fence_is_not_found() {
+    let table = FakeTable::new();
+    let tree = fenced(&table).await;
+    tree.put(["t"], &V { v: 1 }).await.unwrap();
+    tree.put_link(["l"], ["t"]).await.unwrap();
+    tree.put(["o"], &V { v: 2 }).await.unwrap();
+    tree.delete(["l"]).await.unwrap();
+    tree.delete(["o"]).await.unwrap();
+    for name in ["l", "o"] {
+        let key = format!("¦{name}");
+        assert!(
+            row(&table, &key, "¦").is_some_and(|r| r.contains("¦fence")),
+            "a fence at {key}"
+        );
+        let e = tree.read_link([name]).await.unwrap_err();
+        assert_eq!(e.kind(), dynatree::ErrorKind::NotFound, "{name}: {e}");
+    }
+    assert_eq!(
+        tree.read_link(["t"]).await.unwrap_err().kind(),
+        dynatree::ErrorKind::NotALink
+    );
+    tree.put_link(["l"], ["t"]).await.unwrap();
+    assert_eq!(
+        tree.read_link(["l"]).await.unwrap(),
+        dynatree::Path::new(["t"]).unwrap()
+    );
+    clean(&table, &tree).await;
+}
+
+/// A node that never held an object gets a fence only when its listing row goes: a delete of
+/// it while it keeps a child removes nothing and leaves no row at its object key; when its last
+/// child goes and it is pruned, its object key gets the fence every removal of a listing row
+/// leaves (a PutItem trusting an earlier look at the row may be under way; documented on
+/// `fenced_puts`), which the Go library's `Get` reads as an empty object and dynatree as
+/// nothing.
+#[tokio::test]
+async fn a_node_without_an_object_is_fenced_only_when_its_listing_row_goes() {
+    let table = FakeTable::new();
+    let tree = fenced(&table).await;
+    tree.put(["a", "b"], &V { v: 1 }).await.unwrap();
+    tree.delete(["a"]).await.unwrap();
+    assert!(
+        row(&table, "¦a", "¦").is_none(),
+        "no fence where no object was"
+    );
+    assert!(row(&table, "¦", "a").is_some(), "a keeps its child");
+    let names: Vec<String> = tree.list(["a"]).try_collect().await.unwrap();
+    assert_eq!(names, ["b"]);
+    clean(&table, &tree).await;
+
+    tree.delete(["a", "b"]).await.unwrap();
+    assert!(row(&table, "¦", "a").is_none(), "pruned");
+    let fence = row(&table, "¦a", "¦").expect("the prune's fence at a's object key");
+    assert!(
+        fence.contains("¦fence") && fence.contains("¦ttl"),
+        "{fence:?}"
+    );
+    assert_eq!(tree.get::<V>(["a"]).await.unwrap(), None);
+    assert_eq!(
+        tree.read_link(["a"]).await.unwrap_err().kind(),
+        dynatree::ErrorKind::NotFound
+    );
+    clean(&table, &tree).await;
+}
+
+/// A link into a subtree moved without rewriting its links leads to the fence the move left at
+/// the old path: dynatree reads nothing through it and `check` reports it dangling; the Go
+/// library's `Get` through it reads the fence as an empty object (documented on
+/// `fenced_puts`). A move with `LinkPolicy::Rewrite` points it at the new path.
+#[tokio::test]
+async fn a_link_into_a_moved_subtree_leads_to_a_fence() {
+    let table = FakeTable::new();
+    let tree = fenced(&table).await;
+    tree.put(["s", "x"], &V { v: 1 }).await.unwrap();
+    tree.put_link(["l"], ["s", "x"]).await.unwrap();
+    let report = tree.move_subtree(["s"], ["m"]).await.unwrap();
+    assert_eq!(report.links.len(), 1, "{report:?}");
+    assert_eq!(
+        tree.read_link(["l"]).await.unwrap(),
+        dynatree::Path::new(["s", "x"]).unwrap()
+    );
+    assert!(row(&table, "¦s¦x", "¦").is_some_and(|r| r.contains("¦fence")));
+    assert_eq!(tree.get::<V>(["l"]).await.unwrap(), None);
+    let found = tree.check().run().await.unwrap();
+    let classes: Vec<String> = found.violations().iter().map(ToString::to_string).collect();
+    assert_eq!(classes.len(), 1, "{found}");
+    assert!(classes[0].starts_with("dangling-link /l"), "{found}");
+
+    tree.put_link(["l"], ["m", "x"]).await.unwrap();
+    tree.move_subtree_with(["m"], ["n"], dynatree::LinkPolicy::Rewrite)
+        .await
+        .unwrap();
+    assert_eq!(
+        tree.read_link(["l"]).await.unwrap(),
+        dynatree::Path::new(["n", "x"]).unwrap()
+    );
+    assert_eq!(tree.get::<V>(["l"]).await.unwrap(), Some(V { v: 1 }));
+    clean(&table, &tree).await;
+}

@@ -605,6 +605,102 @@ fn check_vs_a_listing_never_empty() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Links a running move will rewrite.
+
+/// The concurrent check (op0) reported exactly `want` (`class path`, in the report's order).
+fn reported_exactly(want: &'static [&'static str]) -> impl Fn(&End<'_>) -> Result<(), String> {
+    move |end| {
+        let want: Vec<String> = want.iter().map(|s| (*s).to_owned()).collect();
+        match &end.outcomes[0] {
+            OpOutcome::Ok(v) if *v == format!("{want:?}") => Ok(()),
+            other => Err(format!(
+                "the check reported {other}, where only {want:?} are wrong at any instant\noutcomes: {:?}",
+                end.outcomes
+            )),
+        }
+    }
+}
+
+/// A check placed anywhere in a move with `LinkPolicy::Rewrite` (one preemption: the check
+/// runs whole between any two requests of the move, or the move between two of the check's).
+/// From the move's delete phase until its rewrite, the links into the source lead nowhere
+/// under a live intent: the check excuses them (it follows them at the destination), and
+/// still reports the links that lead nowhere whatever the move does: `l2` into the source,
+/// where nothing is (rewritten to the destination, where nothing is either), and `l4`
+/// elsewhere. `l1` is followed through `l3`, and `a/l` (inside the moved subtree, moved along
+/// and rewritten) points into it.
+#[test]
+fn check_during_a_rewriting_move_reports_only_links_that_dangle_for_good() {
+    let report = scenario_base(
+        "check vs move a->z Rewrite, links into the source",
+        plain_tree,
+        paths(&[(&["a", "b", "c"], 1), (&["a", "d"], 2), (&["q"], 3)]),
+        vec![
+            (p(&["l1"]), p(&["a", "b", "c"])),
+            (p(&["l2"]), p(&["a", "zz"])),
+            (p(&["l3"]), p(&["l1"])),
+            (p(&["l4"]), p(&["nowhere", "x"])),
+            (p(&["a", "l"]), p(&["a", "d"])),
+        ],
+    )
+    .schedules(400)
+    .preemptions(Some(1))
+    .op("check", |t| async move {
+        let r = t.check().run().await?;
+        Ok::<_, dynatree::Error>(classes(&r))
+    })
+    .model(|_| Ok(()));
+    let report = act(report, Act::Move(p(&["a"]), p(&["z"]), LinkPolicy::Rewrite))
+        .check(reported_exactly(&[
+            "dangling-link /l2",
+            "dangling-link /l4",
+        ]))
+        .check(healthy())
+        .run();
+    if std::env::var_os("DYNATREE_SIM_SCHEDULES").is_none() {
+        assert!(report.exhaustive, "every placement of the check: {report}");
+    }
+}
+
+/// The same for `delete_node(Reparent)`: each child moves up with `LinkPolicy::Rewrite`, so
+/// the links into the children's subtrees lead nowhere from each child's delete phase until
+/// its rewrite. `l3` (into the node, where nothing is) dangles for good.
+#[test]
+fn check_during_a_reparenting_reports_only_links_that_dangle_for_good() {
+    let report = scenario_base(
+        "check vs delete_node a/b Reparent, links into its children",
+        plain_tree,
+        paths(&[
+            (&["a", "b"], 1),
+            (&["a", "b", "c"], 2),
+            (&["a", "b", "d", "e"], 3),
+        ]),
+        vec![
+            (p(&["l1"]), p(&["a", "b", "c"])),
+            (p(&["l2"]), p(&["a", "b", "d", "e"])),
+            (p(&["l3"]), p(&["a", "b", "zz"])),
+        ],
+    )
+    .schedules(400)
+    .preemptions(Some(1))
+    .op("check", |t| async move {
+        let r = t.check().run().await?;
+        Ok::<_, dynatree::Error>(classes(&r))
+    })
+    .model(|_| Ok(()));
+    let report = act(
+        report,
+        Act::DeleteNode(p(&["a", "b"]), OnChildren::Reparent),
+    )
+    .check(reported_exactly(&["dangling-link /l3"]))
+    .check(healthy())
+    .run();
+    if std::env::var_os("DYNATREE_SIM_SCHEDULES").is_none() {
+        assert!(report.exhaustive, "every placement of the check: {report}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // 2. Faults.
 
 /// A check whose requests fail (before or after apply, throttled, or its process dies) while

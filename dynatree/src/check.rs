@@ -23,9 +23,10 @@
 //! | [`Class::Expired`] | an object past its expiry that DynamoDB has not deleted yet | deleted if still expired, then emptied listing rows removed |
 //! | [`Class::MissingIndex`] | an object without the path-index attributes the tree keeps | the attributes written, conditional on the object |
 //! | [`Class::StaleCopy`] | a denormalized copy that differs from its source | copied again by the propagation's conditional write |
+//! | [`Class::Malformed`] | a bookkeeping attribute of a type the runtime never writes (a removal mark or lock that is no string, a hold that is no string, a version that is no number), which blocks writes for good | the attribute removed, conditional on its exact value (and, for a lock or hold, on no operation of that id being recorded) |
 //! | [`Class::DanglingLink`] | a link whose target (after following links) is missing | left for a human |
 //! | [`Class::LinkCycle`] | links that lead back to themselves | left for a human |
-//! | [`Class::Unparsable`] | a row that is not a row of the layout (e.g. a component holding the reserved character, which the Go library can write) | left for a human |
+//! | [`Class::Unparsable`] | a row that is not a row of the layout (e.g. a component holding the reserved character, which the Go library can write, or a link whose target is not a string) | left for a human |
 //!
 //! [`Tree::check`]: crate::Tree::check
 //! [`Tree::repair`]: crate::Tree::repair
@@ -86,7 +87,7 @@ pub use crate::tree::{Check, Repair};
 /// assert_eq!(Class::Unreachable.to_string(), "unreachable");
 /// assert!(Class::Unreachable.repairable());
 /// assert!(!Class::DanglingLink.repairable());
-/// assert_eq!(Class::ALL.len(), 12);
+/// assert_eq!(Class::ALL.len(), 13);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[non_exhaustive]
@@ -112,6 +113,13 @@ pub enum Class {
     MissingIndex,
     /// A denormalized copy that differs from its source.
     StaleCopy,
+    /// A bookkeeping attribute of a type the runtime never writes, which its conditions can
+    /// never pass: a listing row's removal mark (`SC deleting`) or lock (`SC moving`) that is
+    /// not a string (every write under the row waits or is refused, and no remover takes it
+    /// over), an object's hold (`SC held`) that is not a string, a version (`SC sv`,
+    /// `SC cv.<field>`, `SC dv.<field>`, a tombstone's) that is not a number (writes of the
+    /// source, or copies into the target, fail their condition for good).
+    Malformed,
     /// A link whose target, after following links, is not there.
     DanglingLink,
     /// Links that lead back to themselves, or a chain longer than the tree follows.
@@ -122,7 +130,7 @@ pub enum Class {
 
 impl Class {
     /// Every class, in the order of the [module docs](self).
-    pub const ALL: [Class; 12] = [
+    pub const ALL: [Class; 13] = [
         Class::Unreachable,
         Class::BrokenClosure,
         Class::EmptyListing,
@@ -132,6 +140,7 @@ impl Class {
         Class::Expired,
         Class::MissingIndex,
         Class::StaleCopy,
+        Class::Malformed,
         Class::DanglingLink,
         Class::LinkCycle,
         Class::Unparsable,
@@ -158,6 +167,7 @@ impl Class {
             Class::StaleCopy => "stale-copy",
             Class::Expired => "expired",
             Class::MissingIndex => "missing-index",
+            Class::Malformed => "malformed",
         }
     }
 

@@ -316,6 +316,8 @@ struct Rows {
     intents: HashMap<String, IntentRow>,
     /// Rows that are not rows of the layout.
     unparsable: Vec<Violation>,
+    /// Bookkeeping attributes of a type the runtime never writes.
+    malformed: Vec<Violation>,
     /// Full rows of the objects that denormalized copies are compared between.
     denorm_rows: HashMap<Path, Item>,
     denorm_templates: Vec<&'static str>,
@@ -352,6 +354,7 @@ impl Rows {
             objects: HashMap::new(),
             intents: HashMap::new(),
             unparsable: Vec::new(),
+            malformed: Vec::new(),
             denorm_rows: HashMap::new(),
             denorm_templates,
         }
@@ -361,6 +364,8 @@ impl Rows {
         let Some(key) = Key::from_item(&item) else {
             return;
         };
+        self.malformed
+            .extend(malformed_attrs(&tree.inner.layout, &key, &item));
         match classify(&tree.inner.layout, &key) {
             Ok(Kind::Listing(path)) => {
                 let layout = &tree.inner.layout;
@@ -389,7 +394,22 @@ impl Rows {
                             return;
                         }
                     },
-                    _ => None,
+                    // Not a string: the row is no link, and no object of any type either
+                    // (reads of it, and lists of values of its directory, fail).
+                    Some(other) => {
+                        self.unparsable.push(violation(
+                            Class::Unparsable,
+                            Some(path),
+                            key,
+                            format!(
+                                "a link whose target `{}` is {}, not a string",
+                                layout.link_attr(),
+                                type_name(other)
+                            ),
+                        ));
+                        return;
+                    }
+                    None => None,
                 };
                 let expired = layout.is_expired(&item, self.now_secs);
                 let missing_index = tree.lacks_index(&path, &item);
@@ -450,6 +470,7 @@ impl Rows {
     fn suspects<S: Storage + 'static>(&self, tree: &Tree<S>) -> Vec<Violation> {
         let layout = &tree.inner.layout;
         let mut out = self.unparsable.clone();
+        out.extend(self.malformed.iter().cloned());
         for (path, o) in &self.objects {
             let key = layout.object_key(path);
             if o.expired {
@@ -635,6 +656,156 @@ pub(super) fn lock_attr(layout: &crate::layout::Layout, key: &Key) -> String {
         layout.held_attr()
     } else {
         layout.moving_attr().to_owned()
+    }
+}
+
+/// `p` moved from under `from` to under `to`, if it lies under `from`.
+fn moved_to(p: &Path, from: &Path, to: &Path) -> Option<Path> {
+    let rest = p.components().get(from.len()..)?;
+    if !p.starts_with(from) {
+        return None;
+    }
+    Path::new(to.components().iter().chain(rest).cloned()).ok()
+}
+
+/// Whether the row `row` (key `key`) still holds a bookkeeping attribute `attr` of the wrong
+/// type (see [`bookkeeping_type`]).
+pub(super) fn still_malformed(
+    layout: &crate::layout::Layout,
+    key: &Key,
+    attr: &str,
+    row: &Item,
+) -> bool {
+    if key.range == layout.reserved().to_string() && layout.is_fence(row) {
+        return false;
+    }
+    match (bookkeeping_type(layout, key, attr), row.get(attr)) {
+        (Some(t), Some(v)) => !well_typed(t, v),
+        _ => false,
+    }
+}
+
+/// The scalar type the runtime writes a bookkeeping attribute with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Expected {
+    S,
+    N,
+}
+
+/// The type dynatree writes the bookkeeping attribute `attr` of the row with key `key` with,
+/// for the attributes whose type the runtime relies on: conditions compare them with values of
+/// that type, so one of another type fails every such condition for good. A listing row's
+/// removal mark and lock (strings); an object row's hold (a string) and versions (numbers:
+/// `SC sv`, `SC cv.<field>`, `SC dv.<field>`); a tombstone's version (a number). Fence rows are
+/// left out (every reader and writer treats any row with `SC fence` as a fence, whatever it
+/// holds), and so are attributes whose type no condition depends on.
+pub(super) fn bookkeeping_type(
+    layout: &crate::layout::Layout,
+    key: &Key,
+    attr: &str,
+) -> Option<Expected> {
+    let sc = layout.reserved();
+    let rest = attr.strip_prefix(sc)?;
+    if key.hash == layout.intents_hash() || key.hash == format!("{sc}{sc}checkpoints") {
+        return None;
+    }
+    let object = key.range == sc.to_string();
+    let tombstone = key.range == format!("{sc}sv");
+    let listing = !object && !tombstone && key.hash.ends_with(sc);
+    if listing {
+        return (attr == layout.deleting_attr() || attr == layout.moving_attr())
+            .then_some(Expected::S);
+    }
+    if tombstone {
+        return (rest == "sv").then_some(Expected::N);
+    }
+    if object {
+        if attr == layout.held_attr() {
+            return Some(Expected::S);
+        }
+        if rest == "sv" || rest.starts_with("cv.") || rest.starts_with("dv.") {
+            return Some(Expected::N);
+        }
+    }
+    None
+}
+
+/// Whether `v` is of the type `expected`.
+pub(super) fn well_typed(expected: Expected, v: &Value) -> bool {
+    matches!(
+        (expected, v),
+        (Expected::S, Value::S(_)) | (Expected::N, Value::N(_))
+    )
+}
+
+/// The bookkeeping attributes of `item` (with key `key`) whose type is not the one the runtime
+/// writes (see [`bookkeeping_type`]), as [`Class::Malformed`] violations (the attribute's name
+/// as their token). Rows that do not parse, and fences, have none.
+fn malformed_attrs(layout: &crate::layout::Layout, key: &Key, item: &Item) -> Vec<Violation> {
+    let path = match classify(layout, key) {
+        Ok(Kind::Listing(p) | Kind::Object(p)) => p,
+        Ok(Kind::Bookkeeping) if key.range == format!("{}sv", layout.reserved()) => {
+            match layout.decode_target(&key.hash) {
+                Ok(p) => p,
+                Err(_) => return Vec::new(),
+            }
+        }
+        _ => return Vec::new(),
+    };
+    if key.range == layout.reserved().to_string() && layout.is_fence(item) {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for name in item.names() {
+        let (Some(expected), Some(v)) = (bookkeeping_type(layout, key, name), item.get(name))
+        else {
+            continue;
+        };
+        if well_typed(expected, v) {
+            continue;
+        }
+        let what = if name == layout.deleting_attr() {
+            "a removal mark that no remover owns or takes over: every write under the row waits for it, then fails"
+        } else if name == layout.moving_attr() {
+            "a lock that no operation owns: every write under the row is refused as locked"
+        } else if name == layout.held_attr() {
+            "a hold that no operation owns: overwrites, patches and moves of the object fail their condition"
+        } else if key.range != layout.reserved().to_string() {
+            "a tombstone version that no write can pass: writing the source again fails"
+        } else if name.starts_with(&format!("{}dv.", layout.reserved())) {
+            "a copy version that no propagation can pass: the copy is never brought up to date"
+        } else {
+            "a version that no write can pass: writes of the source fail their condition"
+        };
+        let want = match expected {
+            Expected::S => "a string",
+            Expected::N => "a number",
+        };
+        let mut v = violation(
+            Class::Malformed,
+            Some(path.clone()),
+            key.clone(),
+            format!("`{name}` is {}, not {want}: {what}", type_name(v)),
+        );
+        v.token = Some(name.to_owned());
+        out.push(v);
+    }
+    out
+}
+
+/// The name of a value's type, as DynamoDB spells it.
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::S(_) => "a string (S)",
+        Value::N(_) => "a number (N)",
+        Value::B(_) => "a binary (B)",
+        Value::Bool(_) => "a boolean (BOOL)",
+        Value::Null => "null (NULL)",
+        Value::L(_) => "a list (L)",
+        Value::M(_) => "a map (M)",
+        Value::Ss(_) => "a string set (SS)",
+        Value::Ns(_) => "a number set (NS)",
+        Value::Bs(_) => "a binary set (BS)",
     }
 }
 
@@ -849,9 +1020,15 @@ impl<S: Storage + 'static> Tree<S> {
         let total = suspects.len() as u64;
         let mut units = 0.0;
         let judged = self.judge(suspects, Some(progress), &mut units).await?;
+        let (links, judged): (Vec<Violation>, Vec<Violation>) = judged
+            .into_iter()
+            .partition(|v| matches!(v.class, Class::DanglingLink | Class::LinkCycle));
         let (mut transient, mut out): (Vec<Violation>, Vec<Violation>) = judged
             .into_iter()
             .partition(|v| matches!(v.class, Class::EmptyListing | Class::StaleCopy));
+        if !links.is_empty() {
+            out.extend(self.not_being_rewritten(links, &mut units).await?);
+        }
         if !transient.is_empty() {
             let mut ops = from_scan;
             ops.extend(self.recorded_operations(&mut units).await?);
@@ -872,6 +1049,16 @@ impl<S: Storage + 'static> Tree<S> {
 
     /// The recorded operations (op, from, to), read now (consistent).
     async fn recorded_operations(&self, units: &mut f64) -> Result<Vec<(String, Path, Path)>> {
+        Ok(self
+            .recorded_intents(units)
+            .await?
+            .into_iter()
+            .map(|i| (i.op, i.from, i.to))
+            .collect())
+    }
+
+    /// The intent records that parse, read now (consistent).
+    async fn recorded_intents(&self, units: &mut f64) -> Result<Vec<super::Intent>> {
         let q = crate::storage::Query::new(self.inner.layout.intents_hash()).consistent(true);
         let pages: Vec<crate::storage::Page> =
             futures::TryStreamExt::try_collect(crate::stream::query_pages(self.io(), q, None))
@@ -881,7 +1068,6 @@ impl<S: Storage + 'static> Tree<S> {
             .iter()
             .flat_map(|p| &p.items)
             .filter_map(|item| self.decode_intent(item).ok())
-            .map(|i| (i.op, i.from, i.to))
             .collect())
     }
 
@@ -950,8 +1136,12 @@ impl<S: Storage + 'static> Tree<S> {
                 }
                 (Class::MissingIndex, Some(p)) => row.is_some_and(|r| self.lacks_index(p, r)),
                 (Class::DanglingLink | Class::LinkCycle, Some(p)) => {
-                    row.is_some() && self.link_broken(p, units).await?
+                    row.is_some() && self.link_broken(p, &[], units).await?
                 }
+                (Class::Malformed, _) => match (row, v.token.as_deref()) {
+                    (Some(r), Some(attr)) => still_malformed(layout, &v.key, attr, r),
+                    _ => false,
+                },
                 (Class::BrokenClosure, Some(p)) => {
                     row.is_some()
                         && p.parent()
@@ -1056,12 +1246,23 @@ impl<S: Storage + 'static> Tree<S> {
     }
 
     /// Whether the link at `path`, followed with consistent reads, ends nowhere or loops.
-    pub(super) async fn link_broken(&self, path: &Path, units: &mut f64) -> Result<bool> {
+    ///
+    /// `rewrites` are the (source, destination) pairs of recorded moves that rewrite the links
+    /// into their source (`LinkPolicy::Rewrite`): a hop to a path under such a source that is
+    /// not there (the move deleted it, and will point the link at its new place before its
+    /// intent goes) is followed at the destination instead.
+    pub(super) async fn link_broken(
+        &self,
+        path: &Path,
+        rewrites: &[(Path, Path)],
+        units: &mut f64,
+    ) -> Result<bool> {
         let layout = &self.inner.layout;
         let now = now_secs();
         let mut seen = HashSet::new();
         let mut current = path.clone();
-        for _ in 0..=self.inner.config.max_link_hops {
+        let mut hops = 0;
+        while hops <= self.inner.config.max_link_hops {
             if !seen.insert(current.clone()) {
                 return Ok(true);
             }
@@ -1071,6 +1272,18 @@ impl<S: Storage + 'static> Tree<S> {
                 .await?;
             *units += row.as_ref().map_or(0, Item::size).div_ceil(4096).max(1) as f64;
             let first = current == *path;
+            let missing = row.as_ref().is_none_or(|r| layout.is_absent(r, now));
+            if missing && !first {
+                // Moved away by a move that rewrites its links: where the link will point.
+                if let Some(moved) = rewrites
+                    .iter()
+                    .find_map(|(from, to)| moved_to(&current, from, to))
+                {
+                    current = moved;
+                    continue;
+                }
+            }
+            hops += 1;
             match row {
                 // The link itself is gone (or no longer a link): nothing dangles.
                 None if first => return Ok(false),
@@ -1087,6 +1300,49 @@ impl<S: Storage + 'static> Tree<S> {
             }
         }
         Ok(true)
+    }
+
+    /// Keeps the dangling links and cycles (confirmed by [`judge`](Tree::judge)) that no
+    /// recorded move will mend: a move with `LinkPolicy::Rewrite` deletes its source before it
+    /// points the links into it at the destination, so from its delete phase until its rewrite
+    /// those links lead nowhere, under a live intent. Each is followed again with the moves
+    /// recorded just before as [`link_broken`](Tree::link_broken)'s `rewrites`; the intents
+    /// are read again after the follow, and if an operation was recorded meanwhile (it may have
+    /// deleted the target since), the follow is repeated with it (a few rounds at most).
+    async fn not_being_rewritten(
+        &self,
+        mut links: Vec<Violation>,
+        units: &mut f64,
+    ) -> Result<Vec<Violation>> {
+        let mut before = self.recorded_intents(units).await?;
+        for _ in 0..3 {
+            let rewrites: Vec<(Path, Path)> = before
+                .iter()
+                .filter(|i| i.rewrites_links())
+                .map(|i| (i.from.clone(), i.to.clone()))
+                .collect();
+            let mut broken = Vec::new();
+            for v in links {
+                let Some(p) = v.path.clone() else {
+                    broken.push(v);
+                    continue;
+                };
+                if self.link_broken(&p, &rewrites, units).await? {
+                    broken.push(v);
+                }
+            }
+            links = broken;
+            if links.is_empty() {
+                break;
+            }
+            let after = self.recorded_intents(units).await?;
+            let new = after.iter().any(|a| !before.iter().any(|b| b.id == a.id));
+            if !new {
+                break;
+            }
+            before = after;
+        }
+        Ok(links)
     }
 }
 

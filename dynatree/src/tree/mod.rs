@@ -645,6 +645,21 @@ impl<S: Storage + 'static> TreeBuilder<S> {
     /// an empty object** until it is deleted. Every dynatree process writing the table must use
     /// the same mode.
     ///
+    /// Precisely, the Go library's `Get` then returns an empty object at:
+    /// - a deleted path, and every old path of a moved or deleted subtree;
+    /// - a path that **never held an object** whose listing row went: a directory pruned when
+    ///   its last child was deleted (`put a/b`, `delete a/b` leaves a fence at `a`), a
+    ///   [`delete_node`](Tree::delete_node) of a childless node without an object, the nodes of
+    ///   a moved or deleted subtree that only had children. This fence is needed as much as the
+    ///   others: a listing row that names nothing is what a put of a new name leaves between
+    ///   its two requests, and whoever removes the row cannot tell whether such a put is under
+    ///   way. A [`delete`](Tree::delete) of a path without an object whose node keeps its
+    ///   children writes none (the listing row stays);
+    /// - the target of a link into a deleted path, or into a subtree moved without
+    ///   [`LinkPolicy::Rewrite`] (or by a `Rewrite` move until its rewrite): Go follows the
+    ///   link to the fence; dynatree reads nothing there, and [`Tree::check`] reports the link
+    ///   as dangling.
+    ///
     /// # Examples
     ///
     /// ```
@@ -1395,8 +1410,9 @@ impl<S: Storage + 'static> Tree<S> {
     ///
     /// # Errors
     ///
-    /// [`ErrorKind::NotFound`] if nothing is at `path`; [`ErrorKind::NotALink`] if an object
-    /// that is not a link is there; [`ErrorKind::InvalidPath`].
+    /// [`ErrorKind::NotFound`] if nothing is at `path` (a fence left by a removal with
+    /// [`fenced_puts`](TreeBuilder::fenced_puts) is nothing); [`ErrorKind::NotALink`] if an
+    /// object that is not a link is there; [`ErrorKind::InvalidPath`].
     ///
     /// # Cancel safety
     ///
@@ -1413,6 +1429,8 @@ impl<S: Storage + 'static> Tree<S> {
                     self.inner.config.consistent_reads,
                 )
                 .await?
+                // A fence (fenced puts) or an expired row is no object, as for `get`.
+                .filter(|i| !self.inner.layout.is_absent(i, crate::expiry::now_secs()))
                 .ok_or_else(|| Error::new(ErrorKind::NotFound, format!("nothing at {path}")))?;
             match item.get_s(self.inner.layout.link_attr()) {
                 Some(t) => self.leave(self.link_target(&path, t)?),

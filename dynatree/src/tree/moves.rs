@@ -83,6 +83,12 @@ impl Intent {
     pub(super) fn abandoned(&self, now: u64) -> bool {
         self.owner.is_none() || self.lease < now
     }
+
+    /// Whether it is a move that points the links into its source at the destination before
+    /// its intent goes (`LinkPolicy::Rewrite`; a re-parenting's children move so).
+    pub(super) fn rewrites_links(&self) -> bool {
+        self.op == "move" && self.links == LinkPolicy::Rewrite
+    }
 }
 
 /// How an owned run of an intent ended.

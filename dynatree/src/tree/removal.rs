@@ -104,6 +104,14 @@ impl<S: Storage + 'static> Tree<S> {
         let mut retry = 0;
         // What we believe L(P) is; refined after a cancelled attempt.
         let mut seen: Option<Item> = Some(own.clone().into_item());
+        // Fenced puts: a fence goes where a row is (an object, or a fence renewed); where
+        // nothing is, the mark is sent with a check that nothing is there, so that a node that
+        // never held an object and keeps its children gets no fence (if its listing row goes,
+        // the end of the removal fences it). Which of the two is tried is flipped when the
+        // object's row turns out otherwise.
+        let fence_rows_only = self.inner.config.fenced_puts && !conditional;
+        let mut nothing_there = false;
+        let mut flipped = false;
         let marked = loop {
             let Some(row) = seen.as_ref() else {
                 // L(P) is missing: so is O(P) (or a foreign writer left it alone): delete it,
@@ -120,17 +128,38 @@ impl<S: Storage + 'static> Tree<S> {
                 return Err(self.locked_error(path));
             }
             let mark = self.new_mark();
+            let object_action = if !fence_rows_only {
+                self.remove_object(path, object.clone())
+            } else if nothing_there {
+                TransactAction::ConditionCheck {
+                    key: self.inner.layout.object_key(path),
+                    condition: Condition::NotExists,
+                }
+            } else {
+                self.remove_object(path, Condition::Exists)
+            };
             // The object's delete last: its failed condition is reported as the caller's.
             let tx = vec![
                 TransactAction::Put {
                     item: self.marked_row(&own, &mark),
                     condition: self.markable(),
                 },
-                self.remove_object(path, object.clone()),
+                object_action,
             ];
-            match self.transact(tx, conditional).await {
+            match self.transact(tx, conditional || fence_rows_only).await {
                 Ok(Attempt::Done) => break Some(mark),
                 Ok(_) => {}
+                // Nothing applied: the object's row is not as this attempt assumed.
+                Err(e) if fence_rows_only && e.kind() == ErrorKind::ConditionFailed => {
+                    nothing_there = !nothing_there;
+                    // The first guess being wrong is no race: only a row that keeps changing
+                    // spends the retry budget.
+                    if flipped {
+                        another_try(&policy, &mut retry, path)?;
+                    }
+                    flipped = true;
+                    continue;
+                }
                 // The mark may have been applied with its response lost: take it off again.
                 Err(e) => return self.abandon_removal(&own, &mark, e).await,
             }

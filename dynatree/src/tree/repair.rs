@@ -48,12 +48,12 @@ impl<S> std::fmt::Debug for Repair<S> {
 }
 
 /// The order repairs run in: operations first (finishing one releases its locks and marks),
-/// then locks and marks, then expired values, then missing rows, then empty ones (a row
-/// re-created above is not empty), then attributes.
+/// then locks and marks (malformed ones first), then expired values, then missing rows, then
+/// empty ones (a row re-created above is not empty), then attributes.
 fn order(class: Class) -> u8 {
     match class {
         Class::AbandonedIntent => 0,
-        Class::LockWithoutIntent => 1,
+        Class::Malformed | Class::LockWithoutIntent => 1,
         Class::ExpiredMark => 2,
         Class::Expired => 3,
         Class::Unreachable | Class::BrokenClosure => 4,
@@ -370,7 +370,90 @@ impl<S: Storage + 'static> Tree<S> {
                 }
             }
             (Class::StaleCopy, Some(p)) => self.refresh_stale(&p, sources_done).await,
+            (Class::Malformed, _) => self.remove_malformed(v).await,
             _ => Ok(Outcome::Left("nothing to repair it with".into())),
+        }
+    }
+
+    /// Takes a bookkeeping attribute of the wrong type (`v.token` names it) off its row, in
+    /// one transaction conditional on its exact value as read now: a tombstone row goes
+    /// whole, any other row loses the attribute. Nothing of the runtime's can own such a value
+    /// (removal marks, locks and holds are strings, versions numbers, and every step of a
+    /// remover or an operation is conditional on its own), so nobody's protocol stops short.
+    /// A lock or hold whose value spells the id of a recorded operation is left to it (the
+    /// transaction checks that no intent of that id is recorded), as for
+    /// [`Class::LockWithoutIntent`].
+    async fn remove_malformed(&self, v: &Violation) -> Result<Outcome> {
+        let layout = &self.inner.layout;
+        let Some(attr) = v.token.as_deref() else {
+            return Ok(Outcome::Left("no attribute named".into()));
+        };
+        let key = v.key.clone();
+        let Some(row) = self.io().get_item(&key, true).await? else {
+            // Deleted meanwhile: nothing left to block anything.
+            return Ok(Outcome::Fixed);
+        };
+        if !super::check::still_malformed(layout, &key, attr, &row) {
+            // Written over meanwhile, with a value of the right type (or none).
+            return Ok(Outcome::Fixed);
+        }
+        let Some(value) = row.get(attr).cloned() else {
+            return Ok(Outcome::Fixed);
+        };
+        let exactly = Condition::equals(attr, value.clone());
+        let tombstone = key.range == format!("{}sv", layout.reserved());
+        let remove = if tombstone {
+            TransactAction::Delete {
+                key: key.clone(),
+                condition: exactly,
+            }
+        } else {
+            TransactAction::Update {
+                key: key.clone(),
+                actions: vec![UpdateAction::Remove(attr.to_owned())],
+                condition: exactly,
+            }
+        };
+        let mut tx = Vec::new();
+        // A lock or hold: not while an operation of that id is recorded (a number spelling an
+        // id is the only value that could name one).
+        let owner = match &value {
+            Value::N(n)
+                if (attr == layout.moving_attr() || attr == layout.held_attr())
+                    && !n.is_empty()
+                    && n.len() <= crate::layout::MAX_RANGE_KEY_BYTES =>
+            {
+                Some(n.clone())
+            }
+            _ => None,
+        };
+        if let Some(id) = &owner {
+            tx.push(TransactAction::ConditionCheck {
+                key: layout.intent_key(id),
+                condition: Condition::NotExists,
+            });
+        }
+        tx.push(remove);
+        let io = self.io();
+        let sent = self
+            .inner
+            .config
+            .retry
+            .retry_if(super::conflict_only, || io.transact_write(tx.clone()))
+            .await;
+        match sent {
+            Ok(()) => Ok(Outcome::Fixed),
+            Err(e) if e.kind() == ErrorKind::TransactionCanceled => {
+                let now = self.io().get_item(&key, true).await?;
+                if !now.is_some_and(|r| r.get(attr) == Some(&value)) {
+                    return Ok(Outcome::Fixed);
+                }
+                Ok(Outcome::Left(match owner {
+                    Some(id) => format!("operation {id} is recorded: `resume` finishes it"),
+                    None => "the row kept changing concurrently: check and repair again".into(),
+                }))
+            }
+            Err(e) => Err(e),
         }
     }
 
