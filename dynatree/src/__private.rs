@@ -80,7 +80,7 @@ pub fn script_versions(base: Option<u64>) {
 /// interleaving simulator of `dynatree-testing` gives each process a clock of its own.
 /// tokio's monotonic clock (timeouts, the trust window of fenced puts) is not skewed.
 pub fn with_clock_skew<R>(skew_ms: i64, f: impl FnOnce() -> R) -> R {
-    crate::tree::clock::with_skew(skew_ms, f)
+    crate::expiry::with_skew(skew_ms, f)
 }
 
 static FENCED_PUTS_DEFAULT: std::sync::atomic::AtomicBool =

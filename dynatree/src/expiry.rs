@@ -64,6 +64,7 @@
 //! # Ok(()) }
 //! ```
 
+use std::cell::Cell;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// A type a `#[dynatree(ttl)]` field can have: when the value expires, in seconds since the
@@ -128,5 +129,34 @@ pub(crate) fn now_secs() -> u64 {
     let ms = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-    crate::tree::clock::skewed(ms) / 1000
+    skewed(ms) / 1000
 }
+
+thread_local! {
+    /// Milliseconds this thread's clock is off by, while a simulated process with a skewed
+    /// clock is polled (see `__private::with_clock_skew`); 0 otherwise.
+    static SKEW_MS: Cell<i64> = const { Cell::new(0) };
+}
+
+/// Runs `f` with this thread's wall clock `skew_ms` milliseconds ahead (negative: behind).
+pub(crate) fn with_skew<R>(skew_ms: i64, f: impl FnOnce() -> R) -> R {
+    struct Restore(i64);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            SKEW_MS.with(|c| c.set(self.0));
+        }
+    }
+    let _restore = Restore(SKEW_MS.with(|c| c.replace(skew_ms)));
+    f()
+}
+
+/// `ms` shifted by the skew of the simulated process being polled, saturating.
+pub(crate) fn skewed(ms: u64) -> u64 {
+    let skew = SKEW_MS.with(Cell::get);
+    if skew >= 0 {
+        ms.saturating_add(skew.unsigned_abs())
+    } else {
+        ms.saturating_sub(skew.unsigned_abs())
+    }
+}
+

@@ -1,7 +1,7 @@
 //! [`Tree`]: the untyped tree API over any [`Storage`].
 
 mod check;
-pub(crate) mod clock;
+mod clock;
 mod denorm;
 mod expire;
 mod guard;
