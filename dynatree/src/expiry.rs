@@ -159,4 +159,3 @@ pub(crate) fn skewed(ms: u64) -> u64 {
         ms.saturating_sub(skew.unsigned_abs())
     }
 }
-

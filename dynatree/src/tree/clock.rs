@@ -21,7 +21,9 @@ pub(crate) fn now_ms() -> u64 {
     let elapsed = tokio::time::Instant::now()
         .into_std()
         .saturating_duration_since(at);
-    crate::expiry::skewed(wall.saturating_add(u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX)))
+    crate::expiry::skewed(
+        wall.saturating_add(u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX)),
+    )
 }
 
 /// `now + d` in milliseconds, saturating.
