@@ -1,15 +1,17 @@
 //! The integrity checker (issue 10) against DynamoDB Local: a table corrupted with every class
 //! at once (raw writes through the `DynamoDbTable`, as another program or the Go library would
-//! make them), checked, repaired and checked again; and a segmented check (4 segments) of a
-//! few thousand rows that agrees with a 1-segment check. One test, one server; if DynamoDB
-//! Local cannot start, the test fails saying why: it is never skipped.
+//! make them), checked, repaired and checked again; a segmented check (4 segments) of a few
+//! thousand rows that agrees with a 1-segment check; and bookkeeping attributes of the wrong
+//! type (`Class::Malformed`, and a link whose target is not a string), planted, checked and
+//! repaired on the fake and on DynamoDB Local, which must say and do the same. One test, one
+//! server; if DynamoDB Local cannot start, the test fails saying why: it is never skipped.
 
 use std::time::Duration;
 
 use dynatree::check::{Class, Report};
 use dynatree::storage::{Condition, Key, Storage, WriteRequest, write_all};
 use dynatree::{DynamoDbTable, Hierarchical, Item, Path, RetryPolicy, Tree, Value};
-use dynatree_testing::{DynamoDbLocal, Fault, FaultRule, Faulty, Op};
+use dynatree_testing::{DynamoDbLocal, FakeTable, Fault, FaultRule, Faulty, Op};
 use futures::TryStreamExt;
 use serde::{Deserialize, Serialize};
 
@@ -107,7 +109,7 @@ fn n(v: u64) -> Value {
     Value::N(v.to_string())
 }
 
-async fn raw_put(table: &DynamoDbTable, key: Key, attrs: &[(&str, Value)]) {
+async fn raw_put<S: Storage>(table: &S, key: Key, attrs: &[(&str, Value)]) {
     let mut item = key.into_item();
     for (n, v) in attrs {
         item.insert(*n, v.clone());
@@ -115,17 +117,17 @@ async fn raw_put(table: &DynamoDbTable, key: Key, attrs: &[(&str, Value)]) {
     table.put_item(item, Condition::Always).await.unwrap();
 }
 
-async fn raw_delete(table: &DynamoDbTable, key: Key) {
+async fn raw_delete<S: Storage>(table: &S, key: Key) {
     table.delete_item(&key, Condition::Always).await.unwrap();
 }
 
-async fn raw_set(table: &DynamoDbTable, key: Key, name: &str, value: Value) {
+async fn raw_set<S: Storage>(table: &S, key: Key, name: &str, value: Value) {
     let mut item = table.get_item(&key, true).await.unwrap().expect("the row");
     item.insert(name, value);
     table.put_item(item, Condition::Always).await.unwrap();
 }
 
-async fn go_put(table: &DynamoDbTable, path: &[&str], attrs: &[(&str, Value)]) {
+async fn go_put<S: Storage>(table: &S, path: &[&str], attrs: &[(&str, Value)]) {
     for i in 1..=path.len() {
         raw_put(table, listing_key(&path[..i]), &[]).await;
     }
@@ -165,6 +167,7 @@ fn check_and_repair_on_dynamodb_local() {
     rt.block_on(async {
         every_class_at_once(&local).await;
         segmented_check_of_thousands_of_rows(&local).await;
+        malformed_bookkeeping_agrees_with_the_fake(&local).await;
     });
 }
 
@@ -435,4 +438,243 @@ async fn segmented_check_of_thousands_of_rows(local: &DynamoDbLocal) {
     assert!(after.is_healthy(), "{after}");
     assert_eq!(list(&tree, "/t3/d2").await.len(), 15);
     assert_eq!(list(&tree, "/t7/d3").await.len(), 15);
+}
+
+// ---- malformed bookkeeping: the fake and DynamoDB Local agree ----
+
+fn forum(id: &str, name: &str) -> Forum {
+    Forum {
+        forum: id.into(),
+        name: name.into(),
+    }
+}
+
+fn thread(forum: &str) -> Thread {
+    Thread {
+        forum: forum.into(),
+        thread: "t".into(),
+        title: "Hello".into(),
+        forum_name: String::new(),
+    }
+}
+
+/// What a report says, in words that do not depend on the backend: its violations (as
+/// displayed: class, path, detail) but those of abandoned intents (a write that failed may
+/// leave its propagation's intent, whose id and timing are the run's own).
+fn said(report: &Report) -> Vec<String> {
+    report
+        .violations()
+        .iter()
+        .filter(|v| v.class() != Class::AbandonedIntent)
+        .map(ToString::to_string)
+        .collect()
+}
+
+/// What a repair says, likewise.
+fn done(repaired: &dynatree::check::Repaired) -> Vec<String> {
+    let fixed = repaired
+        .fixed()
+        .iter()
+        .filter(|v| v.class() != Class::AbandonedIntent)
+        .map(|v| format!("fixed {v}"));
+    let left = repaired
+        .left()
+        .iter()
+        .filter(|(v, _)| v.class() != Class::AbandonedIntent)
+        .map(|(v, why)| format!("left {v} ({why})"));
+    fixed.chain(left).collect()
+}
+
+fn outcome<T: std::fmt::Debug>(r: dynatree::Result<T>) -> String {
+    match r {
+        Ok(v) => format!("ok {v:?}"),
+        Err(e) => format!("{:?}", e.kind()),
+    }
+}
+
+/// Every malformed-bookkeeping case of `dynatree/tests/check_repair.rs`, on `table`: a removal
+/// mark and a lock that are numbers, a lock that is a boolean, a hold that is a number, a lock
+/// whose number is the id of a recorded operation, versions that are strings (a source's, a
+/// tombstone's, a copy's), and a link whose target is a number. The writes they block, the
+/// check, the repair, a second check and repair, and the writes after: as a transcript of
+/// lines to compare between backends. Asserts along the way what either backend must do.
+async fn malformed_bookkeeping<S: Storage + Clone + 'static>(table: S) -> Vec<String> {
+    let build = || {
+        Tree::builder(table.clone())
+            .retry_policy(fast())
+            .removal_lease(LEASE)
+            .denormalized::<Thread>()
+            .build()
+            .unwrap()
+    };
+    let tree = build();
+    tree.create_table().await.expect("create the table");
+    let mut out = Vec::new();
+
+    // Marks, locks and holds of the wrong type.
+    tree.put(["m", "k"], &V { v: 1 }).await.unwrap();
+    tree.put(["l", "k"], &V { v: 2 }).await.unwrap();
+    tree.put(["a"], &V { v: 3 }).await.unwrap();
+    tree.put(["r", "k"], &V { v: 4 }).await.unwrap();
+    raw_set(&table, listing_key(&["m", "k"]), "¦deleting", n(5)).await;
+    raw_set(&table, listing_key(&["l", "k"]), "¦moving", n(7)).await;
+    raw_set(&table, listing_key(&["a"]), "¦moving", Value::Bool(true)).await;
+    raw_set(&table, object_key(&["a"]), "¦held", n(3)).await;
+    raw_set(&table, listing_key(&["r", "k"]), "¦moving", n(42)).await;
+    // Versions of the wrong type: a source's, a tombstone's, a copy's.
+    let forums = tree.repo::<Forum>();
+    let threads = tree.repo::<Thread>();
+    for f in ["f", "g", "h"] {
+        forums.put(&forum(f, "One")).await.unwrap();
+        threads.put(&thread(f)).await.unwrap();
+    }
+    forums.delete(&forum("g", "").key()).await.unwrap();
+    let tombstone = Key::new(sc_key(&["Forums", "g"]), "¦sv");
+    assert!(table.get_item(&tombstone, true).await.unwrap().is_some());
+    raw_set(&table, object_key(&["Forums", "f"]), "¦sv", s("x")).await;
+    raw_set(&table, tombstone.clone(), "¦sv", s("x")).await;
+    let copy = object_key(&["Forums", "h", "Threads", "t"]);
+    raw_set(&table, copy, "¦dv.forum_name", s("x")).await;
+    // A link whose target is a number.
+    tree.put(["d", "x"], &V { v: 1 }).await.unwrap();
+    go_put(&table, &["d", "l"], &[("¦", n(5))]).await;
+
+    // What they block (a tree without a cache of what was written: the guarded paths).
+    out.push(format!(
+        "put under a numeric mark: {}",
+        outcome(build().put(["m", "k", "x"], &V { v: 1 }).await)
+    ));
+    out.push(format!(
+        "put under a numeric lock: {}",
+        outcome(build().put(["l", "k", "x"], &V { v: 1 }).await)
+    ));
+    out.push(format!(
+        "put over a numeric hold: {}",
+        outcome(build().put(["a"], &V { v: 30 }).await)
+    ));
+    for f in ["f", "g", "h"] {
+        out.push(format!(
+            "source {f} written: {}",
+            outcome(build().repo::<Forum>().put(&forum(f, "Two")).await)
+        ));
+    }
+    let copied = threads.get(&thread("h").key()).await.unwrap().unwrap();
+    out.push(format!("copy of h: {}", copied.forum_name));
+    out.push(format!(
+        "get of the link: {}",
+        outcome(tree.get::<V>(p("/d/l")).await)
+    ));
+    out.push(format!(
+        "read_link of the link: {}",
+        outcome(tree.read_link(p("/d/l")).await)
+    ));
+
+    let report = tree.check().grace(Duration::ZERO).run().await.unwrap();
+    assert!(report.of(Class::AbandonedIntent).count() <= 1, "{report}");
+    let first = expect(&[
+        (Class::Malformed, "/a"),
+        (Class::Malformed, "/a"),
+        (Class::Malformed, "/l/k"),
+        (Class::Malformed, "/m/k"),
+        (Class::Malformed, "/r/k"),
+        (Class::Malformed, "/Forums/f"),
+        (Class::Malformed, "/Forums/g"),
+        (Class::Malformed, "/Forums/h/Threads/t"),
+        (Class::StaleCopy, "/Forums/h/Threads/t"),
+        (Class::Unparsable, "/d/l"),
+    ]);
+    let mut seen: Vec<(Class, String)> = found(&report)
+        .into_iter()
+        .filter(|(c, _)| *c != Class::AbandonedIntent)
+        .collect();
+    seen.sort();
+    assert_eq!(seen, first, "{report}");
+    out.extend(said(&report));
+
+    // The lock of 42: an operation of that id is recorded meanwhile, so it is that
+    // operation's to release.
+    let intent = Key::new("¦¦intents", "42");
+    raw_put(&table, intent.clone(), &[("x", s("y"))]).await;
+    let repaired = tree.repair(&report).run().await.unwrap();
+    assert_eq!(
+        listed(
+            &repaired
+                .left()
+                .iter()
+                .map(|(v, _)| v.clone())
+                .collect::<Vec<_>>()
+        ),
+        expect(&[(Class::Malformed, "/r/k"), (Class::Unparsable, "/d/l")]),
+        "{repaired}"
+    );
+    out.extend(done(&repaired));
+    let again = tree.check().grace(Duration::ZERO).run().await.unwrap();
+    out.extend(said(&again));
+    raw_delete(&table, intent).await;
+    let repaired = tree.repair(&again).run().await.unwrap();
+    out.extend(done(&repaired));
+
+    // The writes work again, and the copies follow.
+    for (path, v) in [
+        (["m", "k", "x"], 1),
+        (["l", "k", "x"], 2),
+        (["r", "k", "x"], 3),
+    ] {
+        out.push(format!(
+            "put {}: {}",
+            path.join("/"),
+            outcome(build().put(path, &V { v }).await)
+        ));
+    }
+    out.push(format!(
+        "put over the hold: {}",
+        outcome(build().put(["a"], &V { v: 30 }).await)
+    ));
+    for f in ["f", "g", "h"] {
+        out.push(format!(
+            "source {f} written: {}",
+            outcome(build().repo::<Forum>().put(&forum(f, "Three")).await)
+        ));
+        let copied = threads.get(&thread(f).key()).await.unwrap().unwrap();
+        out.push(format!("copy of {f}: {}", copied.forum_name));
+    }
+    assert!(table.get_item(&tombstone, true).await.unwrap().is_none());
+    // The link is a human's decision: deleted.
+    tree.delete(["d", "l"]).await.unwrap();
+    // A propagation intent a failed write left ends once its lease runs out.
+    tokio::time::sleep(LEASE * 2).await;
+    let late = tree.check().grace(Duration::ZERO).run().await.unwrap();
+    tree.repair(&late).run().await.unwrap();
+    let last = tree.check().run().await.unwrap();
+    assert!(last.is_healthy(), "{last}");
+    out
+}
+
+async fn malformed_bookkeeping_agrees_with_the_fake(local: &DynamoDbLocal) {
+    let real = malformed_bookkeeping(local.fresh_table()).await;
+    let fake = malformed_bookkeeping(FakeTable::new()).await;
+    assert_eq!(real, fake, "DynamoDB Local and the fake disagree");
+    let blocked: Vec<&str> = real.iter().take(9).map(String::as_str).collect();
+    assert_eq!(
+        blocked,
+        [
+            "put under a numeric mark: Conflict",
+            "put under a numeric lock: Locked",
+            "put over a numeric hold: Locked",
+            "source f written: ConditionFailed",
+            "source g written: Conflict",
+            "source h written: ok ()",
+            "copy of h: One",
+            "get of the link: Serialization",
+            "read_link of the link: NotALink",
+        ],
+        "{real:#?}"
+    );
+    assert!(
+        real.iter().all(|l| !l.starts_with("put ")
+            || l.ends_with("ok ()")
+            || blocked.contains(&l.as_str())),
+        "{real:#?}"
+    );
+    assert!(real.contains(&"copy of h: Three".to_owned()), "{real:#?}");
 }
