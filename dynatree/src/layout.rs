@@ -419,6 +419,19 @@ impl Layout {
             format!("{}{sc}{template}{sc}{encoded}", self.object_hash(scope))
         }
     }
+
+    /// The scope root and the template a stored secondary-index hash names (the inverse of
+    /// [`index_hash`](Self::index_hash) but for the value): the root is empty for the whole
+    /// tree's form `template SC value`, and the components of a scope's form
+    /// `SC r0 … SC r(n-1) SC template SC value`. `None` for a string of neither form.
+    pub(crate) fn split_index_hash<'a>(&self, stored: &'a str) -> Option<(Path, &'a str)> {
+        let mut fields = stored.rsplitn(3, self.sc);
+        let (_value, template) = (fields.next()?, fields.next()?);
+        match fields.next() {
+            None => Some((Path::root(), template)),
+            Some(root) => Some((self.decode_target(root).ok()?, template)),
+        }
+    }
 }
 
 /// The name of the path index's global secondary index (see
@@ -580,5 +593,18 @@ mod tests {
         assert_eq!(s, "XAccountsX12345");
         assert_eq!(l.decode_target(&s).unwrap(), t);
         assert!(l.decode_target("Accounts").is_err());
+    }
+
+    #[test]
+    fn index_hashes_name_their_scope_and_template() {
+        let l = Layout::new(DEFAULT_RESERVED).unwrap();
+        let t = "Accounts/{account}/Links/{short}";
+        for scope in [p(&[]), p(&["Tenants", "t1"]), p(&["a"])] {
+            let hash = l.index_hash(scope.components(), t, "v");
+            assert_eq!(l.split_index_hash(&hash), Some((scope, t)), "{hash}");
+        }
+        assert_eq!(l.split_index_hash("v"), None);
+        assert_eq!(l.split_index_hash("x¦t¦v"), None);
+        assert_eq!(l.split_index_hash("¦t¦v"), None);
     }
 }

@@ -712,18 +712,49 @@ pub(crate) fn index_attributes<T: Hierarchical>(
     Ok(out)
 }
 
-/// The secondary-index attributes an object row `row` of `T` at the whole tree's `path`
-/// should have (what [`Tree::check`](crate::Tree::check) compares and repair writes).
+/// The secondary-index attributes a typed write through the scope rooted at `scope` (empty for
+/// the whole tree) gives the object row `row` read as a value of `T` (what
+/// [`Tree::check`](crate::Tree::check) compares, and repair and imports write): `None` if the
+/// row does not read as `T`; an error ([`ErrorKind::InvalidValue`]) if it does but its index
+/// key values cannot be stored (the reserved character in them, or over DynamoDB's key limits
+/// with the scope's root), as a typed write of it is refused.
 pub(crate) fn expected_index_attributes<T: Hierarchical>(
     layout: &crate::layout::Layout,
+    scope: &[String],
     row: &Item,
-) -> Result<Vec<(String, Value)>> {
+) -> Result<Option<Vec<(String, Value)>>> {
+    let sc = layout.reserved();
     let mut user = row.clone();
-    crate::layout::strip_bookkeeping(&mut user, layout.reserved());
-    let value: T = user.to_deserialize()?;
-    index_attributes(&value, layout.reserved(), |encoded| {
-        layout.index_hash(&[], T::TEMPLATE, encoded)
+    crate::layout::strip_bookkeeping(&mut user, sc);
+    let Ok(value) = user.to_deserialize::<T>() else {
+        return Ok(None);
+    };
+    index_attributes(&value, sc, |encoded| {
+        layout.index_hash(scope, T::TEMPLATE, encoded)
     })
+    .map(Some)
+}
+
+/// The scope roots (empty: the whole tree) that the index hashes `row` holds for `T`'s indexes
+/// name together with `T`'s template: the scopes through which the row was indexed as a `T`.
+pub(crate) fn indexed_roots<T: Hierarchical>(
+    layout: &crate::layout::Layout,
+    row: &Item,
+) -> Vec<Path> {
+    let sc = layout.reserved();
+    let mut out: Vec<Path> = Vec::new();
+    for def in T::INDEXES {
+        let named = row
+            .get_s(&def.spec(sc).hash_attr)
+            .and_then(|stored| layout.split_index_hash(stored))
+            .filter(|(_, template)| *template == T::TEMPLATE);
+        if let Some((root, _)) = named
+            && !out.contains(&root)
+        {
+            out.push(root);
+        }
+    }
+    out
 }
 
 /// Refuses an encoded index key value (a hash value as the caller gives it, before the scope

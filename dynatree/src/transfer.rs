@@ -38,8 +38,15 @@
 //! tree. Index attributes are computed on the way in: the path index's
 //! ([`TreeBuilder::path_index`](crate::TreeBuilder::path_index)), and the secondary indexes'
 //! of the types registered with [`TreeBuilder::indexes_of`](crate::TreeBuilder::indexes_of)
-//! whose template a record's path matches (a record that does not read as that type gets
-//! none). The versions of denormalized fields are not written (typed writes stamp them);
+//! whose template a record's path matches (joined with [`Import::under`]'s prefix), as the
+//! importing tree's typed writes store them: through a [scope](Tree::scope), with the scope's
+//! root in their hashes, so the scope's index queries find the records. A record that does not
+//! read as that type gets none; one that does but whose index key values cannot be stored (the
+//! reserved character in them, or keys over DynamoDB's limits) is refused with
+//! [`ErrorKind::InvalidValue`], as its typed write is. The template is matched below the
+//! importing tree's root only: rows a scope wrote, exported through the whole tree and
+//! imported through it, get no scoped index values (export and import them through their
+//! scope). The versions of denormalized fields are not written (typed writes stamp them);
 //! copies come in as the export holds them, without propagation.
 //!
 //! # Examples
@@ -936,7 +943,8 @@ impl<S: Storage + 'static, R: Stream<Item = Result<Record>> + Send> Import<S, R>
     /// # Errors
     ///
     /// A bad record: the kind of what is wrong with it ([`ErrorKind::InvalidPath`],
-    /// [`ErrorKind::InvalidAttribute`], [`ErrorKind::InvalidValue`],
+    /// [`ErrorKind::InvalidAttribute`], [`ErrorKind::InvalidValue`] (also for an index key
+    /// value that cannot be stored, see [the module docs](self#what-an-import-writes)),
     /// [`ErrorKind::ItemTooLarge`], or the error the stream yielded, such as
     /// [`ErrorKind::Serialization`] from [`Record::from_json_line`]), the record named in the
     /// message and by [`BadRecord::of`]. [`ErrorKind::InvalidPath`] for an invalid
@@ -1037,7 +1045,7 @@ impl<S: Storage + 'static> Tree<S> {
                     row.insert(layout.ttl_attr(), Value::N(t.to_string()));
                 }
                 self.add_path_index(&path, &mut row)?;
-                for (name, value) in self.index_attributes_of(&path, &row) {
+                for (name, value) in self.index_attributes_to_write(&path, &row)? {
                     row.insert(name, value);
                 }
                 crate::layout::check_item_size(&row)?;

@@ -660,3 +660,145 @@ async fn an_import_indexes_registered_types() {
     let report = tree.check().run().await.expect("check");
     assert!(report.is_healthy(), "{report}");
 }
+
+fn user_record(id: &str, email: &str) -> String {
+    let mut item = Item::new();
+    item.insert("id", Value::S(id.into()));
+    item.insert("email", Value::S(email.into()));
+    object(p(["Users", id]), item, None).to_json_line()
+}
+
+async fn users_by_email(tree: &Tree, email: &str) -> Vec<String> {
+    let found: Vec<User> = tree
+        .repo::<User>()
+        .index(User::index_by_email(email))
+        .items()
+        .try_collect()
+        .await
+        .expect("query");
+    let mut ids: Vec<String> = found.into_iter().map(|u| u.id).collect();
+    ids.sort();
+    ids
+}
+
+/// An import through a scope writes the index values the scope's typed writes write (the
+/// scope's root in their hash): the scope's index queries find the records, other scopes' and
+/// the whole tree's do not, and the check is healthy.
+#[tokio::test]
+async fn an_import_through_a_scope_indexes_for_the_scope() {
+    let table = FakeTable::new();
+    let tree = Tree::builder(table.clone())
+        .indexes_of::<User>()
+        .build()
+        .expect("tree");
+    tree.create_table().await.expect("table");
+    let email = "ann@example.com";
+    let (t1, t2) = (
+        tree.scope(["Tenants", "t1"]).unwrap(),
+        tree.scope(["Tenants", "t2"]).unwrap(),
+    );
+    t1.import(stream_of(&[
+        user_record("u1", email),
+        user_record("u2", email),
+    ]))
+    .run()
+    .await
+    .expect("import through t1");
+    tree.import(stream_of(&[user_record("w", email)]))
+        .run()
+        .await
+        .expect("import through the whole tree");
+    // Under a prefix, through a scope: the template is matched below the scope's root.
+    let under = vec![
+        object(
+            p(["u3"]),
+            {
+                let mut item = Item::new();
+                item.insert("id", Value::S("u3".into()));
+                item.insert("email", Value::S(email.into()));
+                item
+            },
+            None,
+        )
+        .to_json_line(),
+    ];
+    t2.import(stream_of(&under))
+        .under(["Users"])
+        .run()
+        .await
+        .expect("import under a prefix");
+    table.settle();
+    assert_eq!(users_by_email(&t1, email).await, ["u1", "u2"]);
+    assert_eq!(users_by_email(&t2, email).await, ["u3"]);
+    assert_eq!(users_by_email(&tree, email).await, ["w"]);
+    // What the typed write through the scope stores, attribute for attribute.
+    let imported = table
+        .rows()
+        .into_iter()
+        .find(|r| r.get_s("Key") == Some("¦Tenants¦t1¦Users¦u1"))
+        .expect("the imported row");
+    t1.repo::<User>()
+        .put(&User {
+            id: "u1".into(),
+            email: email.into(),
+        })
+        .await
+        .unwrap();
+    let written = table
+        .rows()
+        .into_iter()
+        .find(|r| r.get_s("Key") == Some("¦Tenants¦t1¦Users¦u1"))
+        .expect("the written row");
+    assert_eq!(imported, written);
+    let report = tree.check().run().await.expect("check");
+    assert!(report.is_healthy(), "{report}");
+}
+
+/// A record whose indexed value holds the reserved character cannot be indexed (typed writes
+/// refuse it): an import refuses it as a bad record (`InvalidValue`, named by number and path),
+/// with nothing of its batch written, through a scope and through the whole tree.
+#[tokio::test]
+async fn an_import_refuses_an_index_value_with_the_reserved_character() {
+    for scope in [Path::root(), p(["Tenants", "t1"])] {
+        let table = FakeTable::new();
+        let tree = Tree::builder(table.clone())
+            .indexes_of::<User>()
+            .build()
+            .expect("tree");
+        tree.create_table().await.expect("table");
+        let into = tree.scope(scope.clone()).unwrap();
+        let input = vec![
+            user_record("u1", "a@example.com"),
+            user_record("u2", "b@example.com"),
+            user_record("u3", "c@example.com"),
+            user_record("u4", "Users/{id}¦d@example.com"),
+            user_record("u5", "e@example.com"),
+        ];
+        let progress = Arc::new(Mutex::new(Vec::new()));
+        let seen = Arc::clone(&progress);
+        let err = into
+            .import(stream_of(&input))
+            .batch(2)
+            .on_progress(move |p: &Imported| seen.lock().unwrap().push(p.committed()))
+            .run()
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidValue, "{scope}: {err}");
+        let bad = BadRecord::of(&err).expect("names the record");
+        assert_eq!(bad.number(), 4, "{scope}");
+        assert_eq!(bad.path(), Some(&p(["Users", "u4"])), "{scope}");
+        let said = err.to_string();
+        assert!(said.contains("record 4 at /Users/u4"), "{said}");
+        assert!(said.contains("reserved character"), "{said}");
+        assert_eq!(*progress.lock().unwrap(), [2], "{scope}");
+        let names: Vec<String> = into.list(["Users"]).try_collect().await.unwrap();
+        assert_eq!(names, ["u1", "u2"], "{scope}: nothing of the second batch");
+        assert!(
+            table
+                .rows()
+                .iter()
+                .all(|r| !matches!(r.get_s("Child"), Some("u3" | "u4"))),
+            "{scope}"
+        );
+    }
+}

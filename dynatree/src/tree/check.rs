@@ -331,6 +331,15 @@ struct ObjectRow {
     held: Option<String>,
 }
 
+/// An object row read as a value of a registered type with secondary indexes, through the
+/// scope whose index values it should hold (see [`Tree::judged_readings`]).
+struct Reading {
+    /// The index attributes a typed write through that scope gives it.
+    attrs: Vec<(String, Value)>,
+    /// Whether the row's stored index values name the type (through any scope).
+    named: bool,
+}
+
 struct IntentRow {
     abandoned: bool,
     detail: String,
@@ -668,6 +677,16 @@ fn moved_to(p: &Path, from: &Path, to: &Path) -> Option<Path> {
     Path::new(to.components().iter().chain(rest).cloned()).ok()
 }
 
+/// How many leading components of `path` lie above a match of `template` (a type's path
+/// template) with its last components: the root of the scope through which a value of that
+/// type is stored at `path` (0: the whole tree). `None` if the template matches no suffix.
+fn template_root(template: &str, path: &Path) -> Option<usize> {
+    let parts = template.split('/').count();
+    let root = path.len().checked_sub(parts)?;
+    let rest = Path::new(path.components()[root..].iter().cloned()).ok()?;
+    matches_template(template, &rest).then_some(root)
+}
+
 /// Whether the row `row` (key `key`) still holds a bookkeeping attribute `attr` of the wrong
 /// type (see [`bookkeeping_type`]).
 pub(super) fn still_malformed(
@@ -916,22 +935,75 @@ impl<S: Storage + 'static> Tree<S> {
     }
 
     /// Whether the object row `row` at `path` lacks an index attribute the tree keeps (or has
-    /// another value there).
+    /// another value there): one of the path index's, or, when the row is held to readings as
+    /// values of registered types (see [`judged_readings`](Tree::judged_readings)), one of
+    /// every reading (it holds the values of none of them whole).
     pub(super) fn lacks_index(&self, path: &Path, row: &Item) -> bool {
-        self.index_attributes_of(path, row)
-            .iter()
-            .any(|(name, v)| row.get(name) != Some(v))
+        let holds = |(name, v): &(String, Value)| row.get(name) == Some(v);
+        if !self.path_index_attributes(path).iter().all(holds) {
+            return true;
+        }
+        let readings = self.judged_readings(path, row);
+        !readings.is_empty() && !readings.iter().any(|r| r.attrs.iter().all(holds))
     }
 
-    /// The index attributes the object row `row` at `path` should have: the path index's,
-    /// when the tree keeps one, and the secondary indexes' of the registered type whose
-    /// template the path matches (see [`TreeBuilder::indexes_of`](crate::TreeBuilder::indexes_of);
-    /// a row that does not read as that type has none).
-    pub(crate) fn index_attributes_of(&self, path: &Path, row: &Item) -> Vec<(String, Value)> {
+    /// The index attributes the object row `row` at `path` should have (what repair writes):
+    /// the path index's, when the tree keeps one, and those of the reading of the row as a
+    /// registered type (see [`judged_readings`](Tree::judged_readings)) it fits best: one it
+    /// holds whole, else one its stored index values name, else the one with the most
+    /// attributes in place, else the first (the whole tree's before a scope's).
+    pub(super) fn index_attributes_of(&self, path: &Path, row: &Item) -> Vec<(String, Value)> {
+        let mut out = self.path_index_attributes(path);
+        let holds = |(name, v): &(String, Value)| row.get(name) == Some(v);
+        let best = self.judged_readings(path, row).into_iter().min_by_key(|r| {
+            let held = r.attrs.iter().filter(|a| holds(a)).count();
+            (
+                std::cmp::Reverse(held == r.attrs.len()),
+                std::cmp::Reverse(r.named),
+                std::cmp::Reverse(held),
+            )
+        });
+        out.extend(best.into_iter().flat_map(|r| r.attrs));
+        out
+    }
+
+    /// The secondary-index attributes an import writes on the object row `row` at `path`
+    /// (the path index's are added apart): those of the registered types whose template
+    /// matches the path below this tree's root (a scope's, or the whole tree's), with the
+    /// index hashes the tree's typed writes give them. A row that does not read as such a
+    /// type gets none of its attributes.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidValue`] if the row reads as such a type but its index key values
+    /// cannot be stored (the reserved character in them, or over DynamoDB's key limits), as a
+    /// typed write of it is refused.
+    pub(crate) fn index_attributes_to_write(
+        &self,
+        path: &Path,
+        row: &Item,
+    ) -> Result<Vec<(String, Value)>> {
+        let layout = &self.inner.layout;
+        let root = self.scope_root().len();
+        let mut out = Vec::new();
+        if row.contains(layout.link_attr()) {
+            return Ok(out);
+        }
+        for (template, attrs, _) in &self.inner.config.indexed {
+            if template_root(template, path) == Some(root)
+                && let Some(found) = attrs(layout, &path.components()[..root], row)?
+            {
+                out.extend(found);
+            }
+        }
+        Ok(out)
+    }
+
+    /// The path index's attributes of the object at `path`, when the tree keeps one (links
+    /// carry them too: descendants through the index find them).
+    fn path_index_attributes(&self, path: &Path) -> Vec<(String, Value)> {
         let layout = &self.inner.layout;
         let mut out = Vec::new();
-        // Links carry the path index too (descendants through the index find them), but no
-        // secondary index: they are no type's values.
         if let Some(depth) = self.inner.config.path_index {
             let spec = layout.path_index_spec();
             let (hash, range) = layout.path_index_values(path.components(), depth);
@@ -940,14 +1012,46 @@ impl<S: Storage + 'static> Tree<S> {
                 out.push((r, Value::S(range)));
             }
         }
+        out
+    }
+
+    /// The readings of the object row `row` at `path` as values of the types registered with
+    /// [`TreeBuilder::indexes_of`](crate::TreeBuilder::indexes_of) that the check holds it to
+    /// (see `check.md`, "Index values of rows written through scopes"), at most one per type,
+    /// each through the scope whose index values it should hold:
+    ///
+    /// - the scope its stored index values of the type name (with the type's template), if the
+    ///   row lies under that scope's root (the deepest, if they name several);
+    /// - else, if the type's template matches the path's last components, the scope rooted at
+    ///   the components before them, when that is the whole tree (the path is the template)
+    ///   or when the row holds index values of the type naming a scope it no longer lies under
+    ///   (moved out of it).
+    ///
+    /// A row that does not read as the type, or whose values cannot be indexed (no typed write
+    /// stores them), has no reading of it; links have none (they are no type's values).
+    fn judged_readings(&self, path: &Path, row: &Item) -> Vec<Reading> {
+        let layout = &self.inner.layout;
+        let mut out = Vec::new();
         if row.contains(layout.link_attr()) {
             return out;
         }
-        for (template, attrs) in &self.inner.config.indexed {
-            if matches_template(template, path)
-                && let Ok(found) = attrs(layout, row)
+        for (template, attrs, roots) in &self.inner.config.indexed {
+            let named = roots(layout, row);
+            let under = named
+                .iter()
+                .filter(|r| r.len() < path.len() && path.starts_with(r))
+                .max_by_key(|r| r.len())
+                .map(Path::len);
+            let root = under.or_else(|| {
+                template_root(template, path).filter(|&at| at == 0 || !named.is_empty())
+            });
+            if let Some(root) = root
+                && let Ok(Some(found)) = attrs(layout, &path.components()[..root], row)
             {
-                out.extend(found);
+                out.push(Reading {
+                    attrs: found,
+                    named: !named.is_empty(),
+                });
             }
         }
         out
@@ -1365,5 +1469,19 @@ mod tests {
         assert!(k("a", "b").is_err());
         assert!(k("¦a", "x").is_err());
         assert!(k("¦¦other", "x").is_err());
+    }
+
+    #[test]
+    fn a_template_matches_the_end_of_a_path_below_a_scopes_root() {
+        let p = |c: &[&str]| Path::new(c.iter().copied()).unwrap();
+        let t = "Links/{short}";
+        assert_eq!(template_root(t, &p(&["Links", "x"])), Some(0));
+        assert_eq!(
+            template_root(t, &p(&["Tenants", "t1", "Links", "x"])),
+            Some(2)
+        );
+        assert_eq!(template_root(t, &p(&["Tenants", "t1", "Other", "x"])), None);
+        assert_eq!(template_root(t, &p(&["x"])), None);
+        assert_eq!(template_root("{a}/{b}", &p(&["a", "b", "c"])), Some(1));
     }
 }

@@ -177,9 +177,10 @@ struct Config {
     page_size: Option<u32>,
     table_wait: Duration,
     indexes: Vec<crate::IndexDef>,
-    /// Types with secondary indexes registered on the builder: their template and how their
-    /// index attributes follow from a row (for the checker).
-    indexed: Vec<(&'static str, IndexAttrsFn)>,
+    /// Types with secondary indexes registered on the builder: their template, how their
+    /// index attributes follow from a row, and which scopes a row's index values name (for the
+    /// checker and imports).
+    indexed: Vec<(&'static str, IndexAttrsFn, IndexRootsFn)>,
     path_index: Option<usize>,
     time_to_live: bool,
     /// Target types of denormalized fields registered on the builder.
@@ -191,8 +192,13 @@ struct Config {
     fenced_puts: bool,
 }
 
-/// The secondary-index attributes a row of one type should have.
-type IndexAttrsFn = fn(&Layout, &Item) -> Result<Vec<(String, crate::item::Value)>>;
+/// The secondary-index attributes a row of one type should have, written through the scope
+/// rooted at the given components (see `repo::expected_index_attributes`).
+type IndexAttrsFn =
+    fn(&Layout, &[String], &Item) -> Result<Option<Vec<(String, crate::item::Value)>>>;
+
+/// The scope roots a row's stored index values of one type name (see `repo::indexed_roots`).
+type IndexRootsFn = fn(&Layout, &Item) -> Vec<Path>;
 
 /// Who copies denormalized fields ([`Denormalized`](crate::Denormalized)) from their sources to
 /// their targets: the write that changes a source, before it returns (the default), or a
@@ -498,10 +504,12 @@ impl<S: Storage + 'static> TreeBuilder<S> {
     /// # Ok(()) }
     /// ```
     pub fn indexes_of<T: crate::Hierarchical>(mut self) -> Self {
-        if !T::INDEXES.is_empty() && !self.config.indexed.iter().any(|(t, _)| *t == T::TEMPLATE) {
-            self.config
-                .indexed
-                .push((T::TEMPLATE, crate::repo::expected_index_attributes::<T>));
+        if !T::INDEXES.is_empty() && !self.config.indexed.iter().any(|(t, ..)| *t == T::TEMPLATE) {
+            self.config.indexed.push((
+                T::TEMPLATE,
+                crate::repo::expected_index_attributes::<T>,
+                crate::repo::indexed_roots::<T>,
+            ));
         }
         for ix in T::INDEXES {
             if !self.config.indexes.iter().any(|d| d.name() == ix.name()) {
