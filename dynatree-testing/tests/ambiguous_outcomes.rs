@@ -36,6 +36,16 @@ async fn setup() -> (FakeTable, Tree) {
     (table, tree)
 }
 
+/// Every answer to a transaction is lost from now on (they are applied): a first commit and
+/// the retries it makes under its token.
+fn lose_answers(table: &FakeTable) {
+    table.inject_rule(
+        FaultRule::new(Fault::FailAfterApply)
+            .operation(Op::TransactWriteItems)
+            .always(),
+    );
+}
+
 /// A deposit whose response is lost (it was applied), sent again with its token.
 async fn deposit_lost_then_resent(wait: Duration) -> (Tree, dynatree::Result<()>) {
     let (table, tree) = setup().await;
@@ -47,11 +57,7 @@ async fn deposit_lost_then_resent(wait: Duration) -> (Tree, dynatree::Result<()>
         tx
     };
     // Every answer of the first commit is lost (its retries under the token included).
-    table.inject_rule(
-        FaultRule::new(Fault::FailAfterApply)
-            .operation(Op::TransactWriteItems)
-            .always(),
-    );
+    lose_answers(&table);
     let first = deposit().commit().await;
     assert!(first.is_err(), "the first answer is lost");
     table.clear_faults();
@@ -96,11 +102,7 @@ async fn a_conditional_resend_after_ten_minutes_is_refused() {
         .idempotency_token("deposit-43");
         tx
     };
-    table.inject_rule(
-        FaultRule::new(Fault::FailAfterApply)
-            .operation(Op::TransactWriteItems)
-            .always(),
-    );
+    lose_answers(&table);
     assert!(
         deposit().commit().await.is_err(),
         "the first answer is lost"

@@ -18,6 +18,15 @@ fn v(v: u32) -> V {
     V { v }
 }
 
+async fn two_objects_under_a(tree: Tree) -> dynatree::Result<()> {
+    tree.put(["a", "x"], &v(1)).await?;
+    tree.put(["a", "y"], &v(2)).await
+}
+
+async fn move_a_to_b(tree: Tree) -> dynatree::Result<dynatree::MoveReport> {
+    tree.move_subtree(["a"], ["b"]).await
+}
+
 /// A process's tree with a short removal lease.
 fn leased(s: SimStorage<FakeTable>, lease: Duration) -> Tree {
     Tree::builder(s)
@@ -152,13 +161,8 @@ fn a_moved_object_is_at_its_source_or_its_destination() {
     Sim::new("reads during a move", FakeTable::new)
         .schedules(400)
         .faults(1, SimFault::all())
-        .setup(|tree| async move {
-            tree.put(["a", "x"], &v(1)).await?;
-            tree.put(["a", "y"], &v(2)).await
-        })
-        .op("move a to b", |tree| async move {
-            tree.move_subtree(["a"], ["b"]).await
-        })
+        .setup(two_objects_under_a)
+        .op("move a to b", move_a_to_b)
         .model(|m| m.move_subtree(["a"], ["b"], LinkPolicy::Report))
         .op("reader", |tree| async move {
             let mut seen = Vec::new();
@@ -237,13 +241,8 @@ fn a_paused_lease_owner_is_taken_over_safely() {
         .schedules(300)
         .faults(1, [SimFault::Pause(Duration::from_secs(120))])
         .allow_wait(true)
-        .setup(|tree| async move {
-            tree.put(["a", "x"], &v(1)).await?;
-            tree.put(["a", "y"], &v(2)).await
-        })
-        .op("move a to b", |tree| async move {
-            tree.move_subtree(["a"], ["b"]).await
-        })
+        .setup(two_objects_under_a)
+        .op("move a to b", move_a_to_b)
         .model(|m| m.move_subtree(["a"], ["b"], LinkPolicy::Report))
         .op("resume", |tree| async move {
             tokio::time::sleep(Duration::from_secs(30)).await;
@@ -349,13 +348,8 @@ fn clocks_further_apart_than_a_lease_stay_safe() {
         .tree(short)
         .schedules(300)
         .faults(1, SimFault::all())
-        .setup(|tree| async move {
-            tree.put(["a", "x"], &v(1)).await?;
-            tree.put(["a", "y"], &v(2)).await
-        })
-        .op("move a to b", |tree| async move {
-            tree.move_subtree(["a"], ["b"]).await
-        })
+        .setup(two_objects_under_a)
+        .op("move a to b", move_a_to_b)
         .model(|m| m.move_subtree(["a"], ["b"], LinkPolicy::Report))
         .op("resume", |tree| async move { tree.resume().await })
         .model(|_| Ok(()))

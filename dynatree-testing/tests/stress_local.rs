@@ -288,19 +288,14 @@ fn processes_killed_and_paused_leave_a_linearizable_history() {
     let (total_kills, total_pauses) = (kills, pauses);
     let started = Instant::now();
     let mut next = 0;
-    let mut running: Vec<(usize, Child)> = Vec::new();
-    for _ in 0..workers {
-        running.push((
-            next,
-            spawn(
-                next,
-                &local.endpoint(),
-                &name,
-                &dir.join(format!("p{next}")),
-            ),
-        ));
-        next += 1;
-    }
+    let endpoint = local.endpoint();
+    // Starts the next worker process, each with its own log.
+    let start = |next: &mut usize| {
+        let child = spawn(*next, &endpoint, &name, &dir.join(format!("p{next}")));
+        *next += 1;
+        child
+    };
+    let mut running: Vec<Child> = (0..workers).map(|_| start(&mut next)).collect();
     fastrand::seed(7);
     while !running.is_empty() {
         assert!(
@@ -308,31 +303,22 @@ fn processes_killed_and_paused_leave_a_linearizable_history() {
             "the stress run did not finish in 10 minutes"
         );
         std::thread::sleep(Duration::from_millis(200 + fastrand::u64(..600)));
-        running.retain_mut(|(_, c)| c.try_wait().expect("wait").is_none());
+        running.retain_mut(|c| c.try_wait().expect("wait").is_none());
         if running.is_empty() {
             break;
         }
         let i = fastrand::usize(..running.len());
         if kills > 0 && fastrand::bool() {
             kills -= 1;
-            let (_, mut c) = running.swap_remove(i);
+            let mut c = running.swap_remove(i);
             signal(&c, "-KILL");
             let _ = c.wait();
             // A new process takes the dead one's place (and its unfinished operations, if it
             // runs into them).
-            running.push((
-                next,
-                spawn(
-                    next,
-                    &local.endpoint(),
-                    &name,
-                    &dir.join(format!("p{next}")),
-                ),
-            ));
-            next += 1;
+            running.push(start(&mut next));
         } else if pauses > 0 {
             pauses -= 1;
-            let c = &running[i].1;
+            let c = &running[i];
             signal(c, "-STOP");
             std::thread::sleep(Duration::from_millis(500 + fastrand::u64(..2500)));
             signal(c, "-CONT");
