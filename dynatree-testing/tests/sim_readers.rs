@@ -1086,21 +1086,19 @@ fn overwrites_racing_a_move_read_at_the_destination() {
     .run();
 }
 
-/// The same false alarm with `TakenOver`, without a failed request: a mover whose lease ran
-/// out is taken over by `resume` (which then stops for two minutes); the mover fails with
-/// `TakenOver` ("the operation's outcome is the other call's"), a reader then reads the
-/// destination, empty, and `resume` finishes the move afterwards. The checker places the
-/// taken-over call's effect before its return, and `resume`'s model changes nothing.
-/// Pinned schedule (found at schedule 255 of 400 by the search).
+/// A mover whose lease ran out is taken over by `resume` (which then stops for two minutes):
+/// the mover fails with `TakenOver` ("the operation's outcome is the other call's"), and a
+/// reader may read the destination empty after that return while `resume` finishes the move
+/// later. The history checker leaves a taken-over call open (it bounds no later call), so this
+/// is linearizable.
 #[test]
-fn a_taken_over_move_takes_effect_after_it_returned() {
-    const SCHEDULE: &str = "24301:0,0,0,0,0,0,0,0,0,0,0,0,0,0,W,1,1,1,1P120000,0,W,0,2,2,2,1,1,1,\
-                            1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1";
-    let failure = Sim::new(
+fn a_taken_over_move_may_take_effect_after_it_returned() {
+    Sim::new(
         "mover taken over by a paused resume, reader",
         FakeTable::new,
     )
     .tree(leased_unfenced)
+    .schedules(400)
     .faults(1, [SimFault::Pause(Duration::from_secs(120))])
     .allow_wait(true)
     .setup(|tree| async move {
@@ -1122,15 +1120,7 @@ fn a_taken_over_move_takes_effect_after_it_returned() {
         }
         Ok(())
     })
-    .replay(SCHEDULE)
-    .expect_err("resume finishes the move after the mover returned");
-    assert!(
-        failure.message.contains("move a to b: Err(TakenOver)")
-            && failure.message.contains("get b/x: Ok(None)")
-            && failure.message.contains("\n  b/x = Object"),
-        "{failure}"
-    );
-    eprintln!("{failure}");
+    .run();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1201,17 +1191,12 @@ fn read_link_during_a_rewriting_move_and_a_put_link() {
     eprintln!("{failure}");
 }
 
-/// A subtree deletion whose request failed returns `Backend` and leaves its intent; the
-/// recovery's `resume()` finishes it, after the call returned. A reader that saw an object
-/// after that return is then judged against an order in which the deletion took effect
-/// before it: the history checker reports a violation although the library did what its
-/// docs say ("every multi-request protocol is finished by calling it again or by
-/// `resume()`"). This pins the checker's treatment of such outcomes (see the report: a call
-/// that returned a transient error should stay open, as a crashed one does); scenarios with
-/// subtree operations in their history avoid `Fail` and `FailAfterApply` for that reason.
+/// A subtree deletion that failed with a transient error left its intent, and the recovery's
+/// `resume()` finishes it after the call returned; a reader that saw an object after that
+/// return is consistent with it. The history checker leaves such a call open.
 #[test]
-fn a_failed_subtree_deletion_takes_effect_after_it_returned() {
-    let failure = Sim::new("failed delete_subtree, then reads", FakeTable::new)
+fn a_failed_subtree_deletion_may_take_effect_after_it_returned() {
+    Sim::new("failed delete_subtree, then reads", FakeTable::new)
         .schedules(300)
         .faults(1, [SimFault::Request(dynatree_testing::Fault::Fail)])
         .setup(|tree| async move {
@@ -1229,15 +1214,7 @@ fn a_failed_subtree_deletion_takes_effect_after_it_returned() {
             // After the failure: the subtree is still there, until someone resumes.
             get(&calls, &tree, &["a", "x"]).await
         })
-        .explore()
-        .expect_err("the deletion is applied by the recovery, after the call returned");
-    assert!(
-        failure.message.contains("delete a: Err(Backend)")
-            && failure.message.contains("get a/x: Ok(Some(V { v: 1 }))")
-            && !failure.message.contains("objects after recovery:\n  a/"),
-        "{failure}"
-    );
-    eprintln!("{failure}");
+        .run();
 }
 
 /// What the docs say of links a `Rewrite` move redirects: they resolve to nothing between the
@@ -1698,27 +1675,14 @@ fn a_create_from_a_clock_ahead_replaces_a_live_expiring_value() {
 // Takeovers of intents.
 
 /// A move whose lease (10 s) runs out while one of its requests is on its way, and a
-/// `resume` from another process 30 s later. `resume` reads the intent (phase `copy`, lease
-/// expired), the mover goes on meanwhile (it records the delete phase with a new lease,
-/// deletes the source, records the unlock phase), then `resume` takes the intent over with a
-/// PutItem of the intent *as it read it*, conditional only on the owner token (`claim` in
-/// `tree/moves.rs`), which the mover's own writes did not change: the intent goes back to
-/// phase `copy`, over a live lease. `resume`
-/// then finds the source gone, refuses the copy and rolls back, deleting the destination.
-/// The moved object is at neither end, and the recovery cannot bring it back: no order of
-/// the operations gives the table (the serial-order check). Kept as an expected failure:
-/// it contradicts the docs ("two processes never both apply one intent", "a stopped lease
-/// owner that wakes after a takeover writes nothing", "nothing lost").
-///
-/// The schedule is pinned (the search does not reach it within this file's budget without
-/// the reader of the next scenario): the mover runs to its copy, time passes (its lease runs
-/// out), `resume` reads the intent, the mover records the delete phase, deletes the source
-/// and records the unlock phase, then `resume`'s takeover lands.
+/// `resume` from another process 30 s later that reads the intent while the mover goes on
+/// (records its delete phase with a new lease, deletes the source, records the unlock). A
+/// takeover is conditional on the whole record as read, so a takeover from that stale read
+/// fails and `resume` reads again: the mover's progress is never written back to an older
+/// phase (before, the takeover rolled the move back and lost the subtree at both ends).
 #[test]
-fn a_resume_taking_over_a_live_move_from_a_stale_read_loses_the_subtree() {
-    const SCHEDULE: &str = "24301:0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,W,0,1,1,0,0,0,0,0,1,0,0,1,\
-                            1,1,1,1,1,1,1,1,1,1,1";
-    let failure = Sim::new("move vs resume after its lease ran out", FakeTable::new)
+fn a_resume_never_takes_over_a_live_move_from_a_stale_read() {
+    Sim::new("move vs resume after its lease ran out", FakeTable::new)
         .tree(leased_unfenced)
         .schedules(400)
         .allow_wait(true)
@@ -1732,74 +1696,26 @@ fn a_resume_taking_over_a_live_move_from_a_stale_read_loses_the_subtree() {
             tree.resume().await
         })
         .model(|_| Ok(()))
-        .replay(SCHEDULE)
-        .expect_err("the takeover rewinds the intent");
-    assert!(
-        failure
-            .message
-            .contains("no serial order of the operations gives the objects in the table")
-            && failure.message.contains("move a to b: Err(TakenOver")
-            && failure.message.ends_with("objects after recovery:"),
-        "{failure}"
-    );
-    eprintln!("{failure}");
+        .process("reader", |tree, calls| async move {
+            tokio::time::sleep(Duration::from_secs(30)).await;
+            get(&calls, &tree, &["b", "x"]).await
+        })
+        .run();
 }
 
-/// The same takeover seen by a reader: it read the moved object at the destination, which
-/// the rolled-back takeover then deleted.
+/// The same race for a re-parenting, a known defect that is still open: `delete_node(a,
+/// Reparent)` whose lease ran out while a request was on its way is taken over by `resume`
+/// (legitimately: the record had not changed since it was read), but the original owner's
+/// child move has an intent of its own, not fenced by the parent's ownership, and completes
+/// `a/b` to `b`; `resume`'s own child move then meets `b` taken, treats it as a taken name
+/// (the documented partial refusal) and drops the intent. The end: the child moved up and
+/// `a`'s object still there, which neither "re-parented" nor "not re-parented" gives. This
+/// test asserts the defect, so that its fix turns it red and makes it a plain `run()`.
 #[test]
-fn a_reader_sees_an_object_that_a_stale_takeover_then_deletes() {
-    let failure = Sim::new(
-        "mover taken over by resume, reader of the destination",
-        FakeTable::new,
-    )
-    .tree(leased_unfenced)
-    .schedules(400)
-    .allow_wait(true)
-    .setup(|tree| async move { tree.put(["a", "x"], &v(1)).await })
-    .op("move a to b", |tree| async move {
-        tree.move_subtree(["a"], ["b"]).await
-    })
-    .model(|m| m.move_subtree(["a"], ["b"], LinkPolicy::Report))
-    .op("resume", |tree| async move {
-        tokio::time::sleep(Duration::from_secs(30)).await;
-        tree.resume().await
-    })
-    .model(|_| Ok(()))
-    .process("reader", |tree, calls| async move {
-        tokio::time::sleep(Duration::from_secs(30)).await;
-        get(&calls, &tree, &["b", "x"]).await
-    })
-    .explore()
-    .expect_err("the object is lost after a reader saw it moved");
-    assert!(
-        failure.message.contains("not linearizable")
-            && failure.message.contains("get b/x: Ok(Some(V { v: 1 }))")
-            && failure.message.ends_with("objects after recovery:"),
-        "{failure}"
-    );
-    eprintln!("{failure}");
-}
-
-/// The stale takeover of a re-parenting's intent. `delete_node(a, Reparent)` records its
-/// intent and locks `a`; time passes while its next request (the phase `move`, with a lease
-/// computed before the wait) is on its way, so `resume` reads an expired lease; the
-/// re-parenting then renews its lease, and `resume`'s takeover, conditional on the owner
-/// token only, lands on the renewed lease. Both now run the `move` phase: the original's
-/// child move (its own intent, not fenced by the parent's) completes `a/b` to `b`;
-/// `resume`'s then meets `b` taken, treats it as a taken name (the documented partial
-/// refusal: "the children moved so far stay moved, the node is unlocked") and drops the
-/// intent, `Ok([])`; the original fails with `TakenOver`. The end: the child moved up *and*
-/// `a`'s object still there, which neither "re-parented" nor "not re-parented" gives (the
-/// reader only makes it a history). Pinned schedule (the search needs about 800 schedules to
-/// reach it).
-#[test]
-fn a_stale_takeover_of_a_reparenting_leaves_it_half_done() {
-    const SCHEDULE: &str = "24301:0,0,0,0,W,2,1,0,1,0,1,0,1,1,1,0,0,0,1,0,1,0,1,0,0,0,1,1,1,0,0,\
-                            1,1,0,0,0,1,0,1,1,0,1,0,0,0,0,0,0,1,1,1,0,0,1,0,0,0,1,0,0,0,0,1,0,1,\
-                            0,1,0,0,1,1,1,1,1,1,1";
+fn a_stale_takeover_of_a_reparenting_can_leave_it_half_done() {
     let failure = Sim::new("reparent vs resume after its lease ran out", FakeTable::new)
         .tree(leased_unfenced)
+        .schedules(900)
         .allow_wait(true)
         .setup(|tree| async move {
             tree.put(["a", "b", "x"], &v(1)).await?;
@@ -1819,14 +1735,12 @@ fn a_stale_takeover_of_a_reparenting_leaves_it_half_done() {
             tokio::time::sleep(Duration::from_secs(30)).await;
             get(&calls, &tree, &["b", "x"]).await
         })
-        .replay(SCHEDULE)
+        .explore()
         .expect_err("two owners run the re-parenting");
     assert!(
         failure.message.contains("reparent a: Err(TakenOver)")
-            && failure.message.contains("resume: Ok(\"[]\")")
             && failure.message.contains("\n  a = Object")
             && failure.message.contains("\n  b/x = Object"),
         "{failure}"
     );
-    eprintln!("{failure}");
 }

@@ -394,9 +394,12 @@ impl<'a> Linearizer<'a> {
         if !self.seen.insert((done.to_vec(), format!("{state:?}"))) {
             return Some(false);
         }
-        // Only a call invoked before every pending call that returned may come next.
+        // Only a call invoked before every pending call that returned may come next. A call
+        // that returned a transient error or was taken over bounds nothing: the intent it left
+        // may be finished later (by `resume`, or by another call).
         let horizon = (0..n)
             .filter(|&i| !is_done(i))
+            .filter(|&i| !matches!(self.calls[i].observed, Observed::Err(k) if unknown_kind(k)))
             .filter_map(|i| self.calls[i].returned)
             .min()
             .unwrap_or(u64::MAX);

@@ -585,13 +585,17 @@ impl<S: Storage + 'static> Tree<S> {
                 continue;
             }
             let token = new_token();
-            let condition = match &intent.owner {
-                Some(old) => self.owned_by(old),
-                None => Condition::And(vec![
-                    Condition::Exists,
-                    Condition::attr_not_exists(self.owner_attr()),
-                ]),
-            };
+            // Exactly the record read: a slow owner that is still alive moves its phase on or
+            // renews its lease without changing its token, and taking over from a stale read
+            // would write an older phase back over its progress (and roll it back).
+            let mut unchanged: Vec<Condition> = item
+                .iter()
+                .map(|(name, value)| Condition::equals(name, value.clone()))
+                .collect();
+            if intent.owner.is_none() {
+                unchanged.push(Condition::attr_not_exists(self.owner_attr()));
+            }
+            let condition = Condition::And(unchanged);
             let mut mine = intent.clone();
             mine.owner = Some(token.clone());
             mine.lease = after_ms(self.inner.config.lease);
