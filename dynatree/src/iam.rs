@@ -72,8 +72,11 @@
 //!   listing walk works under the policy. (Through a [scope](crate::scope), index values
 //!   carry the scope's root in their hash, so a service running index queries for a tenant
 //!   with the wider role still gets that tenant's items only.)
-//! - **Table administration** (`CreateTable`, `DescribeTable`, `UpdateTable`, TTL, backups,
-//!   streams) is not granted: run `create_table` with another role.
+//! - **Table administration** (`CreateTable`, `UpdateTable`, TTL, backups, streams) is not
+//!   granted: run `create_table` with another role. `DescribeTable` on the table and a
+//!   `GetItem` of the table's settings row (partition `SC SC settings`) are: a tree checks the
+//!   table with them once, before its first request ([`Tree::verify`](crate::Tree::verify));
+//!   they show the table's schema, indexes and size, not another tenant's items.
 //! - **Other policies still apply.** IAM allows a request that any policy of the principal
 //!   allows (and none denies): attach this document to a role that has no other DynamoDB
 //!   permission on the table. The `Deny` statements are the only ones that restrict what other
@@ -335,6 +338,22 @@ impl ScopePolicy {
             actions.sort_unstable();
             statements.push(allow("DynatreeScopeAncestors", &actions, table, &keys));
         }
+        // What a tree reads once before its first request (`Tree::verify`): the table's key
+        // schema and indexes, and its settings row.
+        statements.push(json!({
+            "Sid": "DynatreeTableCheck",
+            "Effect": "Allow",
+            "Action": ["dynamodb:DescribeTable"],
+            "Resource": [table],
+        }));
+        statements.push(allow(
+            "DynatreeSettings",
+            &["dynamodb:GetItem"],
+            table,
+            &[escape(
+                &crate::storage::TableSettings::key(layout.reserved()).hash,
+            )],
+        ));
         statements.push(json!({
             "Sid": "DynatreeNoScan",
             "Effect": "Deny",
@@ -560,7 +579,9 @@ mod tests {
                 assert!(name.bytes().all(|b| b.is_ascii_alphabetic()), "action {a}");
                 if effect == "Allow" {
                     assert!(
-                        READ_ACTIONS.contains(&a) || WRITE_ACTIONS.contains(&a),
+                        READ_ACTIONS.contains(&a)
+                            || WRITE_ACTIONS.contains(&a)
+                            || a == "dynamodb:DescribeTable",
                         "allowed action {a} is not an item action"
                     );
                     assert_ne!(a, "dynamodb:Scan");
@@ -636,6 +657,24 @@ mod tests {
                         }
                     },
                     {
+                        "Sid": "DynatreeTableCheck",
+                        "Effect": "Allow",
+                        "Action": ["dynamodb:DescribeTable"],
+                        "Resource": ["arn:aws:dynamodb:eu-west-1:123456789012:table/trees"]
+                    },
+                    {
+                        "Sid": "DynatreeSettings",
+                        "Effect": "Allow",
+                        "Action": ["dynamodb:GetItem"],
+                        "Resource": ["arn:aws:dynamodb:eu-west-1:123456789012:table/trees"],
+                        "Condition": {
+                            "ForAllValues:StringLike": {
+                                "dynamodb:LeadingKeys": ["¦¦settings"]
+                            },
+                            "Null": { "dynamodb:LeadingKeys": "false" }
+                        }
+                    },
+                    {
                         "Sid": "DynatreeNoScan",
                         "Effect": "Deny",
                         "Action": ["dynamodb:Scan"],
@@ -666,7 +705,7 @@ mod tests {
             .unwrap();
         assert_grammar(&policy);
         let st = policy["Statement"].as_array().unwrap();
-        assert_eq!(st.len(), 4);
+        assert_eq!(st.len(), 6);
         assert_eq!(
             st[0]["Action"],
             json!([
@@ -796,7 +835,22 @@ mod tests {
             &index,
             Some(&["¦Accounts¦123¦"])
         ));
-        assert!(!allowed(&policy, "dynamodb:DescribeTable", ARN, None));
+        // The table check of a tree's first request, nothing else of the control plane.
+        assert!(allowed(&policy, "dynamodb:DescribeTable", ARN, None));
+        assert!(!allowed(&policy, "dynamodb:UpdateTable", ARN, None));
+        assert!(!allowed(&policy, "dynamodb:DeleteTable", ARN, None));
+        assert!(allowed(
+            &policy,
+            "dynamodb:GetItem",
+            ARN,
+            Some(&["¦¦settings"])
+        ));
+        assert!(!allowed(
+            &policy,
+            "dynamodb:PutItem",
+            ARN,
+            Some(&["¦¦settings"])
+        ));
     }
 
     #[test]

@@ -12,6 +12,7 @@
 pub(crate) mod dynamodb;
 mod expr;
 mod number;
+mod settings;
 
 use std::any::Any;
 use std::cmp::Ordering;
@@ -24,6 +25,7 @@ pub use crate::batch::{BATCH_GET_MAX, BATCH_WRITE_MAX, TRANSACT_MAX, get_all, wr
 use crate::error::{Error, ErrorKind, Result};
 use crate::item::{Item, MAX_ITEM_BYTES, Value};
 pub use crate::layout::{HASH_KEY, MAX_HASH_KEY_BYTES, MAX_RANGE_KEY_BYTES, RANGE_KEY};
+pub use settings::{IndexSettings, TableSettings};
 
 /// The primary key of one row: the `Key` (hash) and `Child` (range) strings.
 ///

@@ -725,7 +725,10 @@ pub(super) fn bookkeeping_type(
 ) -> Option<Expected> {
     let sc = layout.reserved();
     let rest = attr.strip_prefix(sc)?;
-    if key.hash == layout.intents_hash() || key.hash == format!("{sc}{sc}checkpoints") {
+    if key.hash == layout.intents_hash()
+        || key.hash == format!("{sc}{sc}checkpoints")
+        || *key == crate::storage::TableSettings::key(sc)
+    {
         return None;
     }
     let object = key.range == sc.to_string();
@@ -854,7 +857,7 @@ enum Kind {
     Listing(Path),
     Object(Path),
     Intent,
-    /// Tombstones, stream checkpoints.
+    /// Tombstones, stream checkpoints, the table's settings.
     Bookkeeping,
 }
 
@@ -865,7 +868,8 @@ fn classify(layout: &crate::layout::Layout, key: &Key) -> std::result::Result<Ki
     if key.hash == layout.intents_hash() {
         return Ok(Kind::Intent);
     }
-    if key.hash == format!("{sc}{sc}checkpoints") {
+    if key.hash == format!("{sc}{sc}checkpoints") || *key == crate::storage::TableSettings::key(sc)
+    {
         return Ok(Kind::Bookkeeping);
     }
     let parse = |s: &str| {
@@ -1464,6 +1468,10 @@ mod tests {
         assert!(matches!(k("¦a", "¦sv"), Ok(Kind::Bookkeeping)));
         assert!(matches!(k("¦¦intents", "x"), Ok(Kind::Intent)));
         assert!(matches!(k("¦¦checkpoints", "c¦s"), Ok(Kind::Bookkeeping)));
+        assert!(matches!(
+            k("¦¦settings", "¦¦settings"),
+            Ok(Kind::Bookkeeping)
+        ));
         assert!(k("¦a¦", "b¦c").is_err());
         assert!(k("¦a¦¦b", "¦").is_err());
         assert!(k("a", "b").is_err());

@@ -68,6 +68,7 @@ impl<S: Storage + 'static> Tree<S> {
             .collect();
         let (known, unknown): (Vec<&Key>, Vec<&Key>) =
             all.into_iter().partition(|k| self.inner.known.contains(k));
+        self.ensure_verified().await?;
         let found = get_all(
             &self.inner.storage,
             unknown.into_iter().cloned().collect(),

@@ -35,7 +35,9 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::item::Item;
 use crate::layout::{DEFAULT_RESERVED, HASH_KEY, Layout, RANGE_KEY};
 use crate::path::{IntoPath, Path};
-use crate::storage::{Billing, Key, Query, SharedStorage, Storage, TableStatus};
+use crate::storage::{
+    Billing, IndexSettings, Key, Query, SharedStorage, Storage, TableSettings, TableStatus,
+};
 use crate::stream::{query_pages, scan_pages};
 
 pub use check::Check;
@@ -143,6 +145,9 @@ struct Inner<S> {
     known: KnownRows,
     /// The target types of denormalized fields this tree propagates to.
     targets: denorm::Targets,
+    /// Set once the table has been checked ([`Tree::verify`]): before the first request, or
+    /// by [`Tree::create_table`].
+    verified: tokio::sync::OnceCell<()>,
 }
 
 impl<S> Clone for Tree<S> {
@@ -190,6 +195,10 @@ struct Config {
     inline_limit: usize,
     /// Fenced puts: removals leave fence rows, new names are plain PutItems.
     fenced_puts: bool,
+    /// Whether the table is checked (DescribeTable) before the tree's first request.
+    verify_table: bool,
+    /// The templates of the types registered for each secondary index: (index, template).
+    index_templates: Vec<(&'static str, &'static str)>,
 }
 
 /// The secondary-index attributes a row of one type should have, written through the scope
@@ -247,6 +256,8 @@ impl Default for Config {
             propagation: Propagation::Inline,
             inline_limit: 1_000,
             fenced_puts: crate::__private::fenced_puts_default(),
+            verify_table: true,
+            index_templates: Vec::new(),
         }
     }
 }
@@ -515,6 +526,13 @@ impl<S: Storage + 'static> TreeBuilder<S> {
             if !self.config.indexes.iter().any(|d| d.name() == ix.name()) {
                 self.config.indexes.push(*ix);
             }
+            if !self
+                .config
+                .index_templates
+                .contains(&(ix.name(), T::TEMPLATE))
+            {
+                self.config.index_templates.push((ix.name(), T::TEMPLATE));
+            }
         }
         self
     }
@@ -545,6 +563,31 @@ impl<S: Storage + 'static> TreeBuilder<S> {
         if !self.config.indexes.iter().any(|d| d.name() == def.name()) {
             self.config.indexes.push(def);
         }
+        self
+    }
+
+    /// Whether the tree checks its table before its first request (default: yes): one
+    /// DescribeTable, once per tree (and its clones and scopes), refusing a table this tree
+    /// cannot use with [`ErrorKind::TableMismatch`] before anything is written (see
+    /// [`Tree::verify`]). Turn it off only for a role that may not call DescribeTable (the
+    /// policies of [`iam`](crate::iam) allow it) and a table you know is right.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::Tree; use dynatree_testing::FakeTable;
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// let table = FakeTable::new();
+    /// Tree::new(table.clone()).create_table().await?;
+    /// let tree = Tree::builder(table.clone()).verify_table(false).build()?;
+    /// # #[derive(serde::Deserialize)] struct V { v: u8 }
+    /// table.reset_metrics();
+    /// assert!(tree.get::<V>(["a"]).await?.is_none());
+    /// assert_eq!(table.metrics().requests("DescribeTable"), 0);
+    /// # Ok(()) }
+    /// ```
+    pub fn verify_table(mut self, verify: bool) -> Self {
+        self.config.verify_table = verify;
         self
     }
 
@@ -856,54 +899,79 @@ impl<S: Storage + 'static> Storage for Io<S> {
         key: &Key,
         consistent: bool,
     ) -> impl Future<Output = Result<Option<Item>>> + Send {
-        self.policy()
-            .retry_transient(move || self.raw().get_item(key, consistent))
+        async move {
+            self.0.ensure_verified().await?;
+            self.policy()
+                .retry_transient(move || self.raw().get_item(key, consistent))
+                .await
+        }
     }
     fn put_item(
         &self,
         item: Item,
         condition: crate::storage::Condition,
     ) -> impl Future<Output = Result<()>> + Send {
-        self.policy()
-            .retry_transient(move || self.raw().put_item(item.clone(), condition.clone()))
+        async move {
+            self.0.ensure_verified().await?;
+            self.policy()
+                .retry_transient(move || self.raw().put_item(item.clone(), condition.clone()))
+                .await
+        }
     }
     fn delete_item(
         &self,
         key: &Key,
         condition: crate::storage::Condition,
     ) -> impl Future<Output = Result<()>> + Send {
-        self.policy()
-            .retry_transient(move || self.raw().delete_item(key, condition.clone()))
+        async move {
+            self.0.ensure_verified().await?;
+            self.policy()
+                .retry_transient(move || self.raw().delete_item(key, condition.clone()))
+                .await
+        }
     }
     fn query_page(
         &self,
         query: &Query,
         start: Option<Key>,
     ) -> impl Future<Output = Result<crate::storage::Page>> + Send {
-        self.policy()
-            .retry_transient(move || self.raw().query_page(query, start.clone()))
+        async move {
+            self.0.ensure_verified().await?;
+            self.policy()
+                .retry_transient(move || self.raw().query_page(query, start.clone()))
+                .await
+        }
     }
     fn scan_page(
         &self,
         limit: Option<u32>,
         start: Option<Key>,
     ) -> impl Future<Output = Result<crate::storage::Page>> + Send {
-        self.policy()
-            .retry_transient(move || self.raw().scan_page(limit, start.clone()))
+        async move {
+            self.0.ensure_verified().await?;
+            self.policy()
+                .retry_transient(move || self.raw().scan_page(limit, start.clone()))
+                .await
+        }
     }
     fn transact_get(
         &self,
         keys: Vec<Key>,
     ) -> impl Future<Output = Result<Vec<Option<Item>>>> + Send {
-        // A read: a cancellation for a conflict or throttling is as safe to resend as a
-        // throttled request.
-        self.policy().retry_if(
-            |e| {
-                matches!(e.kind(), ErrorKind::Throttled | ErrorKind::Conflict)
-                    || (e.kind() == ErrorKind::TransactionCanceled && e.is_retryable())
-            },
-            move || self.raw().transact_get(keys.clone()),
-        )
+        async move {
+            self.0.ensure_verified().await?;
+            // A read: a cancellation for a conflict or throttling is as safe to resend as a
+            // throttled request.
+            self.policy()
+                .retry_if(
+                    |e| {
+                        matches!(e.kind(), ErrorKind::Throttled | ErrorKind::Conflict)
+                            || (e.kind() == ErrorKind::TransactionCanceled && e.is_retryable())
+                    },
+                    move || self.raw().transact_get(keys.clone()),
+                )
+                .await
+        }
     }
     fn scan_segment_page(
         &self,
@@ -911,15 +979,24 @@ impl<S: Storage + 'static> Storage for Io<S> {
         limit: Option<u32>,
         start: Option<Key>,
     ) -> impl Future<Output = Result<crate::storage::Page>> + Send {
-        self.policy()
-            .retry_transient(move || self.raw().scan_segment_page(segment, limit, start.clone()))
+        async move {
+            self.0.ensure_verified().await?;
+            self.policy()
+                .retry_transient(move || {
+                    self.raw().scan_segment_page(segment, limit, start.clone())
+                })
+                .await
+        }
     }
     fn batch_get(
         &self,
         keys: Vec<Key>,
         consistent: bool,
     ) -> impl Future<Output = Result<crate::storage::BatchGetOutput>> + Send {
-        self.raw().batch_get(keys, consistent)
+        async move {
+            self.0.ensure_verified().await?;
+            self.raw().batch_get(keys, consistent).await
+        }
     }
     fn get_item_projected(
         &self,
@@ -927,8 +1004,12 @@ impl<S: Storage + 'static> Storage for Io<S> {
         consistent: bool,
         projection: &[String],
     ) -> impl Future<Output = Result<Option<Item>>> + Send {
-        self.policy()
-            .retry_transient(move || self.raw().get_item_projected(key, consistent, projection))
+        async move {
+            self.0.ensure_verified().await?;
+            self.policy()
+                .retry_transient(move || self.raw().get_item_projected(key, consistent, projection))
+                .await
+        }
     }
     fn batch_get_projected(
         &self,
@@ -936,20 +1017,32 @@ impl<S: Storage + 'static> Storage for Io<S> {
         consistent: bool,
         projection: &[String],
     ) -> impl Future<Output = Result<crate::storage::BatchGetOutput>> + Send {
-        self.raw().batch_get_projected(keys, consistent, projection)
+        async move {
+            self.0.ensure_verified().await?;
+            self.raw()
+                .batch_get_projected(keys, consistent, projection)
+                .await
+        }
     }
     fn batch_write(
         &self,
         requests: Vec<crate::storage::WriteRequest>,
     ) -> impl Future<Output = Result<Vec<crate::storage::WriteRequest>>> + Send {
-        self.raw().batch_write(requests)
+        async move {
+            self.0.ensure_verified().await?;
+            self.raw().batch_write(requests).await
+        }
     }
     fn transact_write(
         &self,
         actions: Vec<crate::storage::TransactAction>,
     ) -> impl Future<Output = Result<()>> + Send {
-        self.policy()
-            .retry_transient(move || self.raw().transact_write(actions.clone()))
+        async move {
+            self.0.ensure_verified().await?;
+            self.policy()
+                .retry_transient(move || self.raw().transact_write(actions.clone()))
+                .await
+        }
     }
     fn create_table(
         &self,
@@ -970,8 +1063,12 @@ impl<S: Storage + 'static> Storage for Io<S> {
         query: &crate::storage::IndexQuery,
         start: Option<Item>,
     ) -> impl Future<Output = Result<crate::storage::IndexPage>> + Send {
-        self.policy()
-            .retry_transient(move || self.raw().query_index_page(query, start.clone()))
+        async move {
+            self.0.ensure_verified().await?;
+            self.policy()
+                .retry_transient(move || self.raw().query_index_page(query, start.clone()))
+                .await
+        }
     }
     fn describe_table(
         &self,
@@ -985,18 +1082,29 @@ impl<S: Storage + 'static> Storage for Io<S> {
         actions: Vec<crate::storage::UpdateAction>,
         condition: crate::storage::Condition,
     ) -> impl Future<Output = Result<Item>> + Send {
-        self.policy().retry_transient(move || {
-            self.raw()
-                .update_item(key, actions.clone(), condition.clone())
-        })
+        async move {
+            self.0.ensure_verified().await?;
+            self.policy()
+                .retry_transient(move || {
+                    self.raw()
+                        .update_item(key, actions.clone(), condition.clone())
+                })
+                .await
+        }
     }
     fn transact_write_idempotent(
         &self,
         actions: Vec<crate::storage::TransactAction>,
         token: &str,
     ) -> impl Future<Output = Result<()>> + Send {
-        self.policy()
-            .retry_transient(move || self.raw().transact_write_idempotent(actions.clone(), token))
+        async move {
+            self.0.ensure_verified().await?;
+            self.policy()
+                .retry_transient(move || {
+                    self.raw().transact_write_idempotent(actions.clone(), token)
+                })
+                .await
+        }
     }
     fn enable_ttl(&self, attribute: &str) -> impl Future<Output = Result<()>> + Send {
         self.policy()
@@ -1041,6 +1149,7 @@ impl<S> Tree<S> {
                 config,
                 known: KnownRows::default(),
                 targets,
+                verified: tokio::sync::OnceCell::new(),
             }),
             root: None,
             relative: false,
@@ -1230,6 +1339,15 @@ impl<S: Storage + 'static> Tree<S> {
                         if self.inner.config.propagation == Propagation::Stream {
                             self.io().enable_stream().await?;
                         }
+                        let settings = TableSettings::record(
+                            &self.inner.storage,
+                            &self.settings(),
+                            &self.inner.config.retry,
+                        )
+                        .await?;
+                        self.check_table(&d, Some(&settings))?;
+                        // Checked: the first request need not describe the table again.
+                        let _ = self.inner.verified.set(());
                         return Ok(());
                     }
                     // Creating, or not visible yet: wait.
@@ -1247,6 +1365,161 @@ impl<S: Storage + 'static> Tree<S> {
         }
         .instrument(span)
         .await
+    }
+
+    /// Checks that this tree can use its table, as it does once before its first request:
+    /// one DescribeTable (and, for a tree with a path index, a read of the table's
+    /// [`TableSettings`]). Refused with [`ErrorKind::TableMismatch`]:
+    ///
+    /// - a key schema other than hash key `Key` (S) and range key `Child` (S), such as a
+    ///   table with a hash key `Key` and no range key, where a second top-level object would
+    ///   silently replace the first;
+    /// - a table with the path index ([`PATH_INDEX`]) for a tree built without
+    ///   [`path_index`](TreeBuilder::path_index), whose writes would leave objects out of it;
+    ///   a tree with a path index on a table without one, or with another depth than the
+    ///   table's settings record;
+    /// - a secondary index a registered type declares that the table lacks.
+    ///
+    /// [`create_table`](Tree::create_table) makes the same checks (and adds what is missing).
+    /// Once a check has passed, the tree (with its clones and scopes) does not check again.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::{ErrorKind, Tree};
+    /// use dynatree_testing::FakeTable;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// let table = FakeTable::new();
+    /// Tree::builder(table.clone()).path_index(2).build()?.create_table().await?;
+    /// Tree::builder(table.clone()).path_index(2).build()?.verify().await?;
+    /// // A tree that would write objects without their path index values:
+    /// let plain = Tree::new(table.clone());
+    /// assert_eq!(plain.verify().await.unwrap_err().kind(), ErrorKind::TableMismatch);
+    /// # #[derive(serde::Serialize)] struct V { v: u8 }
+    /// assert_eq!(plain.put(["a"], &V { v: 1 }).await.unwrap_err().kind(), ErrorKind::TableMismatch);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::TableNotFound`] if the table does not exist; [`ErrorKind::TableMismatch`]
+    /// as above; the backend's errors (DescribeTable needs `dynamodb:DescribeTable`).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    pub async fn verify(&self) -> Result<()> {
+        let span = tracing::debug_span!("dynatree.verify");
+        async {
+            let retry = &self.inner.config.retry;
+            let description = retry
+                .retry_transient(|| self.inner.storage.describe_table())
+                .await?
+                .ok_or_else(|| Error::new(ErrorKind::TableNotFound, "the table does not exist"))?;
+            // The settings say the path index's depth: needed to compare a tree's depth, and
+            // for a tree without the index, to say which depth to build it with.
+            let wants = self.inner.config.path_index.is_some();
+            let has = description.indexes.iter().any(|(n, _)| n == PATH_INDEX);
+            let settings = if description.has_tree_schema() && (wants || has) {
+                let read = retry
+                    .retry_transient(|| {
+                        TableSettings::read(&self.inner.storage, self.inner.layout.reserved())
+                    })
+                    .await;
+                if wants { read? } else { read.ok().flatten() }
+            } else {
+                None
+            };
+            self.check_table(&description, settings.as_ref())?;
+            let _ = self.inner.verified.set(());
+            Ok(())
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// [`verify`](Tree::verify), unless it has passed already or is turned off.
+    pub(crate) async fn ensure_verified(&self) -> Result<()> {
+        if !self.inner.config.verify_table || self.inner.verified.initialized() {
+            return Ok(());
+        }
+        self.verify().await
+    }
+
+    /// What [`create_table`](Tree::create_table) records about this tree.
+    fn settings(&self) -> TableSettings {
+        let mut s = TableSettings::new(self.inner.layout.reserved());
+        s.path_index = self.inner.config.path_index;
+        s.indexes = self
+            .inner
+            .config
+            .indexes
+            .iter()
+            .map(|ix| {
+                let templates = self
+                    .inner
+                    .config
+                    .index_templates
+                    .iter()
+                    .filter(|(name, _)| *name == ix.name())
+                    .map(|(_, t)| *t);
+                IndexSettings::new(ix.name(), ix.has_range(), templates)
+            })
+            .collect();
+        s
+    }
+
+    /// Why this tree cannot use a table described by `d` (with `settings`, when read).
+    fn check_table(
+        &self,
+        d: &crate::storage::TableDescription,
+        settings: Option<&TableSettings>,
+    ) -> Result<()> {
+        let mismatch = |m: String| Err(Error::new(ErrorKind::TableMismatch, m));
+        if !d.has_tree_schema() {
+            let range = match &d.range_key {
+                Some((name, ty)) => format!("range key `{name}` ({ty})"),
+                None => "no range key".to_owned(),
+            };
+            return mismatch(format!(
+                "not a dynatree table: expected hash key `{HASH_KEY}` (S) and range key `{RANGE_KEY}` (S), found hash key `{}` ({}) and {range}",
+                d.hash_key.0, d.hash_key.1
+            ));
+        }
+        let has = |name: &str| d.indexes.iter().any(|(n, _)| n == name);
+        match (self.inner.config.path_index, has(PATH_INDEX)) {
+            (None, true) => {
+                let depth = settings
+                    .and_then(|s| s.path_index)
+                    .map_or_else(|| "depth".to_owned(), |d| d.to_string());
+                return mismatch(format!(
+                    "the table has the path index `{PATH_INDEX}`, which this tree's writes would skip: build the tree with `path_index({depth})`"
+                ));
+            }
+            (Some(_), false) => {
+                return mismatch(format!(
+                    "this tree keeps a path index but the table has no index `{PATH_INDEX}`: run `create_table` to add it"
+                ));
+            }
+            (Some(mine), true) => {
+                if let Some(theirs) = settings.and_then(|s| s.path_index)
+                    && theirs != mine
+                {
+                    return mismatch(format!(
+                        "the table's path index has depth {theirs}, this tree's has depth {mine}: build the tree with `path_index({theirs})`"
+                    ));
+                }
+            }
+            (None, false) => {}
+        }
+        if let Some(ix) = self.inner.config.indexes.iter().find(|ix| !has(ix.name())) {
+            return mismatch(format!(
+                "the table has no secondary index `{}`, which this tree's types declare: run `create_table` to add it",
+                ix.name()
+            ));
+        }
+        Ok(())
     }
 
     /// Stores `value` (any type that serializes to a map) at `path`, creating the listing rows

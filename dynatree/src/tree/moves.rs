@@ -1267,6 +1267,7 @@ impl<S: Storage + 'static> Tree<S> {
                 .iter()
                 .map(|p| self.inner.layout.listing_key(p))
                 .collect();
+            self.ensure_verified().await?;
             let rows = get_all(&self.inner.storage, keys, true, &self.inner.config.retry).await?;
             let held_keys: std::collections::HashSet<Key> = rows
                 .iter()
@@ -1780,6 +1781,7 @@ impl<S: Storage + 'static> Tree<S> {
                     key: intent_key.clone(),
                     condition: self.owned_by(&g.token),
                 });
+                self.ensure_verified().await?;
                 match self.inner.storage.transact_write(tx).await {
                     Ok(()) => break,
                     Err(e) if e.kind() == ErrorKind::TransactionCanceled => {
@@ -1932,6 +1934,7 @@ impl<S: Storage + 'static> Tree<S> {
         if keys.iter().all(|k| self.inner.known.contains(k)) {
             return Ok(());
         }
+        self.ensure_verified().await?;
         let found = get_all(
             &self.inner.storage,
             keys.clone(),

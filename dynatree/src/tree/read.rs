@@ -90,6 +90,7 @@ impl<S: Storage + 'static> Tree<S> {
             .into_iter()
             .map(|p| self.inner.layout.object_key(p))
             .collect();
+        self.ensure_verified().await?;
         let items = get_all_projected(
             &self.inner.storage,
             keys,

@@ -381,6 +381,7 @@ impl<S: Storage + 'static> Tree<S> {
         if unknown.is_empty() {
             return Ok(true);
         }
+        self.ensure_verified().await?;
         let found = get_all(
             &self.inner.storage,
             unknown.clone(),
@@ -421,6 +422,7 @@ impl<S: Storage + 'static> Tree<S> {
                 }
             }
         }
+        self.ensure_verified().await?;
         let found = get_all(
             &self.inner.storage,
             keys.iter().map(|(k, _)| k.clone()).collect(),

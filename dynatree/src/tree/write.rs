@@ -390,6 +390,7 @@ impl<S: Storage + 'static> Tree<S> {
         let keys: Vec<Key> = (1..=n)
             .map(|i| self.inner.layout.listing_key(&path.prefix(i)))
             .collect();
+        self.ensure_verified().await?;
         let found = get_all(
             &self.inner.storage,
             keys.clone(),
