@@ -5,8 +5,12 @@ use std::fmt::Debug;
 use std::sync::{Arc, Mutex};
 
 use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::operation::describe_table::DescribeTableOutput;
 use aws_sdk_dynamodb::operation::get_item::GetItemOutput;
-use aws_sdk_dynamodb::types::{AttributeValue, ConsumedCapacity};
+use aws_sdk_dynamodb::types::{
+    AttributeDefinition, AttributeValue, ConsumedCapacity, KeySchemaElement, KeyType,
+    ScalarAttributeType, TableDescription, TableStatus,
+};
 use aws_smithy_mocks::{RuleMode, mock, mock_client};
 use dynatree::{DynamoDbTable, Tree};
 use tracing::field::{Field, Visit};
@@ -52,7 +56,35 @@ fn get_item_span_has_otel_fields_and_no_item_body() {
             .consumed_capacity(ConsumedCapacity::builder().capacity_units(0.5).build())
             .build()
     });
-    let client = mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, [&rule]);
+    // The tree describes its table once, before its first request.
+    let describe = mock!(Client::describe_table).then_output(|| {
+        let key = |name: &str, kind| {
+            KeySchemaElement::builder()
+                .attribute_name(name)
+                .key_type(kind)
+                .build()
+                .unwrap()
+        };
+        let attr = |name: &str| {
+            AttributeDefinition::builder()
+                .attribute_name(name)
+                .attribute_type(ScalarAttributeType::S)
+                .build()
+                .unwrap()
+        };
+        DescribeTableOutput::builder()
+            .table(
+                TableDescription::builder()
+                    .table_status(TableStatus::Active)
+                    .key_schema(key("Key", KeyType::Hash))
+                    .key_schema(key("Child", KeyType::Range))
+                    .attribute_definitions(attr("Key"))
+                    .attribute_definitions(attr("Child"))
+                    .build(),
+            )
+            .build()
+    });
+    let client = mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, [&rule, &describe]);
     let captured = Captured::default();
     let subscriber = tracing_subscriber::registry().with(captured.clone());
     tracing::subscriber::with_default(subscriber, || {
@@ -78,6 +110,14 @@ fn get_item_span_has_otel_fields_and_no_item_body() {
     assert_eq!(
         get("aws.dynamodb.consumed_capacity").as_deref(),
         Some("0.5")
+    );
+    assert!(
+        fields
+            .iter()
+            .any(|(span, f, v)| span == "DynamoDB.DescribeTable"
+                && f == "db.operation"
+                && v == "\"DescribeTable\""),
+        "{fields:?}"
     );
     // The tree's own span names the path; nothing records the item body.
     assert!(fields.iter().any(|(span, _, _)| span == "dynatree.get"));

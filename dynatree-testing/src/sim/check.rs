@@ -108,6 +108,10 @@ pub fn check_rows(rows: &[Item], reserved: char) -> Vec<Violation> {
             out.push(Violation::Malformed(format!("{r:?}")));
             continue;
         };
+        // The table's settings row is not left behind by an operation: it stays.
+        if dynatree::storage::Key::new(h, c) == dynatree::storage::TableSettings::key(reserved) {
+            continue;
+        }
         if h.starts_with(&sc2) {
             out.push(Violation::Bookkeeping(h.to_owned(), c.to_owned()));
             continue;

@@ -11,7 +11,8 @@ use crate::item::{Item, Value};
 
 /// The settings a tree's table was created with, as [`Tree::create_table`](crate::Tree::create_table)
 /// records them in one row of the table (partition `SC SC settings`, which no path's key can
-/// equal, so listings, the Go library and exports never see it).
+/// equal, so listings, the Go library and exports never see it) when there is something to
+/// record: a path index or a secondary index.
 ///
 /// A program that did not create the table reads them with [`TableSettings::read`] and builds
 /// its tree to match: a tree whose path index disagrees with them is refused before its first
@@ -134,8 +135,9 @@ impl TableSettings {
     }
 
     /// Reads the settings of the tree with reserved character `reserved` from `storage` (one
-    /// consistent GetItem); `None` if the table has none (created by another program, or by a
-    /// version of dynatree that did not record them).
+    /// consistent GetItem); `None` if the table has none: created without a path index or
+    /// secondary indexes (which need no row), by another program, or by a version of dynatree
+    /// that did not record them.
     ///
     /// # Examples
     ///
@@ -147,7 +149,9 @@ impl TableSettings {
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
     /// let table = FakeTable::new();
     /// Tree::new(table.clone()).create_table().await?;
-    /// assert_eq!(TableSettings::read(&table, '¦').await?, Some(TableSettings::new('¦')));
+    /// assert_eq!(TableSettings::read(&table, '¦').await?, None); // nothing beyond the defaults
+    /// Tree::builder(table.clone()).path_index(1).build()?.create_table().await?;
+    /// assert_eq!(TableSettings::read(&table, '¦').await?.unwrap().path_index, Some(1));
     /// # Ok(()) }
     /// ```
     ///
@@ -311,7 +315,9 @@ impl TableSettings {
                 None => (Self::new(wanted.reserved), None),
             };
             let merged = current.merge(wanted)?;
-            if row.is_some() && merged == current {
+            // Nothing to record: the same settings, or none beyond the defaults (no row is
+            // read as no path index and no secondary index).
+            if merged == current && (row.is_some() || merged == Self::new(wanted.reserved)) {
                 return Ok(merged);
             }
             let condition = match (&row, revision) {
