@@ -185,9 +185,11 @@ pub async fn assert_invariants(tree: &Tree) {
     };
     let intents = format!("{sc}{sc}intents");
     let fence = format!("{sc}fence");
+    let settings = dynatree::storage::TableSettings::key(sc);
     for (h, r, attrs) in &all {
-        // A fence row (fenced puts) is no object.
-        if *h == intents || attrs.contains(&fence) {
+        // A fence row (fenced puts) is no object; the table's settings row is no path.
+        if *h == intents || attrs.contains(&fence) || (*h == settings.hash && *r == settings.range)
+        {
             continue;
         }
         let path: Vec<&str> = if r == &sc.to_string() {

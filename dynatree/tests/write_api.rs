@@ -194,6 +194,19 @@ async fn idempotency_token_applies_once() {
     let _ = table;
 }
 
+/// The table's rows but its settings row (written by `create_table` for the index, and kept).
+fn tree_rows(table: &FakeTable) -> Vec<dynatree::Item> {
+    let settings = dynatree::storage::TableSettings::key('¦');
+    table
+        .rows()
+        .into_iter()
+        .filter(|r| {
+            !(r.get_s("Key") == Some(settings.hash.as_str())
+                && r.get_s("Child") == Some(settings.range.as_str()))
+        })
+        .collect()
+}
+
 #[tokio::test]
 async fn transaction_delete_prunes_listing_rows() {
     let (table, tree) = setup().await;
@@ -202,7 +215,7 @@ async fn transaction_delete_prunes_listing_rows() {
     tx.delete::<Link>(&link("a", "x").key());
     tx.commit().await.unwrap();
     // Nothing left: the links directory and the account's name are pruned.
-    assert!(table.rows().is_empty(), "{:?}", table.rows());
+    assert!(tree_rows(&table).is_empty(), "{:?}", table.rows());
 }
 
 #[tokio::test]
@@ -315,7 +328,7 @@ async fn put_if_delete_if_patch() {
         .await
         .unwrap();
     assert!(accounts.get(&akey("a")).await.unwrap().is_none());
-    assert!(table.rows().is_empty(), "{:?}", table.rows());
+    assert!(tree_rows(&table).is_empty(), "{:?}", table.rows());
 }
 
 #[tokio::test]

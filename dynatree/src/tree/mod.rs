@@ -894,155 +894,107 @@ impl<S> Clone for Io<S> {
 }
 
 impl<S: Storage + 'static> Storage for Io<S> {
-    fn get_item(
-        &self,
-        key: &Key,
-        consistent: bool,
-    ) -> impl Future<Output = Result<Option<Item>>> + Send {
-        async move {
-            self.0.ensure_verified().await?;
-            self.policy()
-                .retry_transient(move || self.raw().get_item(key, consistent))
-                .await
-        }
+    async fn get_item(&self, key: &Key, consistent: bool) -> Result<Option<Item>> {
+        self.0.ensure_verified().await?;
+        self.policy()
+            .retry_transient(move || self.raw().get_item(key, consistent))
+            .await
     }
-    fn put_item(
-        &self,
-        item: Item,
-        condition: crate::storage::Condition,
-    ) -> impl Future<Output = Result<()>> + Send {
-        async move {
-            self.0.ensure_verified().await?;
-            self.policy()
-                .retry_transient(move || self.raw().put_item(item.clone(), condition.clone()))
-                .await
-        }
+    async fn put_item(&self, item: Item, condition: crate::storage::Condition) -> Result<()> {
+        self.0.ensure_verified().await?;
+        self.policy()
+            .retry_transient(move || self.raw().put_item(item.clone(), condition.clone()))
+            .await
     }
-    fn delete_item(
-        &self,
-        key: &Key,
-        condition: crate::storage::Condition,
-    ) -> impl Future<Output = Result<()>> + Send {
-        async move {
-            self.0.ensure_verified().await?;
-            self.policy()
-                .retry_transient(move || self.raw().delete_item(key, condition.clone()))
-                .await
-        }
+    async fn delete_item(&self, key: &Key, condition: crate::storage::Condition) -> Result<()> {
+        self.0.ensure_verified().await?;
+        self.policy()
+            .retry_transient(move || self.raw().delete_item(key, condition.clone()))
+            .await
     }
-    fn query_page(
-        &self,
-        query: &Query,
-        start: Option<Key>,
-    ) -> impl Future<Output = Result<crate::storage::Page>> + Send {
-        async move {
-            self.0.ensure_verified().await?;
-            self.policy()
-                .retry_transient(move || self.raw().query_page(query, start.clone()))
-                .await
-        }
+    async fn query_page(&self, query: &Query, start: Option<Key>) -> Result<crate::storage::Page> {
+        self.0.ensure_verified().await?;
+        self.policy()
+            .retry_transient(move || self.raw().query_page(query, start.clone()))
+            .await
     }
-    fn scan_page(
+    async fn scan_page(
         &self,
         limit: Option<u32>,
         start: Option<Key>,
-    ) -> impl Future<Output = Result<crate::storage::Page>> + Send {
-        async move {
-            self.0.ensure_verified().await?;
-            self.policy()
-                .retry_transient(move || self.raw().scan_page(limit, start.clone()))
-                .await
-        }
+    ) -> Result<crate::storage::Page> {
+        self.0.ensure_verified().await?;
+        self.policy()
+            .retry_transient(move || self.raw().scan_page(limit, start.clone()))
+            .await
     }
-    fn transact_get(
-        &self,
-        keys: Vec<Key>,
-    ) -> impl Future<Output = Result<Vec<Option<Item>>>> + Send {
-        async move {
-            self.0.ensure_verified().await?;
-            // A read: a cancellation for a conflict or throttling is as safe to resend as a
-            // throttled request.
-            self.policy()
-                .retry_if(
-                    |e| {
-                        matches!(e.kind(), ErrorKind::Throttled | ErrorKind::Conflict)
-                            || (e.kind() == ErrorKind::TransactionCanceled && e.is_retryable())
-                    },
-                    move || self.raw().transact_get(keys.clone()),
-                )
-                .await
-        }
+    async fn transact_get(&self, keys: Vec<Key>) -> Result<Vec<Option<Item>>> {
+        self.0.ensure_verified().await?;
+        // A read: a cancellation for a conflict or throttling is as safe to resend as a
+        // throttled request.
+        self.policy()
+            .retry_if(
+                |e| {
+                    matches!(e.kind(), ErrorKind::Throttled | ErrorKind::Conflict)
+                        || (e.kind() == ErrorKind::TransactionCanceled && e.is_retryable())
+                },
+                move || self.raw().transact_get(keys.clone()),
+            )
+            .await
     }
-    fn scan_segment_page(
+    async fn scan_segment_page(
         &self,
         segment: crate::storage::ScanSegment,
         limit: Option<u32>,
         start: Option<Key>,
-    ) -> impl Future<Output = Result<crate::storage::Page>> + Send {
-        async move {
-            self.0.ensure_verified().await?;
-            self.policy()
-                .retry_transient(move || {
-                    self.raw().scan_segment_page(segment, limit, start.clone())
-                })
-                .await
-        }
+    ) -> Result<crate::storage::Page> {
+        self.0.ensure_verified().await?;
+        self.policy()
+            .retry_transient(move || self.raw().scan_segment_page(segment, limit, start.clone()))
+            .await
     }
-    fn batch_get(
+    async fn batch_get(
         &self,
         keys: Vec<Key>,
         consistent: bool,
-    ) -> impl Future<Output = Result<crate::storage::BatchGetOutput>> + Send {
-        async move {
-            self.0.ensure_verified().await?;
-            self.raw().batch_get(keys, consistent).await
-        }
+    ) -> Result<crate::storage::BatchGetOutput> {
+        self.0.ensure_verified().await?;
+        self.raw().batch_get(keys, consistent).await
     }
-    fn get_item_projected(
+    async fn get_item_projected(
         &self,
         key: &Key,
         consistent: bool,
         projection: &[String],
-    ) -> impl Future<Output = Result<Option<Item>>> + Send {
-        async move {
-            self.0.ensure_verified().await?;
-            self.policy()
-                .retry_transient(move || self.raw().get_item_projected(key, consistent, projection))
-                .await
-        }
+    ) -> Result<Option<Item>> {
+        self.0.ensure_verified().await?;
+        self.policy()
+            .retry_transient(move || self.raw().get_item_projected(key, consistent, projection))
+            .await
     }
-    fn batch_get_projected(
+    async fn batch_get_projected(
         &self,
         keys: Vec<Key>,
         consistent: bool,
         projection: &[String],
-    ) -> impl Future<Output = Result<crate::storage::BatchGetOutput>> + Send {
-        async move {
-            self.0.ensure_verified().await?;
-            self.raw()
-                .batch_get_projected(keys, consistent, projection)
-                .await
-        }
+    ) -> Result<crate::storage::BatchGetOutput> {
+        self.0.ensure_verified().await?;
+        self.raw()
+            .batch_get_projected(keys, consistent, projection)
+            .await
     }
-    fn batch_write(
+    async fn batch_write(
         &self,
         requests: Vec<crate::storage::WriteRequest>,
-    ) -> impl Future<Output = Result<Vec<crate::storage::WriteRequest>>> + Send {
-        async move {
-            self.0.ensure_verified().await?;
-            self.raw().batch_write(requests).await
-        }
+    ) -> Result<Vec<crate::storage::WriteRequest>> {
+        self.0.ensure_verified().await?;
+        self.raw().batch_write(requests).await
     }
-    fn transact_write(
-        &self,
-        actions: Vec<crate::storage::TransactAction>,
-    ) -> impl Future<Output = Result<()>> + Send {
-        async move {
-            self.0.ensure_verified().await?;
-            self.policy()
-                .retry_transient(move || self.raw().transact_write(actions.clone()))
-                .await
-        }
+    async fn transact_write(&self, actions: Vec<crate::storage::TransactAction>) -> Result<()> {
+        self.0.ensure_verified().await?;
+        self.policy()
+            .retry_transient(move || self.raw().transact_write(actions.clone()))
+            .await
     }
     fn create_table(
         &self,
@@ -1058,17 +1010,15 @@ impl<S: Storage + 'static> Storage for Io<S> {
     ) -> impl Future<Output = Result<()>> + Send {
         self.raw().add_index(billing, index)
     }
-    fn query_index_page(
+    async fn query_index_page(
         &self,
         query: &crate::storage::IndexQuery,
         start: Option<Item>,
-    ) -> impl Future<Output = Result<crate::storage::IndexPage>> + Send {
-        async move {
-            self.0.ensure_verified().await?;
-            self.policy()
-                .retry_transient(move || self.raw().query_index_page(query, start.clone()))
-                .await
-        }
+    ) -> Result<crate::storage::IndexPage> {
+        self.0.ensure_verified().await?;
+        self.policy()
+            .retry_transient(move || self.raw().query_index_page(query, start.clone()))
+            .await
     }
     fn describe_table(
         &self,
@@ -1076,35 +1026,29 @@ impl<S: Storage + 'static> Storage for Io<S> {
         self.policy()
             .retry_transient(move || self.raw().describe_table())
     }
-    fn update_item(
+    async fn update_item(
         &self,
         key: &Key,
         actions: Vec<crate::storage::UpdateAction>,
         condition: crate::storage::Condition,
-    ) -> impl Future<Output = Result<Item>> + Send {
-        async move {
-            self.0.ensure_verified().await?;
-            self.policy()
-                .retry_transient(move || {
-                    self.raw()
-                        .update_item(key, actions.clone(), condition.clone())
-                })
-                .await
-        }
+    ) -> Result<Item> {
+        self.0.ensure_verified().await?;
+        self.policy()
+            .retry_transient(move || {
+                self.raw()
+                    .update_item(key, actions.clone(), condition.clone())
+            })
+            .await
     }
-    fn transact_write_idempotent(
+    async fn transact_write_idempotent(
         &self,
         actions: Vec<crate::storage::TransactAction>,
         token: &str,
-    ) -> impl Future<Output = Result<()>> + Send {
-        async move {
-            self.0.ensure_verified().await?;
-            self.policy()
-                .retry_transient(move || {
-                    self.raw().transact_write_idempotent(actions.clone(), token)
-                })
-                .await
-        }
+    ) -> Result<()> {
+        self.0.ensure_verified().await?;
+        self.policy()
+            .retry_transient(move || self.raw().transact_write_idempotent(actions.clone(), token))
+            .await
     }
     fn enable_ttl(&self, attribute: &str) -> impl Future<Output = Result<()>> + Send {
         self.policy()
