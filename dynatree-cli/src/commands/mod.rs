@@ -8,13 +8,22 @@ mod write;
 
 use std::future::Future;
 
-use aws_config::BehaviorVersion;
-use aws_config::Region;
+use dynatree::storage::{Storage, TableDescription};
 use dynatree::{DynamoDbTable, Item, Path, Tree, TreeBuilder};
 
 use crate::args::{Cli, Command, Global};
 use crate::error::{CliError, CliResult};
 use crate::output::Doc;
+
+/// What a command needs of its table before it starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TableNeed {
+    /// An existing table with a tree's key schema (every command but the two below).
+    Existing,
+    /// The command creates the table when it is absent (`create-table`, `import
+    /// --create-table`); a table that exists must still have a tree's key schema.
+    MayCreate,
+}
 
 /// What every command works with: the flags, the table and the tree over it.
 #[derive(Debug)]
@@ -23,36 +32,83 @@ pub struct Ctx {
     pub global: Global,
     /// The table's name.
     pub table_name: String,
+    /// The region requests go to.
+    pub region: String,
     /// The backend (for what the tree does not expose: the stream).
     pub table: DynamoDbTable,
     /// The tree over `table`.
     pub tree: Tree,
+    /// What DescribeTable said when the command started; `None` when the table does not exist
+    /// (only for a command that creates it, see [`TableNeed::MayCreate`]).
+    pub description: Option<TableDescription>,
 }
 
 impl Ctx {
-    /// Loads the AWS configuration (the standard chain, then `--region`, `--profile`,
-    /// `--endpoint-url`) and builds the table and the tree.
-    pub async fn connect(global: Global, table_name: String) -> CliResult<Self> {
-        let mut loader = aws_config::defaults(BehaviorVersion::latest());
-        if let Some(profile) = &global.profile {
-            loader = loader.profile_name(profile);
-        }
-        if let Some(region) = &global.region {
-            loader = loader.region(Region::new(region.clone()));
-        }
-        if let Some(url) = &global.endpoint_url {
-            loader = loader.endpoint_url(url);
-        }
-        let config = loader.load().await;
+    /// Loads the AWS configuration ([`crate::aws::load`]: endpoint, profile, region and
+    /// credentials checked), builds the table and the tree, and describes the table: a table
+    /// that is missing (unless `need` allows it) or whose key schema is not a tree's is refused
+    /// before any other request.
+    ///
+    /// # Errors
+    ///
+    /// Exit status 1, one line: the setup errors of [`crate::aws::load`], a missing table
+    /// (naming where it was looked for, and the commands that create it), a table of another
+    /// key schema, DescribeTable's failure.
+    pub async fn connect(global: Global, table_name: String, need: TableNeed) -> CliResult<Self> {
+        let config = crate::aws::load(&global).await?;
+        let region = config.region().map(ToString::to_string).unwrap_or_default();
         let client = aws_sdk_dynamodb::Client::new(&config);
         let table = DynamoDbTable::new(client, table_name.clone());
         let tree = builder(&global, table.clone()).build()?;
-        Ok(Self {
+        let description = table
+            .describe_table()
+            .await
+            .map_err(|e| CliError::from(e).on_table(&table_name))?;
+        let ctx = Self {
             global,
             table_name,
+            region,
             table,
             tree,
-        })
+            description,
+        };
+        match (&ctx.description, need) {
+            (None, TableNeed::Existing) => Err(ctx.no_table()),
+            (Some(d), _) if !d.has_tree_schema() => Err(ctx.not_a_tree(d)),
+            _ => Ok(ctx),
+        }
+    }
+
+    /// "Table not found", with where it was looked for and the commands that create it.
+    fn no_table(&self) -> CliError {
+        let endpoint = self
+            .global
+            .endpoint_url
+            .as_deref()
+            .map(|u| format!(", endpoint {u}"))
+            .unwrap_or_default();
+        CliError::msg(format!(
+            "table {} not found (region {}{endpoint}): create it with `{}`, or import into a new table with `{}`",
+            self.table_name,
+            self.region,
+            self.command_line("create-table"),
+            self.command_line("import --create-table --file F")
+        ))
+    }
+
+    /// "Not a tree's table", with the key schema found and the one needed.
+    fn not_a_tree(&self, d: &TableDescription) -> CliError {
+        let key = |(name, ty): &(String, String)| format!("`{name}` ({ty})");
+        let found = match &d.range_key {
+            Some(r) => format!("hash {} and range {}", key(&d.hash_key), key(r)),
+            None => format!("hash {} and no range key", key(&d.hash_key)),
+        };
+        CliError::msg(format!(
+            "table {} is not a dynatree table: its key is {found}, a tree's is hash `{}` (S) and range `{}` (S); nothing was read or written",
+            self.table_name,
+            dynatree::storage::HASH_KEY,
+            dynatree::storage::RANGE_KEY
+        ))
     }
 
     /// The command line that reaches the same table, followed by `rest` (for "run this to
@@ -182,8 +238,17 @@ pub async fn interruptible<T>(
 /// The command's failure, with its exit status.
 pub async fn run(cli: Cli, table_name: String) -> CliResult<()> {
     let format = cli.global.output;
-    let ctx = Ctx::connect(cli.global, table_name).await?;
-    let doc = dispatch(&ctx, cli.command).await?;
+    let need = match cli.command {
+        Command::CreateTable { .. }
+        | Command::Import {
+            create_table: true, ..
+        } => TableNeed::MayCreate,
+        _ => TableNeed::Existing,
+    };
+    let ctx = Ctx::connect(cli.global, table_name, need).await?;
+    let doc = dispatch(&ctx, cli.command)
+        .await
+        .map_err(|e| e.on_table(&ctx.table_name))?;
     doc.print(format)?;
     Ok(())
 }
@@ -213,7 +278,12 @@ async fn dispatch(ctx: &Ctx, command: Command) -> CliResult<Doc> {
         Command::Cp { from, to, dry } => {
             write::move_or_copy(ctx, write::Transfer::Copy, &from, &to, dry.dry_run).await
         }
-        Command::Ln { target, path, dry } => write::ln(ctx, &target, &path, dry.dry_run).await,
+        Command::Ln {
+            target,
+            path,
+            force,
+            dry,
+        } => write::ln(ctx, &target, &path, force, dry.dry_run).await,
         Command::CreateTable {
             ttl,
             stream,
@@ -223,13 +293,13 @@ async fn dispatch(ctx: &Ctx, command: Command) -> CliResult<Doc> {
             write_capacity,
             dry,
         } => {
-            let billing = match billing {
+            let billing = billing.map(|b| match b {
                 crate::args::BillingMode::OnDemand => dynatree::Billing::OnDemand,
                 crate::args::BillingMode::Provisioned => dynatree::Billing::Provisioned {
                     read: read_capacity,
                     write: write_capacity,
                 },
-            };
+            });
             write::create_table(ctx, billing, ttl, stream, &indexes, dry.dry_run).await
         }
         Command::Pending => write::pending(ctx).await,
@@ -237,9 +307,12 @@ async fn dispatch(ctx: &Ctx, command: Command) -> CliResult<Doc> {
         Command::Check { scan } => check::check(ctx, scan).await,
         Command::Repair { scan, dry } => check::repair(ctx, scan, dry.dry_run).await,
         Command::Export { path, file } => transfer::export(ctx, &path, file.as_deref()).await,
-        Command::Import { file, resume, dry } => {
-            transfer::import(ctx, file.as_deref(), resume, dry.dry_run).await
-        }
+        Command::Import {
+            file,
+            resume,
+            create_table,
+            dry,
+        } => transfer::import(ctx, file.as_deref(), resume, create_table, dry.dry_run).await,
     }
 }
 
