@@ -49,8 +49,10 @@ pub struct Global {
     /// The tree's reserved character (the Go library's default too).
     #[arg(long, default_value_t = dynatree::DEFAULT_RESERVED, global = true)]
     pub reserved: char,
-    /// The depth of the tree's path index (as the table was created with): writes then keep
-    /// the index, and `create-table` creates it.
+    /// The depth of the tree's path index, for `create-table` (which creates the index and
+    /// records its depth in the table) and for tables that do not record it (then writes and
+    /// checks need it). Other commands take the depth from the table; a different one is an
+    /// error.
     #[arg(long, value_name = "DEPTH", env = "DYNATREE_PATH_INDEX", global = true)]
     pub path_index: Option<usize>,
     /// Output format: human tables, one JSON document, or one JSON value per line.

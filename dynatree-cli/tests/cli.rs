@@ -299,8 +299,20 @@ fn create_table_options_check_and_repair() {
     let repaired = t.ok(&["--path-index", "1", "repair"]);
     assert!(repaired.ends_with("nothing to repair\n"), "{repaired}");
 
-    // An object written without the index attributes (the flag forgotten): repairable.
-    t.run(&["put", "/a/e", r#"{"v": 3}"#]).success();
+    // An object written without the index attributes (by a program that keeps no path index
+    // and skips the table check): repairable.
+    let client = dynatree_testing::client_for(&t.endpoint);
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(async {
+            let careless = dynatree::Tree::builder(dynatree::DynamoDbTable::new(client, &t.table))
+                .verify_table(false)
+                .build()
+                .unwrap();
+            careless.put(["a", "e"], &json!({"v": 3})).await.unwrap();
+        });
     let out = t
         .run(&["--path-index", "1", "check", "-o", "jsonl"])
         .code(1)

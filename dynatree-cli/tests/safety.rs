@@ -506,3 +506,121 @@ fn create_table_on_an_existing_table_says_so() {
     // Without --billing, the table's billing is kept.
     p.run(&["create-table"]).success();
 }
+
+/// An application's type that fills the secondary index `by_email`.
+#[derive(Debug, dynatree::Hierarchical, serde::Serialize, serde::Deserialize)]
+#[dynatree(path = "Users/{id}", index(name = "by_email", hash = email))]
+struct User {
+    id: String,
+    email: String,
+}
+
+#[test]
+fn indexes_are_learned_from_the_table() {
+    // The path index: its depth comes from the table, without the flag.
+    let t = Env::with(&["--path-index", "1"]);
+    t.run(&["put", "/a/b", r#"{"v": 1}"#]).success();
+    t.run(&["ln", "/a/b", "/l"]).success();
+    t.cmd()
+        .arg("import")
+        .write_stdin("{\"path\":\"/a/c\",\"item\":{}}\n")
+        .assert()
+        .success();
+    // Every row has its index values: the check finds no gap, with or without the flag.
+    t.run(&["check"]).success();
+    t.run(&["--path-index", "1", "check"]).success();
+    // A flag that disagrees names both depths; nothing is written.
+    let before = t.export();
+    let err = t.fails(1, &["--path-index", "2", "put", "/x", "{}"]);
+    assert_eq!(
+        err,
+        format!(
+            "dynatree: error: --path-index 2 disagrees with table {}: its path index has depth 1; drop --path-index (the depth comes from the table) or pass --path-index 1\n",
+            t.table
+        )
+    );
+    assert_eq!(t.export(), before);
+
+    // A table with the path index but no record of its depth (as another program or an older
+    // dynatree leaves it): reads work, writes and checks need the flag.
+    let client = dynatree_testing::client_for(&t.endpoint);
+    let key = dynatree::storage::TableSettings::key('¦');
+    runtime()
+        .block_on(
+            client
+                .delete_item()
+                .table_name(&t.table)
+                .key("Key", aws_sdk_dynamodb::types::AttributeValue::S(key.hash))
+                .key(
+                    "Child",
+                    aws_sdk_dynamodb::types::AttributeValue::S(key.range),
+                )
+                .send(),
+        )
+        .unwrap();
+    assert_eq!(t.ok(&["ls", "/a"]), "b\nc\n");
+    for args in [
+        &["put", "/x", "{}"][..],
+        &["put", "/x", "{}", "--dry-run"],
+        &["rm", "/a/b"],
+        &["check"],
+    ] {
+        let err = t.fails(1, args);
+        assert!(
+            err.contains("has the path index dynatree_paths but no record of its depth")
+                && err.contains("pass --path-index DEPTH"),
+            "{args:?}: {err}"
+        );
+    }
+    assert_eq!(t.export(), before);
+    t.run(&["--path-index", "1", "put", "/x", "{}"]).success();
+    t.run(&["--path-index", "1", "check"]).success();
+
+    // A secondary index an application's type fills: the command line cannot compute its
+    // values from JSON, so it refuses objects and links where that type lives.
+    let app = Env::absent();
+    let client = dynatree_testing::client_for(&app.endpoint);
+    runtime().block_on(async {
+        let tree = dynatree::Tree::builder(dynatree::DynamoDbTable::new(client, &app.table))
+            .indexes_of::<User>()
+            .build()
+            .unwrap();
+        tree.create_table().await.unwrap();
+        tree.repo::<User>()
+            .put(&User {
+                id: "1".into(),
+                email: "ann@example.com".into(),
+            })
+            .await
+            .unwrap();
+    });
+    let before = app.export();
+    let record = "{\"path\":\"/Users/3\",\"item\":{\"email\":{\"S\":\"c@example.com\"}}}\n";
+    for (args, stdin) in [
+        (
+            &["put", "/Users/2", r#"{"email": "b@example.com"}"#][..],
+            None,
+        ),
+        (&["put", "/Users/2", "{}", "--dry-run"], None),
+        (&["put", "/Tenants/t1/Users/2", "{}"], None),
+        (&["ln", "/Users/1", "/Users/2"], None),
+        (&["import"], Some(record)),
+        (&["import", "--dry-run"], Some(record)),
+    ] {
+        let mut c = app.cmd();
+        c.args(args);
+        if let Some(input) = stdin {
+            c.write_stdin(input);
+        }
+        let err = one_error_line(c.assert(), 1);
+        assert!(
+            err.contains("matches the template Users/{id} of the secondary index by_email")
+                && err.contains("write it through your application"),
+            "{args:?}: {err}"
+        );
+    }
+    assert_eq!(app.export(), before);
+    // Elsewhere in the same table, the command line writes.
+    app.run(&["put", "/Users/1/Notes/n1", "{}"]).success();
+    app.run(&["ln", "/Users/1", "/Latest"]).success();
+}

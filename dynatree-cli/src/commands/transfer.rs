@@ -176,25 +176,33 @@ pub async fn import(
     let bar = progress.handle();
     let table = ctx.table_name.clone();
     let saved = checkpoint.clone();
-    let mut op = ctx
-        .tree
-        .import(records(open(file).await?))
-        .skip(skip)
-        .on_progress(move |p| {
-            seen.store(p.committed(), Ordering::SeqCst);
-            bar.set_position(p.committed());
-            if let Some(c) = &saved {
-                // Best effort: a checkpoint that could not be saved costs a longer resume.
-                // Written aside, then renamed over the old one: a kill in between leaves
-                // the previous checkpoint whole.
-                let mut aside = c.clone().into_os_string();
-                aside.push(".tmp");
-                let body = json!({ "committed": p.committed(), "table": table }).to_string();
-                if std::fs::write(&aside, body).is_ok() {
-                    let _ = std::fs::rename(&aside, c);
-                }
+    // Records where a type that fills a secondary index lives are refused, as `put` refuses
+    // them (the library names the record).
+    let layout = ctx.layout.clone();
+    let input = records(open(file).await?).map(move |r| {
+        r.and_then(|record| match layout.refuse_indexed(record.path()) {
+            Ok(()) => Ok(record),
+            Err(why) => Err(dynatree::Error::new(
+                dynatree::ErrorKind::InvalidArgument,
+                why,
+            )),
+        })
+    });
+    let mut op = ctx.tree.import(input).skip(skip).on_progress(move |p| {
+        seen.store(p.committed(), Ordering::SeqCst);
+        bar.set_position(p.committed());
+        if let Some(c) = &saved {
+            // Best effort: a checkpoint that could not be saved costs a longer resume.
+            // Written aside, then renamed over the old one: a kill in between leaves
+            // the previous checkpoint whole.
+            let mut aside = c.clone().into_os_string();
+            aside.push(".tmp");
+            let body = json!({ "committed": p.committed(), "table": table }).to_string();
+            if std::fs::write(&aside, body).is_ok() {
+                let _ = std::fs::rename(&aside, c);
             }
-        });
+        }
+    });
     op = op.batch(1000);
     let resume_line = match file {
         Some(f) => ctx.command_line(&format!(
@@ -257,7 +265,9 @@ async fn dry_import(ctx: &Ctx, file: Option<&FsPath>, create: bool) -> CliResult
         let r = r.map_err(|e| CliError::from(e).context(format!("record {line}")))?;
         ctx.tree
             .check_record(&r)
-            .map_err(|e| CliError::from(e).context(format!("record {line}")))?;
+            .map_err(CliError::from)
+            .and_then(|()| ctx.refuse_indexed(r.path()))
+            .map_err(|e| e.context(format!("record {line}")))?;
         match r {
             Record::Link { .. } => links += 1,
             _ => objects += 1,

@@ -57,6 +57,7 @@ pub fn parse_object(text: &str) -> CliResult<serde_json::Map<String, Value>> {
 /// `put PATH [JSON]`.
 pub async fn put(ctx: &Ctx, path: &str, json_arg: Option<String>, dry_run: bool) -> CliResult<Doc> {
     let path = ctx.path(path)?;
+    ctx.refuse_indexed(&path)?;
     let object = read_object(json_arg)?;
     let record = json!({ "action": "put", "path": path.escaped() });
     if dry_run {
@@ -89,6 +90,7 @@ pub async fn put(ctx: &Ctx, path: &str, json_arg: Option<String>, dry_run: bool)
 pub async fn ln(ctx: &Ctx, target: &str, path: &str, force: bool, dry_run: bool) -> CliResult<Doc> {
     let target = ctx.path(target)?;
     let path = ctx.path(path)?;
+    ctx.refuse_indexed(&path)?;
     ctx.tree.check_record(&Record::Link {
         path: path.clone(),
         target: target.clone(),
@@ -338,7 +340,7 @@ pub async fn create_table(
     }
     let billing = billing.unwrap_or(Billing::OnDemand);
     let mut features = vec![billing_text(billing)];
-    if let Some(d) = ctx.global.path_index {
+    if let Some(d) = ctx.layout.path_index {
         features.push(format!("path index of depth {d}"));
     }
     if ttl {
@@ -358,7 +360,7 @@ pub async fn create_table(
         "table": ctx.table_name,
         "created": true,
         "billing": features[0],
-        "path_index": ctx.global.path_index,
+        "path_index": ctx.layout.path_index,
         "ttl": ttl,
         "stream": stream,
         "indexes": indexes.iter().map(|(n, r)| json!({ "name": n, "range": r })).collect::<Vec<_>>(),
@@ -382,7 +384,7 @@ pub async fn ensure_table(
     stream: bool,
     indexes: &[(String, bool)],
 ) -> CliResult<()> {
-    let mut builder = super::builder(&ctx.global, ctx.table.clone())
+    let mut builder = super::builder(&ctx.global, ctx.table.clone(), ctx.layout.path_index)
         .billing(billing)
         .time_to_live(ttl);
     for (name, range) in indexes {
@@ -429,7 +431,7 @@ async fn update_table(
         )));
     }
     let mut wanted: Vec<String> = indexes.iter().map(|(n, _)| n.clone()).collect();
-    if ctx.global.path_index.is_some() {
+    if ctx.layout.path_index.is_some() {
         wanted.push(dynatree::PATH_INDEX.to_owned());
     }
     let added: Vec<String> = wanted
