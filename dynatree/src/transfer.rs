@@ -1045,7 +1045,7 @@ impl<S: Storage + 'static> Tree<S> {
     ///
     /// let tree = Tree::new(FakeTable::new());
     /// let mut item = Item::new();
-    /// item.insert("big", Value::S("x".repeat(400_000)));
+    /// item.insert("big", Value::S("x".repeat(410_000))); // over 400 KiB
     /// let record = Record::Object { path: Path::new(["a"])?, item, expires: None };
     /// assert_eq!(tree.check_record(&record).unwrap_err().kind(), ErrorKind::ItemTooLarge);
     ///
