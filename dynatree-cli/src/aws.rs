@@ -74,7 +74,14 @@ pub async fn load(global: &Global) -> CliResult<SdkConfig> {
                     credentials_file.display()
                 ))
             }
-            None => no_credentials(),
+            None => match std::env::var("AWS_PROFILE") {
+                // The standard chain's profile, named by the environment: say if it is unknown.
+                Ok(name) if !name.is_empty() => match profile_region(&name).await {
+                    Err(e) => e.context("AWS_PROFILE"),
+                    Ok(_) => no_credentials(),
+                },
+                _ => no_credentials(),
+            },
         }),
         Err(e) => Err(CliError::msg(format!(
             "cannot load credentials{}: {}",

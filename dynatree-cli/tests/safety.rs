@@ -133,6 +133,20 @@ fn setup_errors_say_what_to_do() {
     ] {
         assert!(err.contains(what), "{what}: {err}");
     }
+    // A profile named by AWS_PROFILE that does not exist.
+    let err = one_error_line(
+        t.cmd()
+            .env_remove("AWS_ACCESS_KEY_ID")
+            .env_remove("AWS_SECRET_ACCESS_KEY")
+            .env("AWS_PROFILE", "ghost")
+            .arg("ls")
+            .assert(),
+        1,
+    );
+    assert!(
+        err.starts_with("dynatree: error: AWS_PROFILE: unknown profile ghost: "),
+        "{err}"
+    );
     // No region.
     let err = one_error_line(t.cmd().env_remove("AWS_REGION").arg("ls").assert(), 1);
     assert_eq!(
