@@ -49,8 +49,10 @@ pub struct Global {
     /// The tree's reserved character (the Go library's default too).
     #[arg(long, default_value_t = dynatree::DEFAULT_RESERVED, global = true)]
     pub reserved: char,
-    /// The depth of the tree's path index (as the table was created with): writes then keep
-    /// the index, and `create-table` creates it.
+    /// The depth of the tree's path index, for `create-table` (which creates the index and
+    /// records its depth in the table) and for tables that do not record it (then writes and
+    /// checks need it). Other commands take the depth from the table; a different one is an
+    /// error.
     #[arg(long, value_name = "DEPTH", env = "DYNATREE_PATH_INDEX", global = true)]
     pub path_index: Option<usize>,
     /// Output format: human tables, one JSON document, or one JSON value per line.
@@ -178,11 +180,18 @@ pub enum Command {
         dry: DryRun,
     },
     /// Create a link at PATH pointing at TARGET.
+    ///
+    /// An object or link already at PATH is refused unless `-f` is given. The check is a read
+    /// before the write: something stored at PATH by another writer between the two is
+    /// replaced.
     Ln {
         /// What the link points at (need not exist).
         target: String,
         /// Where the link is stored.
         path: String,
+        /// Replace an object or link already at PATH.
+        #[arg(short, long)]
+        force: bool,
         #[command(flatten)]
         dry: DryRun,
     },
@@ -214,7 +223,10 @@ pub enum Command {
     },
     /// Create the table (and wait until it is active).
     ///
-    /// With `--path-index DEPTH`, also the path index for descendant queries.
+    /// With `--path-index DEPTH`, also the path index for descendant queries. On a table that
+    /// exists already, adds the indexes it lacks and turns on `--ttl` and `--stream`; a
+    /// `--billing` other than the table's is refused (change it with `aws dynamodb
+    /// update-table`).
     CreateTable {
         /// Enable DynamoDB's time to live on the expiry attribute.
         #[arg(long)]
@@ -226,14 +238,14 @@ pub enum Command {
         /// hash key only, `NAME:range` with a range key. Repeatable.
         #[arg(long = "index", value_name = "NAME[:range]", value_parser = parse_index)]
         indexes: Vec<(String, bool)>,
-        /// Billing mode.
-        #[arg(long, value_enum, default_value_t = BillingMode::OnDemand)]
-        billing: BillingMode,
+        /// Billing mode (default: on-demand; an existing table's must match).
+        #[arg(long, value_enum)]
+        billing: Option<BillingMode>,
         /// Read capacity units (provisioned billing).
-        #[arg(long, default_value_t = 5)]
+        #[arg(long, default_value_t = 5, requires = "billing")]
         read_capacity: u64,
         /// Write capacity units (provisioned billing).
-        #[arg(long, default_value_t = 5)]
+        #[arg(long, default_value_t = 5, requires = "billing")]
         write_capacity: u64,
         #[command(flatten)]
         dry: DryRun,
@@ -274,6 +286,10 @@ pub enum Command {
         /// Continue an interrupted import of the same file.
         #[arg(long, requires = "file")]
         resume: bool,
+        /// Create the table first if it does not exist (on-demand, with the global
+        /// `--path-index`), as `create-table` does; an existing table must be a tree's.
+        #[arg(long)]
+        create_table: bool,
         #[command(flatten)]
         dry: DryRun,
     },
@@ -425,6 +441,8 @@ mod tests {
             &["resume", "--dry-run"],
             &["repair", "--dry-run"],
             &["import", "--dry-run"],
+            &["import", "--create-table", "--dry-run"],
+            &["ln", "-f", "/a", "/b", "--dry-run"],
         ] {
             assert!(parse(args).is_ok(), "{args:?}");
         }

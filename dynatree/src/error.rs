@@ -393,6 +393,8 @@ struct Inner {
     unprocessed: usize,
     service_code: Option<String>,
     request_id: Option<String>,
+    service_message: Option<String>,
+    operation: Option<String>,
 }
 
 impl Error {
@@ -417,14 +419,17 @@ impl Error {
             unprocessed: 0,
             service_code: None,
             request_id: None,
+            service_message: None,
+            operation: None,
         }))
     }
 
     /// Attaches the underlying error, reported by `source()`.
     ///
-    /// When the source is itself a dynatree [`Error`], its [`service_code`](Error::service_code)
-    /// and [`request_id`](Error::request_id) carry over (unless this error has its own), so
-    /// wrapping an error never loses what the service said.
+    /// When the source is itself a dynatree [`Error`], its [`service_code`](Error::service_code),
+    /// [`request_id`](Error::request_id), [`service_message`](Error::service_message) and
+    /// [`operation`](Error::operation) carry over (unless this error has its own), so wrapping
+    /// an error never loses what the service said.
     ///
     /// # Examples
     ///
@@ -448,6 +453,12 @@ impl Error {
             }
             if self.0.request_id.is_none() {
                 self.0.request_id.clone_from(&inner.0.request_id);
+            }
+            if self.0.service_message.is_none() {
+                self.0.service_message.clone_from(&inner.0.service_message);
+            }
+            if self.0.operation.is_none() {
+                self.0.operation.clone_from(&inner.0.operation);
             }
         }
         self.0.source = Some(source);
@@ -486,6 +497,41 @@ impl Error {
     #[must_use]
     pub fn with_request_id(mut self, id: impl Into<String>) -> Self {
         self.0.request_id = Some(id.into());
+        self
+    }
+
+    /// Records the message the service sent with its error, reported by
+    /// [`Error::service_message`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::{Error, ErrorKind};
+    ///
+    /// let e = Error::new(ErrorKind::Backend, "").with_service_message("Requested resource not found");
+    /// assert_eq!(e.service_message(), Some("Requested resource not found"));
+    /// assert_eq!(e.to_string(), "storage backend error"); // Display does not repeat it
+    /// ```
+    #[must_use]
+    pub fn with_service_message(mut self, message: impl Into<String>) -> Self {
+        self.0.service_message = Some(message.into());
+        self
+    }
+
+    /// Records the name of the request that failed (for backends: DynamoDB's operation, such
+    /// as `"PutItem"`), reported by [`Error::operation`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::{Error, ErrorKind};
+    ///
+    /// let e = Error::new(ErrorKind::Throttled, "").with_operation("Query");
+    /// assert_eq!(e.operation(), Some("Query"));
+    /// ```
+    #[must_use]
+    pub fn with_operation(mut self, operation: impl Into<String>) -> Self {
+        self.0.operation = Some(operation.into());
         self
     }
 
@@ -620,6 +666,39 @@ impl Error {
     /// ```
     pub fn request_id(&self) -> Option<&str> {
         self.0.request_id.as_deref()
+    }
+
+    /// The message the service sent with its error (DynamoDB's `message`), when it answered
+    /// with one: what it refused and why, in its words.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::{Error, ErrorKind};
+    ///
+    /// assert_eq!(Error::new(ErrorKind::InvalidPath, "").service_message(), None);
+    /// let e = Error::new(ErrorKind::Validation, "").with_service_message("Invalid table name");
+    /// assert_eq!(e.service_message(), Some("Invalid table name"));
+    /// ```
+    pub fn service_message(&self) -> Option<&str> {
+        self.0.service_message.as_deref()
+    }
+
+    /// The request that failed, for errors of a backend call (DynamoDB's operation name:
+    /// `"GetItem"`, `"PutItem"`, `"TransactWriteItems"`, `"DescribeTable"`, …), also when the
+    /// service did not answer. `None` for errors dynatree raised itself.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::{Error, ErrorKind};
+    ///
+    /// assert_eq!(Error::new(ErrorKind::NotFound, "").operation(), None);
+    /// let e = Error::new(ErrorKind::Backend, "").with_operation("PutItem");
+    /// assert_eq!(e.operation(), Some("PutItem"));
+    /// ```
+    pub fn operation(&self) -> Option<&str> {
+        self.0.operation.as_deref()
     }
 
     /// For [`ErrorKind::TransactionCanceled`]: one reason per action, in request order.
@@ -930,6 +1009,12 @@ impl fmt::Debug for Error {
         }
         if let Some(id) = &self.0.request_id {
             d.field("request_id", id);
+        }
+        if let Some(m) = &self.0.service_message {
+            d.field("service_message", m);
+        }
+        if let Some(op) = &self.0.operation {
+            d.field("operation", op);
         }
         if let Some(s) = &self.0.source {
             d.field("source", s);

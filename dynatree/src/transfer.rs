@@ -1030,6 +1030,44 @@ impl<S: Storage + 'static, R: Stream<Item = Result<Record>> + Send> Import<S, R>
 }
 
 impl<S: Storage + 'static> Tree<S> {
+    /// Checks `record` as [`import`](Tree::import) checks it before writing it, and as
+    /// [`put`](Tree::put) and [`put_link`](Tree::put_link) check the same object or link: the
+    /// path, the attribute names and values, the index keys, and the size of the row as it
+    /// would be written (bookkeeping and index attributes included). Sends no request: for dry
+    /// runs, which must refuse what the real write refuses.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::transfer::Record;
+    /// use dynatree::{ErrorKind, Item, Path, Tree, Value};
+    /// use dynatree_testing::FakeTable;
+    ///
+    /// let tree = Tree::new(FakeTable::new());
+    /// let mut item = Item::new();
+    /// item.insert("big", Value::S("x".repeat(410_000))); // over 400 KiB
+    /// let record = Record::Object { path: Path::new(["a"])?, item, expires: None };
+    /// assert_eq!(tree.check_record(&record).unwrap_err().kind(), ErrorKind::ItemTooLarge);
+    ///
+    /// let mut item = Item::new();
+    /// item.insert("Key", Value::S("x".into()));
+    /// let record = Record::Object { path: Path::new(["a"])?, item, expires: None };
+    /// assert_eq!(tree.check_record(&record).unwrap_err().kind(), ErrorKind::InvalidAttribute);
+    ///
+    /// let link = Record::Link { path: Path::new(["l"])?, target: Path::new(["a"])? };
+    /// tree.check_record(&link)?;
+    /// # Ok::<(), dynatree::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// What the write would fail with before sending: [`ErrorKind::InvalidPath`],
+    /// [`ErrorKind::InvalidAttribute`], [`ErrorKind::InvalidValue`],
+    /// [`ErrorKind::ItemTooLarge`].
+    pub fn check_record(&self, record: &Record) -> Result<()> {
+        self.import_row(&Path::root(), record.clone()).map(drop)
+    }
+
     /// The absolute path and the checked row of a record imported under `under`.
     fn import_row(&self, under: &Path, record: Record) -> Result<(Path, Item)> {
         let join = |p: &Path| Path::new(under.components().iter().chain(p.components()).cloned());

@@ -116,6 +116,9 @@ async fn service_code_and_request_id_without_downcasting() {
         e.request_id(),
         Some("4KBNVRGD25RG1KEO9UT4V3FQDJVV4KQNSO5AEMVJF66Q9ASUAAJG")
     );
+    // The operation and DynamoDB's own message, for one-line reports.
+    assert_eq!(e.operation(), Some("GetItem"));
+    assert_eq!(e.service_message(), Some("canned ValidationException"));
     // Display stays a short lowercase phrase (with DynamoDB's message for a validation error),
     // and the SDK error stays the source.
     assert_eq!(
@@ -134,6 +137,11 @@ async fn service_code_and_request_id_without_downcasting() {
     // Wrapping keeps both.
     let wrapped = dynatree::Error::new(ErrorKind::Conflict, "").with_source(e);
     assert_eq!(wrapped.service_code(), Some("ValidationException"));
+    assert_eq!(wrapped.operation(), Some("GetItem"));
+    assert_eq!(
+        wrapped.service_message(),
+        Some("canned ValidationException")
+    );
     assert!(wrapped.request_id().is_some());
 
     // A transaction's cancellation keeps them too, with its reasons.

@@ -138,15 +138,23 @@ async fn count_lines(file: &FsPath) -> CliResult<u64> {
     Ok(n)
 }
 
-/// `import [--file F] [--resume] [--dry-run]`.
+/// `import [--file F] [--resume] [--create-table] [--dry-run]`.
 pub async fn import(
     ctx: &Ctx,
     file: Option<&FsPath>,
     resume: bool,
+    create_table: bool,
     dry_run: bool,
 ) -> CliResult<Doc> {
+    // Without `--create-table` the table exists: `Ctx::connect` checked it.
+    let create = create_table && ctx.description.is_none();
     if dry_run {
-        return dry_import(ctx, file).await;
+        return dry_import(ctx, file, create).await;
+    }
+    if create {
+        let progress = Progress::spinner(ctx.global.quiet, "creating the table", "");
+        super::write::ensure_table(ctx, dynatree::Billing::OnDemand, false, false, &[]).await?;
+        progress.finish();
     }
     let checkpoint = file.map(checkpoint_path);
     let skip = match (&checkpoint, resume) {
@@ -168,25 +176,33 @@ pub async fn import(
     let bar = progress.handle();
     let table = ctx.table_name.clone();
     let saved = checkpoint.clone();
-    let mut op = ctx
-        .tree
-        .import(records(open(file).await?))
-        .skip(skip)
-        .on_progress(move |p| {
-            seen.store(p.committed(), Ordering::SeqCst);
-            bar.set_position(p.committed());
-            if let Some(c) = &saved {
-                // Best effort: a checkpoint that could not be saved costs a longer resume.
-                // Written aside, then renamed over the old one: a kill in between leaves
-                // the previous checkpoint whole.
-                let mut aside = c.clone().into_os_string();
-                aside.push(".tmp");
-                let body = json!({ "committed": p.committed(), "table": table }).to_string();
-                if std::fs::write(&aside, body).is_ok() {
-                    let _ = std::fs::rename(&aside, c);
-                }
+    // Records where a type that fills a secondary index lives are refused, as `put` refuses
+    // them (the library names the record).
+    let layout = ctx.layout.clone();
+    let input = records(open(file).await?).map(move |r| {
+        r.and_then(|record| match layout.refuse_indexed(record.path()) {
+            Ok(()) => Ok(record),
+            Err(why) => Err(dynatree::Error::new(
+                dynatree::ErrorKind::InvalidArgument,
+                why,
+            )),
+        })
+    });
+    let mut op = ctx.tree.import(input).skip(skip).on_progress(move |p| {
+        seen.store(p.committed(), Ordering::SeqCst);
+        bar.set_position(p.committed());
+        if let Some(c) = &saved {
+            // Best effort: a checkpoint that could not be saved costs a longer resume.
+            // Written aside, then renamed over the old one: a kill in between leaves
+            // the previous checkpoint whole.
+            let mut aside = c.clone().into_os_string();
+            aside.push(".tmp");
+            let body = json!({ "committed": p.committed(), "table": table }).to_string();
+            if std::fs::write(&aside, body).is_ok() {
+                let _ = std::fs::rename(&aside, c);
             }
-        });
+        }
+    });
     op = op.batch(1000);
     let resume_line = match file {
         Some(f) => ctx.command_line(&format!(
@@ -237,17 +253,21 @@ pub async fn import(
     ))
 }
 
-/// `import --dry-run`: reads and parses every record, writes nothing.
-async fn dry_import(ctx: &Ctx, file: Option<&FsPath>) -> CliResult<Doc> {
+/// `import --dry-run`: reads every record and checks it as the import would before writing
+/// it (path, attribute names and values, item size); writes nothing. `create`: the table
+/// would be created first.
+async fn dry_import(ctx: &Ctx, file: Option<&FsPath>, create: bool) -> CliResult<Doc> {
     let progress = Progress::spinner(ctx.global.quiet, "reading", "records");
     let mut stream = Box::pin(records(open(file).await?));
     let (mut objects, mut links, mut line) = (0u64, 0u64, 0u64);
     while let Some(r) = stream.next().await {
         line += 1;
         let r = r.map_err(|e| CliError::from(e).context(format!("record {line}")))?;
-        r.path()
-            .validate(ctx.global.reserved)
-            .map_err(|e| CliError::from(e).context(format!("record {line}")))?;
+        ctx.tree
+            .check_record(&r)
+            .map_err(CliError::from)
+            .and_then(|()| ctx.refuse_indexed(r.path()))
+            .map_err(|e| e.context(format!("record {line}")))?;
         match r {
             Record::Link { .. } => links += 1,
             _ => objects += 1,
@@ -256,10 +276,15 @@ async fn dry_import(ctx: &Ctx, file: Option<&FsPath>) -> CliResult<Doc> {
     }
     progress.finish();
     let n = objects + links;
+    let first = if create {
+        format!("would create table {} and ", ctx.table_name)
+    } else {
+        "would ".to_owned()
+    };
     Ok(Doc::one(
-        json!({ "action": "import", "dry_run": true, "records": n, "objects": objects, "links": links }),
+        json!({ "action": "import", "dry_run": true, "create_table": create, "records": n, "objects": objects, "links": links }),
         format!(
-            "would import {n} {} ({objects} {}, {links} {})\n",
+            "{first}import {n} {} ({objects} {}, {links} {})\n",
             plural(n as usize, "record", "records"),
             plural(objects as usize, "object", "objects"),
             plural(links as usize, "link", "links")

@@ -4,7 +4,8 @@
 
 use std::io::Read;
 
-use dynatree::storage::Storage;
+use dynatree::storage::{Storage, TableDescription};
+use dynatree::transfer::Record;
 use dynatree::{Billing, MoveReport, Path};
 use futures::StreamExt;
 use serde_json::{Value, json};
@@ -56,11 +57,18 @@ pub fn parse_object(text: &str) -> CliResult<serde_json::Map<String, Value>> {
 /// `put PATH [JSON]`.
 pub async fn put(ctx: &Ctx, path: &str, json_arg: Option<String>, dry_run: bool) -> CliResult<Doc> {
     let path = ctx.path(path)?;
+    ctx.refuse_indexed(&path)?;
     let object = read_object(json_arg)?;
     let record = json!({ "action": "put", "path": path.escaped() });
     if dry_run {
-        // Everything but the write: the checks of the path and attributes happen client-side.
-        dynatree::Item::from_serialize(&object)?;
+        // Everything but the write: the path, the attribute names and values and the size of
+        // the row as it would be written, all checked client-side as the real put checks them.
+        let item = dynatree::Item::from_serialize(&object)?;
+        ctx.tree.check_record(&Record::Object {
+            path: path.clone(),
+            item,
+            expires: None,
+        })?;
         return Ok(would(
             record,
             format!(
@@ -75,11 +83,36 @@ pub async fn put(ctx: &Ctx, path: &str, json_arg: Option<String>, dry_run: bool)
     Ok(Doc::one(record, ""))
 }
 
-/// `ln TARGET PATH`.
-pub async fn ln(ctx: &Ctx, target: &str, path: &str, dry_run: bool) -> CliResult<Doc> {
+/// `ln [-f] TARGET PATH`: refuses a PATH that holds an object or a link unless `force`.
+///
+/// The check is a read before the write (the library has no create-only link): something
+/// another writer stores at PATH between the two is replaced, as `--help` says.
+pub async fn ln(ctx: &Ctx, target: &str, path: &str, force: bool, dry_run: bool) -> CliResult<Doc> {
     let target = ctx.path(target)?;
     let path = ctx.path(path)?;
-    let record = json!({ "action": "link", "path": path.escaped(), "target": target.escaped() });
+    ctx.refuse_indexed(&path)?;
+    ctx.tree.check_record(&Record::Link {
+        path: path.clone(),
+        target: target.clone(),
+    })?;
+    let replaced = object_kind(ctx, &path).await?;
+    if let Some(kind) = replaced
+        && !force
+    {
+        return Err(CliError::msg(format!(
+            "already exists: {} ({}); use -f to replace it",
+            path.escaped(),
+            match kind {
+                super::Kind::Link => "a link",
+                _ => "an object",
+            }
+        )));
+    }
+    let mut record =
+        json!({ "action": "link", "path": path.escaped(), "target": target.escaped() });
+    if let Some(kind) = replaced {
+        record["replaced"] = json!(kind.as_str());
+    }
     if dry_run {
         return Ok(would(
             record,
@@ -284,20 +317,30 @@ pub async fn move_or_copy(
     Ok(report_doc(op, &from, &to, &report))
 }
 
-/// `create-table`.
+/// How a billing mode reads in output: `on-demand`, `provisioned 5/5`.
+fn billing_text(billing: Billing) -> String {
+    match billing {
+        Billing::Provisioned { read, write } => format!("provisioned {read}/{write}"),
+        _ => "on-demand".to_owned(),
+    }
+}
+
+/// `create-table`: creates the table, or, when it exists (with a tree's key schema, checked
+/// on connecting), says so and adds what it lacks.
 pub async fn create_table(
     ctx: &Ctx,
-    billing: Billing,
+    billing: Option<Billing>,
     ttl: bool,
     stream: bool,
     indexes: &[(String, bool)],
     dry_run: bool,
 ) -> CliResult<Doc> {
-    let mut features = vec![match billing {
-        Billing::Provisioned { read, write } => format!("provisioned {read}/{write}"),
-        _ => "on-demand".to_owned(),
-    }];
-    if let Some(d) = ctx.global.path_index {
+    if let Some(existing) = &ctx.description {
+        return update_table(ctx, existing, billing, ttl, stream, indexes, dry_run).await;
+    }
+    let billing = billing.unwrap_or(Billing::OnDemand);
+    let mut features = vec![billing_text(billing)];
+    if let Some(d) = ctx.layout.path_index {
         features.push(format!("path index of depth {d}"));
     }
     if ttl {
@@ -315,8 +358,9 @@ pub async fn create_table(
     let record = json!({
         "action": "create-table",
         "table": ctx.table_name,
+        "created": true,
         "billing": features[0],
-        "path_index": ctx.global.path_index,
+        "path_index": ctx.layout.path_index,
         "ttl": ttl,
         "stream": stream,
         "indexes": indexes.iter().map(|(n, r)| json!({ "name": n, "range": r })).collect::<Vec<_>>(),
@@ -326,7 +370,21 @@ pub async fn create_table(
         return Ok(would(record, format!("would create {what}")));
     }
     let progress = Progress::spinner(ctx.global.quiet, "creating the table", "");
-    let mut builder = super::builder(&ctx.global, ctx.table.clone())
+    ensure_table(ctx, billing, ttl, stream, indexes).await?;
+    progress.finish();
+    Ok(Doc::one(record, format!("created {what}\n")))
+}
+
+/// The library's `create_table` with the command's options: creates the table, or adds the
+/// indexes an existing one lacks; turns on time to live and the stream when asked.
+pub async fn ensure_table(
+    ctx: &Ctx,
+    billing: Billing,
+    ttl: bool,
+    stream: bool,
+    indexes: &[(String, bool)],
+) -> CliResult<()> {
+    let mut builder = super::builder(&ctx.global, ctx.table.clone(), ctx.layout.path_index)
         .billing(billing)
         .time_to_live(ttl);
     for (name, range) in indexes {
@@ -340,8 +398,83 @@ pub async fn create_table(
     if stream {
         ctx.table.enable_stream().await?;
     }
+    Ok(())
+}
+
+/// `create-table` on a table that exists: refuses another billing mode (create-table does not
+/// change it), adds the indexes it lacks, turns on time to live and the stream when asked,
+/// and says which of these it did.
+async fn update_table(
+    ctx: &Ctx,
+    existing: &TableDescription,
+    billing: Option<Billing>,
+    ttl: bool,
+    stream: bool,
+    indexes: &[(String, bool)],
+    dry_run: bool,
+) -> CliResult<Doc> {
+    let have = billing_text(existing.billing);
+    if let Some(want) = billing
+        && want != existing.billing
+    {
+        let how = match want {
+            Billing::Provisioned { read, write } => format!(
+                "--billing-mode PROVISIONED --provisioned-throughput ReadCapacityUnits={read},WriteCapacityUnits={write}"
+            ),
+            _ => "--billing-mode PAY_PER_REQUEST".to_owned(),
+        };
+        return Err(CliError::msg(format!(
+            "table {} exists already with {have} billing, not {}: create-table does not change billing; change it with `aws dynamodb update-table --table-name {} {how}`",
+            ctx.table_name,
+            billing_text(want),
+            super::shell_quote(&ctx.table_name),
+        )));
+    }
+    let mut wanted: Vec<String> = indexes.iter().map(|(n, _)| n.clone()).collect();
+    if ctx.layout.path_index.is_some() {
+        wanted.push(dynatree::PATH_INDEX.to_owned());
+    }
+    let added: Vec<String> = wanted
+        .into_iter()
+        .filter(|w| !existing.indexes.iter().any(|(n, _)| n == w))
+        .collect();
+    let mut changes: Vec<String> = added.iter().map(|n| format!("index {n}")).collect();
+    if ttl {
+        changes.push("time to live".to_owned());
+    }
+    if stream {
+        changes.push("stream".to_owned());
+    }
+    let mut record = json!({
+        "action": "create-table",
+        "table": ctx.table_name,
+        "created": false,
+        "billing": have,
+        "added_indexes": added,
+        "ttl": ttl,
+        "stream": stream,
+    });
+    let exists = format!("table {} exists already ({have})", ctx.table_name);
+    if changes.is_empty() {
+        if dry_run {
+            record["dry_run"] = json!(true);
+        }
+        return Ok(Doc::one(record, format!("{exists}; nothing to change\n")));
+    }
+    let what = changes.join(", ");
+    if dry_run {
+        return Ok(would(
+            record,
+            format!("{exists}; would add or turn on: {what}"),
+        ));
+    }
+    let progress = Progress::spinner(ctx.global.quiet, "updating the table", "");
+    ensure_table(ctx, existing.billing, ttl, stream, indexes).await?;
     progress.finish();
-    Ok(Doc::one(record, format!("created {what}\n")))
+    Ok(Doc::one(
+        record,
+        format!("{exists}; added or turned on: {what}\n"),
+    ))
 }
 
 fn intent_records(intents: &[dynatree::Intent]) -> (Vec<Value>, String) {

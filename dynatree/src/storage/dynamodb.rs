@@ -51,8 +51,9 @@ use crate::storage::{
 /// [`Validation`](ErrorKind::Validation), `ResourceNotFoundException` to
 /// [`TableNotFound`](ErrorKind::TableNotFound), anything else to
 /// [`Backend`](ErrorKind::Backend)); the error keeps DynamoDB's code
-/// ([`Error::service_code`]) and request id ([`Error::request_id`]), and the SDK's error is its
-/// [`source`](std::error::Error::source).
+/// ([`Error::service_code`]), message ([`Error::service_message`]) and request id
+/// ([`Error::request_id`]) and the operation that failed ([`Error::operation`]), and the SDK's
+/// error is its [`source`](std::error::Error::source).
 ///
 /// # Examples
 ///
@@ -283,14 +284,49 @@ fn kind_of(code: Option<&str>) -> ErrorKind {
     }
 }
 
-/// DynamoDB's code and request id on `e`, when the service answered.
+/// The DynamoDB operation whose SDK error type this is (named by [`Error::operation`]).
+trait Operation {
+    const NAME: &'static str;
+}
+
+macro_rules! operations {
+    ($($module:ident :: $error:ident => $name:literal,)*) => {
+        $(impl Operation for aws_sdk_dynamodb::operation::$module::$error {
+            const NAME: &'static str = $name;
+        })*
+    };
+}
+
+operations! {
+    batch_get_item::BatchGetItemError => "BatchGetItem",
+    batch_write_item::BatchWriteItemError => "BatchWriteItem",
+    create_table::CreateTableError => "CreateTable",
+    delete_item::DeleteItemError => "DeleteItem",
+    describe_table::DescribeTableError => "DescribeTable",
+    describe_time_to_live::DescribeTimeToLiveError => "DescribeTimeToLive",
+    get_item::GetItemError => "GetItem",
+    put_item::PutItemError => "PutItem",
+    query::QueryError => "Query",
+    scan::ScanError => "Scan",
+    transact_get_items::TransactGetItemsError => "TransactGetItems",
+    transact_write_items::TransactWriteItemsError => "TransactWriteItems",
+    update_item::UpdateItemError => "UpdateItem",
+    update_table::UpdateTableError => "UpdateTable",
+    update_time_to_live::UpdateTimeToLiveError => "UpdateTimeToLive",
+}
+
+/// The operation, and DynamoDB's code, message and request id on `e`, when the service
+/// answered.
 fn with_metadata<E>(e: Error, err: &SdkError<E, HttpResponse>) -> Error
 where
-    E: ProvideErrorMetadata,
+    E: ProvideErrorMetadata + Operation,
 {
-    let mut e = e;
+    let mut e = e.with_operation(E::NAME);
     if let Some(code) = err.code() {
         e = e.with_service_code(code);
+    }
+    if let Some(message) = err.message() {
+        e = e.with_service_message(message);
     }
     let id = RequestId::request_id(err).or_else(|| match err {
         SdkError::ServiceError(s) => s.err().meta().request_id(),
@@ -304,7 +340,7 @@ where
 
 fn map_err<E>(err: SdkError<E, HttpResponse>) -> Error
 where
-    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    E: ProvideErrorMetadata + Operation + std::error::Error + Send + Sync + 'static,
 {
     let kind = kind_of(err.code());
     let detail = match (kind, err.message()) {
