@@ -785,7 +785,12 @@ impl<B: Storage + 'static> Storage for SimStorage<B> {
     async fn describe_table(&self) -> Result<Option<TableDescription>> {
         // Not a scheduling point: the table's description reads no row, so no order of it
         // against other requests can matter (a tree describes its table once, before its
-        // first request).
+        // first request). Counted as running, so the scheduler waits for it rather than
+        // taking the process for a sleeper.
+        let _running = self.op.map(|op| {
+            self.gate.lock().in_flight += 1;
+            InFlight(Arc::clone(&self.gate), op)
+        });
         self.backend.describe_table().await
     }
     async fn update_item(
