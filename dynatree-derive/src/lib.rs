@@ -1,10 +1,4 @@
-//! Implementation detail of the `dynatree` crate: the `#[derive(Hierarchical)]` macro.
-//!
-//! Depend on `dynatree` (feature `derive`, on by default) and use `dynatree::Hierarchical`
-//! instead of this crate. Its API is semver-exempt: the generated code uses `dynatree`'s hidden
-//! `__private` module, so this crate is pinned to the exact version of `dynatree` that uses it.
-//! The derive never panics: every problem is a spanned compile error, all of them reported
-//! together.
+#![doc = include_str!("../README.md")]
 
 mod ast;
 mod attr;

