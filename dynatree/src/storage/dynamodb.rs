@@ -61,7 +61,7 @@ use crate::storage::{
 /// use dynatree::{DynamoDbTable, Tree};
 ///
 /// # async fn run() -> dynatree::Result<()> {
-/// let config = aws_config::load_from_env().await;
+/// let config = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
 /// let client = aws_sdk_dynamodb::Client::new(&config);
 /// let tree = Tree::new(DynamoDbTable::new(client, "my-tree"));
 /// tree.create_table().await?;
@@ -90,7 +90,7 @@ impl DynamoDbTable {
     /// use dynatree::DynamoDbTable;
     ///
     /// # async fn run() {
-    /// let config = aws_config::load_from_env().await;
+    /// let config = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
     /// let table = DynamoDbTable::new(aws_sdk_dynamodb::Client::new(&config), "my-tree");
     /// let retry = table.client().config().retry_config().unwrap();
     /// assert_eq!(retry.max_attempts(), 1);
@@ -110,7 +110,7 @@ impl DynamoDbTable {
     /// ```no_run
     /// # use dynatree::DynamoDbTable;
     /// # async fn run() {
-    /// # let config = aws_config::load_from_env().await;
+    /// # let config = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
     /// let table = DynamoDbTable::new(aws_sdk_dynamodb::Client::new(&config), "my-tree");
     /// assert_eq!(table.table_name(), "my-tree");
     /// # }
@@ -127,7 +127,7 @@ impl DynamoDbTable {
     /// ```no_run
     /// # use dynatree::DynamoDbTable;
     /// # async fn run() {
-    /// # let config = aws_config::load_from_env().await;
+    /// # let config = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
     /// let table = DynamoDbTable::new(aws_sdk_dynamodb::Client::new(&config), "my-tree");
     /// let tables = table.client().list_tables().send().await;
     /// # }
