@@ -80,6 +80,37 @@ pub struct DryRun {
     pub dry_run: bool,
 }
 
+/// What `mv` and `cp` do about links into the subtree (`--links`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Links {
+    /// Point them at the new place.
+    Rewrite,
+    /// Leave them, and list them.
+    Report,
+    /// Leave them.
+    Ignore,
+}
+
+impl Links {
+    /// The library's policy.
+    pub fn policy(self) -> dynatree::LinkPolicy {
+        match self {
+            Links::Rewrite => dynatree::LinkPolicy::Rewrite,
+            Links::Report => dynatree::LinkPolicy::Report,
+            Links::Ignore => dynatree::LinkPolicy::Ignore,
+        }
+    }
+
+    /// Its name on the command line and in output.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Links::Rewrite => "rewrite",
+            Links::Report => "report",
+            Links::Ignore => "ignore",
+        }
+    }
+}
+
 /// The kinds `find --type` selects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum FindType {
@@ -165,6 +196,14 @@ pub enum Command {
         from: String,
         /// The destination (must not exist).
         to: String,
+        /// What to do about the links that point into the subtree, from anywhere in the tree
+        /// (the subtree's own links included). `rewrite` (the default) points them at the new
+        /// place: a link is a reference, and one left behind dangles (`check` reports it);
+        /// finding them costs one Scan of the table, as for `report`, plus one write per link.
+        /// `report` leaves them pointing at the old place and lists them; `ignore` skips the
+        /// Scan and leaves them.
+        #[arg(long, value_enum, value_name = "POLICY", default_value_t = Links::Rewrite)]
+        links: Links,
         #[command(flatten)]
         dry: DryRun,
     },
@@ -174,6 +213,14 @@ pub enum Command {
         from: String,
         /// The destination (must not exist).
         to: String,
+        /// What to do about the subtree's own links that point into it. `rewrite` (the
+        /// default) points their copies at the same place in the copy, so that the copy is
+        /// self-contained like the source (no extra request: each link is written once,
+        /// rewritten). `report` copies them as they are (pointing into the source) and lists
+        /// them; `ignore` copies them as they are. Links from outside keep pointing at the
+        /// source, which stays.
+        #[arg(long, value_enum, value_name = "POLICY", default_value_t = Links::Rewrite)]
+        links: Links,
         #[command(flatten)]
         dry: DryRun,
     },

@@ -21,6 +21,8 @@ pub const EXIT_INTERRUPTED: u8 = 130;
 pub struct CliError {
     code: u8,
     message: String,
+    /// The library's kind, for a failure that came from it.
+    kind: Option<dynatree::ErrorKind>,
 }
 
 /// The command line's result type.
@@ -32,6 +34,7 @@ impl CliError {
         Self {
             code: EXIT_FAILURE,
             message: message.into(),
+            kind: None,
         }
     }
 
@@ -40,6 +43,7 @@ impl CliError {
         Self {
             code: EXIT_NOT_FOUND,
             message: message.into(),
+            kind: None,
         }
     }
 
@@ -48,6 +52,7 @@ impl CliError {
         Self {
             code: EXIT_INTERRUPTED,
             message: message.into(),
+            kind: None,
         }
     }
 
@@ -60,6 +65,17 @@ impl CliError {
     /// interrupted).
     pub fn message(&self) -> &str {
         &self.message
+    }
+
+    /// The library's kind of the failure, if it came from the library.
+    pub fn kind(&self) -> Option<dynatree::ErrorKind> {
+        self.kind
+    }
+
+    /// The same failure with its message rewritten by `f`.
+    pub fn map_message(mut self, f: impl FnOnce(&str) -> String) -> Self {
+        self.message = f(&self.message);
+        self
     }
 
     /// Prefixes the message with what was being done (`"reading /a: ..."`).
@@ -80,11 +96,13 @@ impl std::error::Error for CliError {}
 impl From<dynatree::Error> for CliError {
     fn from(e: dynatree::Error) -> Self {
         let message = one_line(&e);
-        if e.is_not_found() {
+        let mut out = if e.is_not_found() {
             Self::not_found(message)
         } else {
             Self::msg(message)
-        }
+        };
+        out.kind = Some(e.kind());
+        out
     }
 }
 

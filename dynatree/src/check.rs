@@ -317,7 +317,8 @@ pub struct Report {
     pub(crate) pages: u64,
     pub(crate) segments: u32,
     pub(crate) in_progress: usize,
-    #[serde(serialize_with = "millis")]
+    /// Serialized with its unit in the name: a whole number of milliseconds.
+    #[serde(rename = "elapsed_ms", serialize_with = "millis")]
     pub(crate) elapsed: Duration,
 }
 

@@ -48,7 +48,9 @@ pub struct MoveReport {
     pub nodes: usize,
     /// Objects written under the destination.
     pub objects: usize,
-    /// Links that pointed into the moved subtree: `(link path, old target)`.
+    /// Links that pointed into the moved subtree: `(link path, old target)`. For a copy
+    /// ([`Tree::copy_subtree_with`]), the links of the copy whose originals point into the
+    /// source: `(link path in the copy, the original's target)`.
     pub links: Vec<(Path, Path)>,
 }
 
@@ -207,11 +209,52 @@ impl<S: Storage + 'static> Tree<S> {
     ///
     /// As [`move_subtree`](Tree::move_subtree).
     pub async fn copy_subtree(&self, from: impl IntoPath, to: impl IntoPath) -> Result<MoveReport> {
+        self.copy_subtree_with(from, to, LinkPolicy::Ignore).await
+    }
+
+    /// [`copy_subtree`](Tree::copy_subtree) with a policy for the links inside the subtree
+    /// that point into it: [`LinkPolicy::Rewrite`] writes their copies pointing at the same
+    /// place in the copy (the copy is self-contained, as the source is);
+    /// [`LinkPolicy::Report`] copies them as they are and lists them in
+    /// [`MoveReport::links`] (as `Rewrite` does too); [`LinkPolicy::Ignore`] copies them as
+    /// they are. Links elsewhere keep pointing at the source, which stays.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::{LinkPolicy, Tree};
+    /// # use dynatree_testing::FakeTable;
+    /// # #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)] struct V { v: u8 }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let tree = Tree::new(FakeTable::new());
+    /// # tree.create_table().await?;
+    /// tree.put(["templates", "a", "doc"], &V { v: 1 }).await?;
+    /// tree.put_link(["templates", "a", "latest"], ["templates", "a", "doc"]).await?;
+    /// let report = tree
+    ///     .copy_subtree_with(["templates", "a"], ["projects", "p1"], LinkPolicy::Rewrite)
+    ///     .await?;
+    /// assert_eq!(report.links.len(), 1);
+    /// assert_eq!(tree.read_link(["projects", "p1", "latest"]).await?.to_string(), "/projects/p1/doc");
+    /// // The source's link is left alone.
+    /// assert_eq!(tree.read_link(["templates", "a", "latest"]).await?.to_string(), "/templates/a/doc");
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`move_subtree`](Tree::move_subtree).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`move_subtree`](Tree::move_subtree).
+    pub async fn copy_subtree_with(
+        &self,
+        from: impl IntoPath,
+        to: impl IntoPath,
+        links: LinkPolicy,
+    ) -> Result<MoveReport> {
         let (from, to) = self.enter_move(from, to, "copy")?;
-        let report = self
-            .base()
-            .start("copy", from, to, LinkPolicy::Ignore)
-            .await?;
+        let report = self.base().start("copy", from, to, links).await?;
         self.leave_report(report)
     }
 
@@ -659,6 +702,8 @@ impl<S: Storage + 'static> Tree<S> {
         // the unlock (best effort: a resumed call does not know them).
         let mut hollow: Vec<Path> = Vec::new();
         let fresh = g.snapshot().phase == "lock";
+        // Whether this call copied the subtree (and so knows the links of a copy).
+        let mut copied = false;
         loop {
             let phase = g.snapshot().phase;
             match phase.as_str() {
@@ -716,9 +761,11 @@ impl<S: Storage + 'static> Tree<S> {
                         }
                     };
                     match self.copy_levels(g, &levels).await {
-                        Ok((nodes, objects, empty)) => {
+                        Ok((nodes, objects, empty, links)) => {
                             report.nodes = nodes;
                             report.objects = objects;
+                            report.links = links;
+                            copied = true;
                             hollow = empty;
                         }
                         // Refused at the destination, or by a limit: the source is intact and
@@ -778,6 +825,10 @@ impl<S: Storage + 'static> Tree<S> {
                     // Deepest first: a node whose only children were hollow is hollow too.
                     for p in hollow.drain(..) {
                         let _ = self.remove_if_empty(&p).await;
+                    }
+                    if op == "copy" && !copied && g.snapshot().links != LinkPolicy::Ignore {
+                        // Resumed after the copy: its links, from the source (still held).
+                        report.links = self.links_within(g).await?;
                     }
                     if op == "copy" {
                         // A copy holds its source too, so that it copies one state of it.
@@ -1091,7 +1142,7 @@ impl<S: Storage + 'static> Tree<S> {
                 let dest = dest_of(&intent, p)?;
                 self.inner.layout.check_object_path(&dest)?;
                 if let Some(src) = sources.get(&self.inner.layout.object_key(p).hash) {
-                    self.moved_row(src, &dest, &intent.id)?;
+                    self.copied_row(&intent, src, &dest)?;
                 }
             }
         }
@@ -1313,11 +1364,13 @@ impl<S: Storage + 'static> Tree<S> {
     /// overwritten). Returns (nodes, objects).
     /// Also returns the destination nodes it wrote that name nothing (kept for children that
     /// were all skipped or hollow themselves), deepest first, for removal after the unlock.
+    /// Also returns, for a copy whose policy is not `Ignore`, its links whose originals point
+    /// into the source (see [`MoveReport::links`]).
     async fn copy_levels(
         &self,
         g: &Guard,
         levels: &[Vec<Path>],
-    ) -> Result<(usize, usize, Vec<Path>)> {
+    ) -> Result<(usize, usize, Vec<Path>, Vec<(Path, Path)>)> {
         let intent = g.snapshot();
         let lock = Value::S(intent.id.clone());
         let ours_or_new = Condition::Or(vec![
@@ -1325,6 +1378,7 @@ impl<S: Storage + 'static> Tree<S> {
             Condition::equals(self.inner.layout.moving_attr(), lock.clone()),
         ]);
         let (mut nodes, mut objects) = (0, 0);
+        let mut links = Vec::new();
         let total: usize = levels.iter().map(Vec::len).sum();
         // Source nodes not copied (they name nothing), and those copied without an object.
         let mut skipped: std::collections::HashSet<Path> = std::collections::HashSet::new();
@@ -1367,6 +1421,7 @@ impl<S: Storage + 'static> Tree<S> {
                 }
                 let first_dest = actions.len();
                 let (mut level_nodes, mut level_objects) = (0, 0);
+                let mut level_links = Vec::new();
                 for &p in &level {
                     let dest = dest_of(&intent, p)?;
                     let mut row = self.inner.layout.listing_row(&dest);
@@ -1378,16 +1433,23 @@ impl<S: Storage + 'static> Tree<S> {
                     level_nodes += 1;
                     if let Some(src) = sources.get(&self.inner.layout.object_key(p).hash) {
                         actions.push(TransactAction::Put {
-                            item: self.moved_row(src, &dest, &intent.id)?,
+                            item: self.copied_row(&intent, src, &dest)?,
                             condition: Condition::Always,
                         });
                         level_objects += 1;
+                        if intent.op == "copy"
+                            && intent.links != LinkPolicy::Ignore
+                            && let Some(target) = self.link_into(src, &intent.from)
+                        {
+                            level_links.push((dest.clone(), target));
+                        }
                     }
                 }
                 let failed = self.fenced(g, actions, false).await?;
                 let Some(&i) = failed.first() else {
                     nodes += level_nodes;
                     objects += level_objects;
+                    links.append(&mut level_links);
                     self.tell(&intent.op, "copy", nodes, Some(total));
                     break;
                 };
@@ -1440,7 +1502,55 @@ impl<S: Storage + 'static> Tree<S> {
                 out.push(dest_of(&intent, p)?);
             }
         }
-        Ok((nodes, objects, out))
+        links.sort();
+        Ok((nodes, objects, out, links))
+    }
+
+    /// The row `src` copied to `dest` ([`moved_row`](Self::moved_row)); a copy with
+    /// [`LinkPolicy::Rewrite`] points a link into its source at the same place under its
+    /// destination.
+    fn copied_row(&self, intent: &Intent, src: &Item, dest: &Path) -> Result<Item> {
+        let mut row = self.moved_row(src, dest, &intent.id)?;
+        if intent.op == "copy"
+            && intent.links == LinkPolicy::Rewrite
+            && let Some(target) = self.link_into(src, &intent.from)
+        {
+            let target = dest_of(intent, &target)?;
+            self.inner.layout.check_object_path(&target)?;
+            row.insert(
+                self.inner.layout.link_attr(),
+                Value::S(self.inner.layout.encode_target(&target)),
+            );
+            crate::layout::check_item_size(&row)?;
+        }
+        Ok(row)
+    }
+
+    /// The target of the link row `row`, if it is `from` or under it.
+    fn link_into(&self, row: &Item, from: &Path) -> Option<Path> {
+        let raw = row.get_s(self.inner.layout.link_attr())?;
+        let target = self.inner.layout.decode_target(raw).ok()?;
+        target.starts_with(from).then_some(target)
+    }
+
+    /// The links of a copy's destination whose originals point into its source, from the
+    /// source it holds (for a call that resumed the copy after its copy phase).
+    async fn links_within(&self, g: &Guard) -> Result<Vec<(Path, Path)>> {
+        let intent = g.snapshot();
+        let mut out = Vec::new();
+        for level in self.walk_held(&intent.from, &intent.id, true).await? {
+            let sources = self.objects_of(&level, true).await?;
+            for p in &level {
+                if let Some(target) = sources
+                    .get(&self.inner.layout.object_key(p).hash)
+                    .and_then(|src| self.link_into(src, &intent.from))
+                {
+                    out.push((dest_of(&intent, p)?, target));
+                }
+            }
+        }
+        out.sort();
+        Ok(out)
     }
 
     /// An object row re-keyed for `dest`, its path-index attributes recomputed, checked
