@@ -1,6 +1,9 @@
 //! Progress on stderr (indicatif): a bar with rate and ETA when the total is known, a spinner
 //! with the rate otherwise; hidden with `-q` or when stderr is not a terminal.
 //!
+//! On a terminal the bars leave a margin at the right edge ([`Margin`]), so that clearing
+//! them also clears the terminal's echo of Ctrl-C.
+//!
 //! The rate and the ETA are measured from the first update of a phase (each bar style has its
 //! own [`Pace`]), as an average: the updates of a subtree operation come in bursts (a level, a
 //! batch), so an instant rate swings by orders of magnitude. The ETA shows only once that
@@ -10,7 +13,7 @@ use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
 use indicatif::style::ProgressTracker;
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle, TermLike};
 
 const SPINNER: &str = "{spinner} {msg} {human_pos} {prefix} ({rate}, {elapsed})";
 const BAR: &str = "{msg} [{bar:30}] {human_pos}/{human_len} {prefix} ({rate}, {eta})";
@@ -148,7 +151,54 @@ fn target(quiet: bool) -> ProgressDrawTarget {
     if quiet || !std::io::stderr().is_terminal() {
         ProgressDrawTarget::hidden()
     } else {
-        ProgressDrawTarget::stderr()
+        ProgressDrawTarget::term_like_with_hz(
+            Box::new(Margin(console::Term::buffered_stderr())),
+            20,
+        )
+    }
+}
+
+/// Columns left free at the right edge of the terminal.
+const MARGIN: u16 = 3;
+
+/// A terminal a few columns narrower than it is. indicatif pads each line to the terminal's
+/// width, which leaves the cursor in the last column; the terminal's echo of Ctrl-C (`^C`)
+/// then wraps to a new line, and clearing the bar clears that line only, leaving the bar's
+/// last line above the "interrupted" message. With a margin the echo lands on the bar's line,
+/// and is cleared with it.
+#[derive(Debug)]
+struct Margin<T>(T);
+
+impl<T: TermLike> TermLike for Margin<T> {
+    fn width(&self) -> u16 {
+        self.0.width().saturating_sub(MARGIN).max(1)
+    }
+    fn height(&self) -> u16 {
+        self.0.height()
+    }
+    fn move_cursor_up(&self, n: usize) -> std::io::Result<()> {
+        self.0.move_cursor_up(n)
+    }
+    fn move_cursor_down(&self, n: usize) -> std::io::Result<()> {
+        self.0.move_cursor_down(n)
+    }
+    fn move_cursor_right(&self, n: usize) -> std::io::Result<()> {
+        self.0.move_cursor_right(n)
+    }
+    fn move_cursor_left(&self, n: usize) -> std::io::Result<()> {
+        self.0.move_cursor_left(n)
+    }
+    fn write_line(&self, s: &str) -> std::io::Result<()> {
+        self.0.write_line(s)
+    }
+    fn write_str(&self, s: &str) -> std::io::Result<()> {
+        self.0.write_str(s)
+    }
+    fn clear_line(&self) -> std::io::Result<()> {
+        self.0.clear_line()
+    }
+    fn flush(&self) -> std::io::Result<()> {
+        self.0.flush()
     }
 }
 
@@ -339,12 +389,9 @@ mod tests {
         assert_eq!(bar.position(), 2);
     }
 
-    #[test]
-    fn clearing_leaves_no_line_behind() {
-        // A terminal that keeps its screen: what is left on it after the command's error
-        // path (a failure, or Ctrl-C) dropped its progress.
-        let screen = Screen::default();
-        let target = ProgressDrawTarget::term_like(Box::new(screen.clone()));
+    /// Draws a spinner on `screen`, echoes Ctrl-C as a terminal does, then drops the
+    /// progress as a command does on its way out; what is left on the screen.
+    fn interrupted_on(screen: &Screen, target: ProgressDrawTarget) -> String {
         {
             let p = Progress::with_target(target, "moving", "");
             show_op(&p.handle(), "move", "lock", 3, None);
@@ -355,8 +402,27 @@ mod tests {
                 "{:?}",
                 screen.text()
             );
+            screen.echo("^C");
         }
-        assert_eq!(screen.text().trim(), "", "{:?}", screen.text());
+        screen.text()
+    }
+
+    #[test]
+    fn ctrl_c_leaves_no_bar_behind() {
+        let screen = Screen::default();
+        let target = ProgressDrawTarget::term_like(Box::new(Margin(screen.clone())));
+        let left = interrupted_on(&screen, target);
+        assert_eq!(left.trim(), "", "{left:?}");
+    }
+
+    #[test]
+    fn without_a_margin_the_echo_of_ctrl_c_strands_the_bar() {
+        // What the margin is for: the bar's line is as wide as the terminal, the echo wraps,
+        // and the clear misses the bar's line.
+        let screen = Screen::default();
+        let target = ProgressDrawTarget::term_like(Box::new(screen.clone()));
+        let left = interrupted_on(&screen, target);
+        assert!(left.contains("move (lock) 3 nodes"), "{left:?}");
     }
 
     /// A terminal screen in memory, as much of one as indicatif uses.
@@ -370,9 +436,23 @@ mod tests {
         col: usize,
     }
 
+    const SCREEN_WIDTH: usize = 120;
+
     impl Screen {
         fn text(&self) -> String {
             self.0.lock().unwrap().lines.join("\n")
+        }
+
+        /// Echoes `text` at the cursor as a terminal does: past the last column it wraps.
+        fn echo(&self, text: &str) {
+            let mut s = self.0.lock().unwrap();
+            for c in text.chars() {
+                if s.col >= SCREEN_WIDTH {
+                    s.row += 1;
+                    s.col = 0;
+                }
+                s.put(&c.to_string());
+            }
         }
     }
 
@@ -399,7 +479,7 @@ mod tests {
 
     impl indicatif::TermLike for Screen {
         fn width(&self) -> u16 {
-            120
+            SCREEN_WIDTH as u16
         }
         fn move_cursor_up(&self, n: usize) -> std::io::Result<()> {
             let mut s = self.0.lock().unwrap();

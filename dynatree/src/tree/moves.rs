@@ -820,8 +820,7 @@ impl<S: Storage + 'static> Tree<S> {
                     } else {
                         self.walk_nodes(&to).await?
                     };
-                    self.release_objects(g, &holds).await?;
-                    self.unlock_paths(g, &dest).await?;
+                    self.release_and_unlock(g, &holds, &dest).await?;
                     // Deepest first: a node whose only children were hollow is hollow too.
                     for p in hollow.drain(..) {
                         let _ = self.remove_if_empty(&p).await;
@@ -835,14 +834,14 @@ impl<S: Storage + 'static> Tree<S> {
                         match &known {
                             Some(levels) => {
                                 let paths = levels.concat();
-                                self.release_objects(g, &paths).await?;
-                                self.unlock_paths(g, &paths).await?;
+                                self.release_and_unlock(g, &paths, &paths).await?;
                             }
                             None => {
+                                // (The walk of held rows reads listing rows only: the release
+                                // of the objects' holds does not change it.)
                                 let nodes = self.walk_nodes(&from).await?;
-                                self.release_objects(g, &nodes).await?;
                                 let paths = self.walk_held(&from, &g.id(), true).await?.concat();
-                                self.unlock_paths(g, &paths).await?;
+                                self.release_and_unlock(g, &nodes, &paths).await?;
                             }
                         }
                     }
@@ -1247,14 +1246,16 @@ impl<S: Storage + 'static> Tree<S> {
             }
             held.sort();
             let mut next = Vec::new();
-            for dir in &held {
+            for (i, dir) in held.iter().enumerate() {
                 let names: Vec<String> = self.list_names(dir, true).try_collect().await?;
                 for n in names {
                     next.push(dir.child(n)?);
                 }
+                // Each node reported once its children are known: a level can be most of the
+                // subtree, and listing it one Query per node.
+                self.tell(&op, "lock", locked + i + 1, None);
             }
             locked += held.len();
-            self.tell(&op, "lock", locked, None);
             levels.push(held);
             level = next;
         }
@@ -1405,84 +1406,89 @@ impl<S: Storage + 'static> Tree<S> {
                     skipped.insert(p.clone());
                 }
             }
-            let level = kept;
-            let mut attempt = 0;
-            loop {
-                let mut actions = Vec::with_capacity(level.len() * 2 + 1);
-                if depth == 0
-                    && let Some(parent) = &parent
-                {
-                    self.ensure_listing(g, parent).await?;
-                    // The destination's parent exists and is neither locked nor being removed.
-                    actions.push(TransactAction::ConditionCheck {
-                        key: self.inner.layout.listing_key(parent),
-                        condition: self.free_row(),
-                    });
-                }
-                let first_dest = actions.len();
-                let (mut level_nodes, mut level_objects) = (0, 0);
-                let mut level_links = Vec::new();
-                for &p in &level {
-                    let dest = dest_of(&intent, p)?;
-                    let mut row = self.inner.layout.listing_row(&dest);
-                    row.insert(self.inner.layout.moving_attr(), lock.clone());
-                    actions.push(TransactAction::Put {
-                        item: row,
-                        condition: ours_or_new.clone(),
-                    });
-                    level_nodes += 1;
-                    if let Some(src) = sources.get(&self.inner.layout.object_key(p).hash) {
-                        actions.push(TransactAction::Put {
-                            item: self.copied_row(&intent, src, &dest)?,
-                            condition: Condition::Always,
+            // In slices, each reported: a level can hold most of the subtree. (Only the
+            // root's level checks the destination's parent, and it is one node.)
+            for slice in kept.chunks(PROGRESS_SLICE) {
+                let mut attempt = 0;
+                loop {
+                    let mut actions = Vec::with_capacity(slice.len() * 2 + 1);
+                    if depth == 0
+                        && let Some(parent) = &parent
+                    {
+                        self.ensure_listing(g, parent).await?;
+                        // The destination's parent exists and is neither locked nor being removed.
+                        actions.push(TransactAction::ConditionCheck {
+                            key: self.inner.layout.listing_key(parent),
+                            condition: self.free_row(),
                         });
-                        level_objects += 1;
-                        if intent.op == "copy"
-                            && intent.links != LinkPolicy::Ignore
-                            && let Some(target) = self.link_into(src, &intent.from)
-                        {
-                            level_links.push((dest.clone(), target));
+                    }
+                    let first_dest = actions.len();
+                    let (mut level_nodes, mut level_objects) = (0, 0);
+                    let mut level_links = Vec::new();
+                    for &p in slice {
+                        let dest = dest_of(&intent, p)?;
+                        let mut row = self.inner.layout.listing_row(&dest);
+                        row.insert(self.inner.layout.moving_attr(), lock.clone());
+                        actions.push(TransactAction::Put {
+                            item: row,
+                            condition: ours_or_new.clone(),
+                        });
+                        level_nodes += 1;
+                        if let Some(src) = sources.get(&self.inner.layout.object_key(p).hash) {
+                            actions.push(TransactAction::Put {
+                                item: self.copied_row(&intent, src, &dest)?,
+                                condition: Condition::Always,
+                            });
+                            level_objects += 1;
+                            if intent.op == "copy"
+                                && intent.links != LinkPolicy::Ignore
+                                && let Some(target) = self.link_into(src, &intent.from)
+                            {
+                                level_links.push((dest.clone(), target));
+                            }
                         }
                     }
+                    let failed = self.fenced(g, actions, false).await?;
+                    let Some(&i) = failed.first() else {
+                        nodes += level_nodes;
+                        objects += level_objects;
+                        links.append(&mut level_links);
+                        self.tell(&intent.op, "copy", nodes, Some(total));
+                        break;
+                    };
+                    if i >= first_dest {
+                        return Err(Error::new(
+                            ErrorKind::AlreadyExists,
+                            format!("something is already at {}", intent.to),
+                        ));
+                    }
+                    // The parent's check failed: held by another operation (refused), or removed
+                    // or being removed meanwhile (create it again, or wait for the removal).
+                    let parent = parent.as_ref().expect("a check of the parent was sent");
+                    let key = self.inner.layout.listing_key(parent);
+                    self.inner.known.remove(&key);
+                    if self
+                        .io()
+                        .get_item(&key, true)
+                        .await?
+                        .is_some_and(|r| r.contains(self.inner.layout.moving_attr()))
+                    {
+                        return Err(Error::new(
+                            ErrorKind::Locked,
+                            format!(
+                                "the destination's parent {parent} is held by another operation"
+                            ),
+                        ));
+                    }
+                    if attempt + 1 >= self.inner.config.retry.max_attempts() {
+                        return Err(Error::new(
+                            ErrorKind::Conflict,
+                            format!("the destination's parent {parent} kept being removed"),
+                        ));
+                    }
+                    self.owner_sleep(g, attempt).await?;
+                    attempt += 1;
                 }
-                let failed = self.fenced(g, actions, false).await?;
-                let Some(&i) = failed.first() else {
-                    nodes += level_nodes;
-                    objects += level_objects;
-                    links.append(&mut level_links);
-                    self.tell(&intent.op, "copy", nodes, Some(total));
-                    break;
-                };
-                if i >= first_dest {
-                    return Err(Error::new(
-                        ErrorKind::AlreadyExists,
-                        format!("something is already at {}", intent.to),
-                    ));
-                }
-                // The parent's check failed: held by another operation (refused), or removed
-                // or being removed meanwhile (create it again, or wait for the removal).
-                let parent = parent.as_ref().expect("a check of the parent was sent");
-                let key = self.inner.layout.listing_key(parent);
-                self.inner.known.remove(&key);
-                if self
-                    .io()
-                    .get_item(&key, true)
-                    .await?
-                    .is_some_and(|r| r.contains(self.inner.layout.moving_attr()))
-                {
-                    return Err(Error::new(
-                        ErrorKind::Locked,
-                        format!("the destination's parent {parent} is held by another operation"),
-                    ));
-                }
-                if attempt + 1 >= self.inner.config.retry.max_attempts() {
-                    return Err(Error::new(
-                        ErrorKind::Conflict,
-                        format!("the destination's parent {parent} kept being removed"),
-                    ));
-                }
-                self.owner_sleep(g, attempt).await?;
-                attempt += 1;
             }
         }
         // Bottom-up: an objectless node is hollow when every child was skipped or is hollow.
@@ -1596,38 +1602,42 @@ impl<S: Storage + 'static> Tree<S> {
             if count {
                 deleted += self.objects_of(level, true).await?.len();
             }
-            let mut actions = Vec::with_capacity(level.len() * 2);
-            for p in level {
-                let key = self.inner.layout.listing_key(p);
-                self.inner.known.remove(&key);
-                actions.push(self.remove_object(p, Condition::Always));
-                let ours = Condition::equals(self.inner.layout.moving_attr(), lock.clone());
-                actions.push(if keep.contains(p) {
-                    TransactAction::Put {
-                        item: self.inner.layout.listing_row(p),
-                        condition: ours,
-                    }
-                } else {
-                    TransactAction::Delete {
-                        key,
-                        condition: ours,
-                    }
-                });
-            }
-            // A node whose lock is gone keeps its object too: only rows still proven ours are
-            // deleted.
-            let failed = self.fenced_groups(g, actions, true, 2).await?;
-            for (i, p) in level.iter().enumerate() {
-                let not_ours = failed.iter().any(|&f| f / 2 == i);
-                if not_ours {
-                    kept.push(p.clone());
+            // In slices, each reported (a node's row is kept or not by its children, one
+            // level down, never by its own level).
+            for slice in level.chunks(PROGRESS_SLICE) {
+                let mut actions = Vec::with_capacity(slice.len() * 2);
+                for p in slice {
+                    let key = self.inner.layout.listing_key(p);
+                    self.inner.known.remove(&key);
+                    actions.push(self.remove_object(p, Condition::Always));
+                    let ours = Condition::equals(self.inner.layout.moving_attr(), lock.clone());
+                    actions.push(if keep.contains(p) {
+                        TransactAction::Put {
+                            item: self.inner.layout.listing_row(p),
+                            condition: ours,
+                        }
+                    } else {
+                        TransactAction::Delete {
+                            key,
+                            condition: ours,
+                        }
+                    });
                 }
-                if not_ours || keep.contains(p) {
-                    keep.extend(p.parent());
+                // A node whose lock is gone keeps its object too: only rows still proven ours are
+                // deleted.
+                let failed = self.fenced_groups(g, actions, true, 2).await?;
+                for (i, p) in slice.iter().enumerate() {
+                    let not_ours = failed.iter().any(|&f| f / 2 == i);
+                    if not_ours {
+                        kept.push(p.clone());
+                    }
+                    if not_ours || keep.contains(p) {
+                        keep.extend(p.parent());
+                    }
                 }
+                done += slice.len();
+                self.tell(&op, "delete", done, Some(total));
             }
-            done += level.len();
-            self.tell(&op, "delete", done, Some(total));
         }
         // The objects kept (their rows were no longer ours) lose our hold.
         self.release_objects(g, &kept).await?;
@@ -1643,7 +1653,11 @@ impl<S: Storage + 'static> Tree<S> {
         let id = Value::S(g.id());
         let held = self.inner.layout.held_attr();
         let fenced = self.inner.config.fenced_puts;
-        for level in levels {
+        let op = g.snapshot().op;
+        let total: usize = levels.iter().map(Vec::len).sum();
+        let mut done = 0;
+        // In slices, each reported (still the lock phase, its total known now).
+        for level in levels.iter().flat_map(|l| l.chunks(PROGRESS_SLICE)) {
             let mut attempt = 0;
             loop {
                 self.renew_if_due(g).await?;
@@ -1696,6 +1710,8 @@ impl<S: Storage + 'static> Tree<S> {
                 }
                 attempt += 1;
             }
+            done += level.len();
+            self.tell(&op, "lock", done, Some(total));
         }
         Ok(())
     }
@@ -1745,7 +1761,25 @@ impl<S: Storage + 'static> Tree<S> {
             })
             .collect();
         self.fenced(g, actions, true).await?;
-        self.tell(&g.snapshot().op, "unlock", paths.len(), Some(paths.len()));
+        Ok(())
+    }
+
+    /// Releases the holds on the objects at `holds`, then unlocks the listing rows of `paths`,
+    /// in slices, each reported (`"unlock"`: the holds and rows done, of both).
+    async fn release_and_unlock(&self, g: &Guard, holds: &[Path], paths: &[Path]) -> Result<()> {
+        let op = g.snapshot().op;
+        let total = holds.len() + paths.len();
+        let mut done = 0;
+        for slice in holds.chunks(PROGRESS_SLICE) {
+            self.release_objects(g, slice).await?;
+            done += slice.len();
+            self.tell(&op, "unlock", done, Some(total));
+        }
+        for slice in paths.chunks(PROGRESS_SLICE) {
+            self.unlock_paths(g, slice).await?;
+            done += slice.len();
+            self.tell(&op, "unlock", done, Some(total));
+        }
         Ok(())
     }
 
@@ -2165,6 +2199,10 @@ impl<S: Storage + 'static> Tree<S> {
         })
     }
 }
+
+/// Nodes per progress report of a phase that writes a level in slices: two transactions of
+/// one action per node (a lock, a hold), one of two (a copy's listing row and object).
+const PROGRESS_SLICE: usize = 2 * (TRANSACT_MAX - 1);
 
 /// `p` (under the intent's source) moved under its destination.
 fn dest_of(intent: &Intent, p: &Path) -> Result<Path> {
