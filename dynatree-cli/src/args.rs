@@ -4,14 +4,14 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 /// What `--help` prints after the commands: the exit statuses scripts can rely on.
 pub const AFTER_HELP: &str = "\
-Paths are written /Accounts/123456/Links/xyzpdq (`/` alone is the root); inside a component,
-%2F stands for a `/` and %25 for a `%`.
+Paths are written /Accounts/123456/Links/xyzpdq (`/` alone is the root; a trailing `/` is
+allowed); inside a component, %2F stands for a `/` and %25 for a `%`.
 
 Exit status:
   0    success
   1    any failure (bad path, service error, a check that found violations, ...)
   2    usage error (unknown flag, missing argument)
-  3    not found (get, readlink or rm of a missing path; ls of a missing directory)
+  3    not found (a missing path: get, readlink, ls, tree, du, find, export, rm, mv, cp)
   130  interrupted (Ctrl-C); the message says how to resume";
 
 /// `dynatree`: browse and maintain a dynatree table in DynamoDB.
@@ -304,7 +304,8 @@ pub enum Command {
         #[command(flatten)]
         dry: DryRun,
     },
-    /// Write the objects and links under a path as JSONL.
+    /// Write the objects and links under a path as JSONL (with `-o json` and no `--file`, as
+    /// one JSON array).
     Export {
         /// The subtree (default: the whole tree).
         #[arg(default_value = "/")]

@@ -13,17 +13,18 @@ use crate::progress::Progress;
 /// Shows the checker's progress: a spinner of rows while scanning (with segments and read
 /// units), a bar with ETA while confirming or repairing (their totals are known).
 fn show(progress: &indicatif::ProgressBar, p: &dynatree::check::Progress) {
-    let phase = match p.phase {
-        Phase::Scan => "scanning",
-        Phase::Confirm => "confirming",
-        Phase::Repair => "repairing",
-        _ => "working",
+    let (phase, unit) = match p.phase {
+        Phase::Scan => ("scanning", "rows"),
+        Phase::Confirm => ("confirming", "suspects"),
+        Phase::Repair => ("repairing", "violations"),
+        _ => ("working", ""),
     };
     match p.total {
         Some(total) => {
             if progress.length() != Some(total) {
                 progress.set_length(total);
                 progress.set_style(crate::progress::bar_style());
+                progress.set_prefix(unit);
                 progress.reset_elapsed();
             }
             progress.set_message(phase.to_owned());

@@ -9,7 +9,8 @@ use super::{Ctx, parse_path};
 use crate::args::Command;
 use crate::error::CliError;
 
-/// The paths a command names (those that parse; a bad one fails the command by itself).
+/// The paths a command names (those that parse; a bad one fails the command by itself),
+/// with their ancestors (a failure may name the parent of a path).
 pub fn paths_of(command: &Command, reserved: char) -> Vec<Path> {
     let texts: Vec<&str> = match command {
         Command::Ls { path, .. }
@@ -25,10 +26,17 @@ pub fn paths_of(command: &Command, reserved: char) -> Vec<Path> {
         Command::Ln { target, path, .. } => vec![target, path],
         _ => Vec::new(),
     };
-    texts
-        .into_iter()
-        .filter_map(|t| parse_path(t, reserved).ok())
-        .collect()
+    let mut out: Vec<Path> = Vec::new();
+    for text in texts {
+        let mut path = parse_path(text, reserved).ok();
+        while let Some(p) = path {
+            path = p.parent();
+            if !out.contains(&p) {
+                out.push(p);
+            }
+        }
+    }
+    out
 }
 
 /// `e` as it is printed: the command's `paths` escaped in its message and, when the library
@@ -105,9 +113,10 @@ mod tests {
     fn paths_of_commands() {
         use clap::Parser;
         let cli = crate::args::Cli::parse_from(["dynatree", "mv", "/a/b%2Fc", "/d/"]);
+        let p = |s: &str| Path::parse_escaped(s).unwrap();
         assert_eq!(
             paths_of(&cli.command, '¦'),
-            [Path::new(["a", "b/c"]).unwrap(), Path::new(["d"]).unwrap()]
+            [p("/a/b%2Fc"), p("/a"), p("/"), p("/d")]
         );
         let cli = crate::args::Cli::parse_from(["dynatree", "put", "relative", "{}"]);
         assert!(paths_of(&cli.command, '¦').is_empty());
