@@ -76,15 +76,13 @@ async fn a_resumed_copy_reports_its_links() {
     for policy in [LinkPolicy::Rewrite, LinkPolicy::Report] {
         let table = FakeTable::new();
         let tree = template(&table).await;
-        // The copy fails once it is unlocking (its copy phase done): a `resume` finishes it.
-        let armed = table.clone();
+        // The copy fails once it is unlocking (its copy phase done): the next transaction
+        // after its first report of the unlock phase. A `resume` finishes it.
+        let faults = table.clone();
+        let armed = std::sync::atomic::AtomicBool::new(false);
         let failing = tree.on_progress(move |p| {
-            if p.phase == "unlock" {
-                armed.inject_rule(
-                    FaultRule::new(Fault::Fail)
-                        .operation(Op::TransactWriteItems)
-                        .nth(1),
-                );
+            if p.phase == "unlock" && !armed.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                faults.inject_rule(FaultRule::new(Fault::Fail).operation(Op::TransactWriteItems));
             }
         });
         failing

@@ -1604,7 +1604,7 @@ impl<S: Storage + 'static> Tree<S> {
             }
             // In slices, each reported (a node's row is kept or not by its children, one
             // level down, never by its own level).
-            for slice in level.chunks(PROGRESS_SLICE) {
+            for slice in level.chunks(DELETE_SLICE) {
                 let mut actions = Vec::with_capacity(slice.len() * 2);
                 for p in slice {
                     let key = self.inner.layout.listing_key(p);
@@ -1770,7 +1770,7 @@ impl<S: Storage + 'static> Tree<S> {
         let op = g.snapshot().op;
         let total = holds.len() + paths.len();
         let mut done = 0;
-        for slice in holds.chunks(PROGRESS_SLICE) {
+        for slice in holds.chunks(RELEASE_SLICE) {
             self.release_objects(g, slice).await?;
             done += slice.len();
             self.tell(&op, "unlock", done, Some(total));
@@ -2200,9 +2200,14 @@ impl<S: Storage + 'static> Tree<S> {
     }
 }
 
-/// Nodes per progress report of a phase that writes a level in slices: two transactions of
-/// one action per node (a lock, a hold), one of two (a copy's listing row and object).
+/// Nodes per progress report of a phase that writes a level in slices, each slice whole
+/// transactions (of 99 actions besides the fence): two of a hold or an unlock (an action a
+/// node), four of a copy (two).
 const PROGRESS_SLICE: usize = 2 * (TRANSACT_MAX - 1);
+/// [`PROGRESS_SLICE`] for a deletion, whose transactions take 49 groups of two actions.
+const DELETE_SLICE: usize = 4 * ((TRANSACT_MAX - 1) / 2);
+/// [`PROGRESS_SLICE`] for the release of holds, read and written 100 objects at a time.
+const RELEASE_SLICE: usize = 2 * TRANSACT_MAX;
 
 /// `p` (under the intent's source) moved under its destination.
 fn dest_of(intent: &Intent, p: &Path) -> Result<Path> {
