@@ -837,11 +837,10 @@ impl<S: Storage + 'static> Tree<S> {
                                 self.release_and_unlock(g, &paths, &paths).await?;
                             }
                             None => {
-                                // (The walk of held rows reads listing rows only: the release
-                                // of the objects' holds does not change it.)
                                 let nodes = self.walk_nodes(&from).await?;
+                                self.release_and_unlock(g, &nodes, &[]).await?;
                                 let paths = self.walk_held(&from, &g.id(), true).await?.concat();
-                                self.release_and_unlock(g, &nodes, &paths).await?;
+                                self.release_and_unlock(g, &[], &paths).await?;
                             }
                         }
                     }
