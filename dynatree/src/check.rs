@@ -292,6 +292,9 @@ impl serde::Serialize for Violation {
 
 /// What [`Tree::check`](crate::Tree::check) found, and what it cost.
 ///
+/// Serialized (serde) with a field per accessor; the duration is `elapsed_ms`, a whole number
+/// of milliseconds.
+///
 /// # Examples
 ///
 /// ```
