@@ -249,6 +249,13 @@ fn a_write_into_a_held_subtree_names_the_operation_and_how_to_resume_it() {
     let err = failure(&t, &["mv", "/org/r%2Fd/x", "/x", "--dry-run"], 1);
     assert!(err.contains("/org/r%2Fd/x is inside a subtree"), "{err}");
     assert!(err.contains(&format!("operation {id}")), "{err}");
+    for args in [
+        &["rm", "/org/r%2Fd/x", "--dry-run"][..],
+        &["rm", "-r", "/org", "--dry-run"],
+    ] {
+        let err = failure(&t, args, 1);
+        assert!(err.contains(&format!("operation {id}")), "{args:?}: {err}");
+    }
     // The same move again would resume it.
     let again = t.ok(&["mv", "/org/r%2Fd", "/org/lab", "--dry-run"]);
     assert!(

@@ -276,14 +276,7 @@ async fn plan(ctx: &Ctx, op: Transfer, from: &Path, to: &Path, links: Links) -> 
         ));
     }
     if let Some(p) = held(&intents, from, to) {
-        return Err(dynatree::Error::new(
-            ErrorKind::Locked,
-            format!(
-                "{} is inside a subtree that another operation holds (a move, copy or subtree deletion)",
-                p.escaped()
-            ),
-        )
-        .into());
+        return Err(locked(&p));
     }
     let own = object_kind(ctx, from).await?;
     if own.is_none() && !has_children(ctx, from).await? {
@@ -410,6 +403,41 @@ fn link_row(row: &Item, reserved: char) -> Option<(Path, Path)> {
     let hash = row.get_s(HASH_KEY)?.strip_prefix(reserved)?;
     let path = Path::new(hash.split(reserved)).ok()?;
     Some((path, target))
+}
+
+/// The library's refusal of a write at `p`, held by a recorded operation.
+fn locked(p: &Path) -> CliError {
+    dynatree::Error::new(
+        ErrorKind::Locked,
+        format!(
+            "{} is inside a subtree that another operation holds (a move, copy or subtree deletion)",
+            p.escaped()
+        ),
+    )
+    .into()
+}
+
+/// Fails as the library's write at `path` would (a deletion; with `whole`, of the subtree
+/// under it) if a recorded operation holds it: for dry runs.
+pub async fn check_not_held(ctx: &Ctx, path: &Path, whole: bool) -> CliResult<()> {
+    let intents = ctx.tree.pending().await?;
+    for i in &intents {
+        let subtrees: Vec<&Path> = match i.op.as_str() {
+            "move" | "copy" => vec![&i.from, &i.to],
+            // A re-parenting holds its node: writes at it and under it are refused.
+            "delete" | "reparent" => vec![&i.from],
+            _ => Vec::new(),
+        };
+        for h in subtrees {
+            if path.starts_with(h) {
+                return Err(locked(path));
+            }
+            if whole && h.starts_with(path) {
+                return Err(locked(h));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A path of the operation that another recorded operation holds: a node of the source

@@ -127,6 +127,7 @@ pub async fn rm(ctx: &Ctx, path: &str, recursive: bool, dry_run: bool) -> CliRes
         };
         let record = json!({ "action": "delete", "path": path.escaped(), "objects": 1 });
         if dry_run {
+            super::subtree::check_not_held(ctx, &path, false).await?;
             return Ok(would(
                 record,
                 format!("would delete {} ({})", path.escaped(), kind.as_str()),
@@ -139,6 +140,7 @@ pub async fn rm(ctx: &Ctx, path: &str, recursive: bool, dry_run: bool) -> CliRes
         return Err(nothing_at(&path));
     }
     if dry_run {
+        super::subtree::check_not_held(ctx, &path, true).await?;
         let n = count_subtree(ctx, &path, kind.is_some()).await?;
         return Ok(would(
             json!({ "action": "delete", "path": path.escaped(), "objects": n }),
