@@ -4,14 +4,14 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 /// What `--help` prints after the commands: the exit statuses scripts can rely on.
 pub const AFTER_HELP: &str = "\
-Paths are written /Accounts/123456/Links/xyzpdq (`/` alone is the root); inside a component,
-%2F stands for a `/` and %25 for a `%`.
+Paths are written /Accounts/123456/Links/xyzpdq (`/` alone is the root; a trailing `/` is
+allowed); inside a component, %2F stands for a `/` and %25 for a `%`.
 
 Exit status:
   0    success
   1    any failure (bad path, service error, a check that found violations, ...)
   2    usage error (unknown flag, missing argument)
-  3    not found (get, readlink or rm of a missing path; ls of a missing directory)
+  3    not found (a missing path: get, readlink, ls, tree, du, find, export, rm, mv, cp)
   130  interrupted (Ctrl-C); the message says how to resume";
 
 /// `dynatree`: browse and maintain a dynatree table in DynamoDB.
@@ -80,6 +80,37 @@ pub struct DryRun {
     /// Print what would be done, write nothing.
     #[arg(long)]
     pub dry_run: bool,
+}
+
+/// What `mv` and `cp` do about links into the subtree (`--links`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Links {
+    /// Point them at the new place.
+    Rewrite,
+    /// Leave them, and list them.
+    Report,
+    /// Leave them.
+    Ignore,
+}
+
+impl Links {
+    /// The library's policy.
+    pub fn policy(self) -> dynatree::LinkPolicy {
+        match self {
+            Links::Rewrite => dynatree::LinkPolicy::Rewrite,
+            Links::Report => dynatree::LinkPolicy::Report,
+            Links::Ignore => dynatree::LinkPolicy::Ignore,
+        }
+    }
+
+    /// Its name on the command line and in output.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Links::Rewrite => "rewrite",
+            Links::Report => "report",
+            Links::Ignore => "ignore",
+        }
+    }
 }
 
 /// The kinds `find --type` selects.
@@ -167,6 +198,14 @@ pub enum Command {
         from: String,
         /// The destination (must not exist).
         to: String,
+        /// What to do about the links that point into the subtree, from anywhere in the tree
+        /// (the subtree's own links included). `rewrite` (the default) points them at the new
+        /// place: a link is a reference, and one left behind dangles (`check` reports it);
+        /// finding them costs one Scan of the table, as for `report`, plus one write per link.
+        /// `report` leaves them pointing at the old place and lists them; `ignore` skips the
+        /// Scan and leaves them.
+        #[arg(long, value_enum, value_name = "POLICY", default_value_t = Links::Rewrite)]
+        links: Links,
         #[command(flatten)]
         dry: DryRun,
     },
@@ -176,6 +215,14 @@ pub enum Command {
         from: String,
         /// The destination (must not exist).
         to: String,
+        /// What to do about the subtree's own links that point into it. `rewrite` (the
+        /// default) points their copies at the same place in the copy, so that the copy is
+        /// self-contained like the source (no extra request: each link is written once,
+        /// rewritten). `report` copies them as they are (pointing into the source) and lists
+        /// them; `ignore` copies them as they are. Links from outside keep pointing at the
+        /// source, which stays.
+        #[arg(long, value_enum, value_name = "POLICY", default_value_t = Links::Rewrite)]
+        links: Links,
         #[command(flatten)]
         dry: DryRun,
     },
@@ -269,7 +316,8 @@ pub enum Command {
         #[command(flatten)]
         dry: DryRun,
     },
-    /// Write the objects and links under a path as JSONL.
+    /// Write the objects and links under a path as JSONL (with `-o json` and no `--file`, as
+    /// one JSON array).
     Export {
         /// The subtree (default: the whole tree).
         #[arg(default_value = "/")]

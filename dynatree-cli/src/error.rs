@@ -24,6 +24,8 @@ pub struct CliError {
     /// The DynamoDB operation that failed, when the message names one (`"PutItem failed"`),
     /// so that [`CliError::on_table`] can say which table it was sent to.
     operation: Option<String>,
+    /// The library's kind, for a failure that came from it.
+    kind: Option<dynatree::ErrorKind>,
 }
 
 /// The command line's result type.
@@ -36,6 +38,7 @@ impl CliError {
             code: EXIT_FAILURE,
             message: message.into(),
             operation: None,
+            kind: None,
         }
     }
 
@@ -45,6 +48,7 @@ impl CliError {
             code: EXIT_NOT_FOUND,
             message: message.into(),
             operation: None,
+            kind: None,
         }
     }
 
@@ -54,6 +58,7 @@ impl CliError {
             code: EXIT_INTERRUPTED,
             message: message.into(),
             operation: None,
+            kind: None,
         }
     }
 
@@ -66,6 +71,17 @@ impl CliError {
     /// interrupted).
     pub fn message(&self) -> &str {
         &self.message
+    }
+
+    /// The library's kind of the failure, if it came from the library.
+    pub fn kind(&self) -> Option<dynatree::ErrorKind> {
+        self.kind
+    }
+
+    /// The same failure with its message rewritten by `f`.
+    pub fn map_message(mut self, f: impl FnOnce(&str) -> String) -> Self {
+        self.message = f(&self.message);
+        self
     }
 
     /// Prefixes the message with what was being done (`"reading /a: ..."`).
@@ -105,6 +121,7 @@ impl From<dynatree::Error> for CliError {
             Self::msg(message)
         };
         out.operation = e.operation().map(str::to_owned);
+        out.kind = Some(e.kind());
         out
     }
 }

@@ -52,9 +52,12 @@ impl Doc {
         }
     }
 
-    /// Nothing to print.
+    /// Nothing to print, in any format (a command whose output went elsewhere).
     pub fn empty() -> Self {
-        Self::default()
+        Self {
+            single: true,
+            ..Self::default()
+        }
     }
 
     /// The records.
@@ -260,7 +263,9 @@ mod tests {
         let none = Doc::many(Vec::new(), "");
         assert_eq!(none.render(Format::Json), "[]\n");
         assert_eq!(none.render(Format::Jsonl), "");
-        assert_eq!(Doc::empty().render(Format::Table), "");
+        for format in [Format::Table, Format::Json, Format::Jsonl] {
+            assert_eq!(Doc::empty().render(format), "");
+        }
     }
 
     #[test]

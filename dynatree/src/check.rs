@@ -292,6 +292,9 @@ impl serde::Serialize for Violation {
 
 /// What [`Tree::check`](crate::Tree::check) found, and what it cost.
 ///
+/// Serialized (serde) with a field per accessor; the duration is `elapsed_ms`, a whole number
+/// of milliseconds.
+///
 /// # Examples
 ///
 /// ```
@@ -317,7 +320,8 @@ pub struct Report {
     pub(crate) pages: u64,
     pub(crate) segments: u32,
     pub(crate) in_progress: usize,
-    #[serde(serialize_with = "millis")]
+    /// Serialized with its unit in the name: a whole number of milliseconds.
+    #[serde(rename = "elapsed_ms", serialize_with = "millis")]
     pub(crate) elapsed: Duration,
 }
 

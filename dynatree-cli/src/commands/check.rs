@@ -13,23 +13,19 @@ use crate::progress::Progress;
 /// Shows the checker's progress: a spinner of rows while scanning (with segments and read
 /// units), a bar with ETA while confirming or repairing (their totals are known).
 fn show(progress: &indicatif::ProgressBar, p: &dynatree::check::Progress) {
-    let phase = match p.phase {
-        Phase::Scan => "scanning",
-        Phase::Confirm => "confirming",
-        Phase::Repair => "repairing",
-        _ => "working",
+    let (phase, unit) = match p.phase {
+        Phase::Scan => ("scanning", "rows"),
+        Phase::Confirm => ("confirming", "suspects"),
+        Phase::Repair => ("repairing", "violations"),
+        _ => ("working", ""),
     };
     match p.total {
         Some(total) => {
             if progress.length() != Some(total) {
                 progress.set_length(total);
-                progress.set_style(
-                    indicatif::ProgressStyle::with_template(
-                        "{msg} [{bar:30}] {human_pos}/{human_len} ({per_sec}, ETA {eta})",
-                    )
-                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
-                    .progress_chars("=> "),
-                );
+                progress.set_style(crate::progress::bar_style());
+                progress.set_prefix(unit);
+                progress.reset_elapsed();
             }
             progress.set_message(phase.to_owned());
         }
@@ -102,7 +98,7 @@ pub async fn check(ctx: &Ctx, scan: ScanOpts) -> CliResult<Doc> {
 }
 
 /// `repair`: a check, then the repair of what it found (`--dry-run`: what would be fixed);
-/// exit status 1 if violations are left for a human.
+/// exit status 1 if violations are (or, in a dry run, would be) left for a human.
 pub async fn repair(ctx: &Ctx, scan: ScanOpts, dry_run: bool) -> CliResult<Doc> {
     let report = run_check(ctx, scan).await?;
     if report.is_healthy() {
@@ -123,13 +119,15 @@ pub async fn repair(ctx: &Ctx, scan: ScanOpts, dry_run: bool) -> CliResult<Doc> 
     progress.finish();
     let doc = repaired_doc(&report, &repaired);
     let left = repaired.left().len();
-    if left == 0 || dry_run {
+    if left == 0 {
         return Ok(doc);
     }
+    // A dry run exits as the repair would.
     doc.print(ctx.global.output)?;
+    let what = plural(left, "violation", "violations");
+    let verb = if dry_run { "would be left" } else { "left" };
     Err(CliError::msg(format!(
-        "{left} {} left for a human decision",
-        plural(left, "violation", "violations")
+        "{left} {what} {verb} for a human decision"
     )))
 }
 

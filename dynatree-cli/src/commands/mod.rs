@@ -2,7 +2,10 @@
 //! commands share (paths, kinds of entries, Ctrl-C).
 
 mod check;
+mod failure;
+mod paths;
 mod read;
+mod subtree;
 mod transfer;
 mod write;
 
@@ -336,6 +339,7 @@ pub fn template_matches(template: &str, path: &Path) -> bool {
 /// Exit status 1 with the library's message on an empty component, a bad `%` escape or the
 /// reserved character.
 pub fn parse_path(text: &str, reserved: char) -> CliResult<Path> {
+    let text = paths::absolute(text)?;
     let path = Path::parse_escaped(text)
         .and_then(|p| p.validate(reserved).map(|()| p))
         .map_err(|e| CliError::from(e).context(format!("path {text:?}")))?;
@@ -421,6 +425,7 @@ pub async fn run(cli: Cli, table_name: String) -> CliResult<()> {
         } => TableNeed::CreatedIfAbsent,
         _ => TableNeed::Existing,
     };
+    let paths = failure::paths_of(&cli.command, cli.global.reserved);
     let ctx = Ctx::connect(cli.global, table_name, need).await?;
     let writes = !matches!(
         cli.command,
@@ -437,9 +442,10 @@ pub async fn run(cli: Cli, table_name: String) -> CliResult<()> {
         // Writing commands, and `check` (it would not see the index's gaps).
         ctx.writable()?;
     }
-    let doc = dispatch(&ctx, cli.command)
-        .await
-        .map_err(|e| e.on_table(&ctx.table_name))?;
+    let doc = match dispatch(&ctx, cli.command).await {
+        Ok(doc) => doc,
+        Err(e) => return Err(failure::explain(&ctx, &paths, e).await.on_table(&ctx.table_name)),
+    };
     doc.print(format)?;
     Ok(())
 }
@@ -463,11 +469,23 @@ async fn dispatch(ctx: &Ctx, command: Command) -> CliResult<Doc> {
             recursive,
             dry,
         } => write::rm(ctx, &path, recursive, dry.dry_run).await,
-        Command::Mv { from, to, dry } => {
-            write::move_or_copy(ctx, write::Transfer::Move, &from, &to, dry.dry_run).await
+        Command::Mv {
+            from,
+            to,
+            links,
+            dry,
+        } => {
+            subtree::move_or_copy(ctx, subtree::Transfer::Move, &from, &to, links, dry.dry_run)
+                .await
         }
-        Command::Cp { from, to, dry } => {
-            write::move_or_copy(ctx, write::Transfer::Copy, &from, &to, dry.dry_run).await
+        Command::Cp {
+            from,
+            to,
+            links,
+            dry,
+        } => {
+            subtree::move_or_copy(ctx, subtree::Transfer::Copy, &from, &to, links, dry.dry_run)
+                .await
         }
         Command::Ln {
             target,

@@ -2,6 +2,7 @@
 
 use std::collections::HashMap;
 
+use dynatree::storage::Storage;
 use dynatree::{ErrorKind, Path};
 use futures::{StreamExt, TryStreamExt};
 use serde_json::{Value, json};
@@ -70,6 +71,39 @@ pub async fn object_kind(ctx: &Ctx, path: &Path) -> CliResult<Option<Kind>> {
         Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e.into()),
     }
+}
+
+/// Whether anything is at `path`: an object, a link, or children (the root always is).
+pub async fn exists(ctx: &Ctx, path: &Path) -> CliResult<bool> {
+    Ok(
+        path.is_root()
+            || object_kind(ctx, path).await?.is_some()
+            || has_children(ctx, path).await?,
+    )
+}
+
+/// Fails with exit status 3 unless something is at `path`.
+pub async fn must_exist(ctx: &Ctx, path: &Path) -> CliResult<()> {
+    if exists(ctx, path).await? {
+        Ok(())
+    } else {
+        Err(nothing_at(path))
+    }
+}
+
+/// The stored row of the object or link at `path` itself (bookkeeping included), if any.
+async fn own_row(ctx: &Ctx, path: &Path) -> CliResult<Option<dynatree::Item>> {
+    if object_kind(ctx, path).await?.is_none() {
+        return Ok(None);
+    }
+    let reserved = ctx.global.reserved;
+    let hash: String = path
+        .components()
+        .iter()
+        .flat_map(|c| std::iter::once(reserved.to_string()).chain(std::iter::once(c.clone())))
+        .collect();
+    let key = dynatree::storage::Key::new(hash, reserved.to_string());
+    Ok(ctx.table.get_item(&key, false).await?)
 }
 
 /// Whether `path` has at least one child.
@@ -283,6 +317,7 @@ pub async fn find(
     maxdepth: Option<usize>,
 ) -> CliResult<Doc> {
     let root = ctx.path(path)?;
+    must_exist(ctx, &root).await?;
     let reserved = ctx.global.reserved;
     let progress = Progress::spinner(ctx.global.quiet, "searching", "objects");
     let mut query = ctx.tree.descendants(root);
@@ -332,12 +367,21 @@ pub struct Usage {
     pub bytes: u64,
 }
 
-/// `du PATH`: the objects and links below `PATH` and the bytes of their rows.
+/// `du PATH`: the objects and links at and below `PATH` and the bytes of their rows.
 pub async fn du(ctx: &Ctx, path: &str) -> CliResult<Doc> {
     let root = ctx.path(path)?;
+    must_exist(ctx, &root).await?;
     let reserved = ctx.global.reserved;
     let progress = Progress::spinner(ctx.global.quiet, "counting", "objects");
     let mut usage = Usage::default();
+    let own = own_row(ctx, &root).await?;
+    for item in own.iter() {
+        match Kind::of_row(item, reserved) {
+            Kind::Link => usage.links += 1,
+            _ => usage.objects += 1,
+        }
+        usage.bytes += item.size() as u64;
+    }
     let mut stream = ctx.tree.descendants(root.clone()).items();
     while let Some(d) = stream.next().await {
         let d = d?;

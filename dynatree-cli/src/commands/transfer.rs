@@ -14,15 +14,51 @@ use futures::{Stream, StreamExt};
 use serde_json::json;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, BufReader};
 
-use super::read::plural;
+use super::read::{must_exist, plural};
 use super::{Ctx, interruptible, shell_quote};
+use crate::args::Format;
 use crate::error::{CliError, CliResult};
 use crate::output::Doc;
 use crate::progress::Progress;
 
-/// `export [PATH] [--file F]`: JSONL on stdout, or into `F` with a summary on stdout.
+/// How `export` frames its records on stdout: JSON Lines (the format `import` reads), or with
+/// `-o json` one JSON array (one record per line).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Framing {
+    Lines,
+    Array,
+}
+
+impl Framing {
+    /// The text of the `n`th record (from 0), `line` its JSON.
+    fn record(self, n: u64, line: &str) -> String {
+        match (self, n) {
+            (Framing::Lines, _) => format!("{line}\n"),
+            (Framing::Array, 0) => format!("[\n{line}"),
+            (Framing::Array, _) => format!(",\n{line}"),
+        }
+    }
+
+    /// What ends the output after `n` records.
+    fn end(self, n: u64) -> &'static str {
+        match (self, n) {
+            (Framing::Lines, _) => "",
+            (Framing::Array, 0) => "[]\n",
+            (Framing::Array, _) => "\n]\n",
+        }
+    }
+}
+
+/// `export [PATH] [--file F]`: JSONL on stdout (`-o json`: one JSON array), or JSONL into `F`
+/// with a summary on stdout.
 pub async fn export(ctx: &Ctx, path: &str, file: Option<&FsPath>) -> CliResult<Doc> {
     let root = ctx.path(path)?;
+    // Before the file is created: a missing path writes nothing.
+    must_exist(ctx, &root).await?;
+    let framing = match (file, ctx.global.output) {
+        (None, Format::Json) => Framing::Array,
+        _ => Framing::Lines,
+    };
     let progress = Progress::spinner(ctx.global.quiet, "exporting", "records");
     let mut out: Box<dyn Write + Send> = match file {
         Some(f) => Box::new(std::io::BufWriter::new(std::fs::File::create(f).map_err(
@@ -36,7 +72,7 @@ pub async fn export(ctx: &Ctx, path: &str, file: Option<&FsPath>) -> CliResult<D
         async {
             while let Some(r) = records.next().await {
                 let line = r?.to_json_line();
-                match writeln!(out, "{line}") {
+                match out.write_all(framing.record(n, &line).as_bytes()) {
                     Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe && file.is_none() => {
                         return Ok(n);
                     }
@@ -45,7 +81,10 @@ pub async fn export(ctx: &Ctx, path: &str, file: Option<&FsPath>) -> CliResult<D
                 n += 1;
                 progress.inc(1);
             }
-            match out.flush() {
+            match out
+                .write_all(framing.end(n).as_bytes())
+                .and_then(|()| out.flush())
+            {
                 Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe && file.is_none() => {}
                 other => other?,
             }
@@ -165,12 +204,12 @@ pub async fn import(
         Some(f) => Progress::bar(
             ctx.global.quiet,
             count_lines(f).await?,
+            skip,
             "importing",
             "records",
         ),
         None => Progress::spinner(ctx.global.quiet, "importing", "records"),
     };
-    progress.set_position(skip);
     let committed = Arc::new(AtomicU64::new(skip));
     let seen = Arc::clone(&committed);
     let bar = progress.handle();
@@ -295,6 +334,24 @@ async fn dry_import(ctx: &Ctx, file: Option<&FsPath>, create: bool) -> CliResult
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn export_framing() {
+        let frame = |framing: Framing, records: &[&str]| {
+            let mut out = String::new();
+            for (n, r) in records.iter().enumerate() {
+                out.push_str(&framing.record(n as u64, r));
+            }
+            out + framing.end(records.len() as u64)
+        };
+        assert_eq!(frame(Framing::Lines, &["1", "2"]), "1\n2\n");
+        assert_eq!(frame(Framing::Lines, &[]), "");
+        let array = frame(Framing::Array, &[r#"{"a":1}"#, r#"{"b":2}"#]);
+        assert_eq!(array, "[\n{\"a\":1},\n{\"b\":2}\n]\n");
+        let v: serde_json::Value = serde_json::from_str(&array).unwrap();
+        assert_eq!(v, json!([{"a": 1}, {"b": 2}]));
+        assert_eq!(frame(Framing::Array, &[]), "[]\n");
+    }
 
     #[test]
     fn checkpoint_beside_the_file() {

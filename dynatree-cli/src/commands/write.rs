@@ -1,4 +1,4 @@
-//! The writing commands: `put`, `rm`, `mv`, `cp`, `ln`, `create-table`, and the recorded
+//! The writing commands: `put`, `rm`, `ln`, `create-table`, and the recorded
 //! operations (`pending`, `resume`). Each takes `--dry-run`, which reads what it needs and
 //! says what it would write.
 
@@ -6,7 +6,7 @@ use std::io::Read;
 
 use dynatree::storage::{Storage, TableDescription};
 use dynatree::transfer::Record;
-use dynatree::{Billing, MoveReport, Path};
+use dynatree::{Billing, Path};
 use futures::StreamExt;
 use serde_json::{Value, json};
 
@@ -160,6 +160,7 @@ pub async fn rm(ctx: &Ctx, path: &str, recursive: bool, dry_run: bool) -> CliRes
         };
         let record = json!({ "action": "delete", "path": path.escaped(), "objects": 1 });
         if dry_run {
+            super::subtree::check_not_held(ctx, &path, false).await?;
             return Ok(would(
                 record,
                 format!("would delete {} ({})", path.escaped(), kind.as_str()),
@@ -172,6 +173,7 @@ pub async fn rm(ctx: &Ctx, path: &str, recursive: bool, dry_run: bool) -> CliRes
         return Err(nothing_at(&path));
     }
     if dry_run {
+        super::subtree::check_not_held(ctx, &path, true).await?;
         let n = count_subtree(ctx, &path, kind.is_some()).await?;
         return Ok(would(
             json!({ "action": "delete", "path": path.escaped(), "objects": n }),
@@ -204,117 +206,6 @@ pub async fn rm(ctx: &Ctx, path: &str, recursive: bool, dry_run: bool) -> CliRes
             path.escaped()
         ),
     ))
-}
-
-/// Which of `mv` and `cp`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Transfer {
-    /// `mv`.
-    Move,
-    /// `cp`.
-    Copy,
-}
-
-impl Transfer {
-    fn verb(self) -> (&'static str, &'static str, &'static str) {
-        match self {
-            Transfer::Move => ("move", "moved", "moving"),
-            Transfer::Copy => ("copy", "copied", "copying"),
-        }
-    }
-}
-
-/// The output of a finished move or copy.
-pub fn report_doc(op: Transfer, from: &Path, to: &Path, r: &MoveReport) -> Doc {
-    let (verb, done, _) = op.verb();
-    let links: Vec<Value> = r
-        .links
-        .iter()
-        .map(|(l, t)| json!({ "path": l.escaped(), "target": t.escaped() }))
-        .collect();
-    let mut human = format!(
-        "{done} {} {} ({} {}) from {} to {}\n",
-        r.objects,
-        plural(r.objects, "object", "objects"),
-        r.nodes,
-        plural(r.nodes, "node", "nodes"),
-        from.escaped(),
-        to.escaped()
-    );
-    for (l, t) in &r.links {
-        human.push_str(&format!(
-            "note: the link {} still points at {}\n",
-            l.escaped(),
-            t.escaped()
-        ));
-    }
-    Doc::one(
-        json!({
-            "action": verb,
-            "from": from.escaped(),
-            "to": to.escaped(),
-            "id": r.id,
-            "objects": r.objects,
-            "nodes": r.nodes,
-            "links": links,
-        }),
-        human,
-    )
-}
-
-/// `mv FROM TO` and `cp FROM TO`.
-pub async fn move_or_copy(
-    ctx: &Ctx,
-    op: Transfer,
-    from: &str,
-    to: &str,
-    dry_run: bool,
-) -> CliResult<Doc> {
-    let from = ctx.path(from)?;
-    let to = ctx.path(to)?;
-    let (verb, _, doing) = op.verb();
-    if dry_run {
-        let kind = object_kind(ctx, &from).await?;
-        if kind.is_none() && !has_children(ctx, &from).await? {
-            return Err(nothing_at(&from));
-        }
-        if object_kind(ctx, &to).await?.is_some() || has_children(ctx, &to).await? {
-            return Err(CliError::msg(format!(
-                "already exists: something is at {}",
-                to.escaped()
-            )));
-        }
-        let n = count_subtree(ctx, &from, kind.is_some()).await?;
-        return Ok(would(
-            json!({ "action": verb, "from": from.escaped(), "to": to.escaped(), "objects": n }),
-            format!(
-                "would {verb} {n} {} from {} to {}",
-                plural(n as usize, "object", "objects"),
-                from.escaped(),
-                to.escaped()
-            ),
-        ));
-    }
-    let progress = Progress::spinner(ctx.global.quiet, doing, "");
-    let resume = ctx.command_line("resume");
-    let (f, t) = (from.escaped(), to.escaped());
-    let tree = ctx.tree.on_progress(progress.observer());
-    let report = interruptible(
-        async {
-            Ok(match op {
-                Transfer::Move => tree.move_subtree(from.clone(), to.clone()).await?,
-                Transfer::Copy => tree.copy_subtree(from.clone(), to.clone()).await?,
-            })
-        },
-        || {
-            format!(
-                "interrupted: the {verb} of {f} to {t} is recorded and may be part-way; run `{resume}` to finish it"
-            )
-        },
-    )
-    .await?;
-    progress.finish();
-    Ok(report_doc(op, &from, &to, &report))
 }
 
 /// How a billing mode reads in output: `on-demand`, `provisioned 5/5`.
@@ -582,29 +473,6 @@ mod tests {
                 .message()
                 .starts_with("invalid JSON")
         );
-    }
-
-    #[test]
-    fn move_report_output() {
-        let report = MoveReport {
-            id: "op1".into(),
-            nodes: 3,
-            objects: 2,
-            links: vec![(Path::new(["l"]).unwrap(), Path::new(["a", "x"]).unwrap())],
-        };
-        let doc = report_doc(
-            Transfer::Move,
-            &Path::new(["a"]).unwrap(),
-            &Path::new(["b"]).unwrap(),
-            &report,
-        );
-        assert_eq!(
-            doc.render(Format::Table),
-            "moved 2 objects (3 nodes) from /a to /b\nnote: the link /l still points at /a/x\n"
-        );
-        let v: Value = serde_json::from_str(&doc.render(Format::Json)).unwrap();
-        assert_eq!(v["action"], "move");
-        assert_eq!(v["links"][0]["path"], "/l");
     }
 
     #[test]

@@ -118,7 +118,9 @@ type Observer = Arc<dyn Fn(&OpProgress) + Send + Sync>;
 
 /// How far a subtree operation ([`Tree::move_subtree`], [`Tree::copy_subtree`],
 /// [`Tree::delete_subtree`], and those [`Tree::resume`] finishes) has come: given to the
-/// callback of [`Tree::on_progress`] after each level of the subtree in each phase.
+/// callback of [`Tree::on_progress`] while the source is walked, after each node, and in every
+/// phase after each slice of a level (a few transactions' worth of nodes), so that a level of
+/// thousands of nodes does not look hung.
 ///
 /// # Examples
 ///
@@ -128,10 +130,12 @@ type Observer = Arc<dyn Fn(&OpProgress) + Send + Sync>;
 pub struct OpProgress {
     /// The operation: `"move"`, `"copy"` or `"delete"`.
     pub op: String,
-    /// Its phase: `"lock"` (walking and locking the source: the total is not known yet),
-    /// `"copy"` (writing the destination), `"delete"` (removing the source) or `"unlock"`.
+    /// Its phase: `"lock"` (walking and locking the source: the total is not known yet; then,
+    /// with the total known, holding its objects), `"copy"` (writing the destination),
+    /// `"delete"` (removing the source) or `"unlock"` (releasing the holds on objects, then
+    /// the locks on listing rows: `total` counts both).
     pub phase: String,
-    /// Nodes (listing entries) done in this phase so far.
+    /// Nodes (listing entries) done in this phase (or its step) so far.
     pub done: u64,
     /// Nodes the phase has in all, once known.
     pub total: Option<u64>,
@@ -1103,7 +1107,7 @@ impl<S> Tree<S> {
 
     /// This handle, reporting how far the subtree operations run through it have come
     /// (moves, copies, subtree deletions, and what [`resume`](Tree::resume) finishes): `f` is
-    /// called after each level of the subtree in each phase (see [`OpProgress`]). What a
+    /// called after each node walked and each slice written (see [`OpProgress`]). What a
     /// command line shows as a progress bar. Clones of the returned handle report too; the
     /// original does not.
     ///

@@ -48,7 +48,9 @@ pub struct MoveReport {
     pub nodes: usize,
     /// Objects written under the destination.
     pub objects: usize,
-    /// Links that pointed into the moved subtree: `(link path, old target)`.
+    /// Links that pointed into the moved subtree: `(link path, old target)`. For a copy
+    /// ([`Tree::copy_subtree_with`]), the links of the copy whose originals point into the
+    /// source: `(link path in the copy, the original's target)`.
     pub links: Vec<(Path, Path)>,
 }
 
@@ -207,11 +209,52 @@ impl<S: Storage + 'static> Tree<S> {
     ///
     /// As [`move_subtree`](Tree::move_subtree).
     pub async fn copy_subtree(&self, from: impl IntoPath, to: impl IntoPath) -> Result<MoveReport> {
+        self.copy_subtree_with(from, to, LinkPolicy::Ignore).await
+    }
+
+    /// [`copy_subtree`](Tree::copy_subtree) with a policy for the links inside the subtree
+    /// that point into it: [`LinkPolicy::Rewrite`] writes their copies pointing at the same
+    /// place in the copy (the copy is self-contained, as the source is);
+    /// [`LinkPolicy::Report`] copies them as they are and lists them in
+    /// [`MoveReport::links`] (as `Rewrite` does too); [`LinkPolicy::Ignore`] copies them as
+    /// they are. Links elsewhere keep pointing at the source, which stays.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::{LinkPolicy, Tree};
+    /// # use dynatree_testing::FakeTable;
+    /// # #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)] struct V { v: u8 }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let tree = Tree::new(FakeTable::new());
+    /// # tree.create_table().await?;
+    /// tree.put(["templates", "a", "doc"], &V { v: 1 }).await?;
+    /// tree.put_link(["templates", "a", "latest"], ["templates", "a", "doc"]).await?;
+    /// let report = tree
+    ///     .copy_subtree_with(["templates", "a"], ["projects", "p1"], LinkPolicy::Rewrite)
+    ///     .await?;
+    /// assert_eq!(report.links.len(), 1);
+    /// assert_eq!(tree.read_link(["projects", "p1", "latest"]).await?.to_string(), "/projects/p1/doc");
+    /// // The source's link is left alone.
+    /// assert_eq!(tree.read_link(["templates", "a", "latest"]).await?.to_string(), "/templates/a/doc");
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`move_subtree`](Tree::move_subtree).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`move_subtree`](Tree::move_subtree).
+    pub async fn copy_subtree_with(
+        &self,
+        from: impl IntoPath,
+        to: impl IntoPath,
+        links: LinkPolicy,
+    ) -> Result<MoveReport> {
         let (from, to) = self.enter_move(from, to, "copy")?;
-        let report = self
-            .base()
-            .start("copy", from, to, LinkPolicy::Ignore)
-            .await?;
+        let report = self.base().start("copy", from, to, links).await?;
         self.leave_report(report)
     }
 
@@ -659,6 +702,8 @@ impl<S: Storage + 'static> Tree<S> {
         // the unlock (best effort: a resumed call does not know them).
         let mut hollow: Vec<Path> = Vec::new();
         let fresh = g.snapshot().phase == "lock";
+        // Whether this call copied the subtree (and so knows the links of a copy).
+        let mut copied = false;
         loop {
             let phase = g.snapshot().phase;
             match phase.as_str() {
@@ -716,9 +761,11 @@ impl<S: Storage + 'static> Tree<S> {
                         }
                     };
                     match self.copy_levels(g, &levels).await {
-                        Ok((nodes, objects, empty)) => {
+                        Ok((nodes, objects, empty, links)) => {
                             report.nodes = nodes;
                             report.objects = objects;
+                            report.links = links;
+                            copied = true;
                             hollow = empty;
                         }
                         // Refused at the destination, or by a limit: the source is intact and
@@ -773,25 +820,27 @@ impl<S: Storage + 'static> Tree<S> {
                     } else {
                         self.walk_nodes(&to).await?
                     };
-                    self.release_objects(g, &holds).await?;
-                    self.unlock_paths(g, &dest).await?;
+                    self.release_and_unlock(g, &holds, &dest).await?;
                     // Deepest first: a node whose only children were hollow is hollow too.
                     for p in hollow.drain(..) {
                         let _ = self.remove_if_empty(&p).await;
+                    }
+                    if op == "copy" && !copied && g.snapshot().links != LinkPolicy::Ignore {
+                        // Resumed after the copy: its links, from the source (still held).
+                        report.links = self.links_within(g).await?;
                     }
                     if op == "copy" {
                         // A copy holds its source too, so that it copies one state of it.
                         match &known {
                             Some(levels) => {
                                 let paths = levels.concat();
-                                self.release_objects(g, &paths).await?;
-                                self.unlock_paths(g, &paths).await?;
+                                self.release_and_unlock(g, &paths, &paths).await?;
                             }
                             None => {
                                 let nodes = self.walk_nodes(&from).await?;
-                                self.release_objects(g, &nodes).await?;
+                                self.release_and_unlock(g, &nodes, &[]).await?;
                                 let paths = self.walk_held(&from, &g.id(), true).await?.concat();
-                                self.unlock_paths(g, &paths).await?;
+                                self.release_and_unlock(g, &[], &paths).await?;
                             }
                         }
                     }
@@ -1091,7 +1140,7 @@ impl<S: Storage + 'static> Tree<S> {
                 let dest = dest_of(&intent, p)?;
                 self.inner.layout.check_object_path(&dest)?;
                 if let Some(src) = sources.get(&self.inner.layout.object_key(p).hash) {
-                    self.moved_row(src, &dest, &intent.id)?;
+                    self.copied_row(&intent, src, &dest)?;
                 }
             }
         }
@@ -1196,14 +1245,16 @@ impl<S: Storage + 'static> Tree<S> {
             }
             held.sort();
             let mut next = Vec::new();
-            for dir in &held {
+            for (i, dir) in held.iter().enumerate() {
                 let names: Vec<String> = self.list_names(dir, true).try_collect().await?;
                 for n in names {
                     next.push(dir.child(n)?);
                 }
+                // Each node reported once its children are known: a level can be most of the
+                // subtree, and listing it one Query per node.
+                self.tell(&op, "lock", locked + i + 1, None);
             }
             locked += held.len();
-            self.tell(&op, "lock", locked, None);
             levels.push(held);
             level = next;
         }
@@ -1314,11 +1365,13 @@ impl<S: Storage + 'static> Tree<S> {
     /// overwritten). Returns (nodes, objects).
     /// Also returns the destination nodes it wrote that name nothing (kept for children that
     /// were all skipped or hollow themselves), deepest first, for removal after the unlock.
+    /// Also returns, for a copy whose policy is not `Ignore`, its links whose originals point
+    /// into the source (see [`MoveReport::links`]).
     async fn copy_levels(
         &self,
         g: &Guard,
         levels: &[Vec<Path>],
-    ) -> Result<(usize, usize, Vec<Path>)> {
+    ) -> Result<(usize, usize, Vec<Path>, Vec<(Path, Path)>)> {
         let intent = g.snapshot();
         let lock = Value::S(intent.id.clone());
         let ours_or_new = Condition::Or(vec![
@@ -1326,6 +1379,7 @@ impl<S: Storage + 'static> Tree<S> {
             Condition::equals(self.inner.layout.moving_attr(), lock.clone()),
         ]);
         let (mut nodes, mut objects) = (0, 0);
+        let mut links = Vec::new();
         let total: usize = levels.iter().map(Vec::len).sum();
         // Source nodes not copied (they name nothing), and those copied without an object.
         let mut skipped: std::collections::HashSet<Path> = std::collections::HashSet::new();
@@ -1352,76 +1406,89 @@ impl<S: Storage + 'static> Tree<S> {
                     skipped.insert(p.clone());
                 }
             }
-            let level = kept;
-            let mut attempt = 0;
-            loop {
-                let mut actions = Vec::with_capacity(level.len() * 2 + 1);
-                if depth == 0
-                    && let Some(parent) = &parent
-                {
-                    self.ensure_listing(g, parent).await?;
-                    // The destination's parent exists and is neither locked nor being removed.
-                    actions.push(TransactAction::ConditionCheck {
-                        key: self.inner.layout.listing_key(parent),
-                        condition: self.free_row(),
-                    });
-                }
-                let first_dest = actions.len();
-                let (mut level_nodes, mut level_objects) = (0, 0);
-                for &p in &level {
-                    let dest = dest_of(&intent, p)?;
-                    let mut row = self.inner.layout.listing_row(&dest);
-                    row.insert(self.inner.layout.moving_attr(), lock.clone());
-                    actions.push(TransactAction::Put {
-                        item: row,
-                        condition: ours_or_new.clone(),
-                    });
-                    level_nodes += 1;
-                    if let Some(src) = sources.get(&self.inner.layout.object_key(p).hash) {
-                        actions.push(TransactAction::Put {
-                            item: self.moved_row(src, &dest, &intent.id)?,
-                            condition: Condition::Always,
+            // In slices, each reported: a level can hold most of the subtree. (Only the
+            // root's level checks the destination's parent, and it is one node.)
+            for slice in kept.chunks(PROGRESS_SLICE) {
+                let mut attempt = 0;
+                loop {
+                    let mut actions = Vec::with_capacity(slice.len() * 2 + 1);
+                    if depth == 0
+                        && let Some(parent) = &parent
+                    {
+                        self.ensure_listing(g, parent).await?;
+                        // The destination's parent exists and is neither locked nor being removed.
+                        actions.push(TransactAction::ConditionCheck {
+                            key: self.inner.layout.listing_key(parent),
+                            condition: self.free_row(),
                         });
-                        level_objects += 1;
                     }
+                    let first_dest = actions.len();
+                    let (mut level_nodes, mut level_objects) = (0, 0);
+                    let mut level_links = Vec::new();
+                    for &p in slice {
+                        let dest = dest_of(&intent, p)?;
+                        let mut row = self.inner.layout.listing_row(&dest);
+                        row.insert(self.inner.layout.moving_attr(), lock.clone());
+                        actions.push(TransactAction::Put {
+                            item: row,
+                            condition: ours_or_new.clone(),
+                        });
+                        level_nodes += 1;
+                        if let Some(src) = sources.get(&self.inner.layout.object_key(p).hash) {
+                            actions.push(TransactAction::Put {
+                                item: self.copied_row(&intent, src, &dest)?,
+                                condition: Condition::Always,
+                            });
+                            level_objects += 1;
+                            if intent.op == "copy"
+                                && intent.links != LinkPolicy::Ignore
+                                && let Some(target) = self.link_into(src, &intent.from)
+                            {
+                                level_links.push((dest.clone(), target));
+                            }
+                        }
+                    }
+                    let failed = self.fenced(g, actions, false).await?;
+                    let Some(&i) = failed.first() else {
+                        nodes += level_nodes;
+                        objects += level_objects;
+                        links.append(&mut level_links);
+                        self.tell(&intent.op, "copy", nodes, Some(total));
+                        break;
+                    };
+                    if i >= first_dest {
+                        return Err(Error::new(
+                            ErrorKind::AlreadyExists,
+                            format!("something is already at {}", intent.to),
+                        ));
+                    }
+                    // The parent's check failed: held by another operation (refused), or removed
+                    // or being removed meanwhile (create it again, or wait for the removal).
+                    let parent = parent.as_ref().expect("a check of the parent was sent");
+                    let key = self.inner.layout.listing_key(parent);
+                    self.inner.known.remove(&key);
+                    if self
+                        .io()
+                        .get_item(&key, true)
+                        .await?
+                        .is_some_and(|r| r.contains(self.inner.layout.moving_attr()))
+                    {
+                        return Err(Error::new(
+                            ErrorKind::Locked,
+                            format!(
+                                "the destination's parent {parent} is held by another operation"
+                            ),
+                        ));
+                    }
+                    if attempt + 1 >= self.inner.config.retry.max_attempts() {
+                        return Err(Error::new(
+                            ErrorKind::Conflict,
+                            format!("the destination's parent {parent} kept being removed"),
+                        ));
+                    }
+                    self.owner_sleep(g, attempt).await?;
+                    attempt += 1;
                 }
-                let failed = self.fenced(g, actions, false).await?;
-                let Some(&i) = failed.first() else {
-                    nodes += level_nodes;
-                    objects += level_objects;
-                    self.tell(&intent.op, "copy", nodes, Some(total));
-                    break;
-                };
-                if i >= first_dest {
-                    return Err(Error::new(
-                        ErrorKind::AlreadyExists,
-                        format!("something is already at {}", intent.to),
-                    ));
-                }
-                // The parent's check failed: held by another operation (refused), or removed
-                // or being removed meanwhile (create it again, or wait for the removal).
-                let parent = parent.as_ref().expect("a check of the parent was sent");
-                let key = self.inner.layout.listing_key(parent);
-                self.inner.known.remove(&key);
-                if self
-                    .io()
-                    .get_item(&key, true)
-                    .await?
-                    .is_some_and(|r| r.contains(self.inner.layout.moving_attr()))
-                {
-                    return Err(Error::new(
-                        ErrorKind::Locked,
-                        format!("the destination's parent {parent} is held by another operation"),
-                    ));
-                }
-                if attempt + 1 >= self.inner.config.retry.max_attempts() {
-                    return Err(Error::new(
-                        ErrorKind::Conflict,
-                        format!("the destination's parent {parent} kept being removed"),
-                    ));
-                }
-                self.owner_sleep(g, attempt).await?;
-                attempt += 1;
             }
         }
         // Bottom-up: an objectless node is hollow when every child was skipped or is hollow.
@@ -1441,7 +1508,55 @@ impl<S: Storage + 'static> Tree<S> {
                 out.push(dest_of(&intent, p)?);
             }
         }
-        Ok((nodes, objects, out))
+        links.sort();
+        Ok((nodes, objects, out, links))
+    }
+
+    /// The row `src` copied to `dest` ([`moved_row`](Self::moved_row)); a copy with
+    /// [`LinkPolicy::Rewrite`] points a link into its source at the same place under its
+    /// destination.
+    fn copied_row(&self, intent: &Intent, src: &Item, dest: &Path) -> Result<Item> {
+        let mut row = self.moved_row(src, dest, &intent.id)?;
+        if intent.op == "copy"
+            && intent.links == LinkPolicy::Rewrite
+            && let Some(target) = self.link_into(src, &intent.from)
+        {
+            let target = dest_of(intent, &target)?;
+            self.inner.layout.check_object_path(&target)?;
+            row.insert(
+                self.inner.layout.link_attr(),
+                Value::S(self.inner.layout.encode_target(&target)),
+            );
+            crate::layout::check_item_size(&row)?;
+        }
+        Ok(row)
+    }
+
+    /// The target of the link row `row`, if it is `from` or under it.
+    fn link_into(&self, row: &Item, from: &Path) -> Option<Path> {
+        let raw = row.get_s(self.inner.layout.link_attr())?;
+        let target = self.inner.layout.decode_target(raw).ok()?;
+        target.starts_with(from).then_some(target)
+    }
+
+    /// The links of a copy's destination whose originals point into its source, from the
+    /// source it holds (for a call that resumed the copy after its copy phase).
+    async fn links_within(&self, g: &Guard) -> Result<Vec<(Path, Path)>> {
+        let intent = g.snapshot();
+        let mut out = Vec::new();
+        for level in self.walk_held(&intent.from, &intent.id, true).await? {
+            let sources = self.objects_of(&level, true).await?;
+            for p in &level {
+                if let Some(target) = sources
+                    .get(&self.inner.layout.object_key(p).hash)
+                    .and_then(|src| self.link_into(src, &intent.from))
+                {
+                    out.push((dest_of(&intent, p)?, target));
+                }
+            }
+        }
+        out.sort();
+        Ok(out)
     }
 
     /// An object row re-keyed for `dest`, its path-index attributes recomputed, checked
@@ -1487,38 +1602,42 @@ impl<S: Storage + 'static> Tree<S> {
             if count {
                 deleted += self.objects_of(level, true).await?.len();
             }
-            let mut actions = Vec::with_capacity(level.len() * 2);
-            for p in level {
-                let key = self.inner.layout.listing_key(p);
-                self.inner.known.remove(&key);
-                actions.push(self.remove_object(p, Condition::Always));
-                let ours = Condition::equals(self.inner.layout.moving_attr(), lock.clone());
-                actions.push(if keep.contains(p) {
-                    TransactAction::Put {
-                        item: self.inner.layout.listing_row(p),
-                        condition: ours,
-                    }
-                } else {
-                    TransactAction::Delete {
-                        key,
-                        condition: ours,
-                    }
-                });
-            }
-            // A node whose lock is gone keeps its object too: only rows still proven ours are
-            // deleted.
-            let failed = self.fenced_groups(g, actions, true, 2).await?;
-            for (i, p) in level.iter().enumerate() {
-                let not_ours = failed.iter().any(|&f| f / 2 == i);
-                if not_ours {
-                    kept.push(p.clone());
+            // In slices, each reported (a node's row is kept or not by its children, one
+            // level down, never by its own level).
+            for slice in level.chunks(DELETE_SLICE) {
+                let mut actions = Vec::with_capacity(slice.len() * 2);
+                for p in slice {
+                    let key = self.inner.layout.listing_key(p);
+                    self.inner.known.remove(&key);
+                    actions.push(self.remove_object(p, Condition::Always));
+                    let ours = Condition::equals(self.inner.layout.moving_attr(), lock.clone());
+                    actions.push(if keep.contains(p) {
+                        TransactAction::Put {
+                            item: self.inner.layout.listing_row(p),
+                            condition: ours,
+                        }
+                    } else {
+                        TransactAction::Delete {
+                            key,
+                            condition: ours,
+                        }
+                    });
                 }
-                if not_ours || keep.contains(p) {
-                    keep.extend(p.parent());
+                // A node whose lock is gone keeps its object too: only rows still proven ours are
+                // deleted.
+                let failed = self.fenced_groups(g, actions, true, 2).await?;
+                for (i, p) in slice.iter().enumerate() {
+                    let not_ours = failed.iter().any(|&f| f / 2 == i);
+                    if not_ours {
+                        kept.push(p.clone());
+                    }
+                    if not_ours || keep.contains(p) {
+                        keep.extend(p.parent());
+                    }
                 }
+                done += slice.len();
+                self.tell(&op, "delete", done, Some(total));
             }
-            done += level.len();
-            self.tell(&op, "delete", done, Some(total));
         }
         // The objects kept (their rows were no longer ours) lose our hold.
         self.release_objects(g, &kept).await?;
@@ -1534,7 +1653,11 @@ impl<S: Storage + 'static> Tree<S> {
         let id = Value::S(g.id());
         let held = self.inner.layout.held_attr();
         let fenced = self.inner.config.fenced_puts;
-        for level in levels {
+        let op = g.snapshot().op;
+        let total: usize = levels.iter().map(Vec::len).sum();
+        let mut done = 0;
+        // In slices, each reported (still the lock phase, its total known now).
+        for level in levels.iter().flat_map(|l| l.chunks(PROGRESS_SLICE)) {
             let mut attempt = 0;
             loop {
                 self.renew_if_due(g).await?;
@@ -1587,6 +1710,8 @@ impl<S: Storage + 'static> Tree<S> {
                 }
                 attempt += 1;
             }
+            done += level.len();
+            self.tell(&op, "lock", done, Some(total));
         }
         Ok(())
     }
@@ -1636,7 +1761,25 @@ impl<S: Storage + 'static> Tree<S> {
             })
             .collect();
         self.fenced(g, actions, true).await?;
-        self.tell(&g.snapshot().op, "unlock", paths.len(), Some(paths.len()));
+        Ok(())
+    }
+
+    /// Releases the holds on the objects at `holds`, then unlocks the listing rows of `paths`,
+    /// in slices, each reported (`"unlock"`: the holds and rows done, of both).
+    async fn release_and_unlock(&self, g: &Guard, holds: &[Path], paths: &[Path]) -> Result<()> {
+        let op = g.snapshot().op;
+        let total = holds.len() + paths.len();
+        let mut done = 0;
+        for slice in holds.chunks(RELEASE_SLICE) {
+            self.release_objects(g, slice).await?;
+            done += slice.len();
+            self.tell(&op, "unlock", done, Some(total));
+        }
+        for slice in paths.chunks(PROGRESS_SLICE) {
+            self.unlock_paths(g, slice).await?;
+            done += slice.len();
+            self.tell(&op, "unlock", done, Some(total));
+        }
         Ok(())
     }
 
@@ -2058,6 +2201,15 @@ impl<S: Storage + 'static> Tree<S> {
         })
     }
 }
+
+/// Nodes per progress report of a phase that writes a level in slices, each slice whole
+/// transactions (of 99 actions besides the fence): two of a hold or an unlock (an action a
+/// node), four of a copy (two).
+const PROGRESS_SLICE: usize = 2 * (TRANSACT_MAX - 1);
+/// [`PROGRESS_SLICE`] for a deletion, whose transactions take 49 groups of two actions.
+const DELETE_SLICE: usize = 4 * ((TRANSACT_MAX - 1) / 2);
+/// [`PROGRESS_SLICE`] for the release of holds, read and written 100 objects at a time.
+const RELEASE_SLICE: usize = 2 * TRANSACT_MAX;
 
 /// `p` (under the intent's source) moved under its destination.
 fn dest_of(intent: &Intent, p: &Path) -> Result<Path> {
