@@ -444,7 +444,11 @@ pub async fn run(cli: Cli, table_name: String) -> CliResult<()> {
     }
     let doc = match dispatch(&ctx, cli.command).await {
         Ok(doc) => doc,
-        Err(e) => return Err(failure::explain(&ctx, &paths, e).await.on_table(&ctx.table_name)),
+        Err(e) => {
+            return Err(failure::explain(&ctx, &paths, e)
+                .await
+                .on_table(&ctx.table_name));
+        }
     };
     doc.print(format)?;
     Ok(())
