@@ -81,8 +81,9 @@
 //! `AWSLambdaBasicExecutionRole` for those). The table statement is exactly what the stream
 //! processor sends: consistent GetItem and Query to walk the subtree below a changed source,
 //! BatchGetItem to read ancestors, UpdateItem for the version-guarded copies and PutItem for the
-//! tombstone of a removed source; no Scan, no DeleteItem, no transaction, no index, no table
-//! administration.
+//! tombstone of a removed source, and DescribeTable for the table check a tree makes once,
+//! before its first request (see `Tree::verify`); no Scan, no DeleteItem, no transaction, no
+//! index, no other table administration.
 //!
 //! ```json
 //! {
@@ -103,6 +104,7 @@
 //!       "Sid": "CopyDenormalizedFields",
 //!       "Effect": "Allow",
 //!       "Action": [
+//!         "dynamodb:DescribeTable",
 //!         "dynamodb:GetItem",
 //!         "dynamodb:BatchGetItem",
 //!         "dynamodb:Query",
