@@ -17,7 +17,7 @@
 use std::collections::BTreeMap;
 
 use dynatree::changes::{StreamConsumer, latest_stream_arn};
-use dynatree::{DynamoDbTable, Propagation, Tree};
+use dynatree::{DynamoDbTable, Tree, denorm::Propagation};
 use dynatree_testing::FakeTable;
 
 #[path = "forum_model.rs"]

@@ -12,7 +12,7 @@
 
 use aws_config::BehaviorVersion;
 use dynatree::changes::lambda::{DynamoDbEventResponse, Event, handle};
-use dynatree::{DynamoDbTable, Propagation, Tree};
+use dynatree::{DynamoDbTable, Tree, denorm::Propagation};
 use lambda_runtime::{Error, LambdaEvent, service_fn};
 
 #[path = "forum_model.rs"]

@@ -2,7 +2,7 @@
 //! posts and comments, and the tree that knows every type holding copies. A processor of the
 //! table's stream must register the same types as the writers.
 
-use dynatree::{Hierarchical, Propagation, Tree};
+use dynatree::{Hierarchical, Tree, denorm::Propagation};
 use serde::{Deserialize, Serialize};
 
 /// A forum: its name is copied to everything below it.

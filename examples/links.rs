@@ -185,7 +185,7 @@ async fn run(tree: Tree) -> Result<(), Box<dyn std::error::Error>> {
 }
 
 async fn print_rows(tree: &Tree) -> Result<(), Box<dyn std::error::Error>> {
-    let mut rows: Vec<dynatree::Item> = tree.scan().try_collect().await?;
+    let mut rows: Vec<dynatree::storage::Item> = tree.scan().try_collect().await?;
     rows.sort_by(|a, b| {
         (a.get_s("Key"), a.get_s("Child")).cmp(&(b.get_s("Key"), b.get_s("Child")))
     });
@@ -194,8 +194,8 @@ async fn print_rows(tree: &Tree) -> Result<(), Box<dyn std::error::Error>> {
             .iter()
             .filter(|(n, _)| *n != "Key" && *n != "Child")
             .map(|(n, v)| match v {
-                dynatree::Value::S(s) => format!("{n}={s:?}"),
-                dynatree::Value::N(x) => format!("{n}={x}"),
+                dynatree::storage::Value::S(s) => format!("{n}={s:?}"),
+                dynatree::storage::Value::N(x) => format!("{n}={x}"),
                 other => format!("{n}={other:?}"),
             })
             .collect();

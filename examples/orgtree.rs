@@ -5,7 +5,7 @@
 //!
 //! In-memory by default; `DYNATREE_TABLE=<name>` runs it on DynamoDB (see `links.rs`).
 
-use dynatree::{DynamoDbTable, OnChildren, Path, Tree};
+use dynatree::{DynamoDbTable, Path, Tree, ops::OnChildren};
 use dynatree_testing::FakeTable;
 use futures::TryStreamExt;
 use serde::{Deserialize, Serialize};

@@ -47,7 +47,7 @@ pub struct Global {
     #[arg(long, global = true)]
     pub profile: Option<String>,
     /// The tree's reserved character (the Go library's default too).
-    #[arg(long, default_value_t = dynatree::DEFAULT_RESERVED, global = true)]
+    #[arg(long, default_value_t = dynatree::storage::DEFAULT_RESERVED, global = true)]
     pub reserved: char,
     /// The depth of the tree's path index, for `create-table` (which creates the index and
     /// records its depth in the table) and for tables that do not record it (then writes and
@@ -95,11 +95,11 @@ pub enum Links {
 
 impl Links {
     /// The library's policy.
-    pub fn policy(self) -> dynatree::LinkPolicy {
+    pub fn policy(self) -> dynatree::ops::LinkPolicy {
         match self {
-            Links::Rewrite => dynatree::LinkPolicy::Rewrite,
-            Links::Report => dynatree::LinkPolicy::Report,
-            Links::Ignore => dynatree::LinkPolicy::Ignore,
+            Links::Rewrite => dynatree::ops::LinkPolicy::Rewrite,
+            Links::Report => dynatree::ops::LinkPolicy::Report,
+            Links::Ignore => dynatree::ops::LinkPolicy::Ignore,
         }
     }
 

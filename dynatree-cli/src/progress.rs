@@ -84,9 +84,9 @@ impl Progress {
     /// A callback for [`dynatree::Tree::on_progress`]: the phase of a subtree operation as
     /// the message, its nodes as the count, and once the phase's total is known a bar with
     /// rate and ETA. Each phase measures its rate afresh.
-    pub fn observer(&self) -> impl Fn(&dynatree::OpProgress) + Send + Sync + 'static {
+    pub fn observer(&self) -> impl Fn(&dynatree::ops::OpProgress) + Send + Sync + 'static {
         let bar = self.bar.clone();
-        move |p: &dynatree::OpProgress| show_op(&bar, &p.op, &p.phase, p.done, p.total)
+        move |p: &dynatree::ops::OpProgress| show_op(&bar, &p.op, &p.phase, p.done, p.total)
     }
 
     /// A handle on the same bar, for callbacks that must own one.

@@ -224,7 +224,7 @@ fn expand(input: &Input<'_>, plan: &Plan<'_>) -> TokenStream {
             "dynatree"
         );
         let doc_borrowed = "\n\nTakes the field's type or a borrowed form of it (`&str` for a \
-             `String`): any [`AsKeySegment`](dynatree::AsKeySegment) of it.";
+             `String`): any [`AsKeySegment`](dynatree::keys::AsKeySegment) of it.";
         quote! {
             #[doc = #doc]
             #[doc = #doc_borrowed]

@@ -25,7 +25,7 @@ use std::time::Instant;
 use dynatree::check::Report;
 use dynatree::storage::Storage;
 use dynatree::transfer::Record;
-use dynatree::{Item, Path, Tree, Value};
+use dynatree::{Path, Tree, storage::Item, storage::Value};
 use dynatree_testing::{DynamoDbLocal, FakeTable};
 
 /// Rows of one account (see the module docs).

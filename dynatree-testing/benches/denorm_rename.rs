@@ -15,7 +15,7 @@ use std::time::Instant;
 
 use dynatree::changes::{StreamConsumer, latest_stream_arn};
 use dynatree::storage::Storage;
-use dynatree::{Hierarchical, Propagation, Tree};
+use dynatree::{Hierarchical, Tree, denorm::Propagation};
 use dynatree_testing::{DynamoDbLocal, FakeTable};
 use serde::{Deserialize, Serialize};
 

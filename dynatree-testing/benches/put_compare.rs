@@ -48,7 +48,7 @@ use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::config::retry::RetryConfig;
 use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, WriteRequest as SdkWrite};
 use dynatree::storage::{Condition, Key, Storage, WriteRequest};
-use dynatree::{DynamoDbTable, Item, RetryPolicy, Tree, Value, storage};
+use dynatree::{DynamoDbTable, RetryPolicy, Tree, storage, storage::Item, storage::Value};
 use dynatree_testing::{DynamoDbLocal, FakeTable, client_for};
 use futures::{StreamExt, TryStreamExt};
 use serde::{Deserialize, Serialize};

@@ -27,8 +27,8 @@ fn path(depth: usize, leaf: usize) -> Vec<String> {
 
 /// The rows dynamotree's Put writes for `path`: every listing row, then the object row.
 fn go_rows(path: &[String], v: u32) -> Vec<WriteRequest> {
-    let mut attrs = dynatree::Item::new();
-    attrs.insert("v", dynatree::Value::N(v.to_string()));
+    let mut attrs = dynatree::storage::Item::new();
+    attrs.insert("v", dynatree::storage::Value::N(v.to_string()));
     fixtures::go_rows(path, &attrs)
 }
 

@@ -18,7 +18,7 @@ use std::time::Instant;
 
 use dynatree::storage::Storage;
 use dynatree::transfer::Record;
-use dynatree::{Item, Path, Tree, Value};
+use dynatree::{Path, Tree, storage::Item, storage::Value};
 use dynatree_testing::{DynamoDbLocal, FakeTable, Metrics};
 use futures::TryStreamExt;
 

@@ -12,7 +12,9 @@ use std::pin::Pin;
 use dynatree::storage::{
     Condition, Key, Query, RangeCondition, Storage, TransactAction, WriteRequest,
 };
-use dynatree::{ErrorKind, Hierarchical, Item, Path, RetryPolicy, Tree, Value, storage};
+use dynatree::{
+    ErrorKind, Hierarchical, Path, RetryPolicy, Tree, storage, storage::Item, storage::Value,
+};
 use futures::{StreamExt, TryStreamExt};
 use serde::{Deserialize, Serialize};
 
@@ -234,7 +236,7 @@ pub async fn create_table_is_idempotent<S: Storage + 'static>(table: S) {
     let tree = tree(table).await;
     let d = tree.storage().describe_table().await.unwrap().unwrap();
     assert_eq!(d.status, dynatree::storage::TableStatus::Active);
-    assert_eq!(d.billing, dynatree::Billing::OnDemand);
+    assert_eq!(d.billing, dynatree::storage::Billing::OnDemand);
     tree.create_table().await.expect("second create");
     let d = tree.storage().describe_table().await.unwrap().unwrap();
     assert!(d.has_tree_schema());
@@ -451,7 +453,7 @@ pub async fn invalid_input_writes_nothing<S: Storage + 'static>(table: S) {
         .put(
             ["big"],
             &Big {
-                body: "x".repeat(dynatree::MAX_ITEM_BYTES),
+                body: "x".repeat(dynatree::storage::MAX_ITEM_BYTES),
             },
         )
         .await
@@ -462,7 +464,7 @@ pub async fn invalid_input_writes_nothing<S: Storage + 'static>(table: S) {
     tree.put(
         ["big"],
         &Big {
-            body: "x".repeat(dynatree::MAX_ITEM_BYTES - overhead - 10),
+            body: "x".repeat(dynatree::storage::MAX_ITEM_BYTES - overhead - 10),
         },
     )
     .await
@@ -944,7 +946,7 @@ pub async fn transaction_cancellation_reasons<S: Storage + 'static>(table: S) {
     let codes: Vec<&str> = e
         .cancellation_reasons()
         .iter()
-        .map(dynatree::CancellationReason::code)
+        .map(dynatree::error::CancellationReason::code)
         .collect();
     assert_eq!(codes, ["None", "ConditionalCheckFailed", "None"]);
     assert!(
@@ -1036,7 +1038,7 @@ pub async fn transaction_key_checks<S: Storage + 'static>(table: S) {
             let codes: Vec<&str> = e
                 .cancellation_reasons()
                 .iter()
-                .map(dynatree::CancellationReason::code)
+                .map(dynatree::error::CancellationReason::code)
                 .collect();
             if refused.contains(&(h.clone(), r.clone())) {
                 assert_eq!(
@@ -1101,7 +1103,7 @@ pub async fn service_limits_are_enforced<S: Storage + 'static>(table: S) {
     );
     // Item size.
     let mut big = Key::new("h", "big").into_item();
-    big.insert("b", Value::S("x".repeat(dynatree::MAX_ITEM_BYTES)));
+    big.insert("b", Value::S("x".repeat(dynatree::storage::MAX_ITEM_BYTES)));
     validation(s.put_item(big, Condition::Always).await);
     // Two actions on one item.
     validation(
@@ -1678,7 +1680,7 @@ pub async fn typed_secondary_indexes<S: Storage + 'static>(table: S) {
 /// A tree whose types gained indexes adds them to an existing table and waits for them.
 pub async fn indexes_are_added_to_an_existing_table<S: Storage + 'static>(table: S) {
     table
-        .create_table(dynatree::Billing::OnDemand, &[])
+        .create_table(dynatree::storage::Billing::OnDemand, &[])
         .await
         .unwrap();
     let tree = Tree::builder(table)
@@ -1881,7 +1883,7 @@ pub async fn move_and_copy_subtrees<S: Storage + 'static>(table: S) {
         .move_subtree_with(
             ["org", "eng"],
             ["org", "tech"],
-            dynatree::LinkPolicy::Rewrite,
+            dynatree::ops::LinkPolicy::Rewrite,
         )
         .await
         .unwrap();
@@ -1939,12 +1941,12 @@ pub async fn delete_node_refuses_reparents_or_recurses<S: Storage + 'static>(tab
         tree.put(o, &V { v: 0 }).await.unwrap();
     }
     let e = tree
-        .delete_node(["root"], dynatree::OnChildren::Refuse)
+        .delete_node(["root"], dynatree::ops::OnChildren::Refuse)
         .await
         .unwrap_err();
     assert!(e.is_has_children(), "{e:?}");
     assert_eq!(tree.get::<V>(["root"]).await.unwrap(), Some(V { v: 0 }));
-    tree.delete_node(["root", "mgr"], dynatree::OnChildren::Reparent)
+    tree.delete_node(["root", "mgr"], dynatree::ops::OnChildren::Reparent)
         .await
         .unwrap();
     assert_eq!(names(&tree, p(&["root"])).await, ["a", "b", "other"]);
@@ -1955,11 +1957,11 @@ pub async fn delete_node_refuses_reparents_or_recurses<S: Storage + 'static>(tab
     // A clash: `other` exists under root already.
     tree.put(["root", "a", "other"], &V { v: 1 }).await.unwrap();
     let e = tree
-        .delete_node(["root", "a"], dynatree::OnChildren::Reparent)
+        .delete_node(["root", "a"], dynatree::ops::OnChildren::Reparent)
         .await
         .unwrap_err();
     assert!(e.is_already_exists(), "{e:?}");
-    tree.delete_node(["root"], dynatree::OnChildren::Recursive)
+    tree.delete_node(["root"], dynatree::ops::OnChildren::Recursive)
         .await
         .unwrap();
     assert_eq!(rows(&tree).await, vec![]);
@@ -2544,7 +2546,7 @@ pub async fn update_item_refusals<S: Storage + 'static>(table: S) {
         vec![Add(upd("big"), n("9E+125"))],
         vec![Set(
             upd("huge"),
-            Value::S("x".repeat(dynatree::MAX_ITEM_BYTES)),
+            Value::S("x".repeat(dynatree::storage::MAX_ITEM_BYTES)),
         )],
     ];
     for actions in refusals {
@@ -2637,7 +2639,7 @@ pub async fn transaction_updates<S: Storage + 'static>(table: S) {
     let codes: Vec<&str> = e
         .cancellation_reasons()
         .iter()
-        .map(dynatree::CancellationReason::code)
+        .map(dynatree::error::CancellationReason::code)
         .collect();
     assert_eq!(codes, ["None", "ConditionalCheckFailed"], "{e:?}");
     assert_eq!(
@@ -2684,7 +2686,7 @@ pub async fn transaction_updates<S: Storage + 'static>(table: S) {
         .cancellation_reasons()
         .iter()
         .filter(|r| r.is_failure())
-        .map(dynatree::CancellationReason::code)
+        .map(dynatree::error::CancellationReason::code)
         .collect();
     assert_eq!(failures, ["ValidationError"], "{e:?}");
     // Anything else wrong with the update expression refuses the request.
@@ -2810,7 +2812,10 @@ async fn projection_table<S: Storage + 'static>(
 ) -> (dynatree::storage::SharedStorage, storage::IndexSpec) {
     let spec = storage::IndexSpec::new("by_ix", "ixh", Some("ixr".to_owned()));
     table
-        .create_table(dynatree::Billing::OnDemand, std::slice::from_ref(&spec))
+        .create_table(
+            dynatree::storage::Billing::OnDemand,
+            std::slice::from_ref(&spec),
+        )
         .await
         .expect("create table");
     let s = storage::SharedStorage::new(table);
@@ -3047,7 +3052,7 @@ pub async fn index_names_follow_dynamodb_rules<S: Storage + 'static>(table: S) {
     for name in ["ix", "has space"] {
         let spec = storage::IndexSpec::new(name, "¦ix.h", None);
         let err = table
-            .create_table(dynatree::Billing::OnDemand, &[spec])
+            .create_table(dynatree::storage::Billing::OnDemand, &[spec])
             .await
             .unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Validation, "{name}: {err:?}");
@@ -3055,7 +3060,7 @@ pub async fn index_names_follow_dynamodb_rules<S: Storage + 'static>(table: S) {
     let spec = storage::IndexSpec::new("ix3", "¦ix.h", None);
     assert!(
         table
-            .create_table(dynatree::Billing::OnDemand, &[spec])
+            .create_table(dynatree::storage::Billing::OnDemand, &[spec])
             .await
             .unwrap()
     );
@@ -3202,7 +3207,7 @@ pub async fn typed_conditions_and_patches<S: Storage + 'static>(table: S) {
         ErrorKind::ConditionFailed
     );
     wallets
-        .put_if(&wallet("a", 1), dynatree::Cond::not_exists())
+        .put_if(&wallet("a", 1), dynatree::fields::Cond::not_exists())
         .await
         .unwrap();
     wallets

@@ -10,7 +10,8 @@ use dynatree::storage::{
     WriteRequest,
 };
 use dynatree::{
-    Billing, CancellationReason, Error, ErrorKind, Item, MAX_ITEM_BYTES, Result, Value,
+    Error, ErrorKind, Result, error::CancellationReason, storage::Billing, storage::Item,
+    storage::MAX_ITEM_BYTES, storage::Value,
 };
 
 use crate::fault::{Fault, FaultPlan, FaultRule, Op};
@@ -765,7 +766,7 @@ impl FakeTable {
     /// # Examples
     ///
     /// ```
-    /// # use dynatree::{Tree, Value};
+    /// # use dynatree::{Tree, storage::Value};
     /// # use dynatree::storage::{Condition, Key, Storage}; use dynatree_testing::FakeTable;
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
     /// let table = FakeTable::new();

@@ -7,7 +7,7 @@ use dynatree::storage::{
     BatchGetOutput, Condition, IndexPage, IndexQuery, IndexSpec, Key, Page, Query, Storage,
     TableDescription, TransactAction, UpdateAction, WriteRequest,
 };
-use dynatree::{Billing, Error, ErrorKind, Item, Result};
+use dynatree::{Error, ErrorKind, Result, storage::Billing, storage::Item};
 
 use crate::fault::{Fault, FaultPlan, FaultRule, Op};
 

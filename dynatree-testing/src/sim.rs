@@ -82,7 +82,7 @@ use dynatree::storage::{
     BatchGetOutput, Condition, IndexPage, IndexQuery, IndexSpec, Key, Page, Query, Storage,
     TableDescription, TransactAction, WriteRequest,
 };
-use dynatree::{Billing, Error, ErrorKind, IntoPath, Item, Result, Tree};
+use dynatree::{Error, ErrorKind, IntoPath, Result, Tree, storage::Billing, storage::Item};
 use futures::FutureExt;
 use futures::future::LocalBoxFuture;
 
@@ -992,7 +992,7 @@ impl End<'_> {
     pub fn number(&self, path: impl IntoPath, attr: &str) -> Option<u64> {
         match self.model.get(path)? {
             Stored::Object(item) => match item.get(attr)? {
-                dynatree::Value::N(n) => n.parse().ok(),
+                dynatree::storage::Value::N(n) => n.parse().ok(),
                 _ => None,
             },
             Stored::Link(_) => None,

@@ -51,8 +51,8 @@
 
 use std::collections::{HashSet, VecDeque};
 
-use dynatree::Item;
 use dynatree::changes::{Change, ChangeKind};
+use dynatree::storage::Item;
 use dynatree::storage::Key;
 
 use crate::fake::FakeTable;
@@ -107,7 +107,7 @@ impl FakeTable {
     ///
     /// The stream has only the changes made since it was enabled
     /// ([`Storage::enable_stream`](dynatree::storage::Storage::enable_stream), or a tree
-    /// built with [`Propagation::Stream`](dynatree::Propagation::Stream) creating the table);
+    /// built with [`Propagation::Stream`](dynatree::denorm::Propagation::Stream) creating the table);
     /// without it, the reader sees nothing. Feed its batches to
     /// [`Tree::apply_changes`](dynatree::Tree::apply_changes); add
     /// [`FakeStream::with_faults`] to deliver them as a Lambda or a restarted consumer may.

@@ -10,7 +10,9 @@ use std::time::Duration;
 
 use dynatree::check::{Class, Report};
 use dynatree::storage::{Condition, Key, Storage, WriteRequest, write_all};
-use dynatree::{DynamoDbTable, Hierarchical, Item, Path, RetryPolicy, Tree, Value};
+use dynatree::{
+    DynamoDbTable, Hierarchical, Path, RetryPolicy, Tree, storage::Item, storage::Value,
+};
 use dynatree_testing::{DynamoDbLocal, FakeTable, Fault, FaultRule, Faulty, Op};
 use futures::TryStreamExt;
 use serde::{Deserialize, Serialize};

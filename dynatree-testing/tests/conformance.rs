@@ -8,7 +8,7 @@
 use std::sync::{Arc, OnceLock};
 
 use dynatree::storage::Storage;
-use dynatree::{Billing, DynamoDbTable, ErrorKind, Tree};
+use dynatree::{DynamoDbTable, ErrorKind, Tree, storage::Billing};
 use dynatree_testing::{DynamoDbLocal, FakeTable, conformance, model};
 use libtest_mimic::{Arguments, Failed, Trial};
 
@@ -117,14 +117,14 @@ fn main() {
 /// Objects as (Key, v), from a raw scan (intent records left out).
 async fn objects(tree: &Tree) -> Vec<(String, String)> {
     use futures::TryStreamExt;
-    let rows: Vec<dynatree::Item> = tree.scan().try_collect().await.unwrap();
+    let rows: Vec<dynatree::storage::Item> = tree.scan().try_collect().await.unwrap();
     let mut out: Vec<(String, String)> = rows
         .into_iter()
         .filter(|r| r.get_s("Child") == Some("¦"))
         .filter(|r| !r.get_s("Key").unwrap_or_default().starts_with("¦¦"))
         .map(|r| {
             let v = match r.get("v") {
-                Some(dynatree::Value::N(n)) => n.clone(),
+                Some(dynatree::storage::Value::N(n)) => n.clone(),
                 _ => String::new(),
             };
             (r.get_s("Key").unwrap().to_owned(), v)

@@ -405,7 +405,7 @@ async fn snapshot(fake: &FakeTable) -> Vec<(String, u32)> {
         .filter(|r| !r.get_s("Key").unwrap_or_default().starts_with("¦¦"))
         .map(|r| {
             let v = match r.get("v") {
-                Some(dynatree::Value::N(n)) => n.parse().unwrap(),
+                Some(dynatree::storage::Value::N(n)) => n.parse().unwrap(),
                 _ => 0,
             };
             (r.get_s("Key").unwrap().to_owned(), v)
@@ -601,7 +601,7 @@ async fn move_of_a_thousand_nodes() {
     }
     fake.reset_metrics();
     let report = tree
-        .move_subtree_with(["src"], ["dst"], dynatree::LinkPolicy::Ignore)
+        .move_subtree_with(["src"], ["dst"], dynatree::ops::LinkPolicy::Ignore)
         .await
         .unwrap();
     assert_eq!(report.objects, 1_000);
@@ -688,7 +688,7 @@ async fn write_links(way: Way, tree: &Tree, links: &[Link]) {
         Way::Go => {
             for l in links {
                 let path = ["Accounts", &l.account, "Links", &l.name].map(str::to_owned);
-                let attrs = dynatree::Item::from_serialize(l).unwrap();
+                let attrs = dynatree::storage::Item::from_serialize(l).unwrap();
                 storage::write_all(tree.storage(), fixtures::go_rows(&path, &attrs), &fast())
                     .await
                     .unwrap();

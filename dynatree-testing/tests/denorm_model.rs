@@ -10,7 +10,7 @@
 
 use std::collections::HashMap;
 
-use dynatree::{Hierarchical, Item, Patch, Propagation, Tree, Value};
+use dynatree::{Hierarchical, Patch, Tree, denorm::Propagation, storage::Item, storage::Value};
 use dynatree_testing::{FakeStream, FakeTable, Fault, Faulty, StreamFaults};
 use serde::{Deserialize, Serialize};
 

@@ -32,7 +32,7 @@ use dynatree::storage::{
     Condition, IndexQuery, IndexSpec, Key, Query, RangeCondition, Storage, TransactAction,
     WriteRequest,
 };
-use dynatree::{Billing, ErrorKind, Item, Result, Value};
+use dynatree::{ErrorKind, Result, storage::Billing, storage::Item, storage::Value};
 use dynatree_testing::{DynamoDbLocal, FakeTable};
 
 /// A small deterministic generator (SplitMix64), so a seed replays a run.

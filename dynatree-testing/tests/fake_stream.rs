@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use dynatree::changes::{Change, ChangeKind};
 use dynatree::storage::{Condition, Key, Storage, TransactAction, UpdateAction, WriteRequest};
-use dynatree::{ErrorKind, Item, Tree, Value};
+use dynatree::{ErrorKind, Tree, storage::Item, storage::Value};
 use dynatree_testing::{FakeStream, FakeTable, Fault, StreamFaults};
 
 fn s(v: &str) -> Value {

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use dynatree::storage::Key;
-use dynatree::{Hierarchical, Item, RetryPolicy, Tree};
+use dynatree::{Hierarchical, RetryPolicy, Tree, storage::Item};
 use dynatree_testing::FakeTable;
 use dynatree_testing::conformance::assert_invariants;
 use dynatree_testing::sim::check_rows;
@@ -122,7 +122,7 @@ async fn a_delete_leaves_a_fence_no_reader_sees() {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_secs();
-    let Some(dynatree::Value::N(expiry)) = fence.get("¦fence") else {
+    let Some(dynatree::storage::Value::N(expiry)) = fence.get("¦fence") else {
         panic!("no expiry: {fence:?}")
     };
     let expiry: u64 = expiry.parse().unwrap();
@@ -351,7 +351,7 @@ async fn a_link_into_a_moved_subtree_leads_to_a_fence() {
     assert!(classes[0].starts_with("dangling-link /l"), "{found}");
 
     tree.put_link(["l"], ["m", "x"]).await.unwrap();
-    tree.move_subtree_with(["m"], ["n"], dynatree::LinkPolicy::Rewrite)
+    tree.move_subtree_with(["m"], ["n"], dynatree::ops::LinkPolicy::Rewrite)
         .await
         .unwrap();
     assert_eq!(

@@ -3,7 +3,7 @@
 
 use std::fmt::Debug;
 
-use dynatree::KeySegment;
+use dynatree::keys::KeySegment;
 use proptest::prelude::*;
 
 fn check<T: KeySegment + Ord + Debug>(a: &T, b: &T) -> Result<(), TestCaseError> {

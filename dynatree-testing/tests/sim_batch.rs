@@ -7,7 +7,7 @@
 //!
 //! Budget: `DYNATREE_SIM_SCHEDULES` schedules per scenario (default 1000 here).
 
-use dynatree::{ErrorKind, Hierarchical, LinkPolicy, Tree};
+use dynatree::{ErrorKind, Hierarchical, Tree, ops::LinkPolicy};
 use dynatree_testing::FakeTable;
 use dynatree_testing::sim::{End, Sim, SimFault};
 use futures::future::BoxFuture;

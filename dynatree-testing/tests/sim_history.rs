@@ -6,7 +6,7 @@ use std::time::Duration;
 
 mod pair_reads;
 
-use dynatree::{ErrorKind, LinkPolicy, Path, Tree};
+use dynatree::{ErrorKind, Path, Tree, ops::LinkPolicy};
 use dynatree_testing::FakeTable;
 use dynatree_testing::sim::{Calls, Sim, SimFault, SimStorage};
 use serde::{Deserialize, Serialize};
@@ -25,7 +25,7 @@ async fn two_objects_under_a(tree: Tree) -> dynatree::Result<()> {
     tree.put(["a", "y"], &v(2)).await
 }
 
-async fn move_a_to_b(tree: Tree) -> dynatree::Result<dynatree::MoveReport> {
+async fn move_a_to_b(tree: Tree) -> dynatree::Result<dynatree::ops::MoveReport> {
     tree.move_subtree(["a"], ["b"]).await
 }
 

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use dynatree::{DynamoDbTable, ErrorKind, LinkPolicy, Tree};
+use dynatree::{DynamoDbTable, ErrorKind, Tree, ops::LinkPolicy};
 use dynatree_testing::DynamoDbLocal;
 use dynatree_testing::sim::{OpOutcome, Sim, SimFault, SimStorage};
 use serde::{Deserialize, Serialize};

@@ -33,7 +33,7 @@ use dynatree::storage::{
     BatchGetOutput, Condition, IndexPage, IndexQuery, IndexSpec, Key, Page, Query, ScanSegment,
     Storage, TableDescription, TransactAction, UpdateAction, WriteRequest,
 };
-use dynatree::{Billing, ErrorKind, Item, LinkPolicy, Path, Result, Tree};
+use dynatree::{ErrorKind, Path, Result, Tree, ops::LinkPolicy, storage::Billing, storage::Item};
 use dynatree_testing::FakeTable;
 use dynatree_testing::sim::{Calls, Model, Sim, SimFault, Stored};
 use futures::TryStreamExt;
@@ -1008,10 +1008,10 @@ fn a_reparented_object_is_at_its_old_or_its_new_place() {
             tree.put(["a", "b", "x"], &v(2)).await
         })
         .op("delete_node a (reparent)", |tree| async move {
-            tree.delete_node(["a"], dynatree::OnChildren::Reparent)
+            tree.delete_node(["a"], dynatree::ops::OnChildren::Reparent)
                 .await
         })
-        .model(|m| m.delete_node(["a"], dynatree::OnChildren::Reparent))
+        .model(|m| m.delete_node(["a"], dynatree::ops::OnChildren::Reparent))
         .op(
             "reader",
             pair_reads::reader::<V>(
@@ -1302,8 +1302,8 @@ fn a_refusing_node_delete_against_a_new_child() {
         let r = calls
             .call(
                 "delete_node x (refuse)",
-                tree.delete_node(["x"], dynatree::OnChildren::Refuse),
-                |m| m.delete_node(["x"], dynatree::OnChildren::Refuse),
+                tree.delete_node(["x"], dynatree::ops::OnChildren::Refuse),
+                |m| m.delete_node(["x"], dynatree::ops::OnChildren::Refuse),
             )
             .await;
         match r {
@@ -1707,10 +1707,10 @@ fn a_stale_takeover_of_a_reparenting_can_leave_it_half_done() {
             tree.put(["a"], &v(0)).await
         })
         .op("reparent a", |tree| async move {
-            tree.delete_node(["a"], dynatree::OnChildren::Reparent)
+            tree.delete_node(["a"], dynatree::ops::OnChildren::Reparent)
                 .await
         })
-        .model(|m| m.delete_node(["a"], dynatree::OnChildren::Reparent))
+        .model(|m| m.delete_node(["a"], dynatree::ops::OnChildren::Reparent))
         .op("resume", |tree| async move {
             tokio::time::sleep(Duration::from_secs(30)).await;
             tree.resume().await

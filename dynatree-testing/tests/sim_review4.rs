@@ -7,7 +7,9 @@
 //!
 //! Budget: `DYNATREE_SIM_SCHEDULES` schedules per scenario (default 400 here).
 
-use dynatree::{Cond, ErrorKind, Hierarchical, LinkPolicy, OnChildren, Patch, Tree};
+use dynatree::{
+    ErrorKind, Hierarchical, Patch, Tree, fields::Cond, ops::LinkPolicy, ops::OnChildren,
+};
 use dynatree_testing::FakeTable;
 use dynatree_testing::sim::{End, Model, OpOutcome, Sim, SimFault, Stored};
 use serde::{Deserialize, Serialize};
@@ -73,7 +75,7 @@ fn sim(name: &str) -> Sim<FakeTable> {
 fn v_of(stored: Option<&Stored>) -> Option<u32> {
     match stored? {
         Stored::Object(item) => match item.get("v")? {
-            dynatree::Value::N(n) => n.parse().ok(),
+            dynatree::storage::Value::N(n) => n.parse().ok(),
             _ => None,
         },
         Stored::Link(_) => None,
@@ -84,9 +86,9 @@ fn value(end: &End<'_>, path: &[&str]) -> Option<u32> {
     v_of(end.model.get(path.to_vec()))
 }
 
-fn s_of(item: &dynatree::Item, name: &str) -> String {
+fn s_of(item: &dynatree::storage::Item, name: &str) -> String {
     match item.get(name) {
-        Some(dynatree::Value::S(s)) => s.clone(),
+        Some(dynatree::storage::Value::S(s)) => s.clone(),
         _ => String::new(),
     }
 }

@@ -6,7 +6,7 @@
 //!
 //! Budget: `DYNATREE_SIM_SCHEDULES` schedules per scenario (default 600 here).
 
-use dynatree::{Hierarchical, LinkPolicy, Patch};
+use dynatree::{Hierarchical, Patch, ops::LinkPolicy};
 use dynatree_testing::FakeTable;
 use dynatree_testing::sim::{End, Sim, SimFault};
 use serde::{Deserialize, Serialize};

@@ -16,7 +16,7 @@
 use std::time::Duration;
 
 use dynatree::storage::Storage;
-use dynatree::{OnChildren, Path, RetryPolicy, Strategy, Tree};
+use dynatree::{Path, RetryPolicy, Strategy, Tree, ops::OnChildren};
 use dynatree_testing::FakeTable;
 use dynatree_testing::conformance::assert_invariants;
 use fixtures::{User, UserKey, V};
@@ -406,7 +406,7 @@ async fn writes_do_not_depend_on_stale_reads() {
 
     let expected = objects(&reference, &[], Strategy::Walk).await;
     let expected_index = objects(&reference, &["org"], Strategy::PathIndex).await;
-    let keys = |rows: Vec<dynatree::Item>| {
+    let keys = |rows: Vec<dynatree::storage::Item>| {
         rows.iter()
             .filter_map(dynatree::storage::Key::from_item)
             .filter(|k| !k.hash.contains("intents"))

@@ -7,7 +7,7 @@
 
 use dynatree::changes::{ChangeKind, StreamConsumer, from_stream_record, latest_stream_arn};
 use dynatree::storage::{Key, Query, RangeCondition, Storage};
-use dynatree::{DynamoDbTable, ErrorKind, Hierarchical, Propagation, Tree, Value};
+use dynatree::{DynamoDbTable, ErrorKind, Hierarchical, Tree, denorm::Propagation, storage::Value};
 use dynatree_testing::{DynamoDbLocal, Fault, FaultRule, Faulty};
 use serde::{Deserialize, Serialize};
 
@@ -117,7 +117,7 @@ fn tree_changes(changes: &[dynatree::changes::Change]) -> usize {
         .count()
 }
 
-async fn checkpoints(table: &DynamoDbTable, consumer: &str) -> Vec<dynatree::Item> {
+async fn checkpoints(table: &DynamoDbTable, consumer: &str) -> Vec<dynatree::storage::Item> {
     let query = Query::new(CHECKPOINTS)
         .with_range(RangeCondition::BeginsWith(format!("{consumer}¦")))
         .consistent(true);
@@ -186,7 +186,7 @@ async fn records_arrive_as_changes_and_restarts_resume(local: &DynamoDbLocal) {
         kinds,
         [ChangeKind::Insert, ChangeKind::Modify, ChangeKind::Remove]
     );
-    let v = |image: Option<&dynatree::Item>| image.and_then(|i| i.get("v").cloned());
+    let v = |image: Option<&dynatree::storage::Item>| image.and_then(|i| i.get("v").cloned());
     assert_eq!(v(of_a[0].old_image()), None);
     assert_eq!(v(of_a[0].new_image()), Some(Value::N("1".into())));
     assert_eq!(v(of_a[1].old_image()), Some(Value::N("1".into())));

@@ -22,7 +22,7 @@ use std::path::{Path as FsPath, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use dynatree::{DynamoDbTable, ErrorKind, LinkPolicy, Tree};
+use dynatree::{DynamoDbTable, ErrorKind, Tree, ops::LinkPolicy};
 use dynatree_testing::DynamoDbLocal;
 use dynatree_testing::sim::{Call, Model, Observed, check_history, check_rows};
 use serde::{Deserialize, Serialize};
@@ -332,7 +332,7 @@ fn processes_killed_and_paused_leave_a_linearizable_history() {
         tree.resume().await
     })
     .expect("resume after the run");
-    let rows: Vec<dynatree::Item> = rt
+    let rows: Vec<dynatree::storage::Item> = rt
         .block_on(futures::TryStreamExt::try_collect(tree.scan()))
         .expect("scan");
     let violations = check_rows(&rows, tree.reserved());

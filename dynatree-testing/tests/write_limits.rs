@@ -12,7 +12,8 @@ use dynatree::storage::{
     Comparison, Condition, Key, Storage, TRANSACT_MAX_BYTES, TransactAction, UpdateAction,
 };
 use dynatree::{
-    Cond, ErrorKind, Field, Hierarchical, Item, Patch, Result, RetryPolicy, Tree, Value,
+    ErrorKind, Hierarchical, Patch, Result, RetryPolicy, Tree, fields::Cond, fields::Field,
+    storage::Item, storage::Value,
 };
 use dynatree_testing::{DynamoDbLocal, FakeTable};
 use futures::TryStreamExt;

@@ -4,8 +4,9 @@
 pub use crate::hierarchical::support::{
     expect_len, expect_literal, fmt_components, template_extends,
 };
+pub use crate::keys::KeySegment;
 pub use crate::segment::AsKeySegment;
-pub use crate::{Error, Hierarchical, KeySegment, Path};
+pub use crate::{Error, Hierarchical, Path};
 /// The generated key structs derive serde's traits through this path
 /// (`#[serde(crate = "…::__private::serde")]`), so users need no `serde` dependency of their own
 /// for them.
@@ -56,12 +57,12 @@ pub fn expiry<T: crate::Expiry + ?Sized>(v: &T) -> Option<u64> {
 /// The declaration of a `#[dynatree(from = S::field)]` field of type `T`, from the source
 /// field's handle (its type and attribute); the bound checks that `T` can hold the source's
 /// type, spanned on the attribute.
-pub const fn denormalized<S: crate::Hierarchical, V, A, T: crate::DenormTarget<V>>(
+pub const fn denormalized<S: crate::Hierarchical, V, A, T: crate::denorm::DenormTarget<V>>(
     target: &'static str,
-    source: crate::Field<S, V, A>,
+    source: crate::fields::Field<S, V, A>,
     nullable: bool,
-) -> crate::Denormalized {
-    crate::Denormalized::new(target, S::TEMPLATE, source.name(), T::OPTIONAL || nullable)
+) -> crate::denorm::Denormalized {
+    crate::denorm::Denormalized::new(target, S::TEMPLATE, source.name(), T::OPTIONAL || nullable)
 }
 
 /// Whether `child` extends `parent` and is longer: `parent` is a strict ancestor.

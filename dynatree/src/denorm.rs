@@ -14,7 +14,7 @@
 //! A tree propagates to the target types it knows: those registered with
 //! [`TreeBuilder::denormalized`](crate::TreeBuilder::denormalized), or used through
 //! [`Tree::repo`](crate::Tree::repo) in this process. Two ways, chosen on the builder
-//! ([`Propagation`](crate::Propagation)):
+//! ([`Propagation`](crate::denorm::Propagation)):
 //!
 //! - **Inline** (the default). A target written (`put`, `create`, `update`, `put_if`,
 //!   `put_all`, in a [`Transaction`](crate::Transaction)) has its copies filled from its
@@ -41,7 +41,7 @@
 //! # Examples
 //!
 //! ```
-//! use dynatree::{Denormalized, Hierarchical};
+//! use dynatree::{denorm::Denormalized, Hierarchical};
 //! use serde::{Deserialize, Serialize};
 //!
 //! #[derive(Hierarchical, Serialize, Deserialize)]
@@ -70,7 +70,7 @@
 /// # Examples
 ///
 /// ```
-/// use dynatree::Denormalized;
+/// use dynatree::denorm::Denormalized;
 ///
 /// let d = Denormalized::new("forum_name", "Forums/{forum}", "name", false);
 /// assert_eq!((d.target(), d.source_template(), d.source_attr(), d.optional()),
@@ -91,7 +91,7 @@ impl Denormalized {
     /// # Examples
     ///
     /// ```
-    /// use dynatree::Denormalized;
+    /// use dynatree::denorm::Denormalized;
     /// const D: Denormalized = Denormalized::new("t", "A/{a}", "s", true);
     /// assert!(D.optional());
     /// ```
@@ -114,7 +114,7 @@ impl Denormalized {
     /// # Examples
     ///
     /// ```
-    /// # use dynatree::Denormalized;
+    /// # use dynatree::denorm::Denormalized;
     /// assert_eq!(Denormalized::new("t", "A/{a}", "s", true).target(), "t");
     /// ```
     pub const fn target(&self) -> &'static str {
@@ -126,7 +126,7 @@ impl Denormalized {
     /// # Examples
     ///
     /// ```
-    /// # use dynatree::Denormalized;
+    /// # use dynatree::denorm::Denormalized;
     /// assert_eq!(Denormalized::new("t", "A/{a}", "s", true).source_template(), "A/{a}");
     /// ```
     pub const fn source_template(&self) -> &'static str {
@@ -138,7 +138,7 @@ impl Denormalized {
     /// # Examples
     ///
     /// ```
-    /// # use dynatree::Denormalized;
+    /// # use dynatree::denorm::Denormalized;
     /// assert_eq!(Denormalized::new("t", "A/{a}", "s", true).source_attr(), "s");
     /// ```
     pub const fn source_attr(&self) -> &'static str {
@@ -150,7 +150,7 @@ impl Denormalized {
     /// # Examples
     ///
     /// ```
-    /// # use dynatree::Denormalized;
+    /// # use dynatree::denorm::Denormalized;
     /// assert!(!Denormalized::new("t", "A/{a}", "s", false).optional());
     /// ```
     pub const fn optional(&self) -> bool {
@@ -164,7 +164,7 @@ impl Denormalized {
 /// # Examples
 ///
 /// ```
-/// use dynatree::DenormTarget;
+/// use dynatree::denorm::DenormTarget;
 /// assert!(!<String as DenormTarget<String>>::OPTIONAL);
 /// assert!(<Option<String> as DenormTarget<String>>::OPTIONAL);
 /// ```
@@ -201,4 +201,33 @@ impl TypeInfo {
             denormalized: T::DENORMALIZED,
         }
     }
+}
+
+/// Who copies denormalized fields ([`Denormalized`](crate::denorm::Denormalized)) from their sources to
+/// their targets: the write that changes a source, before it returns (the default), or a
+/// processor of the table's stream ([`Tree::apply_changes`]).
+///
+/// # Examples
+///
+/// ```
+/// use dynatree::{denorm::Propagation, Tree};
+/// use dynatree_testing::FakeTable;
+///
+/// let tree = Tree::builder(FakeTable::new()).propagation(Propagation::Stream).build()?;
+/// assert_eq!(tree.propagation(), Propagation::Stream);
+/// # Ok::<(), dynatree::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Propagation {
+    /// A write of a source copies it to the targets below it before it returns (in the
+    /// background, finished by [`Tree::resume`], beyond
+    /// [`inline_limit`](TreeBuilder::inline_limit) targets); a write of a target fills its
+    /// copies from its ancestors.
+    #[default]
+    Inline,
+    /// Writes only stamp sources with their versions; the changes reach the targets when the
+    /// table's stream is processed ([`Tree::apply_changes`]). [`Tree::create_table`] enables
+    /// the stream.
+    Stream,
 }

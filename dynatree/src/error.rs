@@ -21,7 +21,7 @@ type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 /// # Examples
 ///
 /// ```
-/// use dynatree::{Error, ErrorKind, Party};
+/// use dynatree::{Error, ErrorKind, error::Party};
 ///
 /// fn status(err: &Error) -> u16 {
 ///     match err.party() {
@@ -78,7 +78,7 @@ impl fmt::Display for Party {
 /// # Examples
 ///
 /// ```
-/// use dynatree::{ErrorKind, Party, Path};
+/// use dynatree::{ErrorKind, error::Party, Path};
 ///
 /// let err = Path::new(["a¦b"])?.validate('¦').unwrap_err();
 /// assert_eq!(err.kind(), ErrorKind::InvalidPath);
@@ -213,7 +213,7 @@ impl ErrorKind {
     /// # Examples
     ///
     /// ```
-    /// use dynatree::{ErrorKind, Party};
+    /// use dynatree::{ErrorKind, error::Party};
     ///
     /// assert_eq!(ErrorKind::InvalidArgument.party(), Party::Caller);
     /// assert_eq!(ErrorKind::AlreadyExists.party(), Party::Data);
@@ -262,7 +262,7 @@ impl fmt::Display for ErrorKind {
 /// # Examples
 ///
 /// ```
-/// use dynatree::CancellationReason;
+/// use dynatree::error::CancellationReason;
 ///
 /// let r = CancellationReason::new("ConditionalCheckFailed", None);
 /// assert!(r.is_condition_failed());
@@ -281,7 +281,7 @@ impl CancellationReason {
     /// # Examples
     ///
     /// ```
-    /// use dynatree::CancellationReason;
+    /// use dynatree::error::CancellationReason;
     ///
     /// let r = CancellationReason::new("TransactionConflict", Some("conflict on /a".into()));
     /// assert_eq!(r.code(), "TransactionConflict");
@@ -299,7 +299,7 @@ impl CancellationReason {
     /// # Examples
     ///
     /// ```
-    /// use dynatree::CancellationReason;
+    /// use dynatree::error::CancellationReason;
     ///
     /// let ok = CancellationReason::none();
     /// assert_eq!(ok.code(), "None");
@@ -314,7 +314,7 @@ impl CancellationReason {
     /// # Examples
     ///
     /// ```
-    /// use dynatree::CancellationReason;
+    /// use dynatree::error::CancellationReason;
     ///
     /// assert_eq!(CancellationReason::new("ThrottlingError", None).code(), "ThrottlingError");
     /// ```
@@ -327,7 +327,7 @@ impl CancellationReason {
     /// # Examples
     ///
     /// ```
-    /// use dynatree::CancellationReason;
+    /// use dynatree::error::CancellationReason;
     ///
     /// let r = CancellationReason::new("ValidationError", Some("item too large".into()));
     /// assert_eq!(r.message(), Some("item too large"));
@@ -342,7 +342,7 @@ impl CancellationReason {
     /// # Examples
     ///
     /// ```
-    /// use dynatree::CancellationReason;
+    /// use dynatree::error::CancellationReason;
     ///
     /// assert!(CancellationReason::new("ConditionalCheckFailed", None).is_condition_failed());
     /// assert!(!CancellationReason::new("TransactionConflict", None).is_condition_failed());
@@ -356,7 +356,7 @@ impl CancellationReason {
     /// # Examples
     ///
     /// ```
-    /// use dynatree::CancellationReason;
+    /// use dynatree::error::CancellationReason;
     ///
     /// assert!(CancellationReason::new("TransactionConflict", None).is_failure());
     /// assert!(!CancellationReason::none().is_failure());
@@ -540,7 +540,7 @@ impl Error {
     /// # Examples
     ///
     /// ```
-    /// use dynatree::{CancellationReason, Error};
+    /// use dynatree::{error::CancellationReason, Error};
     ///
     /// let err = Error::transaction_canceled(vec![
     ///     CancellationReason::none(),
@@ -608,7 +608,7 @@ impl Error {
     /// # Examples
     ///
     /// ```
-    /// use dynatree::{CancellationReason, Error, ErrorKind, Party};
+    /// use dynatree::{error::CancellationReason, Error, ErrorKind, error::Party};
     ///
     /// assert_eq!(Error::new(ErrorKind::InvalidArgument, "").party(), Party::Caller);
     /// let lost = Error::transaction_canceled(vec![
@@ -706,7 +706,7 @@ impl Error {
     /// # Examples
     ///
     /// ```
-    /// use dynatree::{CancellationReason, Error, ErrorKind};
+    /// use dynatree::{error::CancellationReason, Error, ErrorKind};
     ///
     /// let err = Error::transaction_canceled(vec![
     ///     CancellationReason::none(),
@@ -901,7 +901,7 @@ impl Error {
     /// # Examples
     ///
     /// ```
-    /// use dynatree::{CancellationReason, Error};
+    /// use dynatree::{error::CancellationReason, Error};
     ///
     /// let err = Error::transaction_canceled(vec![CancellationReason::new("TransactionConflict", None)]);
     /// assert!(err.is_transaction_canceled());
@@ -964,7 +964,7 @@ impl Error {
     /// # Examples
     ///
     /// ```
-    /// use dynatree::{CancellationReason, Error, ErrorKind};
+    /// use dynatree::{error::CancellationReason, Error, ErrorKind};
     ///
     /// assert!(Error::new(ErrorKind::Throttled, "").is_retryable());
     /// assert!(!Error::new(ErrorKind::ConditionFailed, "").is_retryable());

@@ -41,7 +41,7 @@ use crate::path::Path;
 /// The equivalent hand-written impl:
 ///
 /// ```
-/// use dynatree::{Hierarchical, KeySegment, Result};
+/// use dynatree::{Hierarchical, keys::KeySegment, Result};
 /// use serde::{Deserialize, Serialize};
 ///
 /// #[derive(Serialize, Deserialize)]
@@ -87,7 +87,7 @@ pub trait Hierarchical: Serialize + DeserializeOwned + Send + Sync + 'static {
     /// The typed key of the collection this type lives in: every placeholder but the last.
     type Collection: Debug + Clone + Send + Sync;
     /// The type of the last placeholder: what typed queries compare (a
-    /// [`KeySegment`](crate::KeySegment)).
+    /// [`KeySegment`](crate::keys::KeySegment)).
     type Last;
 
     /// The path template as written, e.g. `"Accounts/{account_id}/Links/{short}"`.
@@ -103,8 +103,8 @@ pub trait Hierarchical: Serialize + DeserializeOwned + Send + Sync + 'static {
     /// The attribute name of the `#[dynatree(ttl)]` field, if there is one.
     const TTL_FIELD: Option<&'static str> = None;
     /// The fields declared with `#[dynatree(from = Type::field)]`: copies of ancestors' fields
-    /// (see [`Denormalized`](crate::Denormalized)).
-    const DENORMALIZED: &'static [crate::Denormalized] = &[];
+    /// (see [`Denormalized`](crate::denorm::Denormalized)).
+    const DENORMALIZED: &'static [crate::denorm::Denormalized] = &[];
 
     /// When this value expires (seconds since the Unix epoch), from its `#[dynatree(ttl)]`
     /// field; `None`: never. See [`Expiry`](crate::Expiry).
@@ -264,7 +264,7 @@ pub trait Hierarchical: Serialize + DeserializeOwned + Send + Sync + 'static {
 /// # Examples
 ///
 /// ```
-/// use dynatree::IndexDef;
+/// use dynatree::keys::IndexDef;
 /// const BY_EMAIL: IndexDef = IndexDef::new("by_email", false);
 /// assert_eq!(BY_EMAIL.name(), "by_email");
 /// ```
@@ -285,7 +285,7 @@ impl IndexDef {
     /// # Examples
     ///
     /// ```
-    /// use dynatree::IndexDef;
+    /// use dynatree::keys::IndexDef;
     ///
     /// assert_eq!(IndexDef::new("by_email", false).name(), "by_email");
     /// ```
@@ -298,7 +298,7 @@ impl IndexDef {
     /// # Examples
     ///
     /// ```
-    /// use dynatree::IndexDef;
+    /// use dynatree::keys::IndexDef;
     ///
     /// assert!(IndexDef::new("by_created", true).has_range());
     /// assert!(!IndexDef::new("by_email", false).has_range());
@@ -312,7 +312,7 @@ impl IndexDef {
     /// # Examples
     ///
     /// ```
-    /// use dynatree::IndexDef;
+    /// use dynatree::keys::IndexDef;
     ///
     /// let spec = IndexDef::new("by_created", true).spec('¦');
     /// assert_eq!(spec.name, "by_created");
@@ -331,7 +331,7 @@ impl IndexDef {
 /// # Examples
 ///
 /// ```
-/// use dynatree::IndexKey;
+/// use dynatree::keys::IndexKey;
 /// let k = IndexKey::new("by_email", "alice@example.com".into(), None);
 /// assert_eq!(k.hash(), "alice@example.com");
 /// ```
@@ -348,7 +348,7 @@ impl IndexKey {
     /// # Examples
     ///
     /// ```
-    /// use dynatree::IndexKey;
+    /// use dynatree::keys::IndexKey;
     ///
     /// let k = IndexKey::new("by_created", "a1".into(), Some("2024-05-01".into()));
     /// assert_eq!((k.index(), k.hash(), k.range()), ("by_created", "a1", Some("2024-05-01")));
@@ -362,7 +362,7 @@ impl IndexKey {
     /// # Examples
     ///
     /// ```
-    /// use dynatree::IndexKey;
+    /// use dynatree::keys::IndexKey;
     ///
     /// assert_eq!(IndexKey::new("by_email", "a@b".into(), None).index(), "by_email");
     /// ```
@@ -375,7 +375,7 @@ impl IndexKey {
     /// # Examples
     ///
     /// ```
-    /// use dynatree::IndexKey;
+    /// use dynatree::keys::IndexKey;
     ///
     /// assert_eq!(IndexKey::new("by_email", "a@b".into(), None).hash(), "a@b");
     /// ```
@@ -388,7 +388,7 @@ impl IndexKey {
     /// # Examples
     ///
     /// ```
-    /// use dynatree::IndexKey;
+    /// use dynatree::keys::IndexKey;
     ///
     /// assert_eq!(IndexKey::new("by_email", "a@b".into(), None).range(), None);
     /// let k = IndexKey::new("by_created", "a1".into(), Some("2024".into()));

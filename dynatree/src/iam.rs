@@ -61,7 +61,7 @@
 //! - **Operations that record intents** (moves, copies, re-parenting, subtree deletions)
 //!   write to the shared partition `SC SC intents`; they need a wider role, through a scope
 //!   too (a scope keeps the shared partition and filters it by path, see [`crate::scope`]).
-//!   So does looking for links into a moved subtree ([`LinkPolicy`](crate::LinkPolicy)
+//!   So does looking for links into a moved subtree ([`LinkPolicy`](crate::ops::LinkPolicy)
 //!   `Report` and `Rewrite`), which scans the table.
 //! - **Index queries are denied.** A secondary index's hash value is the type's template and
 //!   the indexed value (not a path), so its partitions mix tenants; the path index's hash is a

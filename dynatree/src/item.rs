@@ -10,6 +10,9 @@ use serde::{Serialize, de::DeserializeOwned};
 use crate::error::{Error, ErrorKind, Result};
 
 mod de;
+mod probe;
+
+pub(crate) use probe::struct_fields;
 
 /// DynamoDB's item size limit: 400 KB, attribute names included.
 pub const MAX_ITEM_BYTES: usize = 400 * 1024;
@@ -29,7 +32,7 @@ const MIN_NUMBER_EXPONENT: i64 = -130;
 /// # Examples
 ///
 /// ```
-/// use dynatree::Value;
+/// use dynatree::storage::Value;
 ///
 /// let v = Value::S("hello".into());
 /// assert_eq!(v.size(), 5);
@@ -69,7 +72,7 @@ impl Value {
     /// # Examples
     ///
     /// ```
-    /// use dynatree::Value;
+    /// use dynatree::storage::Value;
     ///
     /// assert_eq!(Value::S("héllo".into()).size(), 6); // UTF-8 bytes
     /// assert_eq!(Value::N("-1.5".into()).size(), 3); // 2 digits: 1 + 1, and 1 for the sign
@@ -95,7 +98,7 @@ impl Value {
     /// # Examples
     ///
     /// ```
-    /// use dynatree::Value;
+    /// use dynatree::storage::Value;
     ///
     /// assert_eq!(Value::S("a".into()).as_s(), Some("a"));
     /// assert_eq!(Value::N("1".into()).as_s(), None);
@@ -121,7 +124,7 @@ impl Value {
     /// # Examples
     ///
     /// ```
-    /// use dynatree::{ErrorKind, Value};
+    /// use dynatree::{ErrorKind, storage::Value};
     ///
     /// assert!(Value::N("1e-130".into()).check("v").is_ok());
     /// let e = Value::N(f64::NAN.to_string()).check("v").unwrap_err();
@@ -142,7 +145,7 @@ impl Value {
     /// # Examples
     ///
     /// ```
-    /// use dynatree::Value;
+    /// use dynatree::storage::Value;
     ///
     /// assert_eq!(Value::N("001.50".into()).normalized(), Value::N("1.5".into()));
     /// assert_eq!(Value::N("1e3".into()).normalized(), Value::N("1000".into()));
@@ -164,7 +167,7 @@ impl Value {
     /// # Examples
     ///
     /// ```
-    /// use dynatree::Value;
+    /// use dynatree::storage::Value;
     ///
     /// assert!(Value::N("1".into()).same_as(&Value::N("1.0".into())));
     /// assert!(Value::Ss(vec!["a".into(), "b".into()]).same_as(&Value::Ss(vec!["b".into(), "a".into()])));
@@ -470,7 +473,7 @@ fn number_size(n: &str) -> usize {
 /// # Examples
 ///
 /// ```
-/// use dynatree::{Item, Value};
+/// use dynatree::{storage::Item, storage::Value};
 ///
 /// let mut item = Item::new();
 /// item.insert("Key", Value::S("¦a".into()));
@@ -489,7 +492,7 @@ impl Item {
     /// # Examples
     ///
     /// ```
-    /// use dynatree::Item;
+    /// use dynatree::storage::Item;
     ///
     /// let item = Item::new();
     /// assert!(item.is_empty());
@@ -509,7 +512,7 @@ impl Item {
     /// # Examples
     ///
     /// ```
-    /// use dynatree::{Item, Value};
+    /// use dynatree::{storage::Item, storage::Value};
     ///
     /// #[derive(serde::Serialize)]
     /// struct User { name: String, age: u32 }
@@ -544,7 +547,7 @@ impl Item {
     /// # Examples
     ///
     /// ```
-    /// use dynatree::{Item, Value};
+    /// use dynatree::{storage::Item, storage::Value};
     /// use std::collections::BTreeMap;
     ///
     /// #[derive(serde::Deserialize, Debug, PartialEq)]
@@ -580,7 +583,7 @@ impl Item {
     /// # Examples
     ///
     /// ```
-    /// use dynatree::{ErrorKind, Item, Value};
+    /// use dynatree::{ErrorKind, storage::Item, storage::Value};
     ///
     /// let mut item = Item::new();
     /// item.insert("tags", Value::Ss(vec!["a".into(), "a".into()]));
@@ -599,7 +602,7 @@ impl Item {
     /// # Examples
     ///
     /// ```
-    /// use dynatree::{Item, Value};
+    /// use dynatree::{storage::Item, storage::Value};
     ///
     /// let mut item = Item::new();
     /// item.insert("price", Value::N("01.50".into()));
@@ -624,7 +627,7 @@ impl Item {
     /// # Examples
     ///
     /// ```
-    /// use dynatree::{Item, Value};
+    /// use dynatree::{storage::Item, storage::Value};
     ///
     /// let mut item = Item::new();
     /// item.insert("n", Value::N("3".into()));
@@ -640,7 +643,7 @@ impl Item {
     /// # Examples
     ///
     /// ```
-    /// use dynatree::{Item, Value};
+    /// use dynatree::{storage::Item, storage::Value};
     ///
     /// let mut item = Item::new();
     /// item.insert("name", Value::S("ann".into()));
@@ -657,7 +660,7 @@ impl Item {
     /// # Examples
     ///
     /// ```
-    /// use dynatree::{Item, Value};
+    /// use dynatree::{storage::Item, storage::Value};
     ///
     /// let mut item = Item::new();
     /// assert_eq!(item.insert("a", Value::Bool(true)), None);
@@ -673,7 +676,7 @@ impl Item {
     /// # Examples
     ///
     /// ```
-    /// use dynatree::{Item, Value};
+    /// use dynatree::{storage::Item, storage::Value};
     ///
     /// let mut item = Item::new();
     /// item.insert("a", Value::Bool(true));
@@ -690,7 +693,7 @@ impl Item {
     /// # Examples
     ///
     /// ```
-    /// use dynatree::{Item, Value};
+    /// use dynatree::{storage::Item, storage::Value};
     ///
     /// let mut item = Item::new();
     /// item.insert("a", Value::Null);
@@ -706,7 +709,7 @@ impl Item {
     /// # Examples
     ///
     /// ```
-    /// use dynatree::{Item, Value};
+    /// use dynatree::{storage::Item, storage::Value};
     ///
     /// let mut item = Item::new();
     /// item.insert("b", Value::Bool(false));
@@ -723,7 +726,7 @@ impl Item {
     /// # Examples
     ///
     /// ```
-    /// use dynatree::{Item, Value};
+    /// use dynatree::{storage::Item, storage::Value};
     ///
     /// let mut item = Item::new();
     /// item.insert("b", Value::Null);
@@ -739,7 +742,7 @@ impl Item {
     /// # Examples
     ///
     /// ```
-    /// use dynatree::{Item, Value};
+    /// use dynatree::{storage::Item, storage::Value};
     ///
     /// let mut item = Item::new();
     /// item.insert("a", Value::Null);
@@ -755,7 +758,7 @@ impl Item {
     /// # Examples
     ///
     /// ```
-    /// use dynatree::{Item, Value};
+    /// use dynatree::{storage::Item, storage::Value};
     ///
     /// let mut item = Item::new();
     /// assert!(item.is_empty());
@@ -772,7 +775,7 @@ impl Item {
     /// # Examples
     ///
     /// ```
-    /// use dynatree::{Item, MAX_ITEM_BYTES, Value};
+    /// use dynatree::{storage::Item, storage::MAX_ITEM_BYTES, storage::Value};
     ///
     /// let mut item = Item::new();
     /// item.insert("name", Value::S("ann".into()));
@@ -813,7 +816,7 @@ impl Value {
     /// # Examples
     ///
     /// ```
-    /// use dynatree::Value;
+    /// use dynatree::storage::Value;
     ///
     /// assert_eq!(Value::from_serialize(&7u32)?, Value::N("7".into()));
     /// assert_eq!(Value::from_serialize("hi")?, Value::S("hi".into()));

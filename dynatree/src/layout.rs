@@ -16,17 +16,9 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::item::{Item, MAX_ITEM_BYTES, Value};
 use crate::path::Path;
 use crate::storage::{Comparison, Condition, Key};
-
-/// The hash key attribute of a tree table.
-pub const HASH_KEY: &str = "Key";
-/// The range key attribute of a tree table.
-pub const RANGE_KEY: &str = "Child";
-/// The default reserved character, U+00A6 BROKEN BAR (`C2 A6` in UTF-8).
-pub const DEFAULT_RESERVED: char = '¦';
-/// DynamoDB's limit on a partition key value, in UTF-8 bytes.
-pub const MAX_HASH_KEY_BYTES: usize = 2048;
-/// DynamoDB's limit on a sort key value, in UTF-8 bytes.
-pub const MAX_RANGE_KEY_BYTES: usize = 1024;
+pub(crate) use crate::storage::{
+    DEFAULT_RESERVED, HASH_KEY, MAX_HASH_KEY_BYTES, MAX_RANGE_KEY_BYTES, PATH_INDEX, RANGE_KEY,
+};
 
 /// The key strings of one tree, built from its reserved character.
 #[derive(Debug, Clone)]
@@ -409,7 +401,7 @@ impl Layout {
     /// SC, which no template does, and the SC after the root keeps `Tenants/a` apart from
     /// `Tenants/ab`, so no two scopes (nor the whole tree) share an index partition. Neither
     /// root components nor templates nor values (refused on writes and queries, see
-    /// `repo::refuse_reserved_in_index_value`) contain SC, so a hash splits at SC one way
+    /// `index::refuse_reserved_in_index_value`) contain SC, so a hash splits at SC one way
     /// only: no value spells another scope's hash.
     pub(crate) fn index_hash(&self, scope: &[String], template: &str, encoded: &str) -> String {
         let sc = self.sc;
@@ -433,10 +425,6 @@ impl Layout {
         }
     }
 }
-
-/// The name of the path index's global secondary index (see
-/// [`TreeBuilder::path_index`](crate::TreeBuilder::path_index)).
-pub const PATH_INDEX: &str = "dynatree_paths";
 
 /// Intent records of the multi-row operations (moves, copies, subtree deletions) and the path
 /// index: their keys and bookkeeping attributes.

@@ -56,8 +56,8 @@
 #[cfg(any(feature = "dynamodb", feature = "streams"))]
 macro_rules! value_from_sdk {
     ($name:ident, $av:ty, $from:literal) => {
-        fn $name(v: $av) -> $crate::Result<$crate::Value> {
-            use $crate::Value;
+        fn $name(v: $av) -> $crate::Result<$crate::storage::Value> {
+            use $crate::storage::Value;
             type A = $av;
             Ok(match v {
                 A::S(s) => Value::S(s),
@@ -85,21 +85,25 @@ macro_rules! value_from_sdk {
     };
 }
 
-mod batch;
 pub mod changes;
 pub mod check;
-mod denorm;
-mod error;
+mod cursor;
+pub mod denorm;
+pub mod error;
 mod expiry;
 mod fields;
 mod hierarchical;
 pub mod iam;
+mod index;
 mod item;
+pub mod keys;
 mod layout;
+pub mod ops;
 mod path;
 mod query;
 mod read;
 mod repo;
+mod retry;
 mod segment;
 pub mod storage;
 mod stream;
@@ -107,7 +111,7 @@ pub mod string_set;
 mod transaction;
 pub mod transfer;
 mod tree;
-mod update;
+pub mod update;
 
 #[doc(hidden)]
 pub mod __private;
@@ -122,31 +126,22 @@ pub mod consistency {
     #![doc = include_str!("tree/readers.md")]
 }
 
-pub use crate::batch::RetryPolicy;
-pub use crate::denorm::{DenormTarget, Denormalized};
-pub use crate::error::{CancellationReason, Error, ErrorKind, Party, Result};
+pub use crate::cursor::{Cursor, TypedPage};
+pub use crate::error::{Error, ErrorKind, Result};
 pub use crate::expiry::Expiry;
-pub use crate::fields::{Cond, Field, Operand, ReadOnly, Updatable};
-pub use crate::hierarchical::{Hierarchical, IndexDef, IndexKey};
-pub use crate::item::{Item, MAX_ATTRIBUTE_NAME_BYTES, MAX_ITEM_BYTES, Value};
-pub use crate::layout::DEFAULT_RESERVED;
-pub use crate::update::{Numeric, Patch, StringSetField, UpdatableField};
-
+pub use crate::hierarchical::Hierarchical;
 pub use crate::path::{IntoPath, Path};
-pub use crate::query::{Cursor, IndexQueryBuilder, TypedPage, TypedQuery};
+pub use crate::query::{IndexQueryBuilder, TypedQuery};
 pub use crate::read::Read;
 pub use crate::repo::Repository;
-pub use crate::segment::{AsKeySegment, KeySegment};
-pub use crate::storage::Billing;
+pub use crate::retry::RetryPolicy;
 #[cfg(feature = "dynamodb")]
 #[cfg_attr(docsrs, doc(cfg(feature = "dynamodb")))]
 pub use crate::storage::dynamodb::DynamoDbTable;
 pub use crate::transaction::Transaction;
 pub use crate::tree::scope;
-pub use crate::tree::{
-    Descendant, Descendants, Entry, Intent, LinkPolicy, MoveReport, OnChildren, OpProgress,
-    PATH_INDEX, Propagation, Strategy, Tree, TreeBuilder,
-};
+pub use crate::tree::{Descendant, Descendants, Entry, Strategy, Tree, TreeBuilder};
+pub use crate::update::Patch;
 /// Derive macro for the [`trait@Hierarchical`] trait.
 ///
 /// On a struct with named fields. Generates the trait impl, a key struct `<Name>Key` (every

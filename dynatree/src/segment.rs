@@ -15,7 +15,7 @@ use crate::error::{Error, ErrorKind, Result};
 /// # Examples
 ///
 /// ```
-/// use dynatree::KeySegment;
+/// use dynatree::keys::KeySegment;
 ///
 /// assert_eq!(42u32.encode(), "0000000042");
 /// assert!((-5i32).encode() < 3i32.encode());
@@ -37,7 +37,7 @@ use crate::error::{Error, ErrorKind, Result};
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be a path component or index key",
     label = "this field is used in a key (a path placeholder or an index)",
-    note = "key fields need `dynatree::KeySegment`: String, integers, bool, Ulid, Uuid, time types, or your own impl"
+    note = "key fields need `dynatree::keys::KeySegment`: String, integers, bool, Ulid, Uuid, time types, or your own impl"
 )]
 pub trait KeySegment: Clone + std::fmt::Debug + Eq + std::hash::Hash + Sized {
     /// The component string. It must not be empty; the tree checks it for the reserved
@@ -66,7 +66,7 @@ pub trait KeySegment: Clone + std::fmt::Debug + Eq + std::hash::Hash + Sized {
 /// # Examples
 ///
 /// ```
-/// use dynatree::{AsKeySegment, KeySegment};
+/// use dynatree::{keys::AsKeySegment, keys::KeySegment};
 ///
 /// fn encoded(v: &(impl AsKeySegment<String> + ?Sized)) -> String {
 ///     v.encode_segment()

@@ -13,7 +13,7 @@
 //! # Examples
 //!
 //! ```
-//! use dynatree::{Item, Value};
+//! use dynatree::{storage::Item, storage::Value};
 //! use serde::{Deserialize, Serialize};
 //! use std::collections::BTreeSet;
 //!
@@ -37,7 +37,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 /// # Examples
 ///
 /// ```
-/// use dynatree::{Item, Value};
+/// use dynatree::{storage::Item, storage::Value};
 /// use serde::Serialize;
 ///
 /// #[derive(Serialize)]
@@ -63,7 +63,7 @@ pub fn serialize<T: Serialize, S: Serializer>(value: &T, serializer: S) -> Resul
 /// # Examples
 ///
 /// ```
-/// use dynatree::{Item, Value};
+/// use dynatree::{storage::Item, storage::Value};
 /// use serde::Deserialize;
 /// use std::collections::BTreeSet;
 ///

@@ -6,6 +6,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::fields::Cond;
 use crate::hierarchical::Hierarchical;
 use crate::path::Path;
+use crate::retry::Backoff;
 use crate::storage::{Condition, SharedStorage, Storage};
 use crate::tree::{Tree, TxOp as Op};
 use crate::update::{Bound, Patch};
@@ -25,7 +26,7 @@ const MAX_TOKEN_CHARS: usize = 36;
 /// # Examples
 ///
 /// ```
-/// use dynatree::{Cond, Hierarchical, Patch, Tree};
+/// use dynatree::{fields::Cond, Hierarchical, Patch, Tree};
 /// use dynatree_testing::FakeTable;
 /// use serde::{Deserialize, Serialize};
 ///
@@ -147,7 +148,7 @@ impl<S: Storage + 'static> Transaction<S> {
     /// # Examples
     ///
     /// ```
-    /// # use dynatree::{Cond, Hierarchical, Patch, Tree};
+    /// # use dynatree::{fields::Cond, Hierarchical, Patch, Tree};
     /// # use dynatree_testing::FakeTable;
     /// # use serde::{Deserialize, Serialize};
     /// # #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -175,7 +176,7 @@ impl<S: Storage + 'static> Transaction<S> {
     /// # Examples
     ///
     /// ```
-    /// # use dynatree::{Cond, Hierarchical, Patch, Tree};
+    /// # use dynatree::{fields::Cond, Hierarchical, Patch, Tree};
     /// # use dynatree_testing::FakeTable;
     /// # use serde::{Deserialize, Serialize};
     /// # #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -205,7 +206,7 @@ impl<S: Storage + 'static> Transaction<S> {
     /// # Examples
     ///
     /// ```
-    /// # use dynatree::{Cond, Hierarchical, Patch, Tree};
+    /// # use dynatree::{fields::Cond, Hierarchical, Patch, Tree};
     /// # use dynatree_testing::FakeTable;
     /// # use serde::{Deserialize, Serialize};
     /// # #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -234,7 +235,7 @@ impl<S: Storage + 'static> Transaction<S> {
     /// # Examples
     ///
     /// ```
-    /// # use dynatree::{Cond, Hierarchical, Patch, Tree};
+    /// # use dynatree::{fields::Cond, Hierarchical, Patch, Tree};
     /// # use dynatree_testing::FakeTable;
     /// # use serde::{Deserialize, Serialize};
     /// # #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -262,7 +263,7 @@ impl<S: Storage + 'static> Transaction<S> {
     /// # Examples
     ///
     /// ```
-    /// # use dynatree::{Cond, Hierarchical, Patch, Tree};
+    /// # use dynatree::{fields::Cond, Hierarchical, Patch, Tree};
     /// # use dynatree_testing::FakeTable;
     /// # use serde::{Deserialize, Serialize};
     /// # #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -298,7 +299,7 @@ impl<S: Storage + 'static> Transaction<S> {
     /// # Examples
     ///
     /// ```
-    /// # use dynatree::{Cond, Hierarchical, Patch, Tree};
+    /// # use dynatree::{fields::Cond, Hierarchical, Patch, Tree};
     /// # use dynatree_testing::FakeTable;
     /// # use serde::{Deserialize, Serialize};
     /// # #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -343,7 +344,7 @@ impl<S: Storage + 'static> Transaction<S> {
     /// # Examples
     ///
     /// ```
-    /// # use dynatree::{Cond, Hierarchical, Patch, Tree};
+    /// # use dynatree::{fields::Cond, Hierarchical, Patch, Tree};
     /// # use dynatree_testing::FakeTable;
     /// # use serde::{Deserialize, Serialize};
     /// # #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -390,7 +391,7 @@ impl<S: Storage + 'static> Transaction<S> {
     /// # Examples
     ///
     /// ```
-    /// # use dynatree::{Cond, Hierarchical, Patch, Tree};
+    /// # use dynatree::{fields::Cond, Hierarchical, Patch, Tree};
     /// # use dynatree_testing::FakeTable;
     /// # use serde::{Deserialize, Serialize};
     /// # #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -431,7 +432,7 @@ impl<S: Storage + 'static> Transaction<S> {
     /// # Examples
     ///
     /// ```
-    /// # use dynatree::{Cond, Hierarchical, Patch, Tree};
+    /// # use dynatree::{fields::Cond, Hierarchical, Patch, Tree};
     /// # use dynatree_testing::FakeTable;
     /// # use serde::{Deserialize, Serialize};
     /// # #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -457,7 +458,7 @@ impl<S: Storage + 'static> Transaction<S> {
     /// # Examples
     ///
     /// ```
-    /// # use dynatree::{Cond, Hierarchical, Patch, Tree};
+    /// # use dynatree::{fields::Cond, Hierarchical, Patch, Tree};
     /// # use dynatree_testing::FakeTable;
     /// # use serde::{Deserialize, Serialize};
     /// # #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -489,7 +490,7 @@ impl<S: Storage + 'static> Transaction<S> {
     /// # Examples
     ///
     /// ```
-    /// # use dynatree::{Cond, Hierarchical, Patch, Tree};
+    /// # use dynatree::{fields::Cond, Hierarchical, Patch, Tree};
     /// # use dynatree_testing::FakeTable;
     /// # use serde::{Deserialize, Serialize};
     /// # #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -615,7 +616,7 @@ impl<S: Storage + 'static> Transaction<S> {
                 }
             }
         }
-        let written: Vec<(Path, crate::Item)> = ops
+        let written: Vec<(Path, crate::storage::Item)> = ops
             .iter()
             .filter_map(|op| match op {
                 Op::Put { path, row, .. } => Some((path.clone(), row.clone())),
@@ -638,7 +639,7 @@ impl<S: Storage + 'static> Transaction<S> {
         let mut floors: Vec<u64> = vec![0; ops.len()];
         // Deletes of sources: the row as read, whose versions the delete is conditional on
         // (the latest is recorded as the tombstone first).
-        let mut pins: Vec<Option<crate::Item>> = vec![None; ops.len()];
+        let mut pins: Vec<Option<crate::storage::Item>> = vec![None; ops.len()];
         for (i, op) in ops.iter().enumerate() {
             match op {
                 // A removed source written again comes after its tombstone.
@@ -656,8 +657,7 @@ impl<S: Storage + 'static> Transaction<S> {
                 _ => {}
             }
         }
-        let policy = tree.config_retry();
-        let mut attempt = 0;
+        let mut backoff = Backoff::new(tree.config_retry());
         let committed = loop {
             let (mut stamped, stamps) = tree.stamp_sources(&ops, &sources, &floors);
             // Each source put checks its tombstone in the same transaction (a removal that
@@ -688,17 +688,14 @@ impl<S: Storage + 'static> Transaction<S> {
                 Ok(()) => break Ok(()),
                 Err(e) => e,
             };
-            if self.token.is_some()
-                || !e.is_transaction_canceled()
-                || attempt + 1 >= policy.max_attempts()
-            {
+            if self.token.is_some() || !e.is_transaction_canceled() || !backoff.spend() {
                 break Err(e);
             }
             let mut fenced = false;
             for &(at, i) in &tombstone_of {
                 if e.cancellation_reasons()
                     .get(at)
-                    .is_some_and(crate::CancellationReason::is_condition_failed)
+                    .is_some_and(crate::error::CancellationReason::is_condition_failed)
                 {
                     // Removed meanwhile: written again after its tombstone.
                     let t = tree.tombstone(ops[i].path()).await?.unwrap_or(0);
@@ -709,7 +706,7 @@ impl<S: Storage + 'static> Transaction<S> {
             for &i in &sources {
                 if e.cancellation_reasons()
                     .get(i)
-                    .is_some_and(crate::CancellationReason::is_condition_failed)
+                    .is_some_and(crate::error::CancellationReason::is_condition_failed)
                 {
                     match tree.stored_version(ops[i].path()).await {
                         Ok(Some(stored)) if stored >= stamps[i] => {
@@ -725,7 +722,7 @@ impl<S: Storage + 'static> Transaction<S> {
                 let failed = e
                     .cancellation_reasons()
                     .get(i)
-                    .is_some_and(crate::CancellationReason::is_condition_failed);
+                    .is_some_and(crate::error::CancellationReason::is_condition_failed);
                 if let (true, Some(seen)) = (failed, pin.as_ref()) {
                     // Written meanwhile: read (and tombstone) again; else the caller's condition.
                     let path = ops[i].path();
@@ -739,7 +736,6 @@ impl<S: Storage + 'static> Transaction<S> {
             if !fenced {
                 break Err(e);
             }
-            attempt += 1;
         };
         if let Err(e) = committed {
             for (_, g) in guards {
@@ -783,7 +779,7 @@ impl<S: Storage + 'static> Tree<S> {
             let failed = e
                 .cancellation_reasons()
                 .get(i)
-                .is_some_and(crate::CancellationReason::is_condition_failed);
+                .is_some_and(crate::error::CancellationReason::is_condition_failed);
             if !failed {
                 continue;
             }

@@ -110,7 +110,7 @@ use crate::tree::Tree;
 ///
 /// ```
 /// use dynatree::transfer::Record;
-/// use dynatree::{Item, Path, Value};
+/// use dynatree::{storage::Item, Path, storage::Value};
 ///
 /// let mut item = Item::new();
 /// item.insert("price", Value::N("1.50".into()));
@@ -175,7 +175,7 @@ impl Record {
     ///
     /// ```
     /// use dynatree::transfer::Record;
-    /// use dynatree::{Item, Path, Value};
+    /// use dynatree::{storage::Item, Path, storage::Value};
     /// use std::collections::BTreeMap;
     ///
     /// let mut item = Item::new();
@@ -207,7 +207,7 @@ impl Record {
     ///
     /// ```
     /// use dynatree::transfer::Record;
-    /// use dynatree::{ErrorKind, Value};
+    /// use dynatree::{ErrorKind, storage::Value};
     ///
     /// let r = Record::from_json_line(r#"{"path":"/a","item":{"n":{"N":"1.50"},"l":{"L":[{"S":"x"},{"NULL":true}]}}}"#)?;
     /// let Record::Object { item, .. } = r else { panic!("an object") };
@@ -565,7 +565,7 @@ impl std::error::Error for BadRecord {}
 ///
 /// ```
 /// use dynatree::transfer::Record;
-/// use dynatree::{Item, Path, Tree};
+/// use dynatree::{storage::Item, Path, Tree};
 /// use dynatree_testing::FakeTable;
 ///
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
@@ -1040,7 +1040,7 @@ impl<S: Storage + 'static> Tree<S> {
     ///
     /// ```
     /// use dynatree::transfer::Record;
-    /// use dynatree::{ErrorKind, Item, Path, Tree, Value};
+    /// use dynatree::{ErrorKind, storage::Item, Path, Tree, storage::Value};
     /// use dynatree_testing::FakeTable;
     ///
     /// let tree = Tree::new(FakeTable::new());

@@ -5,9 +5,10 @@ use std::marker::PhantomData;
 use serde::Serialize;
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::fields::{Cond, Field, Operand, Updatable};
+pub use crate::fields::{Cond, Field, Operand, ReadOnly, Updatable};
 use crate::hierarchical::Hierarchical;
 use crate::item::{Item, Value};
+use crate::retry::Backoff;
 use crate::storage::{Comparison, Condition, Storage as _, UpdateAction};
 
 /// A field a partial update may change: a [`Field`] of an [`Updatable`] field. Key fields, index
@@ -57,7 +58,7 @@ pub trait Numeric: Serialize {
     /// # Examples
     ///
     /// ```
-    /// use dynatree::Numeric;
+    /// use dynatree::fields::Numeric;
     ///
     /// assert_eq!(<u8 as Numeric>::RANGE, Some((0, 255)));
     /// assert_eq!(<Option<i64> as Numeric>::RANGE, Some((i64::MIN.into(), i64::MAX as u128)));
@@ -879,14 +880,13 @@ impl<T: Hierarchical, S: crate::storage::Storage + 'static> crate::Repository<T,
         stored_version: &mut u64,
     ) -> Result<()> {
         let tree = self.tree();
-        let policy = tree.config_retry();
-        let mut attempt = 0;
+        let mut backoff = Backoff::new(tree.config_retry());
         loop {
             // A source is stamped with a version after the stored one, fenced like a put (see
             // `Repository::write_row`).
             let mut attempt_patch = patch.clone();
             let fence = tree.source_fence(ty, path, *stored_version);
-            if fence.is_none() && attempt == 0 {
+            if fence.is_none() && backoff.retries() == 0 {
                 // Not a source of denormalized fields: one UpdateItem, conditional on the
                 // value being there (so its listing row is), live, not a link and not held by
                 // a move or copy, and on the patch's condition. Anything else (a failed
@@ -946,11 +946,9 @@ impl<T: Hierarchical, S: crate::storage::Storage + 'static> crate::Repository<T,
                 return Err(out.with_source(e));
             }
             let (_, condition) = patch.plan(layout)?;
-            if !condition.eval(Some(&row)) || attempt + 1 >= policy.max_attempts() {
+            if !condition.eval(Some(&row)) || !backoff.retry().await {
                 return Err(e);
             }
-            policy.sleep(attempt).await;
-            attempt += 1;
         }
     }
 }
@@ -963,7 +961,7 @@ fn single(result: Result<()>) -> Result<()> {
             if e.is_transaction_canceled()
                 && e.cancellation_reasons()
                     .first()
-                    .is_some_and(crate::CancellationReason::is_condition_failed) =>
+                    .is_some_and(crate::error::CancellationReason::is_condition_failed) =>
         {
             Err(Error::new(
                 ErrorKind::ConditionFailed,

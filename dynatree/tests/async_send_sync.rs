@@ -24,9 +24,9 @@ use dynatree::storage::{
     WriteRequest,
 };
 use dynatree::{
-    Cursor, Descendant, Descendants, Entry, Error, Hierarchical, IndexQueryBuilder, Intent, Item,
-    LinkPolicy, MoveReport, OnChildren, Path, Repository, RetryPolicy, Strategy, Tree, TreeBuilder,
-    TypedPage, TypedQuery,
+    Cursor, Descendant, Descendants, Entry, Error, Hierarchical, IndexQueryBuilder, Path,
+    Repository, RetryPolicy, Strategy, Tree, TreeBuilder, TypedPage, TypedQuery, ops::Intent,
+    ops::LinkPolicy, ops::MoveReport, ops::OnChildren, storage::Item,
 };
 use dynatree_testing::FakeTable;
 use futures::{Stream, StreamExt, TryStreamExt};

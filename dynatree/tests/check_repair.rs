@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use dynatree::check::{Class, Phase, Progress, Report};
 use dynatree::storage::{Condition, Key, Storage};
-use dynatree::{Hierarchical, Item, Path, RetryPolicy, Tree, Value};
+use dynatree::{Hierarchical, Path, RetryPolicy, Tree, storage::Item, storage::Value};
 use dynatree_testing::{FakeTable, Fault, FaultRule, Op};
 use futures::TryStreamExt;
 use serde::{Deserialize, Serialize};

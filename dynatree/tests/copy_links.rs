@@ -2,7 +2,7 @@
 //! source, under each `LinkPolicy`, in a call that runs the copy and in a `resume` that
 //! finishes it after its copy phase.
 
-use dynatree::{LinkPolicy, MoveReport, Path, Tree};
+use dynatree::{Path, Tree, ops::LinkPolicy, ops::MoveReport};
 use dynatree_testing::{FakeTable, Fault, FaultRule, Op};
 use serde::{Deserialize, Serialize};
 

@@ -289,7 +289,7 @@ async fn the_stream_processor_fills_propagates_refills_and_clears() {
         let tree = Tree::builder(table.clone())
             .denormalized::<Thread>()
             .denormalized::<Post>()
-            .propagation(dynatree::Propagation::Stream)
+            .propagation(dynatree::denorm::Propagation::Stream)
             .build()
             .unwrap();
         tree.create_table().await.unwrap();

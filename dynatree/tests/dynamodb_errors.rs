@@ -5,7 +5,7 @@ use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::config::http::HttpResponse;
 use aws_smithy_mocks::{RuleMode, mock, mock_client};
 use dynatree::storage::{Condition, Key, Storage, TransactAction};
-use dynatree::{Billing, DynamoDbTable, ErrorKind, Party, Tree};
+use dynatree::{DynamoDbTable, ErrorKind, Tree, error::Party, storage::Billing};
 
 /// The SDK's own retries (with real sleeps) are not what these tests are about (the table
 /// turns them off anyway; `retry_budget.rs` checks that).

@@ -2,7 +2,9 @@
 //! returns paths, links leaving the scope refused, the scope's root row never pruned, typed
 //! repositories and index queries isolated between scopes, composition.
 
-use dynatree::{ErrorKind, Hierarchical, Item, LinkPolicy, OnChildren, Path, Strategy, Tree};
+use dynatree::{
+    ErrorKind, Hierarchical, Path, Strategy, Tree, ops::LinkPolicy, ops::OnChildren, storage::Item,
+};
 use dynatree_testing::FakeTable;
 use futures::TryStreamExt;
 use serde::{Deserialize, Serialize};
@@ -270,7 +272,7 @@ async fn a_link_leaving_the_scope_is_refused() {
     for name in ["out", "hop"] {
         let e = t.get::<V>([name]).await.unwrap_err();
         assert!(e.is_out_of_scope(), "{e}");
-        assert_eq!(e.party(), dynatree::Party::Data);
+        assert_eq!(e.party(), dynatree::error::Party::Data);
     }
     assert!(t.read_link(["out"]).await.unwrap_err().is_out_of_scope());
     assert_eq!(t.read_link(["hop"]).await.unwrap(), p(["out"]));
@@ -343,7 +345,7 @@ async fn moves_copies_and_intents_are_relative() {
 
 #[tokio::test]
 async fn pending_intents_of_a_scope_are_relative_and_its_own() {
-    use dynatree::Value;
+    use dynatree::storage::Value;
     use dynatree::storage::{Condition, Storage};
     // A move recorded by a process that died before its first step: through the scope it is
     // listed with relative paths, through another scope not at all; resume finishes it.
@@ -599,12 +601,12 @@ async fn index_values_cannot_reach_into_a_nested_scope() {
     let mut row = Item::from_serialize(&link("x")).unwrap();
     row.insert(
         "Key",
-        dynatree::Value::S(format!("¦{}", forged_path.join("¦"))),
+        dynatree::storage::Value::S(format!("¦{}", forged_path.join("¦"))),
     );
-    row.insert("Child", dynatree::Value::S("¦".into()));
+    row.insert("Child", dynatree::storage::Value::S("¦".into()));
     row.insert(
         "¦ix.by_target.h",
-        dynatree::Value::S(format!("¦Tenants¦t1¦{t}¦{t}¦{target}", t = Link::TEMPLATE)),
+        dynatree::storage::Value::S(format!("¦Tenants¦t1¦{t}¦{t}¦{target}", t = Link::TEMPLATE)),
     );
     dynatree::storage::Storage::put_item(tree.storage(), row, dynatree::storage::Condition::Always)
         .await

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use dynatree::transfer::{BadRecord, Imported, Record};
-use dynatree::{ErrorKind, Hierarchical, Item, Path, Tree, Value};
+use dynatree::{ErrorKind, Hierarchical, Path, Tree, storage::Item, storage::Value};
 use dynatree_testing::{FakeTable, Fault, FaultRule, Op};
 use futures::TryStreamExt;
 use serde::{Deserialize, Serialize};

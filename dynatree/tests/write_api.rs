@@ -1,7 +1,7 @@
 //! The write API of issue 8 from outside: transactions, conditions of one's own, partial
 //! updates, time to live. Request counts are asserted on the metered fake.
 
-use dynatree::{Cond, ErrorKind, Hierarchical, Patch, Tree};
+use dynatree::{ErrorKind, Hierarchical, Patch, Tree, fields::Cond};
 use dynatree_testing::FakeTable;
 use futures::TryStreamExt;
 use serde::{Deserialize, Serialize};
@@ -105,7 +105,7 @@ async fn transaction_commits_all_or_nothing_and_maps_reasons() {
     assert!(reasons[1].is_condition_failed());
     assert!(!reasons[2].is_failure());
     // The ancestors of the put may have been created (listing rows only); no object changed.
-    let objects = |rows: &[dynatree::Item]| {
+    let objects = |rows: &[dynatree::storage::Item]| {
         rows.iter()
             .filter(|r| r.get_s("Child") == Some("¦"))
             .cloned()
@@ -195,7 +195,7 @@ async fn idempotency_token_applies_once() {
 }
 
 /// The table's rows but its settings row (written by `create_table` for the index, and kept).
-fn tree_rows(table: &FakeTable) -> Vec<dynatree::Item> {
+fn tree_rows(table: &FakeTable) -> Vec<dynatree::storage::Item> {
     let settings = dynatree::storage::TableSettings::key('¦');
     table
         .rows()

@@ -2,7 +2,7 @@
 //! command was given, escaped in the library's words, and for a path held by a recorded
 //! operation ([`ErrorKind::Locked`]) that operation and the command that finishes it.
 
-use dynatree::{ErrorKind, Intent, Path};
+use dynatree::{ErrorKind, Path, ops::Intent};
 
 use super::paths::escape_known;
 use super::{Ctx, parse_path};

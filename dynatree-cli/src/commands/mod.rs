@@ -12,7 +12,7 @@ mod write;
 use std::future::Future;
 
 use dynatree::storage::{Storage, TableDescription, TableSettings};
-use dynatree::{DynamoDbTable, Item, Path, Tree, TreeBuilder};
+use dynatree::{DynamoDbTable, Path, Tree, TreeBuilder, storage::Item};
 
 use crate::args::{Cli, Command, Global};
 use crate::error::{CliError, CliResult};
@@ -89,7 +89,10 @@ impl TableLayout {
                 ..Self::default()
             });
         };
-        let has_index = d.indexes.iter().any(|(n, _)| n == dynatree::PATH_INDEX);
+        let has_index = d
+            .indexes
+            .iter()
+            .any(|(n, _)| n == dynatree::storage::PATH_INDEX);
         let recorded = settings.and_then(|s| s.path_index);
         let creates = need == TableNeed::Creates;
         let create = |depth: usize| {
@@ -118,7 +121,7 @@ impl TableLayout {
             (_, Some(r)) if !has_index && !creates => {
                 return Err(CliError::msg(format!(
                     "table {table} records a path index of depth {r} but has no index {}: add it with `{}`",
-                    dynatree::PATH_INDEX,
+                    dynatree::storage::PATH_INDEX,
                     create(r)
                 )));
             }
@@ -133,7 +136,7 @@ impl TableLayout {
             (None, None) if has_index => {
                 layout.unwritable = Some(format!(
                     "table {table} has the path index {} but no record of its depth (created by another program or an older dynatree): pass --path-index DEPTH, the depth it was created with, so that writes keep the index",
-                    dynatree::PATH_INDEX
+                    dynatree::storage::PATH_INDEX
                 ));
             }
             (None, None) => {}
@@ -287,7 +290,7 @@ impl Ctx {
         let reserved = g.reserved.to_string();
         flag(
             "reserved",
-            (g.reserved != dynatree::DEFAULT_RESERVED).then_some(reserved.as_str()),
+            (g.reserved != dynatree::storage::DEFAULT_RESERVED).then_some(reserved.as_str()),
         );
         let depth = self.layout.path_index.map(|d| d.to_string());
         flag("path-index", depth.as_deref());
@@ -507,8 +510,8 @@ async fn dispatch(ctx: &Ctx, command: Command) -> CliResult<Doc> {
             dry,
         } => {
             let billing = billing.map(|b| match b {
-                crate::args::BillingMode::OnDemand => dynatree::Billing::OnDemand,
-                crate::args::BillingMode::Provisioned => dynatree::Billing::Provisioned {
+                crate::args::BillingMode::OnDemand => dynatree::storage::Billing::OnDemand,
+                crate::args::BillingMode::Provisioned => dynatree::storage::Billing::Provisioned {
                     read: read_capacity,
                     write: write_capacity,
                 },
@@ -532,7 +535,7 @@ async fn dispatch(ctx: &Ctx, command: Command) -> CliResult<Doc> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use dynatree::Value;
+    use dynatree::storage::Value;
 
     #[test]
     fn paths_from_the_command_line() {
@@ -573,10 +576,10 @@ mod tests {
             status: dynatree::storage::TableStatus::Active,
             hash_key: ("Key".into(), "S".into()),
             range_key: Some(("Child".into(), "S".into())),
-            billing: dynatree::Billing::OnDemand,
+            billing: dynatree::storage::Billing::OnDemand,
             indexes: if path_index {
                 vec![(
-                    dynatree::PATH_INDEX.to_owned(),
+                    dynatree::storage::PATH_INDEX.to_owned(),
                     dynatree::storage::TableStatus::Active,
                 )]
             } else {

@@ -92,7 +92,7 @@ pub async fn must_exist(ctx: &Ctx, path: &Path) -> CliResult<()> {
 }
 
 /// The stored row of the object or link at `path` itself (bookkeeping included), if any.
-async fn own_row(ctx: &Ctx, path: &Path) -> CliResult<Option<dynatree::Item>> {
+async fn own_row(ctx: &Ctx, path: &Path) -> CliResult<Option<dynatree::storage::Item>> {
     if object_kind(ctx, path).await?.is_none() {
         return Ok(None);
     }
@@ -119,7 +119,7 @@ pub async fn children(ctx: &Ctx, dir: &Path) -> CliResult<Vec<Child>> {
         return Ok(Vec::new());
     }
     let reserved = ctx.global.reserved;
-    let objects: HashMap<String, dynatree::Item> = ctx
+    let objects: HashMap<String, dynatree::storage::Item> = ctx
         .tree
         .descendants(dir.clone())
         .max_depth(1)

@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 
 use dynatree::storage::{HASH_KEY, RANGE_KEY};
-use dynatree::{ErrorKind, Intent, Item, MoveReport, Path};
+use dynatree::{ErrorKind, Path, ops::Intent, ops::MoveReport, storage::Item};
 use futures::{StreamExt, TryStreamExt};
 use serde_json::{Value, json};
 
@@ -542,9 +542,9 @@ mod tests {
     #[test]
     fn link_rows() {
         let mut row = Item::new();
-        row.insert(HASH_KEY, dynatree::Value::S("¦l¦x%y".into()));
-        row.insert(RANGE_KEY, dynatree::Value::S("¦".into()));
-        row.insert("¦", dynatree::Value::S("¦a¦b/c".into()));
+        row.insert(HASH_KEY, dynatree::storage::Value::S("¦l¦x%y".into()));
+        row.insert(RANGE_KEY, dynatree::storage::Value::S("¦".into()));
+        row.insert("¦", dynatree::storage::Value::S("¦a¦b/c".into()));
         assert_eq!(
             link_row(&row, '¦'),
             Some((
@@ -552,7 +552,7 @@ mod tests {
                 Path::new(["a", "b/c"]).unwrap()
             ))
         );
-        row.insert(RANGE_KEY, dynatree::Value::S("name".into()));
+        row.insert(RANGE_KEY, dynatree::storage::Value::S("name".into()));
         assert_eq!(link_row(&row, '¦'), None);
     }
 

@@ -6,7 +6,7 @@ use std::io::Read;
 
 use dynatree::storage::{Storage, TableDescription};
 use dynatree::transfer::Record;
-use dynatree::{Billing, Path};
+use dynatree::{Path, storage::Billing};
 use futures::StreamExt;
 use serde_json::{Value, json};
 
@@ -63,7 +63,7 @@ pub async fn put(ctx: &Ctx, path: &str, json_arg: Option<String>, dry_run: bool)
     if dry_run {
         // Everything but the write: the path, the attribute names and values and the size of
         // the row as it would be written, all checked client-side as the real put checks them.
-        let item = dynatree::Item::from_serialize(&object)?;
+        let item = dynatree::storage::Item::from_serialize(&object)?;
         ctx.tree.check_record(&Record::Object {
             path: path.clone(),
             item,
@@ -282,7 +282,7 @@ pub async fn ensure_table(
         // Names live as long as the program (the library takes them as `&'static str`,
         // as the derive writes them).
         let name: &'static str = Box::leak(name.clone().into_boxed_str());
-        builder = builder.index(dynatree::IndexDef::new(name, *range));
+        builder = builder.index(dynatree::keys::IndexDef::new(name, *range));
     }
     let tree = builder.build()?;
     tree.create_table().await?;
@@ -323,7 +323,7 @@ async fn update_table(
     }
     let mut wanted: Vec<String> = indexes.iter().map(|(n, _)| n.clone()).collect();
     if ctx.layout.path_index.is_some() {
-        wanted.push(dynatree::PATH_INDEX.to_owned());
+        wanted.push(dynatree::storage::PATH_INDEX.to_owned());
     }
     let added: Vec<String> = wanted
         .into_iter()
@@ -368,7 +368,7 @@ async fn update_table(
     ))
 }
 
-fn intent_records(intents: &[dynatree::Intent]) -> (Vec<Value>, String) {
+fn intent_records(intents: &[dynatree::ops::Intent]) -> (Vec<Value>, String) {
     let mut t = Table::new(&[
         ("ID", Align::Left),
         ("OP", Align::Left),

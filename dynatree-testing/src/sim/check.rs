@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-use dynatree::{ErrorKind, IntoPath, Item, LinkPolicy, OnChildren, Path};
+use dynatree::{ErrorKind, IntoPath, Path, ops::LinkPolicy, ops::OnChildren, storage::Item};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -193,7 +193,7 @@ pub enum Stored {
 /// # Examples
 ///
 /// ```
-/// use dynatree::{ErrorKind, LinkPolicy};
+/// use dynatree::{ErrorKind, ops::LinkPolicy};
 /// use dynatree_testing::sim::Model;
 ///
 /// # #[derive(serde::Serialize)] struct V { v: u8 }
@@ -230,7 +230,7 @@ impl Model {
     /// # Examples
     ///
     /// ```
-    /// use dynatree::{Tree, Value};
+    /// use dynatree::{Tree, storage::Value};
     /// use dynatree_testing::FakeTable;
     /// use dynatree_testing::sim::{Model, Stored};
     ///
@@ -440,7 +440,7 @@ impl Model {
     /// # Examples
     ///
     /// ```
-    /// use dynatree::Value;
+    /// use dynatree::storage::Value;
     /// use dynatree_testing::sim::{Model, Stored};
     ///
     /// # #[derive(serde::Serialize)] struct V { v: u8 }
@@ -617,7 +617,7 @@ impl Model {
     /// # Examples
     ///
     /// ```
-    /// use dynatree::{ErrorKind, OnChildren};
+    /// use dynatree::{ErrorKind, ops::OnChildren};
     /// use dynatree_testing::sim::Model;
     ///
     /// # #[derive(serde::Serialize)] struct V { v: u8 }
@@ -675,7 +675,7 @@ impl Model {
     /// # Examples
     ///
     /// ```
-    /// use dynatree::{ErrorKind, LinkPolicy};
+    /// use dynatree::{ErrorKind, ops::LinkPolicy};
     /// use dynatree_testing::sim::{Model, Stored};
     ///
     /// # #[derive(serde::Serialize)] struct V { v: u8 }

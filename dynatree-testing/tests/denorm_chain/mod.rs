@@ -9,7 +9,7 @@
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
-use dynatree::{Hierarchical, LinkPolicy, MoveReport, Patch, Propagation, Tree};
+use dynatree::{Hierarchical, Patch, Tree, denorm::Propagation, ops::LinkPolicy, ops::MoveReport};
 use dynatree_testing::sim::{End, Model, Sim, SimFault, SimStorage, Stored};
 use dynatree_testing::{FakeTable, Fault, FaultRule, Op, StreamFaults};
 use futures::future::LocalBoxFuture;
@@ -179,7 +179,7 @@ pub fn check(end: &End<'_>) -> Result<(), String> {
 }
 
 /// The version attributes of every row under `R` (objects and tombstones).
-pub fn versions(rows: &[dynatree::Item]) -> String {
+pub fn versions(rows: &[dynatree::storage::Item]) -> String {
     let mut out = Vec::new();
     for r in rows {
         let (Some(key), Some(child)) = (r.get_s("Key"), r.get_s("Child")) else {

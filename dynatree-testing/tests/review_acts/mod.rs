@@ -8,7 +8,9 @@ use std::future::Future;
 pub use std::time::Duration;
 
 pub use dynatree::storage::{Condition, Key, Storage, TransactAction};
-pub use dynatree::{ErrorKind, Hierarchical, Item, LinkPolicy, OnChildren, Tree, Value};
+pub use dynatree::{
+    ErrorKind, Hierarchical, Tree, ops::LinkPolicy, ops::OnChildren, storage::Item, storage::Value,
+};
 pub use dynatree_testing::FakeTable;
 pub use dynatree_testing::sim::{End, Model, OpOutcome, Sim, SimFault, SimStorage, Stored};
 pub use serde::{Deserialize, Serialize};

@@ -89,7 +89,7 @@ macro_rules! op_span {
 ///
 /// ```no_run
 /// use dynatree::changes::StreamConsumer;
-/// use dynatree::{DynamoDbTable, Propagation, Tree};
+/// use dynatree::{DynamoDbTable, denorm::Propagation, Tree};
 ///
 /// # async fn run() -> dynatree::Result<()> {
 /// let config = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
@@ -914,7 +914,7 @@ impl<S: Storage + 'static> StreamConsumer<S> {
 ///
 /// [`TableNotFound`](ErrorKind::TableNotFound) if the table does not exist;
 /// [`InvalidArgument`](ErrorKind::InvalidArgument) if it has no stream (see
-/// [`Propagation::Stream`](crate::Propagation::Stream) or
+/// [`Propagation::Stream`](crate::denorm::Propagation::Stream) or
 /// [`Storage::enable_stream`]); DynamoDB's other errors as the table maps them.
 ///
 /// # Examples

@@ -40,7 +40,7 @@
 //! copies below it is 10,000 conditional UpdateItems), so leave room, and lower the batch size
 //! rather than raise the timeout past what a retry can afford. The function needs the table's
 //! stream with the view type `NEW_AND_OLD_IMAGES`: [`Tree::create_table`] enables it when the
-//! tree uses [`Propagation::Stream`](crate::Propagation::Stream) (the command line:
+//! tree uses [`Propagation::Stream`](crate::denorm::Propagation::Stream) (the command line:
 //! `dynatree create-table --stream`).
 //!
 //! # The event source mapping

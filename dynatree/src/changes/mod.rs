@@ -7,7 +7,7 @@
 //! a Lambda event, a polling consumer, or `dynatree_testing::FakeTable`'s own stream.
 //!
 //! The processor turns each change into the same idempotent, version-guarded writes that
-//! inline propagation makes (see [`Denormalized`](crate::Denormalized)): applying a change
+//! inline propagation makes (see [`Denormalized`](crate::denorm::Denormalized)): applying a change
 //! twice, or an old change after a newer one, never moves a copy backwards.
 
 use crate::error::Error;
@@ -15,6 +15,7 @@ use crate::item::Item;
 use crate::storage::Key;
 
 #[cfg(feature = "streams")]
+mod apply;
 mod consumer;
 #[cfg(all(feature = "streams", feature = "dynamodb"))]
 #[cfg_attr(docsrs, doc(cfg(all(feature = "streams", feature = "dynamodb"))))]
@@ -90,7 +91,7 @@ impl ChangeKind {
 /// ```
 /// use dynatree::changes::{Change, ChangeKind};
 /// use dynatree::storage::Key;
-/// use dynatree::{Item, Value};
+/// use dynatree::{storage::Item, storage::Value};
 ///
 /// let key = Key::new("\u{a6}Forums\u{a6}rust", "\u{a6}");
 /// let mut new = key.clone().into_item();

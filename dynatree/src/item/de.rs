@@ -531,7 +531,7 @@ mod tests {
     use std::collections::{BTreeMap, HashMap};
 
     use super::Value;
-    use crate::Item;
+    use crate::item::Item;
 
     fn n(s: &str) -> Value {
         Value::N(s.to_owned())

@@ -19,9 +19,9 @@ use aws_sdk_dynamodb::types::{
 };
 use tracing::Instrument;
 
+use super::{HASH_KEY, RANGE_KEY};
 use crate::error::{CancellationReason, Error, ErrorKind, Result};
 use crate::item::{Item, Value};
-use crate::layout::{HASH_KEY, RANGE_KEY};
 use crate::storage::expr::Expr;
 use crate::storage::{
     BatchGetOutput, Billing, Condition, IndexPage, IndexQuery, IndexSpec, Key, Page, Query,

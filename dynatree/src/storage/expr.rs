@@ -5,8 +5,8 @@
 
 use std::collections::HashMap;
 
+use super::HASH_KEY;
 use crate::item::Value;
-use crate::layout::HASH_KEY;
 use crate::storage::{Condition, RangeCondition, TransactAction, UpdateAction};
 
 /// A condition expression with its placeholders.

@@ -8,6 +8,7 @@
 //! query pages, 25/100-item batches with partial results, atomic transactions with per-action
 //! cancellation reasons.
 
+pub(crate) mod batch;
 #[cfg(feature = "dynamodb")]
 pub(crate) mod dynamodb;
 mod expr;
@@ -21,11 +22,26 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-pub use crate::batch::{BATCH_GET_MAX, BATCH_WRITE_MAX, TRANSACT_MAX, get_all, write_all};
 use crate::error::{Error, ErrorKind, Result};
-use crate::item::{Item, MAX_ITEM_BYTES, Value};
-pub use crate::layout::{HASH_KEY, MAX_HASH_KEY_BYTES, MAX_RANGE_KEY_BYTES, RANGE_KEY};
+pub use batch::{BATCH_GET_MAX, BATCH_WRITE_MAX, TRANSACT_MAX, get_all, write_all};
 pub use settings::{IndexSettings, TableSettings};
+
+pub use crate::item::{Item, MAX_ATTRIBUTE_NAME_BYTES, MAX_ITEM_BYTES, Value};
+
+/// The default reserved character, U+00A6 BROKEN BAR (`C2 A6` in UTF-8).
+pub const DEFAULT_RESERVED: char = '¦';
+/// The name of the path index's global secondary index (see
+/// [`TreeBuilder::path_index`](crate::TreeBuilder::path_index)).
+pub const PATH_INDEX: &str = "dynatree_paths";
+
+/// The hash key attribute of a tree table.
+pub const HASH_KEY: &str = "Key";
+/// The range key attribute of a tree table.
+pub const RANGE_KEY: &str = "Child";
+/// DynamoDB's limit on a partition key value, in UTF-8 bytes.
+pub const MAX_HASH_KEY_BYTES: usize = 2048;
+/// DynamoDB's limit on a sort key value, in UTF-8 bytes.
+pub const MAX_RANGE_KEY_BYTES: usize = 1024;
 
 /// The primary key of one row: the `Key` (hash) and `Child` (range) strings.
 ///
@@ -88,7 +104,7 @@ impl Key {
     /// # Examples
     ///
     /// ```
-    /// use dynatree::{Item, Value};
+    /// use dynatree::{storage::Item, storage::Value};
     /// use dynatree::storage::{HASH_KEY, Key};
     ///
     /// let mut item = Key::new("h", "r").into_item();
@@ -114,7 +130,7 @@ impl Key {
 /// # Examples
 ///
 /// ```
-/// use dynatree::{Item, Value};
+/// use dynatree::{storage::Item, storage::Value};
 /// use dynatree::storage::{Comparison, Condition};
 ///
 /// let mut item = Item::new();
@@ -172,7 +188,7 @@ pub enum Condition {
 /// # Examples
 ///
 /// ```
-/// use dynatree::{Item, Value};
+/// use dynatree::{storage::Item, storage::Value};
 /// use dynatree::storage::{Comparison, Condition};
 ///
 /// let mut item = Item::new();
@@ -263,7 +279,7 @@ impl Condition {
     /// # Examples
     ///
     /// ```
-    /// use dynatree::{Item, Value};
+    /// use dynatree::{storage::Item, storage::Value};
     /// use dynatree::storage::Condition;
     ///
     /// let mut item = Item::new();
@@ -281,7 +297,7 @@ impl Condition {
     /// # Examples
     ///
     /// ```
-    /// use dynatree::{Item, Value};
+    /// use dynatree::{storage::Item, storage::Value};
     /// use dynatree::storage::Condition;
     ///
     /// let mut item = Item::new();
@@ -299,7 +315,7 @@ impl Condition {
     /// # Examples
     ///
     /// ```
-    /// use dynatree::{Item, Value};
+    /// use dynatree::{storage::Item, storage::Value};
     /// use dynatree::storage::Condition;
     ///
     /// let mut item = Item::new();
@@ -330,7 +346,7 @@ impl Condition {
     /// # Examples
     ///
     /// ```
-    /// use dynatree::{Item, Value};
+    /// use dynatree::{storage::Item, storage::Value};
     /// use dynatree::storage::{Comparison, Condition};
     ///
     /// let mut item = Item::new();
@@ -346,7 +362,7 @@ impl Condition {
     /// # Examples
     ///
     /// ```
-    /// use dynatree::{Item, Value};
+    /// use dynatree::{storage::Item, storage::Value};
     /// use dynatree::storage::Condition;
     ///
     /// let mut item = Item::new();
@@ -363,7 +379,7 @@ impl Condition {
     /// # Examples
     ///
     /// ```
-    /// use dynatree::{Item, Value};
+    /// use dynatree::{storage::Item, storage::Value};
     /// use dynatree::storage::Condition;
     ///
     /// let mut item = Item::new();
@@ -379,7 +395,7 @@ impl Condition {
     /// # Examples
     ///
     /// ```
-    /// use dynatree::{Item, Value};
+    /// use dynatree::{storage::Item, storage::Value};
     /// use dynatree::storage::Condition;
     ///
     /// let mut item = Item::new();
@@ -397,7 +413,7 @@ impl Condition {
     /// # Examples
     ///
     /// ```
-    /// use dynatree::{Item, Value};
+    /// use dynatree::{storage::Item, storage::Value};
     /// use dynatree::storage::{Comparison, Condition};
     ///
     /// let mut item = Item::new();
@@ -484,7 +500,7 @@ impl Condition {
     /// # Examples
     ///
     /// ```
-    /// use dynatree::Value;
+    /// use dynatree::storage::Value;
     /// use dynatree::storage::Condition;
     ///
     /// let n = |s: &str| Value::N(s.into());
@@ -565,7 +581,7 @@ impl Condition {
 /// # use dynatree::storage::{Condition, Key, Storage, UpdateAction}; use dynatree_testing::FakeTable;
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
 /// # let table = FakeTable::new(); Tree::new(table.clone()).create_table().await?;
-/// use dynatree::Value;
+/// use dynatree::storage::Value;
 ///
 /// let key = Key::new("h", "r");
 /// let item = table
@@ -644,7 +660,7 @@ impl UpdateAction {
     /// # Examples
     ///
     /// ```
-    /// use dynatree::Value;
+    /// use dynatree::storage::Value;
     /// use dynatree::storage::UpdateAction;
     ///
     /// let set = |n: &str| UpdateAction::Set(n.into(), Value::Bool(true));
@@ -711,7 +727,7 @@ impl UpdateAction {
     /// # Examples
     ///
     /// ```
-    /// use dynatree::{ErrorKind, Item, Value};
+    /// use dynatree::{ErrorKind, storage::Item, storage::Value};
     /// use dynatree::storage::{Key, UpdateAction};
     ///
     /// let key = Key::new("h", "r");
@@ -1306,7 +1322,7 @@ pub struct Page {
     pub last_key: Option<Key>,
 }
 
-/// One request of a BatchWriteItem (see [`storage::write_all`](crate::batch::write_all)).
+/// One request of a BatchWriteItem (see [`storage::write_all`](crate::storage::batch::write_all)).
 ///
 /// # Examples
 ///
@@ -1392,7 +1408,7 @@ pub enum TransactAction {
     /// rules of [`Storage::update_item`].
     ///
     /// ```
-    /// # use dynatree::{Tree, Value};
+    /// # use dynatree::{Tree, storage::Value};
     /// # use dynatree::storage::{Condition, Key, Storage, TransactAction, UpdateAction};
     /// # use dynatree_testing::FakeTable;
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
@@ -1423,7 +1439,7 @@ impl TransactAction {
     /// # Examples
     ///
     /// ```
-    /// use dynatree::Item;
+    /// use dynatree::storage::Item;
     /// use dynatree::storage::{Condition, Key, TransactAction};
     ///
     /// let key = Key::new("h", "r");
@@ -1457,7 +1473,7 @@ impl TransactAction {
     /// # Examples
     ///
     /// ```
-    /// use dynatree::{Item, Value};
+    /// use dynatree::{storage::Item, storage::Value};
     /// use dynatree::storage::{Condition, Key, TransactAction};
     ///
     /// let mut item = Key::new("h", "r").into_item();
@@ -1583,7 +1599,7 @@ pub struct IndexPage {
 /// # Examples
 ///
 /// ```
-/// use dynatree::{Billing, Tree};
+/// use dynatree::{storage::Billing, Tree};
 /// use dynatree_testing::FakeTable;
 ///
 /// let tree = Tree::builder(FakeTable::new())
@@ -1636,7 +1652,7 @@ pub enum TableStatus {
 /// # Examples
 ///
 /// ```
-/// use dynatree::Billing;
+/// use dynatree::storage::Billing;
 /// use dynatree::storage::{TableDescription, TableStatus};
 ///
 /// let d = TableDescription {
@@ -1668,7 +1684,7 @@ impl TableDescription {
     /// # Examples
     ///
     /// ```
-    /// use dynatree::Billing;
+    /// use dynatree::storage::Billing;
     /// use dynatree::storage::{TableDescription, TableStatus};
     ///
     /// let mut d = TableDescription {
@@ -1868,7 +1884,7 @@ pub trait Storage: Send + Sync {
     /// # Examples
     ///
     /// ```
-    /// # use dynatree::{Tree, Value};
+    /// # use dynatree::{Tree, storage::Value};
     /// # use dynatree::storage::{Condition, Key, Storage};
     /// # use dynatree_testing::FakeTable;
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
@@ -1907,7 +1923,7 @@ pub trait Storage: Send + Sync {
     /// # Examples
     ///
     /// ```
-    /// # use dynatree::{Tree, Value};
+    /// # use dynatree::{Tree, storage::Value};
     /// # use dynatree::storage::{Condition, HASH_KEY, Key, RANGE_KEY, Storage};
     /// # use dynatree_testing::FakeTable;
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
@@ -1991,7 +2007,7 @@ pub trait Storage: Send + Sync {
     /// # Examples
     ///
     /// ```
-    /// # use dynatree::{Tree, Value};
+    /// # use dynatree::{Tree, storage::Value};
     /// # use dynatree::storage::{Comparison, Condition, Key, Storage, UpdateAction};
     /// # use dynatree_testing::FakeTable;
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
@@ -2021,7 +2037,7 @@ pub trait Storage: Send + Sync {
     /// # Examples
     ///
     /// ```
-    /// # use dynatree::{Tree, Value};
+    /// # use dynatree::{Tree, storage::Value};
     /// # use dynatree::storage::{Condition, Key, Storage, TransactAction, UpdateAction};
     /// # use dynatree_testing::FakeTable;
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {

@@ -230,8 +230,8 @@ impl TableSettings {
     fn to_item(&self, revision: u64) -> Item {
         let key = Self::key(self.reserved);
         let mut item = Item::new();
-        item.insert(crate::layout::HASH_KEY, Value::S(key.hash));
-        item.insert(crate::layout::RANGE_KEY, Value::S(key.range));
+        item.insert(super::HASH_KEY, Value::S(key.hash));
+        item.insert(super::RANGE_KEY, Value::S(key.range));
         item.insert(RESERVED, Value::S(self.reserved.to_string()));
         if let Some(d) = self.path_index {
             item.insert(PATH_INDEX, Value::N(d.to_string()));
@@ -297,7 +297,7 @@ impl TableSettings {
     pub(crate) async fn record<S: Storage + ?Sized>(
         storage: &S,
         wanted: &Self,
-        retry: &crate::batch::RetryPolicy,
+        retry: &crate::retry::RetryPolicy,
     ) -> Result<Self> {
         let key = Self::key(wanted.reserved);
         for _ in 0..retry.max_attempts().max(3) {

@@ -1,5 +1,5 @@
 //! Inline propagation of denormalized ancestor fields (issue 9, first step): see
-//! [`Denormalized`](crate::Denormalized) and the consistency docs ("Denormalized fields").
+//! [`Denormalized`](crate::denorm::Denormalized) and the consistency docs ("Denormalized fields").
 //!
 //! - A value of a *target* type (one with `#[dynatree(from = ..)]` fields) is filled from its
 //!   ancestors' rows when it is written (put, create, update, put_if, put_all), and checked
@@ -14,13 +14,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use futures::TryStreamExt;
 
-use tracing::Instrument;
-
-use crate::changes::{Applied, Change, FailedChange};
 use crate::denorm::{Denormalized, TypeInfo};
 use crate::error::{ErrorKind, Result};
 use crate::item::{Item, Value};
 use crate::path::Path;
+use crate::retry::Backoff;
 use crate::storage::{Comparison, Condition, Storage, TransactAction, UpdateAction};
 
 use super::Tree;
@@ -46,7 +44,7 @@ enum Copied {
 pub(crate) struct Targets(RwLock<Vec<(&'static str, &'static [Denormalized])>>);
 
 impl Targets {
-    pub(super) fn add(&self, template: &'static str, defs: &'static [Denormalized]) {
+    pub(crate) fn add(&self, template: &'static str, defs: &'static [Denormalized]) {
         if defs.is_empty() {
             return;
         }
@@ -69,7 +67,7 @@ impl Targets {
             .any(|(t, defs)| f(t, defs))
     }
 
-    pub(super) fn snapshot(&self) -> Vec<(&'static str, &'static [Denormalized])> {
+    pub(crate) fn snapshot(&self) -> Vec<(&'static str, &'static [Denormalized])> {
         self.0
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -184,7 +182,7 @@ impl<S: Storage + 'static> Tree<S> {
     }
 
     /// Whether any target type is registered.
-    pub(super) fn knows_targets(&self) -> bool {
+    pub(crate) fn knows_targets(&self) -> bool {
         self.inner.targets.any(|_, _| true)
     }
 
@@ -338,8 +336,7 @@ impl<S: Storage + 'static> Tree<S> {
         condition: &Condition,
         checks: &[TransactAction],
     ) -> Result<bool> {
-        let policy = self.config_retry();
-        let mut attempt = 0;
+        let mut backoff = Backoff::new(self.config_retry());
         loop {
             let fenced = self.fenced_source(path, row, condition);
             // A source is written after its tombstone, if it has one: its last version `t`
@@ -362,21 +359,19 @@ impl<S: Storage + 'static> Tree<S> {
                     if let Some(v) = ours
                         && let Some(t) = self.tombstone(path).await?
                         && t.saturating_add(1) >= v
-                        && attempt + 1 < policy.max_attempts()
+                        && backoff.spend()
                     {
                         self.restamp(row, t.saturating_add(1));
-                        attempt += 1;
                         continue;
                     }
                     return Ok(false);
                 }
                 Err(e) => e,
             };
-            if e.is_condition_failed() && attempt + 1 < policy.max_attempts() {
+            if e.is_condition_failed() && backoff.spend() {
                 // A source written meanwhile with a later version: stamp after it, again.
                 if let Some(stored) = self.fence_failed(path, row).await? {
                     self.restamp(row, stored);
-                    attempt += 1;
                     continue;
                 }
             }
@@ -601,7 +596,7 @@ impl<S: Storage + 'static> Tree<S> {
     }
 
     /// The source row at `path` as it is now (consistent), `None` if no object is there.
-    async fn current_source(&self, path: &Path) -> Result<Option<Item>> {
+    pub(crate) async fn current_source(&self, path: &Path) -> Result<Option<Item>> {
         Ok(self
             .io()
             .get_item(&self.inner.layout.object_key(path), true)
@@ -614,7 +609,7 @@ impl<S: Storage + 'static> Tree<S> {
     /// Brings every copy below `path` up to the source there as it is now (`row` if given,
     /// else read): copies it, or clears optional copies if no source is there. What an intent
     /// of op `propagate` does.
-    pub(super) async fn reconcile_source(
+    pub(crate) async fn reconcile_source(
         &self,
         path: &Path,
         row: Option<&Item>,
@@ -628,7 +623,7 @@ impl<S: Storage + 'static> Tree<S> {
     }
 
     /// Refreshes the copies of the object at `path` itself, if it is of a target type.
-    pub(super) async fn refresh_own(&self, path: &Path) -> Result<()> {
+    pub(crate) async fn refresh_own(&self, path: &Path) -> Result<()> {
         let types = self.target_types_at(path);
         if types.is_empty() {
             return Ok(());
@@ -855,7 +850,12 @@ impl<S: Storage + 'static> Tree<S> {
 
     /// Copies to `written` (the row at `path`, of type `ty`) every source whose version
     /// differs from the one `written` holds (or that it holds none of).
-    async fn refresh_copies(&self, ty: TypeInfo, path: &Path, written: &Item) -> Result<()> {
+    pub(crate) async fn refresh_copies(
+        &self,
+        ty: TypeInfo,
+        path: &Path,
+        written: &Item,
+    ) -> Result<()> {
         if ty.denormalized.is_empty() || written.contains(self.inner.layout.link_attr()) {
             return Ok(());
         }
@@ -1251,22 +1251,19 @@ impl<S: Storage + 'static> Tree<S> {
     /// its tombstone, conditional on the object still holding that version (a write in
     /// between: again).
     pub(crate) async fn replace_source_with(&self, path: &Path, row: Item) -> Result<()> {
-        let policy = self.config_retry();
-        let mut attempt = 0;
+        let mut backoff = Backoff::new(self.config_retry());
         loop {
             let seen = self.pin_versions(path).await?;
             let unchanged = self.same_versions(path, &seen);
             match self.write_object(path, row.clone(), &unchanged).await {
-                Err(e) if e.is_condition_failed() && attempt + 1 < policy.max_attempts() => {
-                    attempt += 1;
-                }
+                Err(e) if e.is_condition_failed() && backoff.spend() => {}
                 other => return other,
             }
         }
     }
 
     /// Records `v` as the tombstone of the source at `path`, unless a later one is there.
-    pub(super) async fn put_tombstone(&self, path: &Path, v: u64) -> Result<()> {
+    pub(crate) async fn put_tombstone(&self, path: &Path, v: u64) -> Result<()> {
         let mut row = self.inner.layout.tombstone_key(path).into_item();
         row.insert(
             self.inner.layout.source_version_attr(),
@@ -1286,7 +1283,7 @@ impl<S: Storage + 'static> Tree<S> {
     /// versions, so every copy is written). Parents before children, so that chains copy
     /// updated intermediates. Under stream propagation, the stream does it (the moved rows
     /// are new rows without copy versions).
-    pub(super) async fn refill_subtree(&self, root: &Path, g: Option<&Guard>) -> Result<()> {
+    pub(crate) async fn refill_subtree(&self, root: &Path, g: Option<&Guard>) -> Result<()> {
         let targets = self.inner.targets.snapshot();
         if targets.is_empty() || !self.inline() {
             return Ok(());
@@ -1326,140 +1323,5 @@ impl<S: Storage + 'static> Tree<S> {
                 None => return Ok(()),
             }
         }
-    }
-
-    /// The stream processor: see [`changes`](crate::changes).
-    ///
-    /// For each change, in order: a change of a *source* object (a type some registered
-    /// target copies from) copies it to every target below it, or clears their optional
-    /// copies if it was removed, by the same version-guarded writes as inline propagation; a
-    /// *target* object written without the versions of its copies (a new or moved object, or
-    /// one written by another program) is filled from its ancestors. Listing rows, intents and
-    /// unregistered types are skipped. Applying a change twice, or an old change after a newer
-    /// one, moves no copy backwards. Register the target types first
-    /// ([`TreeBuilder::denormalized`](crate::TreeBuilder::denormalized) or
-    /// [`Tree::repo`]).
-    ///
-    /// Stops at the first change that fails and reports it (see [`Applied`]): deliver the
-    /// batch again from that change.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use dynatree::changes::{Change, ChangeKind};
-    /// use dynatree::{Hierarchical, Propagation, Tree};
-    /// use dynatree_testing::FakeTable;
-    /// use serde::{Deserialize, Serialize};
-    ///
-    /// #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
-    /// #[dynatree(path = "Forums/{forum}")]
-    /// struct Forum { forum: String, name: String }
-    ///
-    /// #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
-    /// #[dynatree(path = "Forums/{forum}/Threads/{thread}")]
-    /// struct Thread { forum: String, thread: String, #[dynatree(from = Forum::name)] forum_name: Option<String> }
-    ///
-    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
-    /// let table = FakeTable::new();
-    /// let tree = Tree::builder(table.clone())
-    ///     .denormalized::<Thread>()
-    ///     .propagation(Propagation::Stream)
-    ///     .build()?;
-    /// tree.create_table().await?;
-    /// tree.repo::<Forum>().put(&Forum { forum: "f".into(), name: "Rust".into() }).await?;
-    /// let thread = Thread { forum: "f".into(), thread: "t".into(), forum_name: None };
-    /// tree.repo::<Thread>().put(&thread).await?;
-    /// // Nothing copied by the writes: the stream's records do it.
-    /// let key = tree.repo::<Thread>().get(&thread.key()).await?.unwrap();
-    /// assert_eq!(key.forum_name, None);
-    /// let changes: Vec<Change> = table.stream_reader().next_batch(100);
-    /// tree.apply_changes(&changes).await.into_result()?;
-    /// let read = tree.repo::<Thread>().get(&thread.key()).await?.unwrap();
-    /// assert_eq!(read.forum_name.as_deref(), Some("Rust"));
-    /// # Ok(()) }
-    /// ```
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancelling leaves some changes applied and the rest not: deliver the batch again.
-    pub async fn apply_changes(&self, changes: &[Change]) -> Applied {
-        for (index, change) in changes.iter().enumerate() {
-            let span = tracing::debug_span!(
-                "dynatree.apply_change",
-                kind = change.kind().event_name(),
-                sequence = change.sequence_number()
-            );
-            if let Err(error) = self.apply_change(change).instrument(span).await {
-                return Applied {
-                    applied: index,
-                    failure: Some(FailedChange {
-                        index,
-                        sequence_number: change.sequence_number().to_owned(),
-                        error,
-                    }),
-                };
-            }
-        }
-        Applied {
-            applied: changes.len(),
-            failure: None,
-        }
-    }
-
-    async fn apply_change(&self, change: &Change) -> Result<()> {
-        let layout = &self.inner.layout;
-        let Some(path) = layout.path_of_object_key(change.key()) else {
-            return Ok(());
-        };
-        let targets = self.inner.targets.snapshot();
-        let source_attrs: Vec<&str> = targets
-            .iter()
-            .flat_map(|(_, defs)| defs.iter())
-            .filter(|d| matches_template(d.source_template(), &path))
-            .map(Denormalized::source_attr)
-            .collect();
-        // A fence (fenced puts) is no object: its record is a removal.
-        let new = change
-            .new_image()
-            .filter(|r| !r.contains(layout.link_attr()) && !layout.is_fence(r));
-        if !source_attrs.is_empty() {
-            match new {
-                Some(new) => {
-                    let unchanged = change.old_image().is_some_and(|old| {
-                        !old.contains(layout.link_attr())
-                            && source_attrs.iter().all(|a| old.get(a) == new.get(a))
-                    });
-                    // What is stored now is propagated, not the image (a record delivered
-                    // late may show a source since moved or removed); none: its removal's own
-                    // record does the work.
-                    if !unchanged && let Some(now) = self.current_source(&path).await? {
-                        self.reconcile_source(&path, Some(&now), None).await?;
-                    }
-                }
-                // Removed (or now a link): whatever is there now decides; the removed row's
-                // version is its tombstone if its deleter did not record one (another program).
-                None => {
-                    if let Some(v) = change.old_image().and_then(|o| self.row_version(&path, o)) {
-                        self.put_tombstone(&path, v).await?;
-                    }
-                    self.reconcile_source(&path, None, None).await?;
-                }
-            }
-        }
-        if let Some(new) = new {
-            for (template, defs) in &targets {
-                let missing = defs
-                    .iter()
-                    .any(|d| !new.contains(&layout.target_version_attr(d.target())));
-                if missing && matches_template(template, &path) {
-                    let ty = TypeInfo {
-                        template,
-                        denormalized: defs,
-                    };
-                    self.refresh_copies(ty, &path, new).await?;
-                }
-            }
-        }
-        Ok(())
     }
 }

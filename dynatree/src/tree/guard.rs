@@ -30,7 +30,7 @@ impl<S: Storage + 'static> Tree<S> {
     /// with [`fenced_puts`](super::TreeBuilder::fenced_puts) a Put of a fence row (see the
     /// consistency docs, "Fenced puts"), so that no PutItem trusting an earlier look at the
     /// listing row lands there once the listing row may go.
-    pub(super) fn remove_object(&self, path: &Path, condition: Condition) -> TransactAction {
+    pub(crate) fn remove_object(&self, path: &Path, condition: Condition) -> TransactAction {
         if self.inner.config.fenced_puts {
             TransactAction::Put {
                 item: self.inner.layout.fence_row(path, self.fence_expiry(), None),
@@ -45,33 +45,33 @@ impl<S: Storage + 'static> Tree<S> {
     }
 
     /// When a fence written now expires (seconds since the epoch).
-    pub(super) fn fence_expiry(&self) -> u64 {
+    pub(crate) fn fence_expiry(&self) -> u64 {
         crate::expiry::now_secs().saturating_add(super::FENCE_LIFETIME.as_secs())
     }
 
     /// No object at an object key: nothing, a fence, or an expired value.
-    pub(super) fn no_object(&self) -> Condition {
+    pub(crate) fn no_object(&self) -> Condition {
         self.inner
             .layout
             .live(Condition::NotExists, crate::expiry::now_secs())
     }
 
     /// A listing row exists, and is neither marked for removal nor locked.
-    pub(super) fn unmarked_exists(&self) -> Condition {
+    pub(crate) fn unmarked_exists(&self) -> Condition {
         self.inner.layout.free_row()
     }
 
     /// Exists, and neither marked for removal nor locked.
-    pub(super) fn free_row(&self) -> Condition {
+    pub(crate) fn free_row(&self) -> Condition {
         self.inner.layout.free_row()
     }
 
     /// A listing row (if any) is neither marked nor locked: what creating it requires.
-    pub(super) fn not_marked(&self) -> Condition {
+    pub(crate) fn not_marked(&self) -> Condition {
         self.inner.layout.not_marked()
     }
 
-    pub(super) fn locked_error(&self, path: &Path) -> Error {
+    pub(crate) fn locked_error(&self, path: &Path) -> Error {
         Error::new(
             ErrorKind::Locked,
             format!(
@@ -82,7 +82,7 @@ impl<S: Storage + 'static> Tree<S> {
 
     /// [`transact`](Tree::transact), where a failed condition of an action in `checks` (the
     /// indexes of condition checks on other rows) is [`Attempt::Stale`].
-    pub(super) async fn transact_checked(
+    pub(crate) async fn transact_checked(
         &self,
         actions: Vec<TransactAction>,
         object_condition: bool,
@@ -95,7 +95,8 @@ impl<S: Storage + 'static> Tree<S> {
             Err(e)
                 if e.kind() == ErrorKind::TransactionCanceled
                     && e.cancellation_reasons().get(checks).is_some_and(|r| {
-                        r.iter().any(crate::CancellationReason::is_condition_failed)
+                        r.iter()
+                            .any(crate::error::CancellationReason::is_condition_failed)
                     }) =>
             {
                 Ok(Attempt::Stale)
@@ -108,7 +109,7 @@ impl<S: Storage + 'static> Tree<S> {
     /// Sends one transaction; a cancellation for a condition or a conflict means "retry". With
     /// `object_condition`, the last action is the object put with the caller's condition, and
     /// its failure is the caller's [`ErrorKind::ConditionFailed`], not a race to retry.
-    pub(super) async fn transact(
+    pub(crate) async fn transact(
         &self,
         actions: Vec<TransactAction>,
         object_condition: bool,
@@ -128,7 +129,7 @@ impl<S: Storage + 'static> Tree<S> {
         if object_condition
             && reasons
                 .last()
-                .is_some_and(crate::CancellationReason::is_condition_failed)
+                .is_some_and(crate::error::CancellationReason::is_condition_failed)
         {
             return Err(Error::new(
                 ErrorKind::ConditionFailed,
@@ -146,12 +147,12 @@ impl<S: Storage + 'static> Tree<S> {
         }
     }
 
-    pub(super) fn new_mark(&self) -> String {
+    pub(crate) fn new_mark(&self) -> String {
         let expires = after_ms(self.inner.config.lease);
         format!("{expires}:{:016x}", fastrand::u64(..))
     }
 
-    pub(super) fn mark_expired(&self, mark: &str) -> bool {
+    pub(crate) fn mark_expired(&self, mark: &str) -> bool {
         mark_expired_at(mark, now_ms())
     }
 
@@ -160,14 +161,14 @@ impl<S: Storage + 'static> Tree<S> {
     /// is conditional on the remover's own mark, so the one replaced stops at its next step
     /// (the lease only tells writers how long to wait). So a repeated delete finishes what a
     /// failed one left marked.
-    pub(super) fn markable(&self) -> Condition {
+    pub(crate) fn markable(&self) -> Condition {
         self.inner.layout.markable()
     }
 
     /// After a failure part-way through a removal: takes our mark off again if it is still
     /// ours (best effort; if this fails too, the mark's lease runs out instead), and returns
     /// the original error.
-    pub(super) async fn abandon_removal<T>(&self, key: &Key, mark: &str, e: Error) -> Result<T> {
+    pub(crate) async fn abandon_removal<T>(&self, key: &Key, mark: &str, e: Error) -> Result<T> {
         for _ in 0..2 {
             if self.clear_mark(key, mark).await.is_ok() {
                 break;
@@ -177,11 +178,11 @@ impl<S: Storage + 'static> Tree<S> {
     }
 
     /// Takes an expired removal mark off `key` (conditional on exactly that mark).
-    pub(super) async fn clear_expired_mark(&self, key: &Key, mark: &str) -> Result<()> {
+    pub(crate) async fn clear_expired_mark(&self, key: &Key, mark: &str) -> Result<()> {
         self.clear_mark(key, mark).await
     }
 
-    pub(super) async fn clear_mark(&self, key: &Key, mark: &str) -> Result<()> {
+    pub(crate) async fn clear_mark(&self, key: &Key, mark: &str) -> Result<()> {
         match self
             .io()
             .put_item(
@@ -195,7 +196,7 @@ impl<S: Storage + 'static> Tree<S> {
         }
     }
 
-    pub(super) fn marked_row(&self, key: &Key, mark: &str) -> Item {
+    pub(crate) fn marked_row(&self, key: &Key, mark: &str) -> Item {
         let mut item = key.clone().into_item();
         item.insert(self.inner.layout.deleting_attr(), Value::S(mark.to_owned()));
         item

@@ -164,7 +164,7 @@ impl<S: Storage + 'static> Tree<S> {
 
     /// Creates the listing rows `missing` (ancestors, parents first), sharing transactions;
     /// `false` if one of them lost a race with a removal (some may have been created).
-    pub(super) async fn create_listing_rows(&self, missing: &[(&Key, &Path)]) -> Result<bool> {
+    pub(crate) async fn create_listing_rows(&self, missing: &[(&Key, &Path)]) -> Result<bool> {
         let units = missing
             .iter()
             .enumerate()

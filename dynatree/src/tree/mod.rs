@@ -1,16 +1,14 @@
 //! [`Tree`]: the untyped tree API over any [`Storage`].
 
-mod check;
-mod clock;
-mod denorm;
+pub(crate) mod clock;
+pub(crate) mod denorm;
 mod expire;
-mod guard;
+pub(crate) mod guard;
 mod many;
 mod moves;
 mod ops;
 mod read;
 mod removal;
-mod repair;
 pub mod scope;
 mod txn;
 mod write;
@@ -30,18 +28,16 @@ use futures::{Stream, StreamExt, TryStreamExt};
 use serde::{Serialize, de::DeserializeOwned};
 use tracing::Instrument;
 
-use crate::batch::RetryPolicy;
+use crate::denorm::Propagation;
 use crate::error::{Error, ErrorKind, Result};
 use crate::item::Item;
 use crate::layout::{DEFAULT_RESERVED, HASH_KEY, Layout, RANGE_KEY};
 use crate::path::{IntoPath, Path};
+use crate::retry::RetryPolicy;
 use crate::storage::{
     Billing, IndexSettings, Key, Query, SharedStorage, Storage, TableSettings, TableStatus,
 };
 use crate::stream::{query_pages, scan_pages};
-
-pub use check::Check;
-pub use repair::Repair;
 
 /// A tree of objects, links and listings in one DynamoDB table, in the dynamotree layout.
 ///
@@ -101,7 +97,7 @@ pub use repair::Repair;
 ///
 /// [`DynamoDbTable`]: crate::DynamoDbTable
 pub struct Tree<S = SharedStorage> {
-    inner: Arc<Inner<S>>,
+    pub(crate) inner: Arc<Inner<S>>,
     /// The absolute root of a scoped tree ([`Tree::scope`]); `None` for the whole table.
     root: Option<Arc<Path>>,
     /// Whether the public methods take and return paths relative to `root` (a scope as the
@@ -142,16 +138,16 @@ pub struct OpProgress {
 }
 
 #[derive(Debug)]
-struct Inner<S> {
-    storage: S,
-    layout: Layout,
-    config: Config,
-    known: KnownRows,
+pub(crate) struct Inner<S> {
+    pub(crate) storage: S,
+    pub(crate) layout: Layout,
+    pub(crate) config: Config,
+    pub(crate) known: KnownRows,
     /// The target types of denormalized fields this tree propagates to.
-    targets: denorm::Targets,
+    pub(crate) targets: denorm::Targets,
     /// Set once the table has been checked ([`Tree::verify`]): before the first request, or
     /// by [`Tree::create_table`].
-    verified: tokio::sync::OnceCell<()>,
+    pub(crate) verified: tokio::sync::OnceCell<()>,
 }
 
 impl<S> Clone for Tree<S> {
@@ -177,70 +173,41 @@ impl<S: fmt::Debug> fmt::Debug for Tree<S> {
 }
 
 #[derive(Debug, Clone)]
-struct Config {
-    max_link_hops: usize,
-    consistent_reads: bool,
-    retry: RetryPolicy,
-    billing: Billing,
-    lease: Duration,
-    page_size: Option<u32>,
-    table_wait: Duration,
-    indexes: Vec<crate::IndexDef>,
+pub(crate) struct Config {
+    pub(crate) max_link_hops: usize,
+    pub(crate) consistent_reads: bool,
+    pub(crate) retry: RetryPolicy,
+    pub(crate) billing: Billing,
+    pub(crate) lease: Duration,
+    pub(crate) page_size: Option<u32>,
+    pub(crate) table_wait: Duration,
+    pub(crate) indexes: Vec<crate::keys::IndexDef>,
     /// Types with secondary indexes registered on the builder: their template, how their
     /// index attributes follow from a row, and which scopes a row's index values name (for the
     /// checker and imports).
-    indexed: Vec<(&'static str, IndexAttrsFn, IndexRootsFn)>,
-    path_index: Option<usize>,
-    time_to_live: bool,
+    pub(crate) indexed: Vec<(&'static str, IndexAttrsFn, IndexRootsFn)>,
+    pub(crate) path_index: Option<usize>,
+    pub(crate) time_to_live: bool,
     /// Target types of denormalized fields registered on the builder.
-    denormalized: Vec<(&'static str, &'static [crate::Denormalized])>,
-    propagation: Propagation,
+    pub(crate) denormalized: Vec<(&'static str, &'static [crate::denorm::Denormalized])>,
+    pub(crate) propagation: Propagation,
     /// Sources with more targets below them than this propagate in the background.
-    inline_limit: usize,
+    pub(crate) inline_limit: usize,
     /// Fenced puts: removals leave fence rows, new names are plain PutItems.
-    fenced_puts: bool,
+    pub(crate) fenced_puts: bool,
     /// Whether the table is checked (DescribeTable) before the tree's first request.
-    verify_table: bool,
+    pub(crate) verify_table: bool,
     /// The templates of the types registered for each secondary index: (index, template).
-    index_templates: Vec<(&'static str, &'static str)>,
+    pub(crate) index_templates: Vec<(&'static str, &'static str)>,
 }
 
 /// The secondary-index attributes a row of one type should have, written through the scope
-/// rooted at the given components (see `repo::expected_index_attributes`).
+/// rooted at the given components (see `index::expected_index_attributes`).
 type IndexAttrsFn =
     fn(&Layout, &[String], &Item) -> Result<Option<Vec<(String, crate::item::Value)>>>;
 
-/// The scope roots a row's stored index values of one type name (see `repo::indexed_roots`).
+/// The scope roots a row's stored index values of one type name (see `index::indexed_roots`).
 type IndexRootsFn = fn(&Layout, &Item) -> Vec<Path>;
-
-/// Who copies denormalized fields ([`Denormalized`](crate::Denormalized)) from their sources to
-/// their targets: the write that changes a source, before it returns (the default), or a
-/// processor of the table's stream ([`Tree::apply_changes`]).
-///
-/// # Examples
-///
-/// ```
-/// use dynatree::{Propagation, Tree};
-/// use dynatree_testing::FakeTable;
-///
-/// let tree = Tree::builder(FakeTable::new()).propagation(Propagation::Stream).build()?;
-/// assert_eq!(tree.propagation(), Propagation::Stream);
-/// # Ok::<(), dynatree::Error>(())
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum Propagation {
-    /// A write of a source copies it to the targets below it before it returns (in the
-    /// background, finished by [`Tree::resume`], beyond
-    /// [`inline_limit`](TreeBuilder::inline_limit) targets); a write of a target fills its
-    /// copies from its ancestors.
-    #[default]
-    Inline,
-    /// Writes only stamp sources with their versions; the changes reach the targets when the
-    /// table's stream is processed ([`Tree::apply_changes`]). [`Tree::create_table`] enables
-    /// the stream.
-    Stream,
-}
 
 impl Default for Config {
     fn default() -> Self {
@@ -388,7 +355,7 @@ impl<S: Storage + 'static> TreeBuilder<S> {
     /// # Examples
     ///
     /// ```
-    /// # use dynatree::{Billing, Tree};
+    /// # use dynatree::{storage::Billing, Tree};
     /// # use dynatree::storage::Storage;
     /// # use dynatree_testing::FakeTable;
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
@@ -522,8 +489,8 @@ impl<S: Storage + 'static> TreeBuilder<S> {
         if !T::INDEXES.is_empty() && !self.config.indexed.iter().any(|(t, ..)| *t == T::TEMPLATE) {
             self.config.indexed.push((
                 T::TEMPLATE,
-                crate::repo::expected_index_attributes::<T>,
-                crate::repo::indexed_roots::<T>,
+                crate::index::expected_index_attributes::<T>,
+                crate::index::indexed_roots::<T>,
             ));
         }
         for ix in T::INDEXES {
@@ -550,7 +517,7 @@ impl<S: Storage + 'static> TreeBuilder<S> {
     /// # Examples
     ///
     /// ```
-    /// # use dynatree::{IndexDef, Tree};
+    /// # use dynatree::{keys::IndexDef, Tree};
     /// # use dynatree::storage::Storage;
     /// # use dynatree_testing::FakeTable;
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
@@ -563,7 +530,7 @@ impl<S: Storage + 'static> TreeBuilder<S> {
     /// assert_eq!(indexes[0].0, "by_email");
     /// # Ok(()) }
     /// ```
-    pub fn index(mut self, def: crate::IndexDef) -> Self {
+    pub fn index(mut self, def: crate::keys::IndexDef) -> Self {
         if !self.config.indexes.iter().any(|d| d.name() == def.name()) {
             self.config.indexes.push(def);
         }
@@ -654,7 +621,7 @@ impl<S: Storage + 'static> TreeBuilder<S> {
     /// # Examples
     ///
     /// ```
-    /// # use dynatree::{Propagation, Tree};
+    /// # use dynatree::{denorm::Propagation, Tree};
     /// # use dynatree::storage::Storage;
     /// # use dynatree_testing::FakeTable;
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
@@ -877,7 +844,7 @@ pub(crate) fn conflict_only(e: &Error) -> bool {
         && reasons.iter().any(|r| r.code() == "TransactionConflict")
         && !reasons
             .iter()
-            .any(crate::CancellationReason::is_condition_failed)
+            .any(crate::error::CancellationReason::is_condition_failed)
 }
 
 /// The tree's backend as its operations see it: an owned handle (streams keep it) that sends
@@ -1079,6 +1046,11 @@ impl<S> Io<S> {
 }
 
 impl<S> Tree<S> {
+    /// The denormalized targets this tree knows (the stream processor reads them).
+    pub(crate) fn denorm_targets(&self) -> &denorm::Targets {
+        &self.inner.targets
+    }
+
     /// The backend, each request under the retry policy (see [`Io`]); owned, so streams
     /// can keep it.
     pub(crate) fn io(&self) -> Io<S> {
@@ -1177,7 +1149,7 @@ impl<S: Storage + 'static> Tree<S> {
     /// # Examples
     ///
     /// ```
-    /// use dynatree::{Propagation, Tree};
+    /// use dynatree::{denorm::Propagation, Tree};
     /// use dynatree_testing::FakeTable;
     ///
     /// assert_eq!(Tree::new(FakeTable::new()).propagation(), Propagation::Inline);
@@ -1778,7 +1750,7 @@ impl<S: Storage + 'static> Tree<S> {
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
     /// # let tree = Tree::new(FakeTable::new()); tree.create_table().await?;
     /// tree.put(["a", "b"], &V { v: 1 }).await?;
-    /// let rows: Vec<dynatree::Item> = tree.scan().try_collect().await?;
+    /// let rows: Vec<dynatree::storage::Item> = tree.scan().try_collect().await?;
     /// assert_eq!(rows.len(), 3); // two listing rows and the object row
     /// # Ok(()) }
     /// ```
@@ -1894,7 +1866,7 @@ impl<S: Storage + 'static> Tree<S> {
 /// [`FENCE_TRUST`] of it, an object is written under the row with one PutItem (see the
 /// consistency docs, "Fenced puts").
 #[derive(Debug, Default)]
-struct KnownRows {
+pub(crate) struct KnownRows {
     rows: Mutex<HashSet<Key>>,
     verified: Mutex<std::collections::HashMap<Key, tokio::time::Instant>>,
 }

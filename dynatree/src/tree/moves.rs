@@ -2,11 +2,12 @@
 
 use futures::TryStreamExt;
 
-use crate::batch::{TRANSACT_MAX, get_all};
 use crate::error::{Error, ErrorKind, Result};
 use crate::item::{Item, Value};
 use crate::layout::{HASH_KEY, RANGE_KEY};
 use crate::path::{IntoPath, Path};
+use crate::retry::Backoff;
+use crate::storage::batch::{TRANSACT_MAX, get_all};
 use crate::storage::{Condition, Key, Query, Storage, TransactAction, UpdateAction};
 use crate::stream::query_pages;
 
@@ -62,7 +63,7 @@ pub struct Intent {
     /// `"move"`, `"copy"`, `"delete"` (a [`Tree::delete_subtree`]), `"reparent"` (a
     /// [`Tree::delete_node`] with [`OnChildren::Reparent`]) or `"propagate"` (a change of a
     /// source of denormalized fields, `from` and `to` its path, whose copies are not all
-    /// written yet: see [`Denormalized`](crate::Denormalized)).
+    /// written yet: see [`Denormalized`](crate::denorm::Denormalized)).
     pub op: String,
     /// The source.
     pub from: Path,
@@ -82,19 +83,19 @@ pub struct Intent {
 
 impl Intent {
     /// Whether nobody runs it: no owner, or the owner's lease ran out before `now` (ms).
-    pub(super) fn abandoned(&self, now: u64) -> bool {
+    pub(crate) fn abandoned(&self, now: u64) -> bool {
         self.owner.is_none() || self.lease < now
     }
 
     /// Whether it is a move that points the links into its source at the destination before
     /// its intent goes (`LinkPolicy::Rewrite`; a re-parenting's children move so).
-    pub(super) fn rewrites_links(&self) -> bool {
+    pub(crate) fn rewrites_links(&self) -> bool {
         self.op == "move" && self.links == LinkPolicy::Rewrite
     }
 }
 
 /// How an owned run of an intent ended.
-pub(super) enum Outcome {
+pub(crate) enum Outcome {
     Done(MoveReport),
     /// Refused, and undone: the refusal.
     RolledBack(Error),
@@ -148,7 +149,7 @@ impl<S: Storage + 'static> Tree<S> {
     /// # Examples
     ///
     /// ```
-    /// # use dynatree::{LinkPolicy, Tree};
+    /// # use dynatree::{ops::LinkPolicy, Tree};
     /// # use dynatree_testing::FakeTable;
     /// # #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)] struct V { v: u8 }
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
@@ -222,7 +223,7 @@ impl<S: Storage + 'static> Tree<S> {
     /// # Examples
     ///
     /// ```
-    /// # use dynatree::{LinkPolicy, Tree};
+    /// # use dynatree::{ops::LinkPolicy, Tree};
     /// # use dynatree_testing::FakeTable;
     /// # #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)] struct V { v: u8 }
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
@@ -264,7 +265,7 @@ impl<S: Storage + 'static> Tree<S> {
     /// # Examples
     ///
     /// ```
-    /// use dynatree::{OnChildren, Tree};
+    /// use dynatree::{ops::OnChildren, Tree};
     /// # use dynatree_testing::FakeTable; use futures::TryStreamExt;
     /// # #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)] struct V { v: u8 }
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
@@ -419,7 +420,7 @@ impl<S: Storage + 'static> Tree<S> {
 
     /// Starts (or, when the same operation is recorded, resumes) a move, copy or subtree
     /// deletion.
-    pub(super) async fn start(
+    pub(crate) async fn start(
         &self,
         op: &str,
         from: Path,
@@ -498,7 +499,7 @@ impl<S: Storage + 'static> Tree<S> {
     /// Records that the source of denormalized fields at `path` is about to change: an intent
     /// owned by this call, which [`run_owned`](Tree::run_owned) (or a `resume`) finishes by
     /// bringing every copy below `path` up to the source as it is then.
-    pub(super) async fn record_propagation(&self, path: &Path) -> Result<Guard> {
+    pub(crate) async fn record_propagation(&self, path: &Path) -> Result<Guard> {
         self.record(
             "propagate",
             path.clone(),
@@ -572,7 +573,7 @@ impl<S: Storage + 'static> Tree<S> {
 
     /// Claims the intent `id` and runs it to its end. `None` if it is gone (finished by
     /// someone else) or was rolled back.
-    pub(super) async fn drive(&self, id: &str) -> Result<Option<Outcome>> {
+    pub(crate) async fn drive(&self, id: &str) -> Result<Option<Outcome>> {
         let Some(guard) = self.claim(id).await? else {
             return Ok(None);
         };
@@ -581,7 +582,7 @@ impl<S: Storage + 'static> Tree<S> {
 
     /// Runs an owned intent; on failure, gives up the ownership so that a `resume` elsewhere
     /// need not wait for the lease.
-    pub(super) async fn run_owned(&self, g: &Guard) -> Result<Outcome> {
+    pub(crate) async fn run_owned(&self, g: &Guard) -> Result<Outcome> {
         let result = self.run(g).await;
         if result.is_err() {
             self.release_intent(g).await;
@@ -591,7 +592,7 @@ impl<S: Storage + 'static> Tree<S> {
 
     /// Gives up the ownership of an intent (after a failure), so that a `resume` elsewhere
     /// need not wait for the lease. Best effort: if it fails, the lease runs out instead.
-    pub(super) async fn release_intent(&self, g: &Guard) {
+    pub(crate) async fn release_intent(&self, g: &Guard) {
         let mut intent = g.snapshot();
         if intent.owner.is_some() {
             intent.owner = None;
@@ -1720,7 +1721,7 @@ impl<S: Storage + 'static> Tree<S> {
     async fn release_objects(&self, g: &Guard, paths: &[Path]) -> Result<()> {
         let id = Value::S(g.id());
         let held = self.inner.layout.held_attr();
-        for chunk in paths.chunks(crate::batch::TRANSACT_MAX) {
+        for chunk in paths.chunks(crate::storage::batch::TRANSACT_MAX) {
             let rows = self.rows_of(chunk, true).await?;
             let actions: Vec<TransactAction> = chunk
                 .iter()
@@ -1910,13 +1911,12 @@ impl<S: Storage + 'static> Tree<S> {
     ) -> Result<Vec<usize>> {
         let group = group.max(1);
         let intent_key = self.inner.layout.intent_key(&g.id());
-        let policy = self.inner.config.retry;
         let mut failed_all = Vec::new();
         let indexed: Vec<(usize, TransactAction)> = actions.into_iter().enumerate().collect();
         let chunk_size = (TRANSACT_MAX - 1) / group * group;
         for chunk in indexed.chunks(chunk_size) {
             let mut pending: Vec<(usize, TransactAction)> = chunk.to_vec();
-            let mut retry = 0;
+            let mut backoff = Backoff::new(self.inner.config.retry);
             while !pending.is_empty() {
                 self.renew_if_due(g).await?;
                 let mut tx: Vec<TransactAction> = pending.iter().map(|(_, a)| a.clone()).collect();
@@ -1931,7 +1931,7 @@ impl<S: Storage + 'static> Tree<S> {
                         let reasons = e.cancellation_reasons();
                         if reasons
                             .get(pending.len())
-                            .is_some_and(crate::CancellationReason::is_condition_failed)
+                            .is_some_and(crate::error::CancellationReason::is_condition_failed)
                         {
                             return Err(taken_over().with_source(e));
                         }
@@ -1952,18 +1952,14 @@ impl<S: Storage + 'static> Tree<S> {
                             pending.retain(|(i, _)| !dropped.contains(&(i / group)));
                             continue;
                         }
-                        if retry + 1 >= policy.max_attempts() {
+                        if !backoff.retry().await {
                             return Err(e);
                         }
-                        policy.sleep(retry).await;
-                        retry += 1;
                     }
                     Err(e) if e.kind() == ErrorKind::Throttled => {
-                        if retry + 1 >= policy.max_attempts() {
+                        if !backoff.retry().await {
                             return Err(e);
                         }
-                        policy.sleep(retry).await;
-                        retry += 1;
                     }
                     Err(e) => return Err(e),
                 }
@@ -2020,7 +2016,7 @@ impl<S: Storage + 'static> Tree<S> {
     }
 
     /// Renews the lease when half of it has run out.
-    pub(super) async fn renew_if_due(&self, g: &Guard) -> Result<()> {
+    pub(crate) async fn renew_if_due(&self, g: &Guard) -> Result<()> {
         let mut intent = g.snapshot();
         let half = u64::try_from(self.inner.config.lease.as_millis() / 2).unwrap_or(u64::MAX);
         if now_ms().saturating_add(half) < intent.lease {
@@ -2046,7 +2042,7 @@ impl<S: Storage + 'static> Tree<S> {
     }
 
     /// Drops the intent record: the operation is over.
-    pub(super) async fn finish(&self, g: &Guard) -> Result<()> {
+    pub(crate) async fn finish(&self, g: &Guard) -> Result<()> {
         let key = self.inner.layout.intent_key(&g.id());
         match self.io().delete_item(&key, self.owned_by(&g.token)).await {
             Err(e) if e.kind() == ErrorKind::ConditionFailed => Err(taken_over().with_source(e)),
@@ -2169,7 +2165,7 @@ impl<S: Storage + 'static> Tree<S> {
         item
     }
 
-    pub(super) fn decode_intent(&self, item: &Item) -> Result<Intent> {
+    pub(crate) fn decode_intent(&self, item: &Item) -> Result<Intent> {
         let attr = |field: &str| self.inner.layout.intent_attr(field);
         let field = |n: &str| {
             item.get_s(&attr(n)).map(str::to_owned).ok_or_else(|| {

@@ -6,16 +6,16 @@ use futures::stream::BoxStream;
 use futures::{Stream, StreamExt, TryStreamExt};
 use serde::de::DeserializeOwned;
 
+use crate::cursor::{Cursor, TypedPage, another_query, cursor_outside, fingerprint};
 use crate::error::{Error, ErrorKind, Result};
 use crate::item::{Item, Value};
 use crate::layout::{HASH_KEY, RANGE_KEY};
 use crate::path::{IntoPath, Path};
-use crate::query::{Cursor, TypedPage, another_query, cursor_outside, fingerprint};
 use crate::storage::{IndexQuery, IndexSpec, Key, RangeCondition, SharedStorage, Storage};
 
 use super::Tree;
 
-pub use crate::layout::PATH_INDEX;
+pub use crate::storage::PATH_INDEX;
 
 /// One descendant object: its path and its raw row (see [`Descendant::value`]).
 #[derive(Debug, Clone, PartialEq)]

@@ -5,10 +5,10 @@ use std::collections::HashMap;
 
 use serde::de::DeserializeOwned;
 
-use crate::batch::get_all_projected;
 use crate::error::Result;
 use crate::item::Item;
 use crate::path::Path;
+use crate::storage::batch::get_all_projected;
 use crate::storage::{HASH_KEY, RANGE_KEY, Storage};
 
 use super::{Entry, Tree};
@@ -157,7 +157,7 @@ impl<S: Storage + 'static> Tree<S> {
     }
 
     /// Follows links from `path` to an object row (the tree's default read).
-    pub(super) async fn resolve(&self, path: &Path) -> Result<Option<Item>> {
+    pub(crate) async fn resolve(&self, path: &Path) -> Result<Option<Item>> {
         let read = self.default_read();
         self.resolve_with(path, &read).await
     }

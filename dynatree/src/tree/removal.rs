@@ -4,6 +4,7 @@
 use crate::error::{Error, ErrorKind, Result};
 use crate::item::{Item, Value};
 use crate::path::Path;
+use crate::retry::Backoff;
 use crate::storage::{Condition, Key, Query, Storage, TransactAction};
 
 use super::Tree;
@@ -73,35 +74,31 @@ impl<S: Storage + 'static> Tree<S> {
     /// Deletes the source object at `path` after recording its version as its tombstone,
     /// conditional on the object still holding that version (a write in between: again).
     async fn delete_source(&self, path: &Path) -> Result<()> {
-        let policy = self.inner.config.retry;
-        let mut attempt = 0;
+        let mut backoff = Backoff::new(self.inner.config.retry);
         loop {
             // Its versions as read (its own and its chained copies'), pinned by the delete;
             // the latest is the tombstone.
             let row = self.pin_versions(path).await?;
             let unchanged = self.same_versions(path, &row);
             match self.delete_checked_if(path, unchanged).await {
-                Err(e) if e.is_condition_failed() && attempt + 1 < policy.max_attempts() => {
-                    attempt += 1;
-                }
+                Err(e) if e.is_condition_failed() && backoff.spend() => {}
                 other => return other,
             }
         }
     }
 
-    pub(super) async fn delete_checked(&self, path: &Path) -> Result<()> {
+    pub(crate) async fn delete_checked(&self, path: &Path) -> Result<()> {
         self.delete_checked_if(path, Condition::Always).await
     }
 
     /// [`delete_checked`](Tree::delete_checked), with a condition on the object row
     /// ([`ErrorKind::ConditionFailed`] and nothing deleted if it does not hold).
-    pub(super) async fn delete_checked_if(&self, path: &Path, object: Condition) -> Result<()> {
+    pub(crate) async fn delete_checked_if(&self, path: &Path, object: Condition) -> Result<()> {
         let conditional = !object.is_always();
         let own = self.inner.layout.listing_key(path);
         self.inner.known.remove(&own);
         self.inner.known.remove(&self.inner.layout.object_key(path));
-        let policy = self.inner.config.retry;
-        let mut retry = 0;
+        let mut backoff = Backoff::new(self.inner.config.retry);
         // What we believe L(P) is; refined after a cancelled attempt.
         let mut seen: Option<Item> = Some(own.clone().into_item());
         // Fenced puts: a fence goes where a row is (an object, or a fence renewed); where
@@ -120,7 +117,7 @@ impl<S: Storage + 'static> Tree<S> {
                     break None;
                 }
                 // Listed meanwhile (a repair re-created its listing row): remove it as any.
-                another_try(&policy, &mut retry, path)?;
+                another_try(&mut backoff, path)?;
                 seen = self.io().get_item(&own, true).await?;
                 continue;
             };
@@ -155,7 +152,7 @@ impl<S: Storage + 'static> Tree<S> {
                     // The first guess being wrong is no race: only a row that keeps changing
                     // spends the retry budget.
                     if flipped {
-                        another_try(&policy, &mut retry, path)?;
+                        another_try(&mut backoff, path)?;
                     }
                     flipped = true;
                     continue;
@@ -163,7 +160,7 @@ impl<S: Storage + 'static> Tree<S> {
                 // The mark may have been applied with its response lost: take it off again.
                 Err(e) => return self.abandon_removal(&own, &mark, e).await,
             }
-            another_try(&policy, &mut retry, path)?;
+            another_try(&mut backoff, path)?;
             seen = self.io().get_item(&own, true).await?;
         };
         // O(P) is gone and puts at P wait; L(P) goes if P has no children.
@@ -181,7 +178,7 @@ impl<S: Storage + 'static> Tree<S> {
 
     /// Removes the listing rows of `path`'s ancestors that name nothing, deepest first,
     /// stopping at the first one still needed (or being removed by someone else).
-    pub(super) async fn prune_above(&self, path: &Path) -> Result<()> {
+    pub(crate) async fn prune_above(&self, path: &Path) -> Result<()> {
         let mut q = path.parent();
         // Never the root's listing row: a whole tree's root has none, a scope's belongs to
         // the parent tree (see `scope`).
@@ -196,7 +193,7 @@ impl<S: Storage + 'static> Tree<S> {
 
     /// With `key` = L(q) marked by `mark`: deletes it if q has no children (and, when
     /// `check_object`, no object), else unmarks it. Returns whether it was deleted.
-    pub(super) async fn finish_removal(
+    pub(crate) async fn finish_removal(
         &self,
         q: &Path,
         key: &Key,
@@ -274,7 +271,7 @@ impl<S: Storage + 'static> Tree<S> {
     ///
     /// A locked row is left to its operation, a row with a live removal mark to its remover
     /// (`false`); an expired mark is taken over.
-    pub(super) async fn remove_if_empty(&self, q: &Path) -> Result<bool> {
+    pub(crate) async fn remove_if_empty(&self, q: &Path) -> Result<bool> {
         // A cheap look first: most parents still have other children.
         if self.has_children(q).await? {
             return Ok(false);
@@ -330,12 +327,11 @@ impl<S: Storage + 'static> Tree<S> {
     /// counted with a consistent read, then both rows go in one transaction conditional on the
     /// mark. Children found: the mark is taken off and the result is
     /// [`ErrorKind::HasChildren`].
-    pub(super) async fn delete_leaf(&self, path: &Path) -> Result<()> {
+    pub(crate) async fn delete_leaf(&self, path: &Path) -> Result<()> {
         let key = self.inner.layout.listing_key(path);
         self.inner.known.remove(&key);
         self.inner.known.remove(&self.inner.layout.object_key(path));
-        let policy = self.inner.config.retry;
-        let mut retry = 0;
+        let mut backoff = Backoff::new(self.inner.config.retry);
         loop {
             let Some(row) = self.io().get_item(&key, true).await? else {
                 // No listing row: no children and (by the invariants) no object, unless one
@@ -343,7 +339,7 @@ impl<S: Storage + 'static> Tree<S> {
                 if self.delete_unlisted(path, Condition::Always).await? {
                     return self.prune_above(path).await;
                 }
-                another_try(&policy, &mut retry, path)?;
+                another_try(&mut backoff, path)?;
                 continue;
             };
             if row.contains(self.inner.layout.moving_attr()) {
@@ -380,8 +376,9 @@ impl<S: Storage + 'static> Tree<S> {
                 Ok(_) => {}
                 Err(e) => return self.abandon_removal(&key, &mark, e).await,
             }
-            another_try(&policy, &mut retry, path)?;
-            policy.sleep(retry - 1).await;
+            if !backoff.retry().await {
+                return Err(kept_changing(path));
+            }
         }
     }
 
@@ -389,7 +386,7 @@ impl<S: Storage + 'static> Tree<S> {
     /// listing row is absent. `Ok(false)`, nothing deleted, if the row exists: a repair
     /// re-created it for an object a foreign writer left unlisted, and deleting the object
     /// alone would leave the row naming nothing; the caller removes it by the full protocol.
-    pub(super) async fn delete_unlisted(&self, path: &Path, object: Condition) -> Result<bool> {
+    pub(crate) async fn delete_unlisted(&self, path: &Path, object: Condition) -> Result<bool> {
         if self.inner.config.fenced_puts {
             return self.fence_unlisted(path, object).await;
         }
@@ -456,11 +453,11 @@ impl<S: Storage + 'static> Tree<S> {
     }
 
     /// Whether `q` has a child (one consistent Query of one item).
-    pub(super) async fn has_children_consistent(&self, q: &Path) -> Result<bool> {
+    pub(crate) async fn has_children_consistent(&self, q: &Path) -> Result<bool> {
         self.has_children(q).await
     }
 
-    pub(super) async fn has_children(&self, q: &Path) -> Result<bool> {
+    pub(crate) async fn has_children(&self, q: &Path) -> Result<bool> {
         let query = Query::new(self.inner.layout.listing_hash(q.components()))
             .with_limit(1)
             .consistent(true);
@@ -471,13 +468,17 @@ impl<S: Storage + 'static> Tree<S> {
 
 /// Counts one more attempt at `path`, or gives up ([`ErrorKind::Conflict`]) when the retry
 /// budget is spent.
-fn another_try(policy: &crate::batch::RetryPolicy, retry: &mut u32, path: &Path) -> Result<()> {
-    if *retry + 1 >= policy.max_attempts() {
-        return Err(Error::new(
-            ErrorKind::Conflict,
-            format!("{path} kept changing concurrently"),
-        ));
+fn another_try(backoff: &mut Backoff, path: &Path) -> Result<()> {
+    if backoff.spend() {
+        Ok(())
+    } else {
+        Err(kept_changing(path))
     }
-    *retry += 1;
-    Ok(())
+}
+
+fn kept_changing(path: &Path) -> Error {
+    Error::new(
+        ErrorKind::Conflict,
+        format!("{path} kept changing concurrently"),
+    )
 }

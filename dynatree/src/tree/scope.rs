@@ -45,7 +45,7 @@
 //! Targets given to [`put_link`](Tree::put_link) are relative, so a scope only writes links
 //! inside itself. A link written by another tree (the parent, the Go library) may point
 //! anywhere: a scoped tree refuses to follow or return a target outside its root, with
-//! [`ErrorKind::OutOfScope`] (a [`Party::Data`](crate::Party::Data) error: the stored data is
+//! [`ErrorKind::OutOfScope`] (a [`Party::Data`](crate::error::Party::Data) error: the stored data is
 //! not what the scope can use), from [`get`](Tree::get), [`read_link`](Tree::read_link),
 //! [`list_items`](Tree::list_items) and [`Repository`](crate::Repository) reads.
 //!
@@ -86,13 +86,13 @@
 //! [`ErrorKind::InvalidArgument`]: crate::ErrorKind::InvalidArgument
 //! [`ErrorKind::InvalidValue`]: crate::ErrorKind::InvalidValue
 //! [`ErrorKind::OutOfScope`]: crate::ErrorKind::OutOfScope
-//! [`MoveReport`]: crate::MoveReport
-//! [`Intent`]: crate::Intent
+//! [`MoveReport`]: crate::ops::MoveReport
+//! [`Intent`]: crate::ops::Intent
 //! [`Path`]: crate::Path
 //! [`Tree`]: crate::Tree
 //! [`TreeBuilder::path_index`]: crate::TreeBuilder::path_index
-//! [`LinkPolicy::Report`]: crate::LinkPolicy::Report
-//! [`LinkPolicy::Rewrite`]: crate::LinkPolicy::Rewrite
+//! [`LinkPolicy::Report`]: crate::ops::LinkPolicy::Report
+//! [`LinkPolicy::Rewrite`]: crate::ops::LinkPolicy::Rewrite
 
 use std::sync::Arc;
 
@@ -388,7 +388,7 @@ mod tests {
     fn out_of_scope_is_the_datas_fault() {
         let e = out_of_scope(&p(&["a"]), &p(&["b"]));
         assert_eq!(e.kind(), ErrorKind::OutOfScope);
-        assert_eq!(e.party(), crate::Party::Data);
+        assert_eq!(e.party(), crate::error::Party::Data);
         assert_eq!(e.to_string(), "outside the scope: /b is not under /a");
     }
 
@@ -413,7 +413,7 @@ mod tests {
             nested
         );
         let e =
-            crate::repo::refuse_reserved_in_index_value("Links/{short}¦v", DEFAULT_RESERVED, "i")
+            crate::index::refuse_reserved_in_index_value("Links/{short}¦v", DEFAULT_RESERVED, "i")
                 .unwrap_err();
         assert_eq!(e.kind(), ErrorKind::InvalidValue);
     }

@@ -20,6 +20,7 @@ use std::collections::HashSet;
 use crate::error::{CancellationReason, Error, ErrorKind, Result};
 use crate::item::Item;
 use crate::path::Path;
+use crate::retry::Backoff;
 use crate::storage::{
     Condition, Key, Storage, TRANSACT_MAX, TRANSACT_MAX_BYTES, TransactAction, get_all,
 };
@@ -172,9 +173,7 @@ impl<S: Storage + 'static> Tree<S> {
                 _ => None,
             })
             .collect();
-        let policy = tree.inner.config.retry;
-        let mut retry = 0;
-        let mut waited = 0;
+        let mut backoff = Backoff::new(tree.inner.config.retry);
         let mut fresh = false;
         loop {
             // `None`: lost a race creating the ancestors; `Some(e)`: a guard failed.
@@ -230,12 +229,9 @@ impl<S: Storage + 'static> Tree<S> {
             // retry policy.
             match tree.guard_state(&ops).await? {
                 GuardState::Locked(path) => return Err(tree.locked_error(&path)),
-                GuardState::Removing => {
-                    policy.sleep(waited.min(8)).await;
-                    waited += 1;
-                }
+                GuardState::Removing => backoff.wait().await,
                 GuardState::Raced => {
-                    if retry + 1 >= policy.max_attempts() {
+                    if !backoff.retry().await {
                         let err = Error::new(
                             ErrorKind::Conflict,
                             "the transaction's paths kept changing concurrently",
@@ -245,8 +241,6 @@ impl<S: Storage + 'static> Tree<S> {
                             None => err,
                         });
                     }
-                    policy.sleep(retry).await;
-                    retry += 1;
                 }
             }
             fresh = true;

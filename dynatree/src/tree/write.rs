@@ -1,9 +1,10 @@
 #![doc = include_str!("write.md")]
 
-use crate::batch::{TRANSACT_MAX, get_all};
 use crate::error::{Error, ErrorKind, Result};
 use crate::item::Item;
 use crate::path::Path;
+use crate::retry::Backoff;
+use crate::storage::batch::{TRANSACT_MAX, get_all};
 use crate::storage::{Condition, Key, Storage, TransactAction};
 
 use super::Tree;
@@ -96,9 +97,7 @@ impl<S: Storage + 'static> Tree<S> {
                 }
             }
         }
-        let policy = self.inner.config.retry;
-        let mut retry = 0;
-        let mut waited = 0;
+        let mut backoff = Backoff::new(self.inner.config.retry);
         // First try the plan the cache suggests; after a failed check, read the real state.
         let mut read_state = false;
         loop {
@@ -120,21 +119,16 @@ impl<S: Storage + 'static> Tree<S> {
                 Attempt::Stale => return Ok(false),
                 Attempt::Retry if !read_state => read_state = true,
                 Attempt::Again => read_state = true,
-                Attempt::Wait => {
-                    // A live removal: it either finishes quickly or its lease runs out, and
-                    // then the mark is taken off. Neither is a failed attempt.
-                    policy.sleep(waited.min(8)).await;
-                    waited += 1;
-                }
+                // A live removal: it either finishes quickly or its lease runs out, and then
+                // the mark is taken off. Neither is a failed attempt.
+                Attempt::Wait => backoff.wait().await,
                 Attempt::Retry => {
-                    if retry + 1 >= policy.max_attempts() {
+                    if !backoff.retry().await {
                         return Err(Error::new(
                             ErrorKind::Conflict,
                             format!("{path} kept being removed concurrently"),
                         ));
                     }
-                    policy.sleep(retry).await;
-                    retry += 1;
                 }
             }
         }
@@ -379,7 +373,7 @@ impl<S: Storage + 'static> Tree<S> {
     /// with `last` (the object's put, or for a repair a check of the row that needs them) as
     /// the last action; `conditional`: a failure of `last`'s condition is the caller's
     /// [`ErrorKind::ConditionFailed`].
-    pub(super) async fn link_with_state(
+    pub(crate) async fn link_with_state(
         &self,
         path: &Path,
         last: TransactAction,

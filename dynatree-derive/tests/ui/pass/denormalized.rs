@@ -1,4 +1,4 @@
-use dynatree::{Denormalized, Hierarchical};
+use dynatree::{denorm::Denormalized, Hierarchical};
 use serde::{Deserialize, Serialize};
 
 #[derive(Hierarchical, Serialize, Deserialize)]

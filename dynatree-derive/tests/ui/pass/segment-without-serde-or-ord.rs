@@ -8,12 +8,12 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct Code(u32);
 
-impl dynatree::KeySegment for Code {
+impl dynatree::keys::KeySegment for Code {
     fn encode(&self) -> String {
-        dynatree::KeySegment::encode(&self.0)
+        dynatree::keys::KeySegment::encode(&self.0)
     }
     fn decode(s: &str) -> dynatree::Result<Self> {
-        Ok(Code(<u32 as dynatree::KeySegment>::decode(s)?))
+        Ok(Code(<u32 as dynatree::keys::KeySegment>::decode(s)?))
     }
 }
 

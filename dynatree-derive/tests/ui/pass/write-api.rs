@@ -1,4 +1,4 @@
-use dynatree::{Cond, Expiry, Hierarchical, Patch};
+use dynatree::{fields::Cond, Expiry, Hierarchical, Patch};
 use serde::{Deserialize, Serialize};
 use std::time::SystemTime;
 

@@ -77,7 +77,11 @@ use std::time::Duration;
 use crate::path::Path;
 use crate::storage::Key;
 
-pub use crate::tree::{Check, Repair};
+mod repair;
+mod scan;
+
+pub use repair::Repair;
+pub use scan::Check;
 
 /// What is wrong with a row: the classes of [`Violation`]s (see the [module docs](self)).
 ///

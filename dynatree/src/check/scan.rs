@@ -5,16 +5,16 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::check::{Class, Phase, Progress, ProgressFn, Report, Violation};
+use super::{Class, Phase, Progress, ProgressFn, Report, Violation};
 use crate::error::{Error, ErrorKind, Result};
 use crate::expiry::now_secs;
 use crate::item::{Item, Value};
 use crate::path::Path;
 use crate::storage::{Key, ScanSegment, Storage};
 
-use super::Tree;
-use super::clock::now_ms;
-use super::denorm::matches_template;
+use crate::tree::Tree;
+use crate::tree::clock::now_ms;
+use crate::tree::denorm::matches_template;
 
 /// A check of the whole table, configured, then [`run`](Check::run). Made by
 /// [`Tree::check`].
@@ -1166,7 +1166,7 @@ impl<S: Storage + 'static> Tree<S> {
     }
 
     /// The intent records that parse, read now (consistent).
-    async fn recorded_intents(&self, units: &mut f64) -> Result<Vec<super::Intent>> {
+    async fn recorded_intents(&self, units: &mut f64) -> Result<Vec<crate::tree::Intent>> {
         let q = crate::storage::Query::new(self.inner.layout.intents_hash()).consistent(true);
         let pages: Vec<crate::storage::Page> =
             futures::TryStreamExt::try_collect(crate::stream::query_pages(self.io(), q, None))
@@ -1194,7 +1194,7 @@ impl<S: Storage + 'static> Tree<S> {
         for (i, keys) in key_sets.iter().enumerate() {
             let fits = packs.last().is_some_and(|(_, pack)| {
                 pack.len() + keys.iter().filter(|k| !pack.contains(k)).count()
-                    <= crate::batch::TRANSACT_MAX
+                    <= crate::storage::batch::TRANSACT_MAX
             });
             if !fits {
                 packs.push((Vec::new(), Vec::new()));

@@ -5,16 +5,17 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use crate::check::{Class, Phase, Progress, ProgressFn, Repaired, Report, Violation};
+use super::{Class, Phase, Progress, ProgressFn, Repaired, Report, Violation};
 use crate::error::{Error, ErrorKind, Party, Result};
 use crate::expiry::now_secs;
 use crate::item::Value;
 use crate::path::Path;
+use crate::retry::Backoff;
 use crate::storage::{Comparison, Condition, Storage, TransactAction, UpdateAction};
 
-use super::Tree;
-use super::denorm::version_after;
-use super::guard::Attempt;
+use crate::tree::Tree;
+use crate::tree::denorm::version_after;
+use crate::tree::guard::Attempt;
 
 /// A repair of the violations of a [`Report`], configured, then [`run`](Repair::run). Made
 /// by [`Tree::repair`].
@@ -224,7 +225,7 @@ impl<S: Storage + 'static> Tree<S> {
                     return Ok(Outcome::Left("no lock".into()));
                 };
                 let key = v.key.clone();
-                let attr = super::check::lock_attr(layout, &key);
+                let attr = super::scan::lock_attr(layout, &key);
                 let lock = Value::S(id.clone());
                 let release = if key == layout.listing_key(&p) {
                     TransactAction::Put {
@@ -252,7 +253,7 @@ impl<S: Storage + 'static> Tree<S> {
                     .inner
                     .config
                     .retry
-                    .retry_if(super::conflict_only, || io.transact_write(tx.clone()))
+                    .retry_if(crate::tree::conflict_only, || io.transact_write(tx.clone()))
                     .await;
                 match sent {
                     Ok(()) => Ok(Outcome::Fixed),
@@ -393,7 +394,7 @@ impl<S: Storage + 'static> Tree<S> {
             // Deleted meanwhile: nothing left to block anything.
             return Ok(Outcome::Fixed);
         };
-        if !super::check::still_malformed(layout, &key, attr, &row) {
+        if !super::scan::still_malformed(layout, &key, attr, &row) {
             // Written over meanwhile, with a value of the right type (or none).
             return Ok(Outcome::Fixed);
         }
@@ -439,7 +440,7 @@ impl<S: Storage + 'static> Tree<S> {
             .inner
             .config
             .retry
-            .retry_if(super::conflict_only, || io.transact_write(tx.clone()))
+            .retry_if(crate::tree::conflict_only, || io.transact_write(tx.clone()))
             .await;
         match sent {
             Ok(()) => Ok(Outcome::Fixed),
@@ -461,8 +462,7 @@ impl<S: Storage + 'static> Tree<S> {
     /// end with `anchor` (a check that the row needing them is still there), with the same
     /// guards as a put: never under a row being removed or locked.
     async fn relink(&self, path: &Path, anchor: TransactAction) -> Result<Outcome> {
-        let policy = self.inner.config.retry;
-        let (mut retry, mut waited) = (0, 0);
+        let mut backoff = Backoff::new(self.inner.config.retry);
         loop {
             match self.link_with_state(path, anchor.clone(), true, &[]).await {
                 Ok(Attempt::Done) => return Ok(Outcome::Fixed),
@@ -476,19 +476,14 @@ impl<S: Storage + 'static> Tree<S> {
                 }
                 Err(e) => return Err(e),
                 Ok(Attempt::Again) => {}
-                Ok(Attempt::Wait) => {
-                    policy.sleep(waited.min(8)).await;
-                    waited += 1;
-                }
+                Ok(Attempt::Wait) => backoff.wait().await,
                 Ok(_) => {
-                    if retry + 1 >= policy.max_attempts() {
+                    if !backoff.retry().await {
                         return Ok(Outcome::Left(format!(
                             "{} kept changing concurrently: check and repair again",
                             path.escaped()
                         )));
                     }
-                    policy.sleep(retry).await;
-                    retry += 1;
                 }
             }
         }

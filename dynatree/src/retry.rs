@@ -1,20 +1,10 @@
-//! Batch reads and writes of any size: chunked at DynamoDB's 100 / 25 item limits, unprocessed
-//! items resent with exponential backoff and full jitter, and a typed error after a bound.
+//! The retry policy: the one budget of a tree, and the loop that spends it around each
+//! request.
 
-use std::collections::HashSet;
 use std::future::Future;
 use std::time::Duration;
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::item::Item;
-use crate::storage::{Key, Storage, WriteRequest};
-
-/// DynamoDB's limit on keys in one BatchGetItem.
-pub const BATCH_GET_MAX: usize = 100;
-/// DynamoDB's limit on requests in one BatchWriteItem.
-pub const BATCH_WRITE_MAX: usize = 25;
-/// DynamoDB's limit on actions in one TransactWriteItems.
-pub const TRANSACT_MAX: usize = 100;
 
 /// How often and how patiently dynatree retries unprocessed batch items, throttled requests
 /// and lost races: the one retry budget of a tree
@@ -137,7 +127,7 @@ impl RetryPolicy {
     /// Runs one request, `op`, resending it while it is throttled, at most
     /// [`max_attempts`](Self::max_attempts) times in all, with this policy's delays in
     /// between: the loop the tree runs around each request, for code that calls a
-    /// [`Storage`] directly.
+    /// [`Storage`](crate::storage::Storage) directly.
     ///
     /// # Errors
     ///
@@ -214,151 +204,58 @@ impl RetryPolicy {
     }
 }
 
-/// Reads every key (duplicates removed), 100 per BatchGetItem, resending unprocessed keys with
-/// backoff. Returns the items found, in no particular order.
-///
-/// # Errors
-///
-/// [`ErrorKind::Unprocessed`] with [`Error::unprocessed_count`] if keys were still unprocessed
-/// after `policy.max_attempts()` tries; any other backend error at once. Throttled requests are
-/// retried like unprocessed keys.
-///
-/// # Cancel safety
-///
-/// Cancel safe (reads only).
-///
-/// # Examples
-///
-/// ```
-/// # use dynatree::{storage, RetryPolicy, Tree};
-/// # use dynatree::storage::Key;
-/// # use dynatree_testing::FakeTable;
-/// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
-/// let table = FakeTable::new();
-/// # Tree::new(table.clone()).create_table().await?;
-/// let keys: Vec<Key> = (0..250).map(|i| Key::new("h", format!("{i:03}"))).collect();
-/// let found = storage::get_all(&table, keys, true, &RetryPolicy::default()).await?;
-/// assert!(found.is_empty());
-/// assert_eq!(table.metrics().requests("BatchGetItem"), 3); // 100 + 100 + 50
-/// # Ok(()) }
-/// ```
-pub async fn get_all<S: Storage>(
-    storage: &S,
-    keys: Vec<Key>,
-    consistent: bool,
-    policy: &RetryPolicy,
-) -> Result<Vec<Item>> {
-    get_all_projected(storage, keys, consistent, &[], policy).await
+/// The retries of one guarded loop of a protocol: a lost race (a guard failed, the state it
+/// read changed) spends the policy's budget and sleeps its backoff; a wait for a live removal,
+/// which finishes or whose lease runs out, does not spend it. Every protocol loop that tries
+/// a write again goes through one of these, so the policy is read in one place.
+#[derive(Debug)]
+pub(crate) struct Backoff {
+    policy: RetryPolicy,
+    retries: u32,
+    waits: u32,
 }
 
-/// [`get_all`] reading only the attributes `projection` names (empty: all).
-pub(crate) async fn get_all_projected<S: Storage>(
-    storage: &S,
-    keys: Vec<Key>,
-    consistent: bool,
-    projection: &[String],
-    policy: &RetryPolicy,
-) -> Result<Vec<Item>> {
-    let mut seen = HashSet::new();
-    let keys: Vec<Key> = keys
-        .into_iter()
-        .filter(|k| seen.insert(k.clone()))
-        .collect();
-    let mut found = Vec::with_capacity(keys.len());
-    for chunk in keys.chunks(BATCH_GET_MAX) {
-        let mut pending = chunk.to_vec();
-        let mut retry = 0;
-        loop {
-            let sent = if projection.is_empty() {
-                storage.batch_get(pending.clone(), consistent).await
-            } else {
-                storage
-                    .batch_get_projected(pending.clone(), consistent, projection)
-                    .await
-            };
-            match sent {
-                Ok(out) => {
-                    found.extend(out.items);
-                    pending = out.unprocessed;
-                }
-                Err(e) if e.kind() == ErrorKind::Throttled => {}
-                Err(e) => return Err(e),
-            }
-            if pending.is_empty() {
-                break;
-            }
-            if retry + 1 >= policy.max_attempts() {
-                return Err(Error::unprocessed(pending.len(), "keys"));
-            }
-            policy.sleep(retry).await;
-            retry += 1;
+impl Backoff {
+    pub(crate) fn new(policy: RetryPolicy) -> Self {
+        Self {
+            policy,
+            retries: 0,
+            waits: 0,
         }
     }
-    Ok(found)
-}
 
-/// Writes every request, 25 per BatchWriteItem, resending unprocessed ones with backoff.
-///
-/// Not atomic: use it for rows whose order does not matter (the tree's own writes use
-/// transactions).
-///
-/// # Errors
-///
-/// [`ErrorKind::Unprocessed`] with [`Error::unprocessed_count`] = the requests not written
-/// (this chunk's leftovers plus every chunk not yet sent) after `policy.max_attempts()` tries.
-///
-/// # Cancel safety
-///
-/// A dropped future may have written any prefix of the chunks; writing again is idempotent
-/// for puts and deletes.
-///
-/// # Examples
-///
-/// ```
-/// # use dynatree::{storage, RetryPolicy, Tree};
-/// # use dynatree::storage::{Key, WriteRequest};
-/// # use dynatree_testing::FakeTable;
-/// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
-/// let table = FakeTable::new();
-/// # Tree::new(table.clone()).create_table().await?;
-/// let rows = (0..30).map(|i| WriteRequest::Put(Key::new("h", format!("{i:02}")).into_item()));
-/// storage::write_all(&table, rows.collect(), &RetryPolicy::default()).await?;
-/// assert_eq!(table.metrics().requests("BatchWriteItem"), 2); // 25 + 5
-/// # Ok(()) }
-/// ```
-pub async fn write_all<S: Storage>(
-    storage: &S,
-    requests: Vec<WriteRequest>,
-    policy: &RetryPolicy,
-) -> Result<()> {
-    let mut chunks = requests.chunks(BATCH_WRITE_MAX);
-    let mut left: usize = requests.len();
-    for chunk in chunks.by_ref() {
-        let mut pending = chunk.to_vec();
-        let mut retry = 0;
-        loop {
-            match storage.batch_write(pending.clone()).await {
-                Ok(unprocessed) => pending = unprocessed,
-                Err(e) if e.kind() == ErrorKind::Throttled => {}
-                Err(e) => return Err(e),
-            }
-            if pending.is_empty() {
-                break;
-            }
-            if retry + 1 >= policy.max_attempts() {
-                // This chunk's leftovers plus every chunk not yet sent.
-                let not_sent = left - chunk.len();
-                return Err(Error::unprocessed(
-                    pending.len() + not_sent,
-                    "write requests",
-                ));
-            }
-            policy.sleep(retry).await;
-            retry += 1;
-        }
-        left -= chunk.len();
+    /// How many lost races were counted so far.
+    pub(crate) fn retries(&self) -> u32 {
+        self.retries
     }
-    Ok(())
+
+    /// Counts a lost race without sleeping: `false` once the budget is spent, and the caller
+    /// fails with an error of its own.
+    pub(crate) fn spend(&mut self) -> bool {
+        if self.retries + 1 >= self.policy.max_attempts {
+            return false;
+        }
+        self.retries += 1;
+        true
+    }
+
+    /// Counts a lost race and sleeps the backoff before the next try: `false`, at once, once
+    /// the budget is spent.
+    pub(crate) async fn retry(&mut self) -> bool {
+        if self.retries + 1 >= self.policy.max_attempts {
+            return false;
+        }
+        self.policy.sleep(self.retries).await;
+        self.retries += 1;
+        true
+    }
+
+    /// Waits for a live removal or hold to end; not a failed try. The delay grows as a
+    /// retry's does, up to the policy's ninth.
+    pub(crate) async fn wait(&mut self) {
+        self.policy.sleep(self.waits.min(8)).await;
+        self.waits += 1;
+    }
 }
 
 #[cfg(test)]
