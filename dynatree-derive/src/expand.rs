@@ -150,7 +150,7 @@ fn expand(input: &Input<'_>, plan: &Plan<'_>) -> TokenStream {
     });
     let denorm_items = (!plan.denormalized.is_empty()).then(|| {
         quote! {
-            const DENORMALIZED: &'static [__dynatree::Denormalized] = &[ #( #denorm_defs ),* ];
+            const DENORMALIZED: &'static [__dynatree::denorm::Denormalized] = &[ #( #denorm_defs ),* ];
         }
     });
     let denorm_checks = plan.denormalized.iter().map(|d| {
@@ -197,7 +197,7 @@ fn expand(input: &Input<'_>, plan: &Plan<'_>) -> TokenStream {
     let index_defs = plan.indexes.iter().map(|ix| {
         let name = &ix.name;
         let has_range = ix.range.is_some();
-        quote!(__dynatree::IndexDef::new(#name, #has_range))
+        quote!(__dynatree::keys::IndexDef::new(#name, #has_range))
     });
     let index_keys = plan.indexes.iter().map(|ix| {
         let name = &ix.name;
@@ -211,7 +211,7 @@ fn expand(input: &Input<'_>, plan: &Plan<'_>) -> TokenStream {
             }
             None => quote!(__dynatree::__private::None),
         };
-        quote!(__dynatree::IndexKey::new(#name, #hash, #range))
+        quote!(__dynatree::keys::IndexKey::new(#name, #hash, #range))
     });
     let index_fns = plan.indexes.iter().map(|ix| {
         let name = &ix.name;
@@ -231,8 +231,8 @@ fn expand(input: &Input<'_>, plan: &Plan<'_>) -> TokenStream {
             #[must_use]
             #vis fn #fn_name(
                 #hf: &(impl ?::core::marker::Sized + __dynatree::__private::AsKeySegment<#hty>),
-            ) -> __dynatree::IndexKey {
-                __dynatree::IndexKey::new(
+            ) -> __dynatree::keys::IndexKey {
+                __dynatree::keys::IndexKey::new(
                     #name,
                     __dynatree::__private::AsKeySegment::<#hty>::encode_segment(#hf),
                     __dynatree::__private::None,
@@ -243,9 +243,9 @@ fn expand(input: &Input<'_>, plan: &Plan<'_>) -> TokenStream {
     let has_indexes = !plan.indexes.is_empty();
     let index_items = has_indexes.then(|| {
         quote! {
-            const INDEXES: &'static [__dynatree::IndexDef] = &[ #( #index_defs ),* ];
+            const INDEXES: &'static [__dynatree::keys::IndexDef] = &[ #( #index_defs ),* ];
 
-            fn index_keys(&self) -> __dynatree::__private::Vec<__dynatree::IndexKey> {
+            fn index_keys(&self) -> __dynatree::__private::Vec<__dynatree::keys::IndexKey> {
                 ::std::vec![ #( #index_keys ),* ]
             }
         }
@@ -572,7 +572,7 @@ fn fields_items(
         let attr = f.attribute_name(rename_all.as_deref());
         let (field_ty, doc) = if copy(f) {
             (
-                quote!(#krate::Field<#ident, #ty, #krate::ReadOnly>),
+                quote!(#krate::update::Field<#ident, #ty, #krate::update::ReadOnly>),
                 format!(
                     "`{}` (stored as `{attr}`): conditions only (a denormalized copy, written by dynatree).",
                     name.unraw()
@@ -580,7 +580,7 @@ fn fields_items(
             )
         } else if read_only(f) {
             (
-                quote!(#krate::Field<#ident, #ty, #krate::ReadOnly>),
+                quote!(#krate::update::Field<#ident, #ty, #krate::update::ReadOnly>),
                 format!(
                     "`{}` (stored as `{attr}`): conditions only (a key, index or version field).",
                     name.unraw()
@@ -588,13 +588,13 @@ fn fields_items(
             )
         } else {
             (
-                quote!(#krate::Field<#ident, #ty>),
+                quote!(#krate::update::Field<#ident, #ty>),
                 format!("`{}` (stored as `{attr}`).", name.unraw()),
             )
         };
         names.push(name);
         types.push(field_ty);
-        inits.push(quote!(#krate::Field::new(#attr)));
+        inits.push(quote!(#krate::update::Field::new(#attr)));
         docs.push(doc);
     }
     let struct_doc = format!(

@@ -3207,7 +3207,7 @@ pub async fn typed_conditions_and_patches<S: Storage + 'static>(table: S) {
         ErrorKind::ConditionFailed
     );
     wallets
-        .put_if(&wallet("a", 1), dynatree::fields::Cond::not_exists())
+        .put_if(&wallet("a", 1), dynatree::update::Cond::not_exists())
         .await
         .unwrap();
     wallets

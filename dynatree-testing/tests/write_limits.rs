@@ -12,7 +12,7 @@ use dynatree::storage::{
     Comparison, Condition, Key, Storage, TRANSACT_MAX_BYTES, TransactAction, UpdateAction,
 };
 use dynatree::{
-    ErrorKind, Hierarchical, Patch, Result, RetryPolicy, Tree, fields::Cond, fields::Field,
+    ErrorKind, Hierarchical, Patch, Result, RetryPolicy, Tree, update::Cond, update::Field,
     storage::Item, storage::Value,
 };
 use dynatree_testing::{DynamoDbLocal, FakeTable};

@@ -251,6 +251,19 @@ fn base64url_decode(s: &str) -> Option<Vec<u8>> {
     Some(out)
 }
 
+/// A cursor of another query.
+pub(crate) fn another_query() -> Error {
+    Error::new(
+        ErrorKind::InvalidArgument,
+        "the cursor belongs to another query",
+    )
+}
+
+/// A cursor whose position the query cannot have returned.
+pub(crate) fn cursor_outside(detail: impl Into<String>) -> Error {
+    Error::new(ErrorKind::InvalidArgument, detail)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -288,17 +301,4 @@ mod tests {
         );
         assert_eq!(a, fingerprint("c", &["h"], None, true));
     }
-}
-
-/// A cursor of another query.
-pub(crate) fn another_query() -> Error {
-    Error::new(
-        ErrorKind::InvalidArgument,
-        "the cursor belongs to another query",
-    )
-}
-
-/// A cursor whose position the query cannot have returned.
-pub(crate) fn cursor_outside(detail: impl Into<String>) -> Error {
-    Error::new(ErrorKind::InvalidArgument, detail)
 }

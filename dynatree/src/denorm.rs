@@ -14,7 +14,7 @@
 //! A tree propagates to the target types it knows: those registered with
 //! [`TreeBuilder::denormalized`](crate::TreeBuilder::denormalized), or used through
 //! [`Tree::repo`](crate::Tree::repo) in this process. Two ways, chosen on the builder
-//! ([`Propagation`](crate::denorm::Propagation)):
+//! ([`Propagation`]):
 //!
 //! - **Inline** (the default). A target written (`put`, `create`, `update`, `put_if`,
 //!   `put_all`, in a [`Transaction`](crate::Transaction)) has its copies filled from its
@@ -203,9 +203,9 @@ impl TypeInfo {
     }
 }
 
-/// Who copies denormalized fields ([`Denormalized`](crate::denorm::Denormalized)) from their sources to
+/// Who copies denormalized fields ([`Denormalized`]) from their sources to
 /// their targets: the write that changes a source, before it returns (the default), or a
-/// processor of the table's stream ([`Tree::apply_changes`]).
+/// processor of the table's stream ([`Tree::apply_changes`](crate::Tree::apply_changes)).
 ///
 /// # Examples
 ///
@@ -221,13 +221,13 @@ impl TypeInfo {
 #[non_exhaustive]
 pub enum Propagation {
     /// A write of a source copies it to the targets below it before it returns (in the
-    /// background, finished by [`Tree::resume`], beyond
-    /// [`inline_limit`](TreeBuilder::inline_limit) targets); a write of a target fills its
+    /// background, finished by [`Tree::resume`](crate::Tree::resume), beyond
+    /// [`inline_limit`](crate::TreeBuilder::inline_limit) targets); a write of a target fills its
     /// copies from its ancestors.
     #[default]
     Inline,
     /// Writes only stamp sources with their versions; the changes reach the targets when the
-    /// table's stream is processed ([`Tree::apply_changes`]). [`Tree::create_table`] enables
+    /// table's stream is processed ([`Tree::apply_changes`](crate::Tree::apply_changes)). [`Tree::create_table`](crate::Tree::create_table) enables
     /// the stream.
     Stream,
 }

@@ -149,7 +149,7 @@ impl<T, V, A> fmt::Debug for Field<T, V, A> {
 /// # Examples
 ///
 /// ```
-/// use dynatree::{fields::Cond, Hierarchical};
+/// use dynatree::{update::Cond, Hierarchical};
 /// use serde::{Deserialize, Serialize};
 ///
 /// #[derive(Hierarchical, Serialize, Deserialize)]
@@ -207,7 +207,7 @@ impl<T> Cond<T> {
     /// # Examples
     ///
     /// ```
-    /// # use dynatree::{fields::Cond, Hierarchical, Tree};
+    /// # use dynatree::{update::Cond, Hierarchical, Tree};
     /// # use dynatree_testing::FakeTable;
     /// # use serde::{Deserialize, Serialize};
     /// # #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -234,7 +234,7 @@ impl<T> Cond<T> {
     /// # Examples
     ///
     /// ```
-    /// # use dynatree::{fields::Cond, Hierarchical, Tree};
+    /// # use dynatree::{update::Cond, Hierarchical, Tree};
     /// # use dynatree_testing::FakeTable;
     /// # use serde::{Deserialize, Serialize};
     /// # #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -262,7 +262,7 @@ impl<T> Cond<T> {
     /// # Examples
     ///
     /// ```
-    /// # use dynatree::{fields::Cond, Hierarchical, Tree};
+    /// # use dynatree::{update::Cond, Hierarchical, Tree};
     /// # use dynatree_testing::FakeTable;
     /// # use serde::{Deserialize, Serialize};
     /// # #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -289,7 +289,7 @@ impl<T> Cond<T> {
     /// # Examples
     ///
     /// ```
-    /// # use dynatree::{fields::Cond, Hierarchical, Tree};
+    /// # use dynatree::{update::Cond, Hierarchical, Tree};
     /// # use dynatree_testing::FakeTable;
     /// # use serde::{Deserialize, Serialize};
     /// # #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -328,7 +328,7 @@ impl<T> Cond<T> {
     /// # Examples
     ///
     /// ```
-    /// # use dynatree::{fields::Cond, Hierarchical, Tree};
+    /// # use dynatree::{update::Cond, Hierarchical, Tree};
     /// # use dynatree_testing::FakeTable;
     /// # use serde::{Deserialize, Serialize};
     /// # #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -367,7 +367,7 @@ impl<T> Cond<T> {
     /// # Examples
     ///
     /// ```
-    /// # use dynatree::{fields::Cond, Hierarchical, Tree};
+    /// # use dynatree::{update::Cond, Hierarchical, Tree};
     /// # use dynatree_testing::FakeTable;
     /// # use serde::{Deserialize, Serialize};
     /// # #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -437,7 +437,7 @@ impl<T, V: Serialize, A> Field<T, V, A> {
     /// # Examples
     ///
     /// ```
-    /// # use dynatree::{fields::Cond, Hierarchical, Tree};
+    /// # use dynatree::{update::Cond, Hierarchical, Tree};
     /// # use dynatree_testing::FakeTable;
     /// # use serde::{Deserialize, Serialize};
     /// # #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -466,7 +466,7 @@ impl<T, V: Serialize, A> Field<T, V, A> {
     /// # Examples
     ///
     /// ```
-    /// # use dynatree::{fields::Cond, Hierarchical, Tree};
+    /// # use dynatree::{update::Cond, Hierarchical, Tree};
     /// # use dynatree_testing::FakeTable;
     /// # use serde::{Deserialize, Serialize};
     /// # #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -494,7 +494,7 @@ impl<T, V: Serialize, A> Field<T, V, A> {
     /// # Examples
     ///
     /// ```
-    /// # use dynatree::{fields::Cond, Hierarchical, Tree};
+    /// # use dynatree::{update::Cond, Hierarchical, Tree};
     /// # use dynatree_testing::FakeTable;
     /// # use serde::{Deserialize, Serialize};
     /// # #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -521,7 +521,7 @@ impl<T, V: Serialize, A> Field<T, V, A> {
     /// # Examples
     ///
     /// ```
-    /// # use dynatree::{fields::Cond, Hierarchical, Tree};
+    /// # use dynatree::{update::Cond, Hierarchical, Tree};
     /// # use dynatree_testing::FakeTable;
     /// # use serde::{Deserialize, Serialize};
     /// # #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -549,7 +549,7 @@ impl<T, V: Serialize, A> Field<T, V, A> {
     /// # Examples
     ///
     /// ```
-    /// # use dynatree::{fields::Cond, Hierarchical, Tree};
+    /// # use dynatree::{update::Cond, Hierarchical, Tree};
     /// # use dynatree_testing::FakeTable;
     /// # use serde::{Deserialize, Serialize};
     /// # #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -576,7 +576,7 @@ impl<T, V: Serialize, A> Field<T, V, A> {
     /// # Examples
     ///
     /// ```
-    /// # use dynatree::{fields::Cond, Hierarchical, Tree};
+    /// # use dynatree::{update::Cond, Hierarchical, Tree};
     /// # use dynatree_testing::FakeTable;
     /// # use serde::{Deserialize, Serialize};
     /// # #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -603,7 +603,7 @@ impl<T, V: Serialize, A> Field<T, V, A> {
     /// # Examples
     ///
     /// ```
-    /// # use dynatree::{fields::Cond, Hierarchical, Tree};
+    /// # use dynatree::{update::Cond, Hierarchical, Tree};
     /// # use dynatree_testing::FakeTable;
     /// # use serde::{Deserialize, Serialize};
     /// # #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -630,7 +630,7 @@ impl<T, V: Serialize, A> Field<T, V, A> {
     /// # Examples
     ///
     /// ```
-    /// # use dynatree::{fields::Cond, Hierarchical, Tree};
+    /// # use dynatree::{update::Cond, Hierarchical, Tree};
     /// # use dynatree_testing::FakeTable;
     /// # use serde::{Deserialize, Serialize};
     /// # #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -657,7 +657,7 @@ impl<T, V: Serialize, A> Field<T, V, A> {
     /// # Examples
     ///
     /// ```
-    /// # use dynatree::{fields::Cond, Hierarchical, Tree};
+    /// # use dynatree::{update::Cond, Hierarchical, Tree};
     /// # use dynatree_testing::FakeTable;
     /// # use serde::{Deserialize, Serialize};
     /// # #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -756,7 +756,7 @@ impl<T, A> Field<T, String, A> {
     /// # Examples
     ///
     /// ```
-    /// # use dynatree::{fields::Cond, Hierarchical, Tree};
+    /// # use dynatree::{update::Cond, Hierarchical, Tree};
     /// # use dynatree_testing::FakeTable;
     /// # use serde::{Deserialize, Serialize};
     /// # #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -786,7 +786,7 @@ impl<T, A> Field<T, String, A> {
     /// # Examples
     ///
     /// ```
-    /// # use dynatree::{fields::Cond, Hierarchical, Tree};
+    /// # use dynatree::{update::Cond, Hierarchical, Tree};
     /// # use dynatree_testing::FakeTable;
     /// # use serde::{Deserialize, Serialize};
     /// # #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -819,7 +819,7 @@ impl<T, A> Field<T, Option<String>, A> {
     /// # Examples
     ///
     /// ```
-    /// # use dynatree::{fields::Cond, Hierarchical, Tree};
+    /// # use dynatree::{update::Cond, Hierarchical, Tree};
     /// # use dynatree_testing::FakeTable;
     /// # use serde::{Deserialize, Serialize};
     /// # #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -849,7 +849,7 @@ impl<T, A> Field<T, Option<String>, A> {
     /// # Examples
     ///
     /// ```
-    /// # use dynatree::{fields::Cond, Hierarchical, Tree};
+    /// # use dynatree::{update::Cond, Hierarchical, Tree};
     /// # use dynatree_testing::FakeTable;
     /// # use serde::{Deserialize, Serialize};
     /// # #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -882,7 +882,7 @@ impl<T, U: Serialize, A> Field<T, Vec<U>, A> {
     /// # Examples
     ///
     /// ```
-    /// # use dynatree::{fields::Cond, Hierarchical, Tree};
+    /// # use dynatree::{update::Cond, Hierarchical, Tree};
     /// # use dynatree_testing::FakeTable;
     /// # use serde::{Deserialize, Serialize};
     /// # #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]

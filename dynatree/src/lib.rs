@@ -25,7 +25,7 @@
 #![doc = "[`Tree::delete_node`]: Tree::delete_node"]
 #![doc = "[`ErrorKind::Locked`]: ErrorKind::Locked"]
 #![doc = "[`Tree::resume`]: Tree::resume"]
-#![doc = "[`LinkPolicy::Rewrite`]: LinkPolicy::Rewrite"]
+#![doc = "[`LinkPolicy::Rewrite`]: ops::LinkPolicy::Rewrite"]
 #![doc = "[`TreeBuilder::consistent_reads`]: TreeBuilder::consistent_reads"]
 #![doc = "[`consistency`]: consistency"]
 #![doc = "[`Error::kind`]: Error::kind"]
@@ -42,7 +42,7 @@
 #![doc = "[`check`]: check"]
 #![doc = "[`transfer`]: transfer"]
 #![doc = "[`storage`]: storage"]
-#![doc = "[`KeySegment`]: KeySegment"]
+#![doc = "[`KeySegment`]: keys::KeySegment"]
 #![doc = ""]
 #![doc = include_str!("../README.md")]
 #![warn(missing_docs)]
@@ -157,7 +157,7 @@ pub use crate::update::Patch;
 ///
 /// - `#[dynatree(path = "Accounts/{account_id}/Links/{short}")]` (required): literal
 ///   components and `{field}` placeholders separated by `/`; the last component is a
-///   placeholder. Placeholder fields implement [`KeySegment`].
+///   placeholder. Placeholder fields implement [`KeySegment`](keys::KeySegment).
 /// - `#[dynatree(parent = Account)]`: checks that this template extends `Account`'s.
 /// - `#[dynatree(reserved = "|")]`: the reserved character of the trees this type lives in
 ///   (default `¦`); literals and stored field names are checked against it.
@@ -166,7 +166,7 @@ pub use crate::update::Patch;
 /// - `#[dynatree(index(name = "by_email", hash = email, range = created))]` (repeatable): a
 ///   secondary index; generates `T::index_by_email(&email)` for [`Repository::index`], which
 ///   also takes a borrowed form (`T::index_by_email("a@b")` for a `String` field; see
-///   [`AsKeySegment`]). Register
+///   [`AsKeySegment`](keys::AsKeySegment)). Register
 ///   it with [`TreeBuilder::indexes_of`] so [`Tree::create_table`] creates it.
 /// - `#[dynatree(version)]` on a `u64` field: optimistic locking in
 ///   [`Repository::update`].

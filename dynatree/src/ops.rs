@@ -4,7 +4,7 @@
 //! The application verbs (`put`, `get`, `list`, `remove`, the typed repositories) take and
 //! return the names at the crate root. The operations that span many requests
 //! ([`Tree::move_subtree`](crate::Tree::move_subtree), copies, removals of a subtree,
-//! [`Tree::resume`](crate::Tree::resume), [`Tree::intents`](crate::Tree::intents)) speak the
+//! [`Tree::resume`](crate::Tree::resume), [`Tree::pending`](crate::Tree::pending)) speak the
 //! vocabulary here.
 //!
 //! # Examples

@@ -24,7 +24,8 @@ use crate::error::{Error, ErrorKind, Result};
 /// policy one throttled request costs at most 10 requests, not the SDK's 3 attempts times 10.
 /// Other errors (a failed condition, a validation error, a missing table) are not retried:
 /// they are sent once. A batch of any size is tried at most `max_attempts` times per chunk of
-/// [`BATCH_GET_MAX`] keys or [`BATCH_WRITE_MAX`] requests. An operation made of several steps
+/// [`BATCH_GET_MAX`](crate::storage::BATCH_GET_MAX) keys or
+/// [`BATCH_WRITE_MAX`](crate::storage::BATCH_WRITE_MAX) requests. An operation made of several steps
 /// (read the listing rows, then write) has this budget for each step.
 ///
 /// # Examples

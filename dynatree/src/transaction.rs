@@ -26,7 +26,7 @@ const MAX_TOKEN_CHARS: usize = 36;
 /// # Examples
 ///
 /// ```
-/// use dynatree::{fields::Cond, Hierarchical, Patch, Tree};
+/// use dynatree::{update::Cond, Hierarchical, Patch, Tree};
 /// use dynatree_testing::FakeTable;
 /// use serde::{Deserialize, Serialize};
 ///
@@ -148,7 +148,7 @@ impl<S: Storage + 'static> Transaction<S> {
     /// # Examples
     ///
     /// ```
-    /// # use dynatree::{fields::Cond, Hierarchical, Patch, Tree};
+    /// # use dynatree::{update::Cond, Hierarchical, Patch, Tree};
     /// # use dynatree_testing::FakeTable;
     /// # use serde::{Deserialize, Serialize};
     /// # #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -176,7 +176,7 @@ impl<S: Storage + 'static> Transaction<S> {
     /// # Examples
     ///
     /// ```
-    /// # use dynatree::{fields::Cond, Hierarchical, Patch, Tree};
+    /// # use dynatree::{update::Cond, Hierarchical, Patch, Tree};
     /// # use dynatree_testing::FakeTable;
     /// # use serde::{Deserialize, Serialize};
     /// # #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -206,7 +206,7 @@ impl<S: Storage + 'static> Transaction<S> {
     /// # Examples
     ///
     /// ```
-    /// # use dynatree::{fields::Cond, Hierarchical, Patch, Tree};
+    /// # use dynatree::{update::Cond, Hierarchical, Patch, Tree};
     /// # use dynatree_testing::FakeTable;
     /// # use serde::{Deserialize, Serialize};
     /// # #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -235,7 +235,7 @@ impl<S: Storage + 'static> Transaction<S> {
     /// # Examples
     ///
     /// ```
-    /// # use dynatree::{fields::Cond, Hierarchical, Patch, Tree};
+    /// # use dynatree::{update::Cond, Hierarchical, Patch, Tree};
     /// # use dynatree_testing::FakeTable;
     /// # use serde::{Deserialize, Serialize};
     /// # #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -263,7 +263,7 @@ impl<S: Storage + 'static> Transaction<S> {
     /// # Examples
     ///
     /// ```
-    /// # use dynatree::{fields::Cond, Hierarchical, Patch, Tree};
+    /// # use dynatree::{update::Cond, Hierarchical, Patch, Tree};
     /// # use dynatree_testing::FakeTable;
     /// # use serde::{Deserialize, Serialize};
     /// # #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -299,7 +299,7 @@ impl<S: Storage + 'static> Transaction<S> {
     /// # Examples
     ///
     /// ```
-    /// # use dynatree::{fields::Cond, Hierarchical, Patch, Tree};
+    /// # use dynatree::{update::Cond, Hierarchical, Patch, Tree};
     /// # use dynatree_testing::FakeTable;
     /// # use serde::{Deserialize, Serialize};
     /// # #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -344,7 +344,7 @@ impl<S: Storage + 'static> Transaction<S> {
     /// # Examples
     ///
     /// ```
-    /// # use dynatree::{fields::Cond, Hierarchical, Patch, Tree};
+    /// # use dynatree::{update::Cond, Hierarchical, Patch, Tree};
     /// # use dynatree_testing::FakeTable;
     /// # use serde::{Deserialize, Serialize};
     /// # #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -391,7 +391,7 @@ impl<S: Storage + 'static> Transaction<S> {
     /// # Examples
     ///
     /// ```
-    /// # use dynatree::{fields::Cond, Hierarchical, Patch, Tree};
+    /// # use dynatree::{update::Cond, Hierarchical, Patch, Tree};
     /// # use dynatree_testing::FakeTable;
     /// # use serde::{Deserialize, Serialize};
     /// # #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -432,7 +432,7 @@ impl<S: Storage + 'static> Transaction<S> {
     /// # Examples
     ///
     /// ```
-    /// # use dynatree::{fields::Cond, Hierarchical, Patch, Tree};
+    /// # use dynatree::{update::Cond, Hierarchical, Patch, Tree};
     /// # use dynatree_testing::FakeTable;
     /// # use serde::{Deserialize, Serialize};
     /// # #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -458,7 +458,7 @@ impl<S: Storage + 'static> Transaction<S> {
     /// # Examples
     ///
     /// ```
-    /// # use dynatree::{fields::Cond, Hierarchical, Patch, Tree};
+    /// # use dynatree::{update::Cond, Hierarchical, Patch, Tree};
     /// # use dynatree_testing::FakeTable;
     /// # use serde::{Deserialize, Serialize};
     /// # #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -490,7 +490,7 @@ impl<S: Storage + 'static> Transaction<S> {
     /// # Examples
     ///
     /// ```
-    /// # use dynatree::{fields::Cond, Hierarchical, Patch, Tree};
+    /// # use dynatree::{update::Cond, Hierarchical, Patch, Tree};
     /// # use dynatree_testing::FakeTable;
     /// # use serde::{Deserialize, Serialize};
     /// # #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]

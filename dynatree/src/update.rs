@@ -58,7 +58,7 @@ pub trait Numeric: Serialize {
     /// # Examples
     ///
     /// ```
-    /// use dynatree::fields::Numeric;
+    /// use dynatree::update::Numeric;
     ///
     /// assert_eq!(<u8 as Numeric>::RANGE, Some((0, 255)));
     /// assert_eq!(<Option<i64> as Numeric>::RANGE, Some((i64::MIN.into(), i64::MAX as u128)));

@@ -1,7 +1,7 @@
 //! The write API of issue 8 from outside: transactions, conditions of one's own, partial
 //! updates, time to live. Request counts are asserted on the metered fake.
 
-use dynatree::{ErrorKind, Hierarchical, Patch, Tree, fields::Cond};
+use dynatree::{ErrorKind, Hierarchical, Patch, Tree, update::Cond};
 use dynatree_testing::FakeTable;
 use futures::TryStreamExt;
 use serde::{Deserialize, Serialize};

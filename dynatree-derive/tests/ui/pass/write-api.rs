@@ -1,4 +1,4 @@
-use dynatree::{fields::Cond, Expiry, Hierarchical, Patch};
+use dynatree::{update::Cond, Expiry, Hierarchical, Patch};
 use serde::{Deserialize, Serialize};
 use std::time::SystemTime;
 
