@@ -93,6 +93,8 @@
 //! [`TreeBuilder::path_index`]: crate::TreeBuilder::path_index
 //! [`LinkPolicy::Report`]: crate::LinkPolicy::Report
 //! [`LinkPolicy::Rewrite`]: crate::LinkPolicy::Rewrite
+//!
+#![doc = include_str!("scope.md")]
 
 use std::sync::Arc;
 
