@@ -1,4 +1,4 @@
-//! The integrity check (issue 10): `Tree::check()` of a healthy tree of N rows (default
+//! The integrity check: `Tree::check()` of a healthy tree of N rows (default
 //! 100,000), with 1, 4 and 8 Scan segments, on the metered `FakeTable` and on DynamoDB Local,
 //! then once with a read-capacity budget (`read_units_per_second`) on each.
 //!

@@ -1,4 +1,4 @@
-//! Renaming a source with 10,000 denormalized copies below it (issue 9): one forum, 100 threads
+//! Renaming a source with 10,000 denormalized copies below it: one forum, 100 threads
 //! of 100 posts, every post copying the forum's name (`#[dynatree(from = Forum::name)]`).
 //! Propagated inline (the rename's put copies before it returns) and from the table's stream
 //! (`Propagation::Stream`: the put only stamps its version; the stream's records are applied

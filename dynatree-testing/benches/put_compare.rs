@@ -1,4 +1,4 @@
-//! Issue 11's table, reproduced in one run on DynamoDB Local: dynatree (`Tree` through
+//! The put, get and list comparison of `BENCHMARKS.md`, reproduced in one run on DynamoDB Local: dynatree (`Tree` through
 //! `DynamoDbTable`; by default, and with `TreeBuilder::fenced_puts`), the Go library dynamotree's algorithm (every put writes all d+1 rows with one
 //! BatchWriteItem, a get is one GetItem of the object row, a list one Query of the listing rows)
 //! and the raw-SDK minimum (one PutItem per put, one GetItem per get, one Query per list, objects

@@ -1,4 +1,4 @@
-//! Export and import (issue 10): a round trip of N objects (default 100,000) and N/100 links.
+//! Export and import: a round trip of N objects (default 100,000) and N/100 links.
 //! The tree: `/Accounts/a0000 … /Accounts/a0999` (N/100 accounts), each with 99 items
 //! `/Accounts/aK/Items/iJJ` (about 120 bytes of attributes of several types), and one link
 //! per account `/ByName/nK → /Accounts/aK`.

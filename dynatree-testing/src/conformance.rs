@@ -2185,7 +2185,7 @@ async fn queries_dynamodb_refuses_are_refused_before_sending<S: Storage + 'stati
     assert_eq!(got, [5, 10]);
 }
 
-// ---- conditions, partial updates, idempotent transactions, time to live (issue 8) ----
+// ---- conditions, partial updates, idempotent transactions, time to live ----
 
 fn n(v: &str) -> Value {
     Value::N(v.into())
@@ -2795,7 +2795,7 @@ pub async fn time_to_live<S: Storage + 'static>(table: S) {
     assert_eq!(s.ttl_attribute().await.unwrap().as_deref(), Some("expires"));
 }
 
-// ---- projections (issue 8) -------------------------------------------------------------------
+// ---- projections -------------------------------------------------------------------------------
 
 fn names_of(projection: &[&str]) -> Vec<String> {
     projection.iter().map(|n| (*n).to_owned()).collect()
@@ -3066,7 +3066,7 @@ pub async fn index_names_follow_dynamodb_rules<S: Storage + 'static>(table: S) {
     );
 }
 
-// ---- the write API of issue 8 (typed) ----------------------------------------------------------
+// ---- the write API (typed) ---------------------------------------------------------------------
 
 #[derive(Hierarchical, Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[dynatree(path = "Wallets/{id}", index(name = "by_owner", hash = owner))]

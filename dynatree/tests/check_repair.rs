@@ -1,4 +1,4 @@
-//! The integrity checker from outside (issue 10): tables corrupted on purpose with raw storage
+//! The integrity checker from outside: tables corrupted on purpose with raw storage
 //! writes, one class at a time and all together, checked, repaired and checked again; the
 //! Scan's options (segments, page size, read rate, progress), dry runs, a table written with
 //! the Go library's algorithm, and repairs while other tasks keep writing.

@@ -1,4 +1,4 @@
-//! Inline propagation of denormalized ancestor fields (issue 9, first step): see
+//! Inline propagation of denormalized ancestor fields: see
 //! [`Denormalized`](crate::denorm::Denormalized) and the consistency docs ("Denormalized fields").
 //!
 //! - A value of a *target* type (one with `#[dynatree(from = ..)]` fields) is filled from its
@@ -8,6 +8,8 @@
 //!   with a version (`SC sv`, a hybrid logical clock) and then copies the source fields to every
 //!   target below it, each by a conditional UpdateItem that only moves a target's version
 //!   forward (`SC dv.<attr>`): repeated or late copies never regress a target.
+//!
+#![doc = include_str!("denorm.md")]
 
 use std::sync::RwLock;
 use std::sync::atomic::{AtomicU64, Ordering};

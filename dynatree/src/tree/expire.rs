@@ -1,4 +1,6 @@
 //! The sweep of expired values: [`Tree::sweep_expired`].
+//!
+#![doc = include_str!("expire.md")]
 
 use crate::error::{ErrorKind, Result};
 use crate::expiry::now_secs;

@@ -1,6 +1,8 @@
 //! The guards of the write and removal protocols (see [`consistency`](crate::consistency)):
 //! the conditions a listing row is checked against, removal marks (leases), and the one
 //! transaction helper that tells a lost race from a caller's failed condition.
+//!
+#![doc = include_str!("guard.md")]
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::item::{Item, Value};

@@ -7,6 +7,8 @@
 //! locked. What a batch saves is requests: the listing rows of the whole batch are read once
 //! (deduplicated), missing ancestors are created once, and up to 100 actions share a
 //! transaction, where one put each sends one transaction per object.
+//!
+#![doc = include_str!("many.md")]
 
 use std::collections::{BTreeMap, HashSet};
 

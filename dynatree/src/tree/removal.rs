@@ -1,5 +1,7 @@
 //! The removal protocol (see [`consistency`](crate::consistency)): deleting an object, removing
 //! listing rows that name nothing (mark, check, delete on the mark), pruning emptied ancestors.
+//!
+#![doc = include_str!("removal.md")]
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::item::{Item, Value};

@@ -93,6 +93,8 @@
 //! [`TreeBuilder::path_index`]: crate::TreeBuilder::path_index
 //! [`LinkPolicy::Report`]: crate::ops::LinkPolicy::Report
 //! [`LinkPolicy::Rewrite`]: crate::ops::LinkPolicy::Rewrite
+//!
+#![doc = include_str!("scope.md")]
 
 use std::sync::Arc;
 

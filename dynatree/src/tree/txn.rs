@@ -1,19 +1,6 @@
 //! Transactions across items and types: [`Transaction`].
 //!
-//! The caller's actions are sent as one TransactWriteItems together with the guards that keep
-//! the tree's invariants (see [`consistency`](crate::consistency), "Transactions"):
-//!
-//! | caller's action at `P` | guards added |
-//! |---|---|
-//! | put, create, put_if | put `L(P)` unless marked or locked; check `L(parent)` exists, unmarked (skipped for a top-level path, or when the transaction writes the parent's listing row itself) |
-//! | patch | check `L(P)` exists, unmarked, unlocked |
-//! | delete, delete_if | check `L(P)` is not locked by a move (absent is fine) |
-//! | check | none |
-//!
-//! The guards do not depend on what the tree has cached, so the same actions always make the
-//! same request: that is what lets an idempotency token be sent again after a timeout. Missing
-//! ancestors of the puts (above their parents) are created before the transaction, like a put
-//! creates them; they are listing rows only, harmless if the transaction then fails.
+#![doc = include_str!("txn.md")]
 
 use std::collections::HashSet;
 
