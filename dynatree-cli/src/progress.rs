@@ -86,7 +86,9 @@ impl Progress {
     /// rate and ETA. Each phase measures its rate afresh.
     pub fn observer(&self) -> impl Fn(&dynatree::ops::OpProgress) + Send + Sync + 'static {
         let bar = self.bar.clone();
-        move |p: &dynatree::ops::OpProgress| show_op(&bar, &p.op, &p.phase, p.done, p.total)
+        move |p: &dynatree::ops::OpProgress| {
+            show_op(&bar, p.op.as_str(), p.phase.as_str(), p.done, p.total)
+        }
     }
 
     /// A handle on the same bar, for callbacks that must own one.

@@ -8,7 +8,7 @@
 //! Budget: `DYNATREE_SIM_SCHEDULES` schedules per scenario (default 400 here).
 
 use dynatree::{
-    ErrorKind, Hierarchical, Patch, Tree, update::Cond, ops::LinkPolicy, ops::OnChildren,
+    ErrorKind, Hierarchical, Patch, Tree, ops::LinkPolicy, ops::OnChildren, update::Cond,
 };
 use dynatree_testing::FakeTable;
 use dynatree_testing::sim::{End, Model, OpOutcome, Sim, SimFault, Stored};

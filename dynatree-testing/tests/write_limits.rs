@@ -12,8 +12,8 @@ use dynatree::storage::{
     Comparison, Condition, Key, Storage, TRANSACT_MAX_BYTES, TransactAction, UpdateAction,
 };
 use dynatree::{
-    ErrorKind, Hierarchical, Patch, Result, RetryPolicy, Tree, update::Cond, update::Field,
-    storage::Item, storage::Value,
+    ErrorKind, Hierarchical, Patch, Result, RetryPolicy, Tree, storage::Item, storage::Value,
+    update::Cond, update::Field,
 };
 use dynatree_testing::{DynamoDbLocal, FakeTable};
 use futures::TryStreamExt;

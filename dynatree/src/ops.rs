@@ -16,4 +16,4 @@
 //! let _ = OnChildren::Refuse;
 //! ```
 
-pub use crate::tree::{Intent, LinkPolicy, MoveReport, OnChildren, OpProgress};
+pub use crate::tree::{Intent, LinkPolicy, MoveReport, OnChildren, OpProgress, Operation, Phase};

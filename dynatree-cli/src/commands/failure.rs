@@ -2,7 +2,8 @@
 //! command was given, escaped in the library's words, and for a path held by a recorded
 //! operation ([`ErrorKind::Locked`]) that operation and the command that finishes it.
 
-use dynatree::{ErrorKind, Path, ops::Intent};
+use dynatree::ops::{Intent, Operation};
+use dynatree::{ErrorKind, Path};
 
 use super::paths::escape_known;
 use super::{Ctx, parse_path};
@@ -72,9 +73,9 @@ pub async fn explain(ctx: &Ctx, paths: &[Path], e: CliError) -> CliError {
 /// failing that, one inside a path (a subtree command meets its lock below the path).
 pub fn holder<'a>(intents: &'a [Intent], paths: &[Path]) -> Option<&'a Intent> {
     let held = |i: &'a Intent| -> Vec<&'a Path> {
-        match i.op.as_str() {
-            "move" | "copy" => vec![&i.from, &i.to],
-            "delete" | "reparent" => vec![&i.from],
+        match i.op {
+            Operation::Move | Operation::Copy => vec![&i.from, &i.to],
+            Operation::Delete | Operation::Reparent => vec![&i.from],
             _ => Vec::new(),
         }
     };
@@ -96,11 +97,11 @@ pub fn holder<'a>(intents: &'a [Intent], paths: &[Path]) -> Option<&'a Intent> {
 /// An operation in words: "the move of /a to /b".
 pub fn describe(i: &Intent) -> String {
     let (from, to) = (i.from.escaped(), i.to.escaped());
-    match i.op.as_str() {
-        "move" => format!("the move of {from} to {to}"),
-        "copy" => format!("the copy of {from} to {to}"),
-        "delete" => format!("the deletion of {from}"),
-        "reparent" => format!("the deletion of {from}, its children moving to {to}"),
+    match i.op {
+        Operation::Move => format!("the move of {from} to {to}"),
+        Operation::Copy => format!("the copy of {from} to {to}"),
+        Operation::Delete => format!("the deletion of {from}"),
+        Operation::Reparent => format!("the deletion of {from}, its children moving to {to}"),
         other => format!("the {other} of {from}"),
     }
 }

@@ -5,8 +5,9 @@
 
 use std::collections::BTreeSet;
 
+use dynatree::ops::{Intent, MoveReport, Operation};
 use dynatree::storage::{HASH_KEY, RANGE_KEY};
-use dynatree::{ErrorKind, Path, ops::Intent, ops::MoveReport, storage::Item};
+use dynatree::{ErrorKind, Path, storage::Item};
 use futures::{StreamExt, TryStreamExt};
 use serde_json::{Value, json};
 
@@ -422,10 +423,10 @@ fn locked(p: &Path) -> CliError {
 pub async fn check_not_held(ctx: &Ctx, path: &Path, whole: bool) -> CliResult<()> {
     let intents = ctx.tree.pending().await?;
     for i in &intents {
-        let subtrees: Vec<&Path> = match i.op.as_str() {
-            "move" | "copy" => vec![&i.from, &i.to],
+        let subtrees: Vec<&Path> = match i.op {
+            Operation::Move | Operation::Copy => vec![&i.from, &i.to],
             // A re-parenting holds its node: writes at it and under it are refused.
-            "delete" | "reparent" => vec![&i.from],
+            Operation::Delete | Operation::Reparent => vec![&i.from],
             _ => Vec::new(),
         };
         for h in subtrees {
@@ -444,11 +445,11 @@ pub async fn check_not_held(ctx: &Ctx, path: &Path, whole: bool) -> CliResult<()
 /// inside (or around) a subtree held, or the destination under one.
 fn held(intents: &[Intent], from: &Path, to: &Path) -> Option<Path> {
     for i in intents {
-        let subtrees: Vec<&Path> = match i.op.as_str() {
-            "move" | "copy" => vec![&i.from, &i.to],
-            "delete" => vec![&i.from],
+        let subtrees: Vec<&Path> = match i.op {
+            Operation::Move | Operation::Copy => vec![&i.from, &i.to],
+            Operation::Delete => vec![&i.from],
             // Its node only: writers under it are refused.
-            "reparent" => {
+            Operation::Reparent => {
                 if to.starts_with(&i.from) {
                     return Some(to.clone());
                 }

@@ -381,8 +381,8 @@ fn intent_records(intents: &[dynatree::ops::Intent]) -> (Vec<Value>, String) {
         .map(|i| {
             t.row([
                 i.id.clone(),
-                i.op.clone(),
-                i.phase.clone(),
+                i.op.to_string(),
+                i.phase.to_string(),
                 i.from.escaped(),
                 i.to.escaped(),
             ]);

@@ -12,9 +12,9 @@ use crate::item::{Item, Value};
 use crate::path::Path;
 use crate::storage::{Key, ScanSegment, Storage};
 
-use crate::tree::Tree;
 use crate::tree::clock::now_ms;
 use crate::tree::denorm::matches_template;
+use crate::tree::{Operation, Tree};
 
 /// A check of the whole table, configured, then [`run`](Check::run). Made by
 /// [`Tree::check`].
@@ -255,7 +255,8 @@ impl<S: Storage + 'static> Check<S> {
         let meter = meter.into_inner().map_err(poisoned)?;
         let in_progress = rows.intents.values().filter(|i| !i.abandoned).count();
         let suspects = rows.suspects(tree);
-        let ops: Vec<(String, Path, Path)> = rows.intents.values().map(|i| i.op.clone()).collect();
+        let ops: Vec<(Operation, Path, Path)> =
+            rows.intents.values().map(|i| i.op.clone()).collect();
         let (mut violations, confirm_units) = tree
             .confirm(suspects, ops, self.grace, &|done, total, units| {
                 self.report(Progress {
@@ -344,7 +345,7 @@ struct IntentRow {
     abandoned: bool,
     detail: String,
     /// The operation, its source and destination.
-    op: (String, Path, Path),
+    op: (Operation, Path, Path),
 }
 
 impl Rows {
@@ -836,7 +837,7 @@ fn type_name(v: &Value) -> &'static str {
 /// created above a copy's destination first, pruned above a moved or deleted source last),
 /// a stale copy under a moved or copied subtree's destination (refilled at its end) or under
 /// a source whose propagation runs.
-fn explained(v: &Violation, ops: &[(String, Path, Path)]) -> bool {
+fn explained(v: &Violation, ops: &[(Operation, Path, Path)]) -> bool {
     let Some(p) = &v.path else {
         return false;
     };
@@ -844,8 +845,8 @@ fn explained(v: &Violation, ops: &[(String, Path, Path)]) -> bool {
         Class::EmptyListing => [from, to]
             .iter()
             .any(|q| q.starts_with(p) || p.starts_with(q)),
-        Class::StaleCopy => match op.as_str() {
-            "propagate" => p.starts_with(from) && p != from,
+        Class::StaleCopy => match op {
+            Operation::Propagate => p.starts_with(from) && p != from,
             _ => p.starts_with(to) || p.starts_with(from),
         },
         _ => false,
@@ -1121,7 +1122,7 @@ impl<S: Storage + 'static> Tree<S> {
     async fn confirm(
         &self,
         suspects: Vec<Violation>,
-        from_scan: Vec<(String, Path, Path)>,
+        from_scan: Vec<(Operation, Path, Path)>,
         grace: Duration,
         progress: &(dyn Fn(u64, u64, f64) + Sync),
     ) -> Result<(Vec<Violation>, f64)> {
@@ -1156,7 +1157,7 @@ impl<S: Storage + 'static> Tree<S> {
     }
 
     /// The recorded operations (op, from, to), read now (consistent).
-    async fn recorded_operations(&self, units: &mut f64) -> Result<Vec<(String, Path, Path)>> {
+    async fn recorded_operations(&self, units: &mut f64) -> Result<Vec<(Operation, Path, Path)>> {
         Ok(self
             .recorded_intents(units)
             .await?

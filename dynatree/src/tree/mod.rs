@@ -4,6 +4,7 @@ pub(crate) mod clock;
 pub(crate) mod denorm;
 mod expire;
 pub(crate) mod guard;
+mod intent;
 mod many;
 mod moves;
 mod ops;
@@ -14,6 +15,7 @@ mod txn;
 mod write;
 
 pub(crate) use denorm::script_versions;
+pub use intent::{Operation, Phase};
 pub use moves::{Intent, LinkPolicy, MoveReport, OnChildren};
 pub use ops::{Descendant, Descendants, PATH_INDEX, Strategy};
 pub(crate) use read::ReadOpts;
@@ -124,13 +126,14 @@ type Observer = Arc<dyn Fn(&OpProgress) + Send + Sync>;
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct OpProgress {
-    /// The operation: `"move"`, `"copy"` or `"delete"`.
-    pub op: String,
-    /// Its phase: `"lock"` (walking and locking the source: the total is not known yet; then,
-    /// with the total known, holding its objects), `"copy"` (writing the destination),
-    /// `"delete"` (removing the source) or `"unlock"` (releasing the holds on objects, then
-    /// the locks on listing rows: `total` counts both).
-    pub phase: String,
+    /// The operation: a move, a copy or a subtree deletion.
+    pub op: Operation,
+    /// Its phase: [`Lock`](Phase::Lock) (walking and locking the source: the total is not
+    /// known yet; then, with the total known, holding its objects), [`Copy`](Phase::Copy)
+    /// (writing the destination), [`Delete`](Phase::Delete) (removing the source) or
+    /// [`Unlock`](Phase::Unlock) (releasing the holds on objects, then the locks on listing
+    /// rows: `total` counts both).
+    pub phase: Phase,
     /// Nodes (listing entries) done in this phase (or its step) so far.
     pub done: u64,
     /// Nodes the phase has in all, once known.
@@ -1114,11 +1117,11 @@ impl<S> Tree<S> {
     }
 
     /// Tells the observer, if any, how far `op` has come in `phase`.
-    pub(crate) fn tell(&self, op: &str, phase: &str, done: usize, total: Option<usize>) {
+    pub(crate) fn tell(&self, op: Operation, phase: Phase, done: usize, total: Option<usize>) {
         if let Some(f) = &self.observer {
             f(&OpProgress {
-                op: op.to_owned(),
-                phase: phase.to_owned(),
+                op,
+                phase,
                 done: done as u64,
                 total: total.map(|t| t as u64),
             });

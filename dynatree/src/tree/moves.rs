@@ -13,6 +13,7 @@ use crate::stream::query_pages;
 
 use super::Tree;
 use super::clock::{after_ms, now_ms};
+pub use super::intent::{Operation, Phase};
 
 /// What to do about links elsewhere in the tree that point into a moved subtree.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -60,18 +61,14 @@ pub struct MoveReport {
 pub struct Intent {
     /// Its id.
     pub id: String,
-    /// `"move"`, `"copy"`, `"delete"` (a [`Tree::delete_subtree`]), `"reparent"` (a
-    /// [`Tree::delete_node`] with [`OnChildren::Reparent`]) or `"propagate"` (a change of a
-    /// source of denormalized fields, `from` and `to` its path, whose copies are not all
-    /// written yet: see [`Denormalized`](crate::denorm::Denormalized)).
-    pub op: String,
+    /// The operation it finishes.
+    pub op: Operation,
     /// The source.
     pub from: Path,
     /// The destination.
     pub to: Path,
-    /// `"lock"`, `"copy"`, `"delete"`, `"unlock"`, `"rollback"`, `"move"` (a re-parenting) or
-    /// `"propagate"`.
-    pub phase: String,
+    /// How far it has come.
+    pub phase: Phase,
     links: LinkPolicy,
     /// The token of the call that runs it now, if any, and until when (ms since the epoch) it
     /// may: the owner's lease.
@@ -90,7 +87,7 @@ impl Intent {
     /// Whether it is a move that points the links into its source at the destination before
     /// its intent goes (`LinkPolicy::Rewrite`; a re-parenting's children move so).
     pub(crate) fn rewrites_links(&self) -> bool {
-        self.op == "move" && self.links == LinkPolicy::Rewrite
+        self.op == Operation::Move && self.links == LinkPolicy::Rewrite
     }
 }
 
@@ -179,7 +176,7 @@ impl<S: Storage + 'static> Tree<S> {
         links: LinkPolicy,
     ) -> Result<MoveReport> {
         let (from, to) = self.enter_move(from, to, "move")?;
-        let report = self.base().start("move", from, to, links).await?;
+        let report = self.base().start(Operation::Move, from, to, links).await?;
         self.leave_report(report)
     }
 
@@ -255,7 +252,7 @@ impl<S: Storage + 'static> Tree<S> {
         links: LinkPolicy,
     ) -> Result<MoveReport> {
         let (from, to) = self.enter_move(from, to, "copy")?;
-        let report = self.base().start("copy", from, to, links).await?;
+        let report = self.base().start(Operation::Copy, from, to, links).await?;
         self.leave_report(report)
     }
 
@@ -422,14 +419,14 @@ impl<S: Storage + 'static> Tree<S> {
     /// deletion.
     pub(crate) async fn start(
         &self,
-        op: &str,
+        op: Operation,
         from: Path,
         to: Path,
         links: LinkPolicy,
     ) -> Result<MoveReport> {
         self.inner.layout.check_object_path(&from)?;
         self.inner.layout.check_object_path(&to)?;
-        if op != "delete" && (to.starts_with(&from) || from.starts_with(&to)) {
+        if op != Operation::Delete && (to.starts_with(&from) || from.starts_with(&to)) {
             return Err(Error::invalid_path(format!(
                 "cannot {op} {from} to {to}: one contains the other"
             )));
@@ -446,7 +443,7 @@ impl<S: Storage + 'static> Tree<S> {
         // The destination first, then the source: a source that moved into this very
         // destination meanwhile reads as gone (`NotFound`), as it would serially; a missing
         // source is reported before a taken destination.
-        let dest_taken = op != "delete"
+        let dest_taken = op != Operation::Delete
             && (self
                 .io()
                 .get_item(&self.inner.layout.listing_key(&to), true)
@@ -468,7 +465,7 @@ impl<S: Storage + 'static> Tree<S> {
             return Err(self.locked_error(&from));
         }
         if source_row.is_none() {
-            if op == "delete" {
+            if op == Operation::Delete {
                 // No listing row: no children, and by the invariants no object either (one a
                 // foreign writer left unlisted is deleted while the row stays missing).
                 let object = self.inner.layout.object_key(&from);
@@ -501,10 +498,10 @@ impl<S: Storage + 'static> Tree<S> {
     /// bringing every copy below `path` up to the source as it is then.
     pub(crate) async fn record_propagation(&self, path: &Path) -> Result<Guard> {
         self.record(
-            "propagate",
+            Operation::Propagate,
             path.clone(),
             path.clone(),
-            "propagate",
+            Phase::Propagate,
             LinkPolicy::Ignore,
         )
         .await
@@ -513,19 +510,19 @@ impl<S: Storage + 'static> Tree<S> {
     /// Records a new intent owned by this call: one PutItem.
     async fn record(
         &self,
-        op: &str,
+        op: Operation,
         from: Path,
         to: Path,
-        phase: &str,
+        phase: Phase,
         links: LinkPolicy,
     ) -> Result<Guard> {
         let token = new_token();
         let intent = Intent {
             id: format!("{:013}-{:016x}", now_ms(), fastrand::u64(..)),
-            op: op.to_owned(),
+            op,
             from,
             to,
-            phase: phase.to_owned(),
+            phase,
             links,
             owner: Some(token.clone()),
             lease: after_ms(self.inner.config.lease),
@@ -544,12 +541,12 @@ impl<S: Storage + 'static> Tree<S> {
     /// then runs it to its end.
     async fn record_and_run(
         &self,
-        op: &str,
+        op: Operation,
         from: Path,
         to: Path,
         links: LinkPolicy,
     ) -> Result<MoveReport> {
-        let guard = self.record(op, from, to, "lock", links).await?;
+        let guard = self.record(op, from, to, Phase::Lock, links).await?;
         match self.run_owned(&guard).await? {
             Outcome::Done(report) => Ok(report),
             Outcome::RolledBack(e) => Err(e),
@@ -663,10 +660,10 @@ impl<S: Storage + 'static> Tree<S> {
     /// The phases, from the recorded one to the end.
     async fn run(&self, g: &Guard) -> Result<Outcome> {
         let op = g.snapshot().op;
-        if op == "reparent" {
+        if op == Operation::Reparent {
             return self.run_reparent(g).await;
         }
-        if op == "propagate" {
+        if op == Operation::Propagate {
             let path = g.snapshot().from;
             if !self.knows_targets() {
                 // Finishing it here would drop the intent with the copies unwritten.
@@ -702,13 +699,13 @@ impl<S: Storage + 'static> Tree<S> {
         // Destination nodes the copy wrote that name nothing (see `copy_levels`), removed after
         // the unlock (best effort: a resumed call does not know them).
         let mut hollow: Vec<Path> = Vec::new();
-        let fresh = g.snapshot().phase == "lock";
+        let fresh = g.snapshot().phase == Phase::Lock;
         // Whether this call copied the subtree (and so knows the links of a copy).
         let mut copied = false;
         loop {
             let phase = g.snapshot().phase;
-            match phase.as_str() {
-                "lock" => {
+            match phase {
+                Phase::Lock => {
                     let levels = match self.lock_walk(g).await {
                         Ok(levels) => levels,
                         Err(e) if matches!(e.kind(), ErrorKind::Locked | ErrorKind::Conflict) => {
@@ -716,7 +713,7 @@ impl<S: Storage + 'static> Tree<S> {
                         }
                         Err(e) => return Err(e),
                     };
-                    if op == "delete" && levels.first().is_none_or(Vec::is_empty) {
+                    if op == Operation::Delete && levels.first().is_none_or(Vec::is_empty) {
                         // Deleted by an operation that came first: nothing left to do.
                         self.finish(g).await?;
                         return Ok(Outcome::Done(report));
@@ -727,12 +724,12 @@ impl<S: Storage + 'static> Tree<S> {
                         let e = Error::new(ErrorKind::NotFound, format!("nothing at {from}"));
                         return self.refuse(g, e).await;
                     }
-                    if op != "delete"
+                    if op != Operation::Delete
                         && let Err(e) = self.validate(g, &levels).await
                     {
                         return self.refuse(g, e).await;
                     }
-                    if op != "delete" || self.inner.config.fenced_puts {
+                    if op != Operation::Delete || self.inner.config.fenced_puts {
                         // Overwrites that skip the listing row's check (one PutItem) meet the
                         // hold on the object and take the guarded path, which the locks refuse.
                         // With fenced puts a subtree deletion holds too: a PutItem trusting a
@@ -741,10 +738,17 @@ impl<S: Storage + 'static> Tree<S> {
                         self.hold_objects(g, &levels).await?;
                     }
                     known = Some(levels);
-                    self.set_phase(g, if op == "delete" { "delete" } else { "copy" })
-                        .await?;
+                    self.set_phase(
+                        g,
+                        if op == Operation::Delete {
+                            Phase::Delete
+                        } else {
+                            Phase::Copy
+                        },
+                    )
+                    .await?;
                 }
-                "copy" => {
+                Phase::Copy => {
                     let levels = match known.take() {
                         Some(levels) => levels,
                         None => {
@@ -775,18 +779,27 @@ impl<S: Storage + 'static> Tree<S> {
                         Err(e) => return Err(e),
                     }
                     known = Some(levels);
-                    self.set_phase(g, if op == "move" { "delete" } else { "unlock" })
-                        .await?;
+                    self.set_phase(
+                        g,
+                        if op == Operation::Move {
+                            Phase::Delete
+                        } else {
+                            Phase::Unlock
+                        },
+                    )
+                    .await?;
                 }
-                "delete" => {
+                Phase::Delete => {
                     // A resumed call may find part of the source deleted already: what it
                     // walks now is not the whole subtree, so it is not kept for the unlock.
                     let levels = match &known {
                         Some(levels) => levels.clone(),
                         None => self.walk_held(&from, &g.id(), true).await?,
                     };
-                    let deleted = self.delete_levels(g, &levels, op == "delete").await?;
-                    if op == "delete" {
+                    let deleted = self
+                        .delete_levels(g, &levels, op == Operation::Delete)
+                        .await?;
+                    if op == Operation::Delete {
                         report.objects = deleted;
                     } else if known.is_none() {
                         // A resumed call walked only the rows it holds: objects below a lock
@@ -795,13 +808,13 @@ impl<S: Storage + 'static> Tree<S> {
                         self.release_objects(g, &nodes).await?;
                     }
                     self.prune_above(&from).await?;
-                    if op == "delete" {
+                    if op == Operation::Delete {
                         self.finish(g).await?;
                         return Ok(Outcome::Done(report));
                     }
-                    self.set_phase(g, "unlock").await?;
+                    self.set_phase(g, Phase::Unlock).await?;
                 }
-                "unlock" => {
+                Phase::Unlock => {
                     let dest = match known.take().filter(|_| fresh) {
                         Some(levels) => {
                             let intent = g.snapshot();
@@ -826,11 +839,12 @@ impl<S: Storage + 'static> Tree<S> {
                     for p in hollow.drain(..) {
                         let _ = self.remove_if_empty(&p).await;
                     }
-                    if op == "copy" && !copied && g.snapshot().links != LinkPolicy::Ignore {
+                    if op == Operation::Copy && !copied && g.snapshot().links != LinkPolicy::Ignore
+                    {
                         // Resumed after the copy: its links, from the source (still held).
                         report.links = self.links_within(g).await?;
                     }
-                    if op == "copy" {
+                    if op == Operation::Copy {
                         // A copy holds its source too, so that it copies one state of it.
                         match &known {
                             Some(levels) => {
@@ -850,7 +864,7 @@ impl<S: Storage + 'static> Tree<S> {
                     // goes, so that a resumed call does it again.
                     self.refill_subtree(&to, Some(g)).await?;
                     let links = g.snapshot().links;
-                    if op == "move" && links != LinkPolicy::Ignore {
+                    if op == Operation::Move && links != LinkPolicy::Ignore {
                         report.links = self.links_into(&from).await?;
                         if links == LinkPolicy::Rewrite {
                             self.rewrite_links(g, &report.links).await?;
@@ -859,7 +873,7 @@ impl<S: Storage + 'static> Tree<S> {
                     self.finish(g).await?;
                     return Ok(Outcome::Done(report));
                 }
-                "rollback" => {
+                Phase::Rollback => {
                     self.roll_back(g).await?;
                     return Ok(Outcome::RolledBack(decode_refusal(
                         g.snapshot().refusal.as_deref(),
@@ -881,7 +895,7 @@ impl<S: Storage + 'static> Tree<S> {
             .pending()
             .await?
             .into_iter()
-            .find(|i| i.op == "reparent" && i.from == *path)
+            .find(|i| i.op == Operation::Reparent && i.from == *path)
         {
             return self.join(&intent.id).await.map(|_| ());
         }
@@ -895,9 +909,14 @@ impl<S: Storage + 'static> Tree<S> {
             return self.delete(path).await;
         }
         let parent = path.parent().unwrap_or_default();
-        self.record_and_run("reparent", path.clone(), parent, LinkPolicy::Rewrite)
-            .await
-            .map(|_| ())
+        self.record_and_run(
+            Operation::Reparent,
+            path.clone(),
+            parent,
+            LinkPolicy::Rewrite,
+        )
+        .await
+        .map(|_| ())
     }
 
     /// The phases of a re-parenting: lock the node's listing row (writers under it are
@@ -913,8 +932,8 @@ impl<S: Storage + 'static> Tree<S> {
         let (mut rounds, mut waited) = (0, 0);
         loop {
             let phase = g.snapshot().phase;
-            match phase.as_str() {
-                "lock" => {
+            match phase {
+                Phase::Lock => {
                     let mut row = self.inner.layout.listing_row(&path);
                     row.insert(self.inner.layout.moving_attr(), lock.clone());
                     let action = TransactAction::Put {
@@ -929,7 +948,7 @@ impl<S: Storage + 'static> Tree<S> {
                         ]),
                     };
                     if self.fenced(g, vec![action], false).await?.is_empty() {
-                        self.set_phase(g, "move").await?;
+                        self.set_phase(g, Phase::Move).await?;
                         continue;
                     }
                     match self.io().get_item(&key, true).await? {
@@ -967,7 +986,7 @@ impl<S: Storage + 'static> Tree<S> {
                         }
                     }
                 }
-                "move" => {
+                Phase::Move => {
                     self.renew_if_due(g).await?;
                     let children: Vec<String> = self.list_names(&path, true).try_collect().await?;
                     let mut again = false;
@@ -1027,9 +1046,9 @@ impl<S: Storage + 'static> Tree<S> {
                         rounds += 1;
                         continue;
                     }
-                    self.set_phase(g, "delete").await?;
+                    self.set_phase(g, Phase::Delete).await?;
                 }
-                "delete" => {
+                Phase::Delete => {
                     let held = self
                         .io()
                         .get_item(&key, true)
@@ -1066,7 +1085,7 @@ impl<S: Storage + 'static> Tree<S> {
                     self.finish(g).await?;
                     return Ok(Outcome::Done(MoveReport::default()));
                 }
-                "rollback" => {
+                Phase::Rollback => {
                     self.roll_back(g).await?;
                     return Ok(Outcome::RolledBack(decode_refusal(
                         g.snapshot().refusal.as_deref(),
@@ -1086,7 +1105,7 @@ impl<S: Storage + 'static> Tree<S> {
     /// `e`.
     async fn refuse(&self, g: &Guard, e: Error) -> Result<Outcome> {
         let mut intent = g.snapshot();
-        intent.phase = "rollback".to_owned();
+        intent.phase = Phase::Rollback;
         intent.lease = after_ms(self.inner.config.lease);
         intent.refusal = Some(encode_refusal(&e));
         self.write_intent(g, intent).await?;
@@ -1098,7 +1117,7 @@ impl<S: Storage + 'static> Tree<S> {
     /// rows it holds, removes what it wrote under the destination, drops the intent.
     async fn roll_back(&self, g: &Guard) -> Result<()> {
         let intent = g.snapshot();
-        if intent.op == "reparent" {
+        if intent.op == Operation::Reparent {
             // Only the node itself is held; children moved so far stay moved.
             self.unlock_paths(g, std::slice::from_ref(&intent.from))
                 .await?;
@@ -1116,7 +1135,7 @@ impl<S: Storage + 'static> Tree<S> {
         for p in held.iter().skip(1).rev().flatten() {
             self.remove_if_empty(p).await?;
         }
-        if intent.op != "delete" {
+        if intent.op != Operation::Delete {
             // Through rows not held: a writer that ignores locks may have erased the lock of
             // a row we created; only rows with our lock are removed.
             let levels = self.walk_held(&intent.to, &intent.id, true).await?;
@@ -1145,7 +1164,7 @@ impl<S: Storage + 'static> Tree<S> {
                 }
             }
         }
-        if intent.op == "move" && intent.links == LinkPolicy::Rewrite {
+        if intent.op == Operation::Move && intent.links == LinkPolicy::Rewrite {
             for (link, target) in self.links_into(&intent.from).await? {
                 let new_target = dest_of(&intent, &target)?;
                 self.link_row_for(&link, &new_target)?;
@@ -1253,7 +1272,7 @@ impl<S: Storage + 'static> Tree<S> {
                 }
                 // Each node reported once its children are known: a level can be most of the
                 // subtree, and listing it one Query per node.
-                self.tell(&op, "lock", locked + i + 1, None);
+                self.tell(op, Phase::Lock, locked + i + 1, None);
             }
             locked += held.len();
             levels.push(held);
@@ -1441,7 +1460,7 @@ impl<S: Storage + 'static> Tree<S> {
                                 condition: Condition::Always,
                             });
                             level_objects += 1;
-                            if intent.op == "copy"
+                            if intent.op == Operation::Copy
                                 && intent.links != LinkPolicy::Ignore
                                 && let Some(target) = self.link_into(src, &intent.from)
                             {
@@ -1454,7 +1473,7 @@ impl<S: Storage + 'static> Tree<S> {
                         nodes += level_nodes;
                         objects += level_objects;
                         links.append(&mut level_links);
-                        self.tell(&intent.op, "copy", nodes, Some(total));
+                        self.tell(intent.op, Phase::Copy, nodes, Some(total));
                         break;
                     };
                     if i >= first_dest {
@@ -1518,7 +1537,7 @@ impl<S: Storage + 'static> Tree<S> {
     /// destination.
     fn copied_row(&self, intent: &Intent, src: &Item, dest: &Path) -> Result<Item> {
         let mut row = self.moved_row(src, dest, &intent.id)?;
-        if intent.op == "copy"
+        if intent.op == Operation::Copy
             && intent.links == LinkPolicy::Rewrite
             && let Some(target) = self.link_into(src, &intent.from)
         {
@@ -1637,7 +1656,7 @@ impl<S: Storage + 'static> Tree<S> {
                     }
                 }
                 done += slice.len();
-                self.tell(&op, "delete", done, Some(total));
+                self.tell(op, Phase::Delete, done, Some(total));
             }
         }
         // The objects kept (their rows were no longer ours) lose our hold.
@@ -1712,7 +1731,7 @@ impl<S: Storage + 'static> Tree<S> {
                 attempt += 1;
             }
             done += level.len();
-            self.tell(&op, "lock", done, Some(total));
+            self.tell(op, Phase::Lock, done, Some(total));
         }
         Ok(())
     }
@@ -1774,12 +1793,12 @@ impl<S: Storage + 'static> Tree<S> {
         for slice in holds.chunks(RELEASE_SLICE) {
             self.release_objects(g, slice).await?;
             done += slice.len();
-            self.tell(&op, "unlock", done, Some(total));
+            self.tell(op, Phase::Unlock, done, Some(total));
         }
         for slice in paths.chunks(PROGRESS_SLICE) {
             self.unlock_paths(g, slice).await?;
             done += slice.len();
-            self.tell(&op, "unlock", done, Some(total));
+            self.tell(op, Phase::Unlock, done, Some(total));
         }
         Ok(())
     }
@@ -1972,7 +1991,7 @@ impl<S: Storage + 'static> Tree<S> {
     async fn is_reparenting(&self, id: &str) -> Result<bool> {
         let key = self.inner.layout.intent_key(id);
         Ok(match self.io().get_item(&key, true).await? {
-            Some(item) => self.decode_intent(&item)?.op == "reparent",
+            Some(item) => self.decode_intent(&item)?.op == Operation::Reparent,
             None => false,
         })
     }
@@ -2008,9 +2027,9 @@ impl<S: Storage + 'static> Tree<S> {
     }
 
     /// Records a new phase (renewing the lease), conditional on our ownership.
-    async fn set_phase(&self, g: &Guard, phase: &str) -> Result<()> {
+    async fn set_phase(&self, g: &Guard, phase: Phase) -> Result<()> {
         let mut intent = g.snapshot();
-        intent.phase = phase.to_owned();
+        intent.phase = phase;
         intent.lease = after_ms(self.inner.config.lease);
         self.write_intent(g, intent).await
     }
@@ -2137,7 +2156,7 @@ impl<S: Storage + 'static> Tree<S> {
     fn encode_intent(&self, intent: &Intent) -> Item {
         let attr = |field: &str| self.inner.layout.intent_attr(field);
         let mut item = self.inner.layout.intent_key(&intent.id).into_item();
-        item.insert(attr("op"), Value::S(intent.op.clone()));
+        item.insert(attr("op"), Value::S(intent.op.as_str().to_owned()));
         item.insert(
             attr("from"),
             Value::S(self.inner.layout.encode_target(&intent.from)),
@@ -2148,7 +2167,7 @@ impl<S: Storage + 'static> Tree<S> {
             self.inner.layout.encode_target(&intent.to)
         };
         item.insert(attr("to"), Value::S(to));
-        item.insert(attr("phase"), Value::S(intent.phase.clone()));
+        item.insert(attr("phase"), Value::S(intent.phase.as_str().to_owned()));
         let links = match intent.links {
             LinkPolicy::Ignore => "ignore",
             LinkPolicy::Report => "report",
@@ -2172,20 +2191,26 @@ impl<S: Storage + 'static> Tree<S> {
                 Error::new(ErrorKind::Backend, format!("intent record without `{n}`"))
             })
         };
+        let unknown = |n: &str| {
+            Error::new(
+                ErrorKind::Backend,
+                format!("intent record with an unknown `{n}`"),
+            )
+        };
         let lease = match item.get(&attr("lease")) {
             Some(Value::N(n)) => n.parse().unwrap_or(0),
             _ => 0,
         };
         Ok(Intent {
             id: item.get_s(RANGE_KEY).unwrap_or_default().to_owned(),
-            op: field("op")?,
+            op: Operation::parse(&field("op")?).ok_or_else(|| unknown("op"))?,
             from: self.inner.layout.decode_target(&field("from")?)?,
             // A re-parenting of a top-level node moves its children to the root: stored empty.
             to: match field("to")?.as_str() {
                 "" => Path::root(),
                 to => self.inner.layout.decode_target(to)?,
             },
-            phase: field("phase")?,
+            phase: Phase::parse(&field("phase")?).ok_or_else(|| unknown("phase"))?,
             links: match field("links")?.as_str() {
                 "ignore" => LinkPolicy::Ignore,
                 "rewrite" => LinkPolicy::Rewrite,

@@ -302,7 +302,12 @@ impl<S: Storage + 'static> Tree<S> {
         self.refuse_root(&path, "delete_subtree")?;
         let report = self
             .base()
-            .start("delete", path.clone(), path, super::LinkPolicy::Ignore)
+            .start(
+                super::Operation::Delete,
+                path.clone(),
+                path,
+                super::LinkPolicy::Ignore,
+            )
             .await?;
         Ok(report.objects)
     }
