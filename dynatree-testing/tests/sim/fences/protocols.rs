@@ -1,7 +1,6 @@
-//! Second outside review of FENCED PUTS (`TreeBuilder::fenced_puts`, issue 11; the argument
-//! is the section "Fenced puts" of `dynatree/src/tree/write.md`). The first review
-//! (`sim_fenced.rs`) covered new names against deletes, prunes, moves, copies and subtree
-//! deletions, stale trust, crashes and time. This one attacks the edges it left:
+//! Fenced puts against the other write protocols (the new-name races against deletes, prunes,
+//! moves, copies, subtree deletions, stale trust, crashes and time are in
+//! `fences::new_names`):
 //!
 //! 1. user transactions (put, create, delete, `delete_if`, patch; a transaction's delete
 //!    leaves a fence, its conditions see a fence as absent) racing a fresh-trust PutItem of
@@ -16,31 +15,27 @@
 //!    object") and `create` over a fence.
 //!
 //! Every tree is built with `fenced_puts(true)` explicitly. Each operation is its own process;
-//! the trust a fresh-trust writer needs is earned inside the operation (helpers copied from
-//! `sim_fenced.rs`). After every schedule the simulator runs `resume()` and checks the table
+//! the trust a fresh-trust writer needs is earned inside the operation (the steps of
+//! `crate::steps`, as in `fences::new_names`). After every schedule the simulator runs `resume()` and checks the table
 //! (no unreachable object, upward closure, no lock, mark, hold or intent left) and, where
 //! every operation has a model, a serial order; readers must see a value the model allows.
 //!
-//! Replay one: `DYNATREE_SIM_REPLAY='<replay>' cargo test -p dynatree-testing --test
-//! sim_fenced2 <test name> -- --nocapture`. Budget: `DYNATREE_SIM_SCHEDULES`.
+//! Replay one: `DYNATREE_SIM_REPLAY='<replay>' cargo test -p dynatree-testing --test sim
+//! fences::protocols::<test name> -- --exact --nocapture`. Budget: `DYNATREE_SIM_SCHEDULES`.
 
 #![allow(dead_code)]
 
-mod review_acts;
-
-use std::cell::RefCell;
 use std::rc::Rc;
 
-use dynatree::Patch;
-use futures::TryStreamExt;
-use review_acts::*;
+use crate::acts::*;
+use crate::steps::*;
 
 /// Schedules per scenario run (each test runs its scenario without faults and with one
 /// fault per schedule), unless `DYNATREE_SIM_SCHEDULES` is set.
 const SCHEDULES: usize = 300;
 
 // ------------------------------------------------------------------------------------------
-// Trees, steps, logs (after `sim_fenced.rs`).
+// Trees and scenario builders.
 
 fn fenced(s: SimStorage<FakeTable>) -> T {
     Tree::builder(s)
@@ -56,248 +51,10 @@ fn fenced_plain(t: FakeTable) -> T {
         .expect("a tree with fenced puts")
 }
 
-type ModelFn = Box<dyn Fn(&mut Model) -> Result<(), ErrorKind>>;
-
-/// The events of one schedule, in real-time order.
-type Log = Rc<RefCell<Vec<&'static str>>>;
-
-/// A value with an expiry (`#[dynatree(ttl)]`), seconds since the epoch.
-#[derive(Hierarchical, Serialize, Deserialize, Clone, Debug, PartialEq)]
-#[dynatree(path = "{dir}/{name}")]
-struct Exp {
-    dir: String,
-    name: String,
-    v: u32,
-    #[dynatree(ttl)]
-    until: Option<u64>,
-}
-
-/// Long past: expired.
-const PAST: u64 = 1_000;
-/// Far ahead: live.
-const FUTURE: u64 = 4_000_000_000;
-
-fn exp(dir: &str, name: &str, v: u32, until: u64) -> Exp {
-    Exp {
-        dir: dir.into(),
-        name: name.into(),
-        v,
-        until: Some(until),
-    }
-}
-
-/// One action of a user transaction on `Doc` values.
-#[derive(Clone, Debug)]
-enum TxOp {
-    Put(&'static str, &'static str, u32),
-    Create(&'static str, &'static str, u32),
-    Delete(&'static str, &'static str),
-    /// `delete_if` the stored `v` equals this.
-    DeleteIf(&'static str, &'static str, u32),
-    /// A patch setting `v`.
-    Patch(&'static str, &'static str, u32),
-}
-
-fn dkey(d: &str, n: &str) -> DocKey {
-    DocKey {
-        dir: d.into(),
-        name: n.into(),
-    }
-}
-
-/// The model of a transaction: all its actions, or (any refused) none; a refusal is the
-/// transaction's cancellation.
-fn tx_model(ops: &[TxOp], m: &mut Model) -> Result<(), ErrorKind> {
-    let canceled = Err(ErrorKind::TransactionCanceled);
-    for op in ops {
-        match op {
-            TxOp::Put(d, n, v) => m.put([*d, *n], &doc(d, n, *v))?,
-            TxOp::Create(d, n, v) => {
-                if m.create([*d, *n], &doc(d, n, *v)).is_err() {
-                    return canceled;
-                }
-            }
-            TxOp::Delete(d, n) => m.delete([*d, *n])?,
-            TxOp::DeleteIf(d, n, v) => {
-                let holds = matches!(m.get([*d, *n]), Some(Stored::Object(item))
-                    if item.get("v") == Some(&Value::N(v.to_string())));
-                if !holds {
-                    return canceled;
-                }
-                m.delete([*d, *n])?;
-            }
-            TxOp::Patch(d, n, v) => {
-                // A patch sets `v` and keeps the other attributes: a `Doc` stays a `Doc`, a
-                // `V` (a plain put's value) stays a `V`.
-                match m.get([*d, *n]) {
-                    Some(Stored::Object(item)) if item.contains("dir") => {
-                        m.put([*d, *n], &doc(d, n, *v))?
-                    }
-                    Some(Stored::Object(_)) => m.put([*d, *n], &V { v: *v })?,
-                    _ => return canceled,
-                }
-            }
-        }
-    }
-    Ok(())
-}
-
-fn tx_name(ops: &[TxOp]) -> String {
-    let parts: Vec<String> = ops
-        .iter()
-        .map(|o| match o {
-            TxOp::Put(d, n, v) => format!("put {d}/{n}={v}"),
-            TxOp::Create(d, n, v) => format!("create {d}/{n}={v}"),
-            TxOp::Delete(d, n) => format!("delete {d}/{n}"),
-            TxOp::DeleteIf(d, n, v) => format!("delete {d}/{n} if v={v}"),
-            TxOp::Patch(d, n, v) => format!("patch {d}/{n} v={v}"),
-        })
-        .collect();
-    format!("tx[{}]", parts.join("; "))
-}
-
-#[derive(Clone, Debug)]
-enum Step {
-    /// `put p=v` (an error ends the operation).
-    Put(P, u32),
-    /// An act (an error ends the operation).
-    Do(Act),
-    /// An act whose outcome is ignored (used for its effect on the process's cache).
-    Try(Act),
-    /// Appends a flag to the log.
-    Raise(&'static str),
-    /// Waits (paused time, at most 20 s) until the flag is in the log; if it never comes, the
-    /// operation ends there with an error.
-    Wait(&'static str),
-    /// The same, but goes on after 20 s without the flag.
-    WaitAtMost(&'static str),
-    /// `get p`: the result (`None` or the value) is the operation's output.
-    Get(P),
-    /// `list p`: the names, joined, are the operation's output.
-    List(P),
-    /// A transaction putting `doc(dir, name, v)` (setup's value: no change), outcome ignored:
-    /// it reads the ancestors' listing rows and so teaches the process `L(dir)`.
-    LearnParent(&'static str, &'static str, u32),
-    /// A user transaction (an error ends the operation), with an idempotency token if set.
-    Tx(Vec<TxOp>, Option<&'static str>),
-    /// `repo::<Exp>().create`.
-    CreateExp(&'static str, &'static str, u32, u64),
-    /// `repo::<Exp>().put`.
-    PutExp(&'static str, &'static str, u32, u64),
-    /// `repo::<Exp>().get`: `get none` or `get v`.
-    GetExp(&'static str, &'static str),
-    /// The listing row of the path is lost (a raw DeleteItem, as a corruption).
-    LoseListing(P),
-}
-
 /// Operation `i` returned `Ok`, so all its waits were answered (it came after them: a wait
 /// that runs out ends its operation with an error).
 fn ok_in_order(end: &End<'_>, i: usize) -> bool {
     matches!(&end.outcomes[i], OpOutcome::Ok(_))
-}
-
-fn has(log: &Log, flag: &str) -> bool {
-    log.borrow().contains(&flag)
-}
-
-async fn run_steps(steps: Vec<Step>, t: T, log: Log) -> dynatree::Result<String> {
-    let mut out = String::new();
-    for s in steps {
-        match s {
-            Step::Put(p, v) => {
-                t.put(p, &V { v }).await?;
-                out = format!("put {v}");
-            }
-            Step::Do(a) => out = a.run(t.clone()).await?,
-            Step::Try(a) => {
-                let r = a.run(t.clone()).await;
-                out = format!("tried: {:?}", r.map_err(|e| e.kind()));
-            }
-            Step::Raise(f) => log.borrow_mut().push(f),
-            Step::WaitAtMost(f) => {
-                let mut n = 0;
-                while !has(&log, f) && n < 400 {
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    n += 1;
-                }
-            }
-            Step::Wait(f) => {
-                let mut n = 0;
-                while !has(&log, f) && n < 400 {
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    n += 1;
-                }
-                if !has(&log, f) {
-                    // The simulator let 20 s pass first: the order this wait was to ensure
-                    // does not hold, so the operation stops here, having done nothing more
-                    // (an error: its model allows "not applied").
-                    return Err(dynatree::Error::new(
-                        dynatree::ErrorKind::Backend,
-                        format!("waited out: `{f}` was never raised"),
-                    ));
-                }
-            }
-            Step::Get(p) => {
-                out = match t.get::<V>(p).await? {
-                    Some(v) => format!("get {}", v.v),
-                    None => "get none".to_owned(),
-                }
-            }
-            Step::List(p) => {
-                let names: Vec<String> = t.list(p).try_collect().await?;
-                out = format!("list {}", names.join(","));
-            }
-            Step::LearnParent(dir, name, v) => {
-                let mut tx = t.transaction();
-                tx.put(&doc(dir, name, v));
-                let r = tx.commit().await;
-                out = format!("learnt: {:?}", r.map_err(|e| e.kind()));
-            }
-            Step::Tx(ops, token) => {
-                let mut tx = t.transaction();
-                for op in &ops {
-                    match op {
-                        TxOp::Put(d, n, v) => tx.put(&doc(d, n, *v)),
-                        TxOp::Create(d, n, v) => tx.create(&doc(d, n, *v)),
-                        TxOp::Delete(d, n) => tx.delete::<Doc>(&dkey(d, n)),
-                        TxOp::DeleteIf(d, n, v) => {
-                            tx.delete_if::<Doc>(&dkey(d, n), Doc::FIELDS.v.eq(*v))
-                        }
-                        TxOp::Patch(d, n, v) => {
-                            tx.patch(Patch::new(&dkey(d, n)).set(Doc::FIELDS.v, *v))
-                        }
-                    };
-                }
-                if let Some(tok) = token {
-                    tx.idempotency_token(tok);
-                }
-                tx.commit().await?;
-                out = "committed".to_owned();
-            }
-            Step::CreateExp(d, n, v, until) => {
-                t.repo::<Exp>().create(&exp(d, n, v, until)).await?;
-                out = format!("created {v}");
-            }
-            Step::PutExp(d, n, v, until) => {
-                t.repo::<Exp>().put(&exp(d, n, v, until)).await?;
-                out = format!("put {v}");
-            }
-            Step::LoseListing(path) => {
-                write_raw(&t, &[Raw::Remove(listing_key(&path))]).await?;
-            }
-            Step::GetExp(d, n) => {
-                let key = ExpKey {
-                    dir: d.into(),
-                    name: n.into(),
-                };
-                out = match t.repo::<Exp>().get(&key).await? {
-                    Some(e) => format!("get {}", e.v),
-                    None => "get none".to_owned(),
-                }
-            }
-        }
-    }
-    Ok(out)
 }
 
 /// A scenario on fenced trees: `setup` objects (plain `V` puts), then operations added with
@@ -348,56 +105,6 @@ fn with_raw(sim: Sim<FakeTable>, raw: Vec<Raw>) -> Sim<FakeTable> {
     })
 }
 
-/// Adds an operation running `steps`, with `model` (the serial check needs every operation's).
-fn op(
-    sim: Sim<FakeTable>,
-    log: &Log,
-    name: &str,
-    steps: Vec<Step>,
-    model: Option<ModelFn>,
-) -> Sim<FakeTable> {
-    let l = log.clone();
-    let sim = sim.op(name.to_owned(), move |t| {
-        run_steps(steps.clone(), t, l.clone())
-    });
-    match model {
-        Some(m) => sim.model(m),
-        None => sim,
-    }
-}
-
-fn put_model(path: P, v: u32) -> Option<ModelFn> {
-    Some(Box::new(move |m: &mut Model| m.put(path.clone(), &V { v })))
-}
-
-fn no_effect() -> Option<ModelFn> {
-    Some(Box::new(|_m: &mut Model| Ok(())))
-}
-
-/// An act as an operation (with its model), right away.
-fn act_now(sim: Sim<FakeTable>, log: &Log, a: Act) -> Sim<FakeTable> {
-    let m = a.clone();
-    op(
-        sim,
-        log,
-        &a.name(),
-        vec![Step::Do(a)],
-        Some(Box::new(move |md: &mut Model| m.model(md))),
-    )
-}
-
-/// An act run once `flag` is raised (or 20 s passed), with its model.
-fn act_after(sim: Sim<FakeTable>, log: &Log, flag: &'static str, a: Act) -> Sim<FakeTable> {
-    let m = a.clone();
-    op(
-        sim,
-        log,
-        &format!("{} (after {flag})", a.name()),
-        vec![Step::Wait(flag), Step::Do(a)],
-        Some(Box::new(move |md: &mut Model| m.model(md))),
-    )
-}
-
 /// A user transaction once `flag` is raised (no flag: right away), with its model.
 fn tx_after(
     sim: Sim<FakeTable>,
@@ -424,85 +131,7 @@ fn tx_after(
     )
 }
 
-/// A reader: `get path` once `flag` is raised (no flag: right away). No effect on the model.
-fn reader(
-    sim: Sim<FakeTable>,
-    log: &Log,
-    flag: Option<&'static str>,
-    path: &[&str],
-) -> Sim<FakeTable> {
-    let path = p(path);
-    let mut steps = Vec::new();
-    if let Some(f) = flag {
-        steps.push(Step::Wait(f));
-    }
-    steps.push(Step::Get(path.clone()));
-    op(
-        sim,
-        log,
-        &format!("get {}", short(&path)),
-        steps,
-        no_effect(),
-    )
-}
-
-/// A lister: `list path` (no effect on the model).
-fn lister(sim: Sim<FakeTable>, log: &Log, path: &[&str]) -> Sim<FakeTable> {
-    let path = p(path);
-    op(
-        sim,
-        log,
-        &format!("list {}", short(&path)),
-        vec![Step::List(path.clone())],
-        no_effect(),
-    )
-}
-
-/// The output of operation `i` is one of `allowed` (or it did not return `Ok`).
-fn reader_sees(
-    i: usize,
-    allowed: &'static [&'static str],
-) -> impl Fn(&End<'_>) -> Result<(), String> {
-    move |end: &End<'_>| match &end.outcomes[i] {
-        OpOutcome::Ok(s) => {
-            let s = s.trim_matches('"');
-            // Any value the model allows, whenever the reader came.
-            if allowed.contains(&s) {
-                Ok(())
-            } else {
-                Err(format!("reader op{i} saw {s:?}, allowed {allowed:?}"))
-            }
-        }
-        _ => Ok(()),
-    }
-}
-
-/// A new name under a known parent: the process learns `L(dir)` from a transaction writing
-/// setup's document `dir/y` = 1 again (no change), raises `flag`, then puts `dir/name=v`: the
-/// 2-item verification, then the fenced PutItem. Model: the put.
-fn known_parent_put(
-    sim: Sim<FakeTable>,
-    log: &Log,
-    dir: &'static str,
-    name: &str,
-    v: u32,
-    flag: &'static str,
-) -> Sim<FakeTable> {
-    let target = p(&[dir, name]);
-    op(
-        sim,
-        log,
-        &format!("learn {dir} | {flag} | put {dir}/{name}={v}"),
-        vec![
-            Step::LearnParent(dir, "y", 1),
-            Step::Raise(flag),
-            Step::Put(target.clone(), v),
-        ],
-        put_model(target, v),
-    )
-}
-
-/// Old trust without the object in the cache (see `sim_fenced.rs`): `put dir/name=warm`,
+/// Old trust without the object in the cache (see `fences::new_names`): `put dir/name=warm`,
 /// a copy of `dir` to `to` (refused or not: it takes the objects out of the cache, keeps the
 /// trust), `flag`, optionally a wait for `after`, then `put dir/name=v`: the PutItem trusting
 /// the first look. No model.
@@ -537,18 +166,11 @@ fn stale_trust_put(
     )
 }
 
-/// Runs the scenario without faults, then with one fault of every kind per schedule (and
-/// "let time pass" offered while requests are parked).
-fn both(make: impl Fn() -> Sim<FakeTable>) {
-    make().run();
-    make().faults(1, SimFault::all()).allow_wait(true).run();
-}
-
-/// The same with request faults only: a crashed repair leaves the corruption it was to fix
-/// (the simulator would report it as unreachable), which is no finding.
-fn both_no_crash(make: impl Fn() -> Sim<FakeTable>) {
-    make().run();
-    make().faults(1, request_faults()).allow_wait(true).run();
+/// The scenario without faults, then with request faults only: a crashed repair leaves the
+/// corruption it was to fix (the simulator would report it as unreachable), which is no
+/// finding.
+fn none_then_request_faults(make: impl Fn() -> Sim<FakeTable>) {
+    run_under(make, &[Faults::None, Faults::OneRequestFault]);
 }
 
 /// `check()` of the final table finds nothing repairable (empty listing rows allowed when
@@ -748,7 +370,7 @@ fn unlisted_delete_vs_stale_trust_put() {
     // A stale-trust writer of an unlisted path (it put a/x before the row was lost): the
     // delete turns the object into a fence, which must fail the PutItem. No crashes: a crash
     // of the corrupting process leaves its corruption (an unreachable object).
-    both_no_crash(|| {
+    none_then_request_faults(|| {
         let (s, l) = base(
             "unlisted a/x (lost by another): stale trust vs delete",
             &[(&["t", "k"], 9)],
@@ -996,7 +618,7 @@ fn repair_op(sim: Sim<FakeTable>, slot: &Slot) -> Sim<FakeTable> {
 fn repair_vs_delete_and_fresh_put() {
     // The repair relinks q/z and b/u; a delete of b/u (unlisted: it fences it) and a fresh
     // put of b/u race it.
-    both_no_crash(|| {
+    none_then_request_faults(|| {
         let slot = Slot::default();
         let (s, l) = repair_base("repair vs delete b/u vs fresh put b/u", &slot);
         let s = repair_op(s, &slot);
@@ -1010,7 +632,7 @@ fn repair_vs_delete_and_fresh_put() {
 fn repair_vs_delete_of_relinked_object() {
     // Relink anchors on a real object: the delete turns q/z into a fence while the repair
     // relinks it; no listing row may be left naming a fence.
-    both_no_crash(|| {
+    none_then_request_faults(|| {
         let slot = Slot::default();
         let (s, l) = repair_base("repair vs delete q/z vs put a/x", &slot);
         let s = repair_op(s, &slot);
@@ -1175,7 +797,7 @@ async fn branch_plan_is_one_transaction() {
 }
 
 // ------------------------------------------------------------------------------------------
-// Found by this review: an empty listing row left behind (see the report).
+// Found by these scenarios: an empty listing row left behind.
 
 /// A delete of a/c/d whose prune of a/c meets the lock of a move of a (the move locked a/c but
 /// had not reached a/c/d): the delete ends `Ok` leaving L(a/c) for the move, the move copies
@@ -1204,7 +826,7 @@ fn empty_listing_scenario(tree: fn(SimStorage<FakeTable>) -> T) -> Sim<FakeTable
         .check(final_healthy(false))
 }
 
-/// Found by this review (failed before the fix, in both modes): a delete's prune refused by a
+/// Found by these scenarios (failed before the fix, in both modes): a delete's prune refused by a
 /// move's lock left an empty listing row that the move carried to its destination. Fixed: a
 /// move or copy does not carry a node below its root that names nothing (no object, no child
 /// in the walk).

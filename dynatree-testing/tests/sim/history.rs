@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-mod pair_reads;
+use crate::pair_reads;
 
 use dynatree::{ErrorKind, LinkPolicy, Path, Tree};
 use dynatree_testing::FakeTable;

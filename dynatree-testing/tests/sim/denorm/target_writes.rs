@@ -1,9 +1,9 @@
-//! Third outside review of the denormalized-field propagation (issue 9), after the target
-//! writes moved their source checks into the write's own transaction (`Tree::fill_checked`)
-//! and every source write checks its tombstone in its own transaction. Findings:
-//! `/work/notes/denorm-review3.md`.
+//! Writes of targets and of sources of denormalized fields: target writes check their sources
+//! in the write's own transaction (`Tree::fill_checked`), and every source write checks its
+//! tombstone in its own transaction.
 //!
-//! The chain over three levels of the module `denorm_chain` (shared with `sim_denorm2.rs`):
+//! The chain over three levels of the module `denorm_chain` (shared with the other `denorm`
+//! modules):
 //! `RForum` at `R/{forum}`, `RThread` at `R/{forum}/T/{thread}` (its `forum_name` copies
 //! `RForum::name`), `RPost` at `.../P/{post}` (`thread_title` copies `RThread::title`,
 //! `forum_name` copies `RThread::forum_name`). Every schedule ends with the simulator's
@@ -12,14 +12,11 @@
 //!
 //! Budget: `DYNATREE_SIM_SCHEDULES` schedules per scenario (default 600 here).
 
-#[allow(dead_code)]
-mod denorm_chain;
-
 use std::time::Duration;
 
 use dynatree::{ErrorKind, RetryPolicy};
 
-use denorm_chain::{
+use crate::denorm_chain::{
     RForum, RPost, RThread, builder, check, delete_forum, delete_thread, forum_key, move_thread,
     patch_forum, patch_title, put_forum, put_post, put_thread, recreate_thread, rename_forum,
     rforum, rpost, rthread, setup, sim, sim0,

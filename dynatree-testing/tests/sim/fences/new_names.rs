@@ -1,7 +1,7 @@
-//! Outside review of FENCED PUTS (`TreeBuilder::fenced_puts`, issue 11; the argument is the
-//! section "Fenced puts" of `dynatree/src/tree/write.md`): every removal of a listing row
-//! leaves a fence at the object's key, and a process that verified `L(P)` free less than 30 s
-//! ago writes `O(P)` with one PutItem conditional on no fence and no hold.
+//! Fenced puts and new names: every removal of a listing row leaves a fence at the object's
+//! key, and a process that verified `L(P)` free less than 30 s ago writes `O(P)` with one
+//! PutItem conditional on no fence and no hold. These scenarios race that PutItem against
+//! deletes, prunes, moves, copies and subtree deletions, stale trust, crashes and time.
 //!
 //! Every tree here is built with `fenced_puts(true)` explicitly (not from the environment).
 //! Each simulated operation is its own process (own `Tree`, own cache), so the trust a
@@ -25,26 +25,21 @@
 //! object, upward closure, no lock, mark, hold or intent left) and, where every operation has
 //! a model, the serial order; readers (`get`, `list`) must see a value the model allows.
 //!
-//! Replay one: `DYNATREE_SIM_REPLAY='<replay>' cargo test -p dynatree-testing --test
-//! sim_fenced <test name> -- --nocapture`. Budget: `DYNATREE_SIM_SCHEDULES` (overrides the
-//! per-scenario default below).
+//! Replay one: `DYNATREE_SIM_REPLAY='<replay>' cargo test -p dynatree-testing --test sim
+//! fences::new_names::<test name> -- --exact --nocapture`. Budget: `DYNATREE_SIM_SCHEDULES`
+//! (overrides the per-scenario default below). The step vocabulary is `crate::steps`.
 
 #![allow(dead_code)]
 
-mod review_acts;
-
-use std::cell::RefCell;
-use std::rc::Rc;
-
-use futures::TryStreamExt;
-use review_acts::*;
+use crate::acts::*;
+use crate::steps::*;
 
 /// Schedules per scenario run (each test runs its scenario without faults and with one
 /// fault per schedule), unless `DYNATREE_SIM_SCHEDULES` is set.
 const SCHEDULES: usize = 120;
 
 // ------------------------------------------------------------------------------------------
-// Trees, steps, logs.
+// Trees and scenario builders.
 
 fn fenced(s: SimStorage<FakeTable>) -> T {
     Tree::builder(s)
@@ -61,99 +56,6 @@ fn fenced_ttl(s: SimStorage<FakeTable>) -> T {
         .time_to_live(true)
         .build()
         .expect("a tree with fenced puts and time-to-live")
-}
-
-type ModelFn = Box<dyn Fn(&mut Model) -> Result<(), ErrorKind>>;
-
-/// The events of one schedule, in real-time order.
-type Log = Rc<RefCell<Vec<&'static str>>>;
-
-#[derive(Clone, Debug)]
-enum Step {
-    /// `put p=v` (an error ends the operation).
-    Put(P, u32),
-    /// An act (an error ends the operation).
-    Do(Act),
-    /// An act whose outcome is ignored (used for its effect on the process's cache).
-    Try(Act),
-    /// Appends a flag to the log.
-    Raise(&'static str),
-    /// Waits (paused time, at most 20 s) until the flag is in the log.
-    Wait(&'static str),
-    /// Sleeps (tokio time: the simulator's virtual clock).
-    Sleep(Duration),
-    /// `get p`: the result (`None` or the value) is the operation's output.
-    Get(P),
-    /// `list p`: the names, joined, are the operation's output.
-    List(P),
-    /// A transaction putting `doc(dir, name, v)` (setup's value: no change), outcome ignored:
-    /// it reads the ancestors' listing rows and so teaches the process `L(dir)`.
-    LearnParent(&'static str, &'static str, u32),
-    /// The table's time-to-live deletes every row whose `SC ttl` is before now + 2 h (the
-    /// fences of the last hour included): not a request, nothing gated.
-    ExpireFences,
-}
-
-fn has(log: &Log, flag: &str) -> bool {
-    log.borrow().contains(&flag)
-}
-
-async fn run_steps(steps: Vec<Step>, t: T, log: Log) -> dynatree::Result<String> {
-    let mut out = String::new();
-    for s in steps {
-        match s {
-            Step::Put(p, v) => {
-                t.put(p, &V { v }).await?;
-                out = format!("put {v}");
-            }
-            Step::Do(a) => out = a.run(t.clone()).await?,
-            Step::Try(a) => {
-                let r = a.run(t.clone()).await;
-                out = format!("tried: {:?}", r.map_err(|e| e.kind()));
-            }
-            Step::Raise(f) => log.borrow_mut().push(f),
-            Step::Wait(f) => {
-                let mut n = 0;
-                while !has(&log, f) && n < 400 {
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    n += 1;
-                }
-                if !has(&log, f) {
-                    // The simulator let 20 s pass first: the order this wait was to ensure
-                    // does not hold, so the operation stops here, having done nothing more
-                    // (an error: its model allows "not applied").
-                    return Err(dynatree::Error::new(
-                        dynatree::ErrorKind::Backend,
-                        format!("waited out: `{f}` was never raised"),
-                    ));
-                }
-            }
-            Step::Sleep(d) => tokio::time::sleep(d).await,
-            Step::Get(p) => {
-                out = match t.get::<V>(p).await? {
-                    Some(v) => format!("get {}", v.v),
-                    None => "get none".to_owned(),
-                }
-            }
-            Step::List(p) => {
-                let names: Vec<String> = t.list(p).try_collect().await?;
-                out = format!("list {}", names.join(","));
-            }
-            Step::LearnParent(dir, name, v) => {
-                let mut tx = t.transaction();
-                tx.put(&doc(dir, name, v));
-                let r = tx.commit().await;
-                out = format!("learnt: {:?}", r.map_err(|e| e.kind()));
-            }
-            Step::ExpireFences => {
-                let now = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0, |d| d.as_secs());
-                backend(&t).expire_ttl(now + 7200);
-            }
-        }
-    }
-    Ok(out)
 }
 
 /// A scenario on fenced trees: `setup` objects, then operations added with [`op`]; the log is
@@ -184,134 +86,6 @@ fn base_with(
 
 fn base(name: &str, setup: &[(&[&str], u32)]) -> (Sim<FakeTable>, Log) {
     base_with(name, fenced, setup)
-}
-
-/// Adds an operation running `steps`, with `model` (the serial check needs every operation's).
-fn op(
-    sim: Sim<FakeTable>,
-    log: &Log,
-    name: &str,
-    steps: Vec<Step>,
-    model: Option<ModelFn>,
-) -> Sim<FakeTable> {
-    let l = log.clone();
-    let sim = sim.op(name.to_owned(), move |t| {
-        run_steps(steps.clone(), t, l.clone())
-    });
-    match model {
-        Some(m) => sim.model(m),
-        None => sim,
-    }
-}
-
-fn put_model(path: P, v: u32) -> Option<ModelFn> {
-    Some(Box::new(move |m: &mut Model| m.put(path.clone(), &V { v })))
-}
-
-fn no_effect() -> Option<ModelFn> {
-    Some(Box::new(|_m: &mut Model| Ok(())))
-}
-
-/// An act as an operation (with its model), right away.
-fn act_now(sim: Sim<FakeTable>, log: &Log, a: Act) -> Sim<FakeTable> {
-    let m = a.clone();
-    op(
-        sim,
-        log,
-        &a.name(),
-        vec![Step::Do(a)],
-        Some(Box::new(move |md: &mut Model| m.model(md))),
-    )
-}
-
-/// An act run once `flag` is raised (or 20 s passed), with its model.
-fn act_after(sim: Sim<FakeTable>, log: &Log, flag: &'static str, a: Act) -> Sim<FakeTable> {
-    let m = a.clone();
-    op(
-        sim,
-        log,
-        &format!("{} (after {flag})", a.name()),
-        vec![Step::Wait(flag), Step::Do(a)],
-        Some(Box::new(move |md: &mut Model| m.model(md))),
-    )
-}
-
-/// A reader: `get path` once `flag` is raised (no flag: right away). No effect on the model;
-/// its result is checked by [`reader_sees`].
-fn reader(
-    sim: Sim<FakeTable>,
-    log: &Log,
-    flag: Option<&'static str>,
-    path: &[&str],
-) -> Sim<FakeTable> {
-    let path = p(path);
-    let mut steps = Vec::new();
-    if let Some(f) = flag {
-        steps.push(Step::Wait(f));
-    }
-    steps.push(Step::Get(path.clone()));
-    op(
-        sim,
-        log,
-        &format!("get {}", short(&path)),
-        steps,
-        no_effect(),
-    )
-}
-
-/// A lister: `list path` (no effect on the model); checked by [`reader_sees`].
-fn lister(sim: Sim<FakeTable>, log: &Log, path: &[&str]) -> Sim<FakeTable> {
-    let path = p(path);
-    op(
-        sim,
-        log,
-        &format!("list {}", short(&path)),
-        vec![Step::List(path.clone())],
-        no_effect(),
-    )
-}
-
-/// The output of operation `i` is one of `allowed` (or it did not return `Ok`).
-fn reader_sees(
-    i: usize,
-    allowed: &'static [&'static str],
-) -> impl Fn(&End<'_>) -> Result<(), String> {
-    move |end: &End<'_>| match &end.outcomes[i] {
-        OpOutcome::Ok(s) => {
-            let s = s.trim_matches('"');
-            if allowed.contains(&s) {
-                Ok(())
-            } else {
-                Err(format!("reader op{i} saw {s:?}, allowed {allowed:?}"))
-            }
-        }
-        _ => Ok(()),
-    }
-}
-
-/// A new name under a known parent: the process learns `L(dir)` from a transaction that
-/// writes setup's document `dir/y` again (no change), raises `flag`, then puts
-/// `dir/name=v`: the 2-item verification, then the PutItem. Model: the put.
-fn known_parent_put(
-    sim: Sim<FakeTable>,
-    log: &Log,
-    dir: &'static str,
-    name: &str,
-    v: u32,
-    flag: &'static str,
-) -> Sim<FakeTable> {
-    let target = p(&[dir, name]);
-    op(
-        sim,
-        log,
-        &format!("learn {dir} | {flag} | put {dir}/{name}={v}"),
-        vec![
-            Step::LearnParent(dir, "y", 1),
-            Step::Raise(flag),
-            Step::Put(target.clone(), v),
-        ],
-        put_model(target, v),
-    )
 }
 
 /// A scenario whose setup also writes the document `dir/y` (v 1), the sibling that
@@ -410,13 +184,6 @@ fn counts_removed_put(
         }
         Ok(())
     }
-}
-
-/// Runs the scenario without faults, then with one fault of every kind per schedule (and
-/// "let time pass" offered while requests are parked).
-fn both(make: impl Fn() -> Sim<FakeTable>) {
-    make().run();
-    make().faults(1, SimFault::all()).allow_wait(true).run();
 }
 
 // ------------------------------------------------------------------------------------------
@@ -978,7 +745,7 @@ fn stale_trust_vs_move_into_path() {
     });
 }
 
-/// Found by this review (failed before the fix): a subtree deletion did not hold its objects
+/// Found by these scenarios (failed before the fix): a subtree deletion did not hold its objects
 /// (only moves and copies did), so a fresh-trust PutItem sent before the lock landed under the
 /// locked subtree after the deletion counted that level's objects; the deletion then fenced
 /// it (deleted it) without counting it, and `delete_subtree` returned 1 where it deleted 2.

@@ -1,4 +1,4 @@
-//! Interleaving scenarios of the write API of issue 8 (`Tree::transaction`, `Repository::patch`,
+//! Interleaving scenarios of the write API (`Tree::transaction`, `Repository::patch`,
 //! `put_if`, `delete_if`, `sweep_expired`) against the removals and moves they can race, with
 //! one fault per schedule. After every schedule the simulator checks the table (every object
 //! reachable, listing rows upward closed, no lock, live mark or intent left); each scenario

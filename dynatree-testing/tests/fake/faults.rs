@@ -4,13 +4,11 @@
 
 use std::time::Duration;
 
+use crate::fixtures::V;
 use dynatree::storage::{Key, Storage, WriteRequest};
 use dynatree::{ErrorKind, RetryPolicy, Tree, storage};
 use dynatree_testing::conformance::assert_invariants;
 use dynatree_testing::{FakeTable, Fault, FaultRule, Faulty, Op};
-use fixtures::V;
-
-mod fixtures;
 
 fn fast() -> RetryPolicy {
     RetryPolicy::new(6, Duration::from_millis(1), Duration::from_millis(5))

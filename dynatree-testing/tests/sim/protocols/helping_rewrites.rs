@@ -1,19 +1,17 @@
-//! Third review round: schedules and faults aimed at the multi-request protocols after the
-//! fixes of the second round (commits c6b25f9, 58e186b, 643f05e): re-parenting as an owned
-//! intent, link rewrites that help other operations, rollbacks that prune. Written by an
-//! outside reviewer; failing scenarios document a defect (see
-//! /work/notes/review3-findings.md) and are kept as they are.
+//! Schedules and faults aimed at the multi-request protocols where they help each other:
+//! re-parenting as an owned intent, link rewrites that help other operations, rollbacks that
+//! prune, and the leases of all of them (with each operation's virtual time and request count
+//! bounded).
 //!
-//! Replay one: `DYNATREE_SIM_REPLAY='<replay>' cargo test -p dynatree-testing --test
-//! sim_review3 <test name> -- --nocapture`. Budget: `DYNATREE_SIM_SCHEDULES` (default small
-//! here, so that the whole file stays under a minute; use 3000 locally). The `targeted_*` tests
+//! Replay one: `DYNATREE_SIM_REPLAY='<replay>' cargo test -p dynatree-testing --test sim
+//! protocols::helping_rewrites::<test name> -- --exact --nocapture`. Budget:
+//! `DYNATREE_SIM_SCHEDULES` (default small here, so that the whole module stays under a
+//! minute; use 3000 locally). The `targeted_*` tests
 //! carry their schedule in the code.
 
 #![allow(dead_code)]
 
-mod review_acts;
-
-use review_acts::*;
+use crate::acts::*;
 
 // ------------------------------------------------------------------------------------------
 // Cost and time: each operation's virtual time and the backend's request count at its end.
@@ -208,7 +206,7 @@ fn reparent_vs_the_same_child_move_by_a_user_joined() {
     )
     .schedules(300)
     // (op1, the user's move, may join the re-parenting's child move and then fail with
-    // TakenOver: documented for "the same call again", see review3-findings R3.)
+    // TakenOver: documented for "the same call again".)
     .check(not_taken_over(0))
     .check(bounded(Duration::from_secs(20), 1500))
     .run();

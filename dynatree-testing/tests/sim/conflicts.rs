@@ -1,15 +1,24 @@
-//! Transaction conflicts, second set (outside review of `write.md`, "Transaction conflicts"):
-//! the scenarios `sim_conflict.rs` does not cover. Retried and joined moves, `resume`, subtree
-//! deletions and re-parenting with a put under them, a link against a move of its target,
-//! three-operation races, user transactions, conditional writes and patches, batch puts, and
-//! conflicts mixed with crashes.
+//! Transaction conflicts: DynamoDB cancels a transaction that meets another transaction on one
+//! of its items (`TransactionConflict`), and refuses a single-item write to an item a
+//! transaction is changing (`TransactionConflictException`). Nothing is applied either way, so
+//! a conflict is transient: every protocol must absorb it (look at the rows again, or send the
+//! request again under the retry policy) and neither break an invariant nor fail the caller's
+//! operation while its retry budget lasts (`write.md`, "Transaction conflicts").
 //!
-//! With only `Fault::Conflict` (up to two per schedule) no operation may fail with a conflict,
-//! a cancelled transaction, a backend or a throttling error, and every invariant holds; with
-//! conflicts and crashes, operations may fail but the invariants (and the serial model) hold.
+//! Each scenario runs two or three operations under a fault profile. With only
+//! `Fault::Conflict` (up to two per schedule, placed on any transaction or single-item write)
+//! it checks the serial-order model plus: no operation returns a conflict, a cancelled
+//! transaction, a backend or a throttling error (a refusal the race itself explains, such as
+//! `Locked`, `AlreadyExists` or `NotFound`, is fine). With conflicts and crashes, operations
+//! may fail but the invariants (and the serial model) hold; a scenario that runs under both
+//! profiles is written once ([`under`]). Covered: single writes and the operations on
+//! overlapping paths, retried and joined moves, `resume`, subtree deletions and re-parenting
+//! with a put under them, a link against a move of its target, three-operation races, user
+//! transactions, conditional writes and patches, batch puts, checks.
 //! Budget: `DYNATREE_SIM_SCHEDULES` schedules per scenario (default 300 here).
+//! `DYNATREE_SIM_FENCED=1` runs the same scenarios with fenced puts.
 //!
-//! Found by this review, fixed in the library, kept as these scenarios:
+//! Found by these scenarios and fixed in the library:
 //! - Fenced puts (`put_fenced` in `dynatree/src/tree/write.rs`): the object's single PutItem is
 //!   sent on the raw storage, without the retry policy, and only a throttle is turned into
 //!   "let the guarded path take over"; a `TransactionConflictException` is returned to the
@@ -24,17 +33,29 @@
 //!   whole check fails (now a read cancelled for a conflict is resent).
 //!   `check_during_deletes`, `targeted_check_snapshot_conflict`.
 
-mod review_acts;
-
 use dynatree::Patch;
-use review_acts::*;
+
+use crate::acts::*;
+
+/// The scenario (serial model) under a fault profile, 300 schedules: with
+/// [`Faults::Conflicts`] (up to two per schedule, anywhere) every conflict must be absorbed;
+/// with [`Faults::ConflictsAndCrashes`] operations may fail, the invariants and the serial
+/// model must hold (the scenario's name says so).
+fn under(faults: Faults, name: &str, setup: &[(&[&str], u32)], acts: &[Act]) -> Sim<FakeTable> {
+    match faults {
+        Faults::Conflicts => faults
+            .apply(scenario(name, setup, acts).schedules(300))
+            .check(absorbed(acts.len())),
+        Faults::ConflictsAndCrashes => faults.apply(
+            scenario(&format!("{name} (conflicts and crashes)"), setup, acts).schedules(300),
+        ),
+        other => panic!("no conflict scenario under {other:?}"),
+    }
+}
 
 /// The scenario (serial model) with up to two conflicts anywhere, all absorbed.
 fn conflicts(name: &str, setup: &[(&[&str], u32)], acts: &[Act]) -> Sim<FakeTable> {
-    scenario(name, setup, acts)
-        .schedules(300)
-        .faults(2, [conflict()])
-        .check(absorbed(acts.len()))
+    under(Faults::Conflicts, name, setup, acts)
 }
 
 /// The same without the serial model (for acts that join another call).
@@ -44,13 +65,6 @@ fn conflicts_unmodelled(name: &str, setup: &[(&[&str], u32)], acts: &[Act]) -> S
         .schedules(300)
         .faults(2, [conflict()])
         .check(absorbed(acts.len()))
-}
-
-/// The scenario with up to two faults among conflicts and crashes: invariants only.
-fn conflicts_and_crashes(name: &str, setup: &[(&[&str], u32)], acts: &[Act]) -> Sim<FakeTable> {
-    scenario(name, setup, acts)
-        .schedules(300)
-        .faults(2, [conflict(), SimFault::Crash, SimFault::CrashAfterApply])
 }
 
 /// Op `i` returned `Ok`: then `gone` has no object and `there` has one.
@@ -68,6 +82,101 @@ fn ok_means_applied(
         }
         Ok(())
     }
+}
+
+// ------------------------------------------------------------------------------------------
+// Single writes and operations on overlapping paths.
+
+#[test]
+fn put_new_and_overwrite() {
+    conflicts(
+        "put a/b/c (new) vs put a/x (overwrite)",
+        &[(&["a", "x"], 1)],
+        &[
+            Act::Put(p(&["a", "b", "c"]), 2),
+            Act::Put(p(&["a", "x"]), 3),
+        ],
+    )
+    .run();
+}
+
+#[test]
+fn put_vs_delete_sibling_prunes_parent() {
+    conflicts(
+        "put a/c vs delete a/b (prunes a)",
+        &[(&["a", "b"], 1)],
+        &[Act::Put(p(&["a", "c"]), 2), Act::Delete(p(&["a", "b"]))],
+    )
+    .run();
+}
+
+#[test]
+fn delete_leaf_prunes_ancestors() {
+    conflicts(
+        "delete a/b/c (prunes a/b, a) vs put a/d",
+        &[(&["a", "b", "c"], 1)],
+        &[
+            Act::Delete(p(&["a", "b", "c"])),
+            Act::Put(p(&["a", "d"]), 2),
+        ],
+    )
+    .run();
+}
+
+#[test]
+fn create_and_update() {
+    conflicts(
+        "create d/n vs update d/n",
+        &[],
+        &[Act::Create("d", "n", 1), Act::Update("d", "n", 2)],
+    )
+    .run();
+}
+
+#[test]
+fn move_vs_put_at_destination() {
+    conflicts(
+        "move s->d vs put d/x",
+        &[(&["s", "1"], 1), (&["s", "2", "3"], 2)],
+        &[
+            Act::Move(p(&["s"]), p(&["d"]), LinkPolicy::Report),
+            Act::Put(p(&["d", "x"]), 4),
+        ],
+    )
+    .run();
+}
+
+#[test]
+fn copy_vs_delete_in_source() {
+    conflicts(
+        "copy s->d vs delete s/1",
+        &[(&["s", "1"], 1), (&["s", "2"], 2)],
+        &[Act::Copy(p(&["s"]), p(&["d"])), Act::Delete(p(&["s", "1"]))],
+    )
+    .run();
+}
+
+#[test]
+fn delete_subtree_vs_put_beside() {
+    conflicts(
+        "delete_subtree x vs put y/z",
+        &[(&["x", "a"], 1), (&["x", "b", "c"], 2), (&["y", "q"], 3)],
+        &[Act::DeleteSubtree(p(&["x"])), Act::Put(p(&["y", "z"]), 4)],
+    )
+    .run();
+}
+
+#[test]
+fn reparent_vs_put_sibling() {
+    conflicts(
+        "delete_node a (reparent) vs put a/c",
+        &[(&["a"], 1), (&["a", "b"], 2)],
+        &[
+            Act::DeleteNode(p(&["a"]), OnChildren::Reparent),
+            Act::Put(p(&["q", "c"]), 3),
+        ],
+    )
+    .run();
 }
 
 // ------------------------------------------------------------------------------------------
@@ -129,9 +238,10 @@ fn same_delete_subtree_two_processes() {
     .run();
 }
 
-#[test]
-fn move_vs_resume() {
-    conflicts(
+/// Written once, run under two fault profiles (`move_vs_resume`, `move_vs_resume_with_crashes`).
+fn move_vs_resume_scenario(faults: Faults) -> Sim<FakeTable> {
+    under(
+        faults,
         "move s->d vs resume",
         &[(&["s", "1"], 1), (&["s", "2"], 2)],
         &[
@@ -139,20 +249,16 @@ fn move_vs_resume() {
             Act::Resume,
         ],
     )
-    .run();
+}
+
+#[test]
+fn move_vs_resume() {
+    move_vs_resume_scenario(Faults::Conflicts).run();
 }
 
 #[test]
 fn move_vs_resume_with_crashes() {
-    conflicts_and_crashes(
-        "move s->d vs resume (conflicts and crashes)",
-        &[(&["s", "1"], 1), (&["s", "2"], 2)],
-        &[
-            Act::Move(p(&["s"]), p(&["d"]), LinkPolicy::Report),
-            Act::Resume,
-        ],
-    )
-    .run();
+    move_vs_resume_scenario(Faults::ConflictsAndCrashes).run();
 }
 
 #[test]
@@ -197,9 +303,10 @@ fn two_moves_into_each_other() {
 // ------------------------------------------------------------------------------------------
 // Removals with a put under them.
 
-#[test]
-fn delete_subtree_vs_put_under() {
-    conflicts(
+/// Written once, run under two fault profiles (`delete_subtree_vs_put_under`, `delete_subtree_vs_put_under_with_crashes`).
+fn delete_subtree_vs_put_under_scenario(faults: Faults) -> Sim<FakeTable> {
+    under(
+        faults,
         "delete_subtree x vs put x/b/z",
         &[(&["x", "a"], 1), (&["x", "b", "c"], 2)],
         &[
@@ -207,20 +314,16 @@ fn delete_subtree_vs_put_under() {
             Act::Put(p(&["x", "b", "z"]), 4),
         ],
     )
-    .run();
+}
+
+#[test]
+fn delete_subtree_vs_put_under() {
+    delete_subtree_vs_put_under_scenario(Faults::Conflicts).run();
 }
 
 #[test]
 fn delete_subtree_vs_put_under_with_crashes() {
-    conflicts_and_crashes(
-        "delete_subtree x vs put x/b/z (conflicts and crashes)",
-        &[(&["x", "a"], 1), (&["x", "b", "c"], 2)],
-        &[
-            Act::DeleteSubtree(p(&["x"])),
-            Act::Put(p(&["x", "b", "z"]), 4),
-        ],
-    )
-    .run();
+    delete_subtree_vs_put_under_scenario(Faults::ConflictsAndCrashes).run();
 }
 
 #[test]
@@ -238,8 +341,9 @@ fn reparent_twice_vs_put_under_child() {
 
 #[test]
 fn reparent_vs_put_under_with_crashes() {
-    conflicts_and_crashes(
-        "delete_node a Reparent vs put a/b/z (conflicts and crashes)",
+    under(
+        Faults::ConflictsAndCrashes,
+        "delete_node a Reparent vs put a/b/z",
         &[(&["a"], 1), (&["a", "b"], 2)],
         &[
             Act::DeleteNode(p(&["a"]), OnChildren::Reparent),
@@ -278,9 +382,10 @@ fn two_deletes_prune_shared_parent() {
 // ------------------------------------------------------------------------------------------
 // Three operations.
 
-#[test]
-fn three_move_delete_put() {
-    conflicts(
+/// Written once, run under two fault profiles (`three_move_delete_put`, `three_with_crashes`).
+fn three_move_delete_put_scenario(faults: Faults) -> Sim<FakeTable> {
+    under(
+        faults,
         "move s->d vs delete s/1 vs put d/x",
         &[(&["s", "1"], 1), (&["s", "2"], 2)],
         &[
@@ -289,7 +394,11 @@ fn three_move_delete_put() {
             Act::Put(p(&["d", "x"]), 3),
         ],
     )
-    .run();
+}
+
+#[test]
+fn three_move_delete_put() {
+    three_move_delete_put_scenario(Faults::Conflicts).run();
 }
 
 #[test]
@@ -322,16 +431,7 @@ fn three_puts_and_delete_same_dir() {
 
 #[test]
 fn three_with_crashes() {
-    conflicts_and_crashes(
-        "move s->d vs delete s/1 vs put d/x (conflicts and crashes)",
-        &[(&["s", "1"], 1), (&["s", "2"], 2)],
-        &[
-            Act::Move(p(&["s"]), p(&["d"]), LinkPolicy::Report),
-            Act::Delete(p(&["s", "1"])),
-            Act::Put(p(&["d", "x"]), 3),
-        ],
-    )
-    .run();
+    three_move_delete_put_scenario(Faults::ConflictsAndCrashes).run();
 }
 
 #[test]
@@ -816,7 +916,7 @@ fn check_vs_deletes(name: &str) -> Sim<FakeTable> {
 
 /// `check()` of a table while deletes prune and a put lands: the check's confirmation of a
 /// suspect row (a consistent snapshot, one TransactGetItems) may meet a conflict; the check
-/// must not fail on it. (What it reports is `sim_check.rs`'s concern, not checked here.)
+/// must not fail on it. (What it reports is the concern of the `check` module, not checked here.)
 #[test]
 fn check_during_deletes() {
     check_vs_deletes("check vs delete a/b/x vs delete a/c vs put k/z")

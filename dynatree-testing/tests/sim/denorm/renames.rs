@@ -1,10 +1,8 @@
-//! Interleaving scenarios of the inline propagation of denormalized fields (issue 9, first
-//! step): two renames of one source racing each other and the creation of a target below it,
+//! Interleaving scenarios of the inline propagation of denormalized fields: two renames of one source racing each other and the creation of a target below it,
 //! with one fault per schedule. After every schedule: the invariants of the tree (checked by
 //! the simulator), and every copy equal to its source's final value.
 //!
-//! The `chain_*` scenarios (an outside review; findings in `/work/notes/denorm-review.md`) use a
-//! chain over three levels (a post copies its thread's title and its thread's copy of the
+//! The `chain_*` scenarios use a chain over three levels (a post copies its thread's title and its thread's copy of the
 //! forum's name) and check unconditionally, after the simulator's recovery `resume()`, that
 //! every copy equals its source (or is `None` where the source object is missing): moves racing
 //! renames of both forums and of the title, two updates of the destination racing a move, a
@@ -15,15 +13,12 @@
 //!
 //! Budget: `DYNATREE_SIM_SCHEDULES` schedules per scenario (default 600 here).
 
-#[allow(dead_code)]
-mod denorm_chain;
-
 use dynatree::{Hierarchical, Patch, Tree};
 use dynatree_testing::FakeTable;
 use dynatree_testing::sim::{End, Sim, SimFault};
 use serde::{Deserialize, Serialize};
 
-use denorm_chain::{
+use crate::denorm_chain::{
     RForum, RThread, attr_of, builder, delete_forum, forum_key, move_thread, move_thread_report,
     patch_forum, patch_title, pending_sim, processor, put_forum, put_post, put_thread,
     rename_forum, rforum, rthread, sim, sim0, stream_sim, tx_put_forum_and_new_thread,
@@ -125,7 +120,7 @@ fn two_renames_vs_a_new_thread() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// A chain over three levels (outside review of issue 9; `denorm_chain`): a post copies its
+// A chain over three levels (`denorm_chain`): a post copies its
 // thread's title and its thread's copy of the forum's name.
 
 /// Scenario 1: The thread (with its posts) moves from forum `f` to forum `g` while both forums are

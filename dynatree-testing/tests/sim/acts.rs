@@ -1,7 +1,6 @@
-//! Scenario vocabulary shared by the simulator tests (`sim.rs` and the review rounds'
-//! `sim_review.rs`, `sim_review2.rs`, `sim_review3.rs`): the operations as data, their model,
-//! lock-ignoring writes, scenario builders and checks. Each test crate uses a part of it (and
-//! of the names re-exported for it).
+//! Scenario vocabulary shared by the simulator tests: the operations as data (`Act`), their
+//! model, lock-ignoring writes, scenario builders, fault profiles ([`Faults`]) and checks. Each
+//! module uses a part of it (and of the names re-exported for it).
 #![allow(dead_code, unused_imports)]
 
 use std::future::Future;
@@ -59,8 +58,8 @@ pub enum Act {
     /// `delete_node(Reparent)`, called again once after a transient error (the documented
     /// recovery: "call again finishes").
     ReparentTwice(P),
-    /// The first review round's `ReparentTwice`: called again once after any error but the
-    /// refusals `HasChildren`, `AlreadyExists` and `Locked`.
+    /// `ReparentTwice` as the earliest multi-request scenarios check it: called again once
+    /// after any error but the refusals `HasChildren`, `AlreadyExists` and `Locked`.
     ReparentTwiceUnlessRefused(P),
     Move(P, P, LinkPolicy),
     /// A move, called again after a transient (backend) error, as a client retrying would.
@@ -69,7 +68,7 @@ pub enum Act {
     /// again (from this process or another) joins the recorded operation and returns its
     /// result"). `Ok` must mean: the move was applied (by this call or the one it joined).
     MoveJoining(P, P),
-    /// The same move from two processes, as the first review round checks it: joined (`Ok`)
+    /// The same move from two processes, as the earliest multi-request scenarios check it: joined (`Ok`)
     /// or after the other (`NotFound`, `AlreadyExists`, `Locked`, reported as `Ok`), the move
     /// is applied once, which its model checks (source gone, destination there).
     MoveJoiningOrAfter(P, P),
@@ -427,6 +426,51 @@ pub fn with_faults(sim: Sim<FakeTable>) -> Sim<FakeTable> {
     sim.faults(1, SimFault::all())
 }
 
+/// A fault profile: the faults the simulator may place in each schedule of a scenario. One
+/// scenario, written once, runs under several profiles (one test per profile, or [`run_under`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Faults {
+    /// No fault.
+    None,
+    /// One fault of every kind per schedule ([`SimFault::all`]), with "let time pass" offered
+    /// while requests are parked.
+    OneOfAll,
+    /// One request fault per schedule ([`request_faults`]: no crash), with "let time pass".
+    OneRequestFault,
+    /// Up to two transaction conflicts per schedule ([`conflict`]).
+    Conflicts,
+    /// Up to two faults per schedule among transaction conflicts and crashes.
+    ConflictsAndCrashes,
+}
+
+impl Faults {
+    /// `sim` with the profile's faults.
+    pub fn apply(self, sim: Sim<FakeTable>) -> Sim<FakeTable> {
+        match self {
+            Faults::None => sim,
+            Faults::OneOfAll => with_faults(sim).allow_wait(true),
+            Faults::OneRequestFault => sim.faults(1, request_faults()).allow_wait(true),
+            Faults::Conflicts => sim.faults(2, [conflict()]),
+            Faults::ConflictsAndCrashes => {
+                sim.faults(2, [conflict(), SimFault::Crash, SimFault::CrashAfterApply])
+            }
+        }
+    }
+}
+
+/// Runs the scenario `make` builds under each profile in turn, panicking on the first failure.
+pub fn run_under(make: impl Fn() -> Sim<FakeTable>, profiles: &[Faults]) {
+    for f in profiles {
+        f.apply(make()).run();
+    }
+}
+
+/// Runs the scenario without faults, then with one fault of every kind per schedule (and
+/// "let time pass" offered while requests are parked).
+pub fn both(make: impl Fn() -> Sim<FakeTable>) {
+    run_under(make, &[Faults::None, Faults::OneOfAll]);
+}
+
 /// The request faults (no crash: the caller lives and may call again).
 pub fn request_faults() -> [SimFault; 3] {
     [
@@ -501,8 +545,8 @@ pub fn paths_with_value(end: &End<'_>, v: u32) -> Vec<P> {
         .collect()
 }
 
-// Corrupted tables and reports, shared by the reviews of check and repair (`sim_check.rs`,
-// `sim_repair.rs`).
+// Corrupted tables and reports, shared by the scenarios of check and repair (`check.rs`,
+// `repair.rs`).
 
 /// The report of the check taken in setup (each schedule's own), shared with the repairs.
 pub type Slot = std::rc::Rc<std::cell::RefCell<Option<dynatree::check::Report>>>;

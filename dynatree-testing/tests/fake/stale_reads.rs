@@ -15,14 +15,12 @@
 
 use std::time::Duration;
 
+use crate::fixtures::{User, UserKey, V};
 use dynatree::storage::Storage;
 use dynatree::{OnChildren, Path, RetryPolicy, Strategy, Tree};
 use dynatree_testing::FakeTable;
 use dynatree_testing::conformance::assert_invariants;
-use fixtures::{User, UserKey, V};
 use futures::TryStreamExt;
-
-mod fixtures;
 
 /// Reads lag this many writes: in these tests, "until `settle()`".
 const FROZEN: usize = 1_000_000;

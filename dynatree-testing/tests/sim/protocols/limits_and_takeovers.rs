@@ -1,18 +1,18 @@
-//! Review scenarios: schedules and faults aimed at the multi-request protocols (moves, copies,
-//! subtree deletions, re-parenting, lease takeover, path index). Written by an outside reviewer;
-//! failing scenarios document a race (see /work/notes/review-findings.md) and are kept as is.
+//! Schedules and faults aimed at the multi-request protocols (moves, copies, subtree
+//! deletions, re-parenting, lease takeover, path index): DynamoDB's limits at a move's
+//! destination, the path index kept by moves, copies and re-parentings against writers, link
+//! rewrites, refusals, rollbacks and retries, triples, and lease takeovers.
 //!
-//! Replay one: `DYNATREE_SIM_REPLAY='<replay>' cargo test -p dynatree-testing --test sim_review
-//! <test name> -- --nocapture`. Budget: `DYNATREE_SIM_SCHEDULES` (default small here, so that the
-//! whole file stays under a minute; use 3000 locally).
-
-mod review_acts;
+//! Replay one: `DYNATREE_SIM_REPLAY='<replay>' cargo test -p dynatree-testing --test sim
+//! protocols::limits_and_takeovers::<test name> -- --exact --nocapture`. Budget:
+//! `DYNATREE_SIM_SCHEDULES` (default small here, so that the whole module stays under a
+//! minute; use 3000 locally).
 
 use std::cell::Cell;
 use std::rc::Rc;
 
+use crate::acts::*;
 use futures::TryStreamExt;
-use review_acts::*;
 
 /// Every link's target is a path DynamoDB can address (object key at most 2048 bytes).
 fn link_targets_valid(end: &End<'_>) -> Result<(), String> {
@@ -726,7 +726,7 @@ const STALE_REWRITE: &str = "24301:0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0
 
 /// Checks the helper itself: the pix check accepts rows written by plain puts.
 #[test]
-fn review_helpers_accept_a_plain_tree() {
+fn scenario_helpers_accept_a_plain_tree() {
     let sim = scenario_with(
         "pix: puts only",
         pix_tree,

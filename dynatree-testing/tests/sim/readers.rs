@@ -27,7 +27,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-mod pair_reads;
+use crate::pair_reads;
 
 use dynatree::storage::{
     BatchGetOutput, Condition, IndexPage, IndexQuery, IndexSpec, Key, Page, Query, ScanSegment,

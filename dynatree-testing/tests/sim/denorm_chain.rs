@@ -1,5 +1,5 @@
 //! The chain over three levels shared by the simulations of the denormalized-field
-//! propagation (`sim_denorm.rs`, `sim_denorm2.rs`, `sim_denorm3.rs`): `RForum` at
+//! propagation (the modules of `denorm` and `check`): `RForum` at
 //! `R/{forum}`, `RThread` at `R/{forum}/T/{thread}` (its `forum_name` copies `RForum::name`),
 //! `RPost` at `.../P/{post}` (`thread_title` copies `RThread::title`, `forum_name` copies
 //! `RThread::forum_name`); their constructors, the trees, the setup, the check that every copy

@@ -1,4 +1,4 @@
-//! Fourth review (issue 8): adversarial interleavings of the new write protocols
+//! Adversarial interleavings of the write API
 //! (`Tree::transaction`, `Repository::patch`, `put_if`, `delete_if`, `sweep_expired`, scoped
 //! trees) against the removals, moves, copies and re-parentings they can race. After every
 //! schedule the simulator checks the table (every object reachable, listing rows upward

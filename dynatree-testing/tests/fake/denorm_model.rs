@@ -1,4 +1,4 @@
-//! The model test of denormalized fields (issue 9): random sequences of source renames, title
+//! The model test of denormalized fields: random sequences of source renames, title
 //! patches, creations, moves of subtrees under other sources and removals of sources,
 //! propagated inline (with a failed request at a chosen index in every step, then `resume`)
 //! and by the stream processor (batches redelivered, duplicated and delayed, a failed request

@@ -1,8 +1,9 @@
-//! Second outside review of the denormalized-field propagation (issue 9), after the fixes of
-//! the first review (tombstones, fenced transactions, the stream processor reading the stored
-//! source). Findings: `/work/notes/denorm-review2.md`.
+//! Deletes of sources of denormalized fields (tombstones), transactions writing sources and
+//! targets together (fenced), chains with `cv` versions, and the stream processor reading the
+//! stored source.
 //!
-//! The chain over three levels of the module `denorm_chain` (shared with `sim_denorm.rs`):
+//! The chain over three levels of the module `denorm_chain` (shared with the other `denorm`
+//! modules):
 //! `RForum` at `R/{forum}`, `RThread` at `R/{forum}/T/{thread}` (its `forum_name` copies
 //! `RForum::name`), `RPost` at `.../P/{post}` (`thread_title` copies `RThread::title`,
 //! `forum_name` copies `RThread::forum_name`). Every schedule ends with the simulator's
@@ -11,10 +12,7 @@
 //!
 //! Budget: `DYNATREE_SIM_SCHEDULES` schedules per scenario (default 600 here).
 
-#[allow(dead_code)]
-mod denorm_chain;
-
-use denorm_chain::{
+use crate::denorm_chain::{
     RForum, RThread, delete_forum, delete_recreate_delete_forum, forum_key, move_thread,
     patch_forum, patch_title, pending_sim, processor, put_forum, put_thread, recreate_thread,
     rename_forum, rpost, rthread, sim, sim0, stream_sim, thread_key, tx_put_forum_and_new_thread,

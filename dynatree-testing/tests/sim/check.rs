@@ -1,11 +1,11 @@
-//! An outside review of `Tree::check` (issue 10, second round) with the interleaving simulator:
+//! `Tree::check` under the interleaving simulator:
 //! a HEALTHY table checked (`check()` as one operation, small Scan pages, several segments)
 //! while the application runs each protocol of the runtime. The claim under test
 //! (`dynatree::consistency`, "Check and repair"): a check of a table that applications write to
 //! reports only what held at one instant, never the transient states of running protocols. So
 //! every violation such a check reports is a false positive (unless argued otherwise below).
 //! Then faults (a check whose requests fail, a repair that crashes part-way), and repairs racing
-//! writers where the first round did not look (stale copies, abandoned intents, secondary
+//! writers beyond the scenarios of `repair` (stale copies, abandoned intents, secondary
 //! index attributes).
 //!
 //! After every schedule (and the simulator's recovery `resume()`), besides the simulator's own
@@ -14,7 +14,7 @@
 //!
 //! Budget: `DYNATREE_SIM_SCHEDULES` schedules per scenario (default 300 here).
 //!
-//! Found by this review (failing until fixed in the library; each is a report of a healthy
+//! Found by these scenarios (failing until fixed in the library; each is a report of a healthy
 //! table that some writer was in the middle of changing):
 //! - `check_vs_put_all_and_transaction`: `put_all` and transactions write the listing rows of
 //!   new top-level names alone first (`TransactWriteItems Put ¦|z`), then the objects with the
@@ -35,17 +35,15 @@
 //!   phase (`refill_subtree`). A check in between reports `stale-copy /R/g/T/t`, under a live
 //!   `move`/`copy` intent: only `propagate` intents excuse stale copies.
 
-#[allow(dead_code)]
-mod denorm_chain;
-mod review_acts;
+use crate::denorm_chain;
 
 use std::rc::Rc;
 
+use crate::acts::*;
 use dynatree::check::Class;
 use dynatree_testing::{Fault, FaultRule, Faulty};
-use review_acts::*;
 
-use denorm_chain::{RPost, RThread, thread_path};
+use crate::denorm_chain::{RPost, RThread, thread_path};
 
 const BUDGET: usize = 300;
 

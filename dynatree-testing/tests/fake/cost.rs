@@ -3,14 +3,14 @@
 
 use std::time::Duration;
 
+use crate::fixtures::V;
 use dynatree::storage::{Key, WriteRequest};
 use dynatree::{ErrorKind, RetryPolicy, Tree, storage};
 use dynatree_testing::conformance::assert_invariants;
 use dynatree_testing::{FakeTable, Fault};
-use fixtures::V;
 use futures::{StreamExt, TryStreamExt};
 
-mod fixtures;
+use crate::fixtures;
 
 fn fast() -> RetryPolicy {
     RetryPolicy::new(6, Duration::from_millis(1), Duration::from_millis(5))

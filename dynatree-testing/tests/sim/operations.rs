@@ -1,17 +1,16 @@
 //! Interleaving scenarios on the fake: concurrent `Tree` operations on overlapping paths, with
 //! faults, explored by `dynatree_testing::sim` (bounded search, then random schedules). Each
 //! test is one scenario; a failure prints the schedule's trace and a replay string:
-//! `DYNATREE_SIM_REPLAY='<replay>' cargo test -p dynatree-testing --test sim <test name>`.
+//! `DYNATREE_SIM_REPLAY='<replay>' cargo test -p dynatree-testing --test sim
+//! operations::<test name> -- --exact`.
 //! Budget: `DYNATREE_SIM_SCHEDULES` schedules per scenario (default 1000 here, 1500 for triples).
 
-mod review_acts;
+use crate::acts::*;
 
-use review_acts::*;
-
-/// A scenario of this file: the shared one (setup objects, then `acts` concurrently, each
+/// A scenario of this module: the shared one (setup objects, then `acts` concurrently, each
 /// checked against its model), with a budget of 1000 schedules.
 fn scenario(name: &str, setup: &[(&[&str], u32)], acts: &[Act]) -> Sim<FakeTable> {
-    review_acts::scenario(name, setup, acts).schedules(1000)
+    crate::acts::scenario(name, setup, acts).schedules(1000)
 }
 
 /// The operation `i` returned `Ok` unless a fault hit it.

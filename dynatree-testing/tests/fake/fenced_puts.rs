@@ -1,20 +1,19 @@
 //! Fenced puts (`TreeBuilder::fenced_puts`): prices asserted on the metered fake, what a fence
 //! looks like, and that every reader, the checker, exports and the other protocols treat a fence
 //! as no object. Races are explored by the simulator (`DYNATREE_SIM_FENCED=1` runs the whole
-//! simulator suite in this mode; `sim_fenced.rs` has the scenarios named in the consistency docs).
+//! simulator suite in this mode; the `fences` modules of the `sim` test binary have the
+//! scenarios named in the consistency docs).
 
 use std::time::Duration;
 
+use crate::fixtures::V;
 use dynatree::storage::Key;
 use dynatree::{Hierarchical, Item, RetryPolicy, Tree};
 use dynatree_testing::FakeTable;
 use dynatree_testing::conformance::assert_invariants;
 use dynatree_testing::sim::check_rows;
-use fixtures::V;
 use futures::TryStreamExt;
 use serde::{Deserialize, Serialize};
-
-mod fixtures;
 
 /// A typed value under `a`.
 #[derive(Hierarchical, Debug, Clone, PartialEq, Serialize, Deserialize)]

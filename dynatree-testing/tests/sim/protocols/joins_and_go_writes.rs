@@ -1,15 +1,15 @@
-//! Second review round: schedules and faults aimed at the multi-request protocols after the
-//! fixes of the first round (commit 18c66e5). Written by an outside reviewer; failing scenarios
-//! document a race (see /work/notes/review2-findings.md) and are kept as they are.
+//! Schedules and faults aimed at the multi-request protocols: the same call from two
+//! processes, link rewrites against operations on the link's node, lock-ignoring (Go library)
+//! writes, re-parenting holds, copies around their destination, removals against each other,
+//! liveness, leases, the path index with links, and re-parentings whose process dies.
 //!
-//! Replay one: `DYNATREE_SIM_REPLAY='<replay>' cargo test -p dynatree-testing --test
-//! sim_review2 <test name> -- --nocapture`. Budget: `DYNATREE_SIM_SCHEDULES` (default small
-//! here, so that the whole file stays under a minute; use 3000 locally). The `targeted_*` tests
+//! Replay one: `DYNATREE_SIM_REPLAY='<replay>' cargo test -p dynatree-testing --test sim
+//! protocols::joins_and_go_writes::<test name> -- --exact --nocapture`. Budget:
+//! `DYNATREE_SIM_SCHEDULES` (default small here, so that the whole module stays under a
+//! minute; use 3000 locally). The `targeted_*` tests
 //! carry their schedule in the code.
 
-mod review_acts;
-
-use review_acts::*;
+use crate::acts::*;
 
 // ------------------------------------------------------------------------------------------
 // 1. The same call from two processes, when the first is refused (H3 / L2 follow-up).

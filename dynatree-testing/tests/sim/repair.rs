@@ -1,4 +1,4 @@
-//! An outside review of `Tree::repair` (issue 10) with the interleaving simulator: each scenario
+//! `Tree::repair` under the interleaving simulator: each scenario
 //! starts from a corrupted table (raw rows as the Go library or a crash leaves them), takes a
 //! `check()` report before anything runs (as an operator would), then runs `repair(&report)`
 //! concurrently with the application's operations (puts, deletes, moves, a second repair of the
@@ -12,7 +12,7 @@
 //!
 //! Budget: `DYNATREE_SIM_SCHEDULES` schedules per scenario (default 400 here).
 //!
-//! Found by this review (failing until fixed in the library):
+//! Found by these scenarios (failing until fixed in the library):
 //! - `broken_closure_vs_*`: the relink of a broken closure ends with a check that the listing
 //!   row needing it is free (exists, unmarked, unlocked); `relink` reads any failure of that
 //!   check as "the row is gone, nothing to do" and reports it fixed, though the row was only
@@ -22,13 +22,11 @@
 //!   `L(P)` (the object still exists), and `delete`'s "no listing row" branch deletes the object
 //!   without looking at `L(P)` again: `L(P)` is left naming nothing.
 
-mod review_acts;
-
 use std::rc::Rc;
 
+use crate::acts::*;
 use dynatree::check::Class;
 use dynatree_testing::{Fault, FaultRule, Faulty};
-use review_acts::*;
 
 const BUDGET: usize = 400;
 
