@@ -1,4 +1,4 @@
-//! Denormalized ancestor fields (issue 9, inline propagation): fill on write, propagation of a
+//! Denormalized ancestor fields (inline propagation): fill on write, propagation of a
 //! source change through a chain, optional targets cleared, versions that never go back.
 
 use dynatree::{Hierarchical, Patch, Tree};

@@ -1,4 +1,4 @@
-//! The write API of issue 8 from outside: transactions, conditions of one's own, partial
+//! The write API from outside: transactions, conditions of one's own, partial
 //! updates, time to live. Request counts are asserted on the metered fake.
 
 use dynatree::{Cond, ErrorKind, Hierarchical, Patch, Tree};
