@@ -1,4 +1,4 @@
-//! The integrity checker (issue 10) against DynamoDB Local: a table corrupted with every class
+//! The integrity checker against DynamoDB Local: a table corrupted with every class
 //! at once (raw writes through the `DynamoDbTable`, as another program or the Go library would
 //! make them), checked, repaired and checked again; a segmented check (4 segments) of a few
 //! thousand rows that agrees with a 1-segment check; and bookkeeping attributes of the wrong
@@ -9,44 +9,15 @@
 use std::time::Duration;
 
 use dynatree::check::{Class, Report};
-use dynatree::storage::{Condition, Key, Storage, WriteRequest, write_all};
-use dynatree::{
-    DynamoDbTable, Hierarchical, Path, RetryPolicy, Tree, storage::Item, storage::Value,
-};
+use dynatree::storage::{Key, Storage, WriteRequest, write_all};
+use dynatree::{DynamoDbTable, Hierarchical, storage::Item, RetryPolicy, Tree, storage::Value};
 use dynatree_testing::{DynamoDbLocal, FakeTable, Fault, FaultRule, Faulty, Op};
 use futures::TryStreamExt;
-use serde::{Deserialize, Serialize};
 
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
-struct V {
-    v: u32,
-}
-
-#[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
-#[dynatree(path = "Sessions/{id}")]
-struct Session {
-    id: String,
-    user: String,
-    #[dynatree(ttl)]
-    expires: u64,
-}
-
-#[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
-#[dynatree(path = "Forums/{forum}")]
-struct Forum {
-    forum: String,
-    name: String,
-}
-
-#[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
-#[dynatree(path = "Forums/{forum}/Threads/{thread}")]
-struct Thread {
-    forum: String,
-    thread: String,
-    title: String,
-    #[dynatree(from = Forum::name)]
-    forum_name: String,
-}
+// The value types, raw writes and report helpers of the fake's checker tests.
+#[path = "../../dynatree/tests/common/mod.rs"]
+mod common;
+use common::*;
 
 const LEASE: Duration = Duration::from_millis(500);
 
@@ -54,106 +25,11 @@ fn fast() -> RetryPolicy {
     RetryPolicy::new(8, Duration::from_millis(2), Duration::from_millis(20))
 }
 
-fn p(s: &str) -> Path {
-    Path::parse_escaped(s).unwrap()
-}
-
-fn found(report: &Report) -> Vec<(Class, String)> {
-    let mut v: Vec<(Class, String)> = report
-        .violations()
-        .iter()
-        .map(|v| (v.class(), describe(v.path(), v.key())))
-        .collect();
-    v.sort();
-    v
-}
-
-fn listed(vs: &[dynatree::check::Violation]) -> Vec<(Class, String)> {
-    let mut v: Vec<(Class, String)> = vs
-        .iter()
-        .map(|v| (v.class(), describe(v.path(), v.key())))
-        .collect();
-    v.sort();
-    v
-}
-
-fn describe(path: Option<&Path>, key: &Key) -> String {
-    match path {
-        Some(p) => p.escaped(),
-        None => format!("{}|{}", key.hash, key.range),
-    }
-}
-
-fn expect(list: &[(Class, &str)]) -> Vec<(Class, String)> {
-    let mut v: Vec<(Class, String)> = list.iter().map(|(c, s)| (*c, s.to_string())).collect();
-    v.sort();
-    v
-}
-
-fn sc_key(path: &[&str]) -> String {
-    path.iter().map(|c| format!("¦{c}")).collect()
-}
-
-fn listing_key(path: &[&str]) -> Key {
-    let (last, parent) = path.split_last().unwrap();
-    Key::new(format!("{}¦", sc_key(parent)), *last)
-}
-
-fn object_key(path: &[&str]) -> Key {
-    Key::new(sc_key(path), "¦")
-}
-
-fn s(v: &str) -> Value {
-    Value::S(v.to_owned())
-}
-
-fn n(v: u64) -> Value {
-    Value::N(v.to_string())
-}
-
-async fn raw_put<S: Storage>(table: &S, key: Key, attrs: &[(&str, Value)]) {
-    let mut item = key.into_item();
-    for (n, v) in attrs {
-        item.insert(*n, v.clone());
-    }
-    table.put_item(item, Condition::Always).await.unwrap();
-}
-
-async fn raw_delete<S: Storage>(table: &S, key: Key) {
-    table.delete_item(&key, Condition::Always).await.unwrap();
-}
-
-async fn raw_set<S: Storage>(table: &S, key: Key, name: &str, value: Value) {
-    let mut item = table.get_item(&key, true).await.unwrap().expect("the row");
-    item.insert(name, value);
-    table.put_item(item, Condition::Always).await.unwrap();
-}
-
-async fn go_put<S: Storage>(table: &S, path: &[&str], attrs: &[(&str, Value)]) {
-    for i in 1..=path.len() {
-        raw_put(table, listing_key(&path[..i]), &[]).await;
-    }
-    raw_put(table, object_key(path), attrs).await;
-}
-
-async fn go_delete(table: &DynamoDbTable, path: &[&str]) {
-    raw_delete(table, object_key(path)).await;
-    raw_delete(table, listing_key(path)).await;
-}
-
 /// Every row, sorted by key.
 async fn snapshot(tree: &Tree) -> Vec<Item> {
     let mut rows: Vec<Item> = tree.scan().try_collect().await.unwrap();
     rows.sort_by_key(Key::from_item);
     rows
-}
-
-async fn list(tree: &Tree, path: &str) -> Vec<String> {
-    tree.list(p(path)).try_collect().await.unwrap()
-}
-
-async fn get(tree: &Tree, path: &str) -> Option<V> {
-    tree.get(p(path)).await.unwrap()
 }
 
 #[test]
@@ -443,22 +319,6 @@ async fn segmented_check_of_thousands_of_rows(local: &DynamoDbLocal) {
 }
 
 // ---- malformed bookkeeping: the fake and DynamoDB Local agree ----
-
-fn forum(id: &str, name: &str) -> Forum {
-    Forum {
-        forum: id.into(),
-        name: name.into(),
-    }
-}
-
-fn thread(forum: &str) -> Thread {
-    Thread {
-        forum: forum.into(),
-        thread: "t".into(),
-        title: "Hello".into(),
-        forum_name: String::new(),
-    }
-}
 
 /// What a report says, in words that do not depend on the backend: its violations (as
 /// displayed: class, path, detail) but those of abandoned intents (a write that failed may

@@ -8,42 +8,14 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use dynatree::check::{Class, Phase, Progress, Report};
-use dynatree::storage::{Condition, Key, Storage};
-use dynatree::{Hierarchical, Path, RetryPolicy, Tree, storage::Item, storage::Value};
+use dynatree::storage::{Key, Storage};
+use dynatree::{Hierarchical, storage::Item, RetryPolicy, Tree, storage::Value};
 use dynatree_testing::{FakeTable, Fault, FaultRule, Op};
 use futures::TryStreamExt;
 use serde::{Deserialize, Serialize};
 
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
-struct V {
-    v: u32,
-}
-
-#[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
-#[dynatree(path = "Sessions/{id}")]
-struct Session {
-    id: String,
-    user: String,
-    #[dynatree(ttl)]
-    expires: u64,
-}
-
-#[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
-#[dynatree(path = "Forums/{forum}")]
-struct Forum {
-    forum: String,
-    name: String,
-}
-
-#[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
-#[dynatree(path = "Forums/{forum}/Threads/{thread}")]
-struct Thread {
-    forum: String,
-    thread: String,
-    title: String,
-    #[dynatree(from = Forum::name)]
-    forum_name: String,
-}
+mod common;
+use common::*;
 
 #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
 #[dynatree(path = "Forums/{forum}/Threads/{thread}/Posts/{post}")]
@@ -74,43 +46,6 @@ async fn setup() -> (FakeTable, Tree) {
     (table, tree)
 }
 
-fn p(s: &str) -> Path {
-    Path::parse_escaped(s).unwrap()
-}
-
-/// `(class, path or "Key|Child")` of every violation, sorted.
-fn found(report: &Report) -> Vec<(Class, String)> {
-    let mut v: Vec<(Class, String)> = report
-        .violations()
-        .iter()
-        .map(|v| (v.class(), describe(v.path(), v.key())))
-        .collect();
-    v.sort();
-    v
-}
-
-fn describe(path: Option<&Path>, key: &Key) -> String {
-    match path {
-        Some(p) => p.escaped(),
-        None => format!("{}|{}", key.hash, key.range),
-    }
-}
-
-fn expect(list: &[(Class, &str)]) -> Vec<(Class, String)> {
-    let mut v: Vec<(Class, String)> = list.iter().map(|(c, s)| (*c, s.to_string())).collect();
-    v.sort();
-    v
-}
-
-fn listed(vs: &[dynatree::check::Violation]) -> Vec<(Class, String)> {
-    let mut v: Vec<(Class, String)> = vs
-        .iter()
-        .map(|v| (v.class(), describe(v.path(), v.key())))
-        .collect();
-    v.sort();
-    v
-}
-
 /// Every row of the fake, sorted by key.
 fn snapshot(table: &FakeTable) -> Vec<Item> {
     let mut rows = table.rows();
@@ -120,68 +55,9 @@ fn snapshot(table: &FakeTable) -> Vec<Item> {
 
 // ---- raw writes, as another program (or the Go library) would do them ----
 
-fn sc_key(path: &[&str]) -> String {
-    path.iter().map(|c| format!("¦{c}")).collect()
-}
-
-fn listing_key(path: &[&str]) -> Key {
-    let (last, parent) = path.split_last().unwrap();
-    Key::new(format!("{}¦", sc_key(parent)), *last)
-}
-
-fn object_key(path: &[&str]) -> Key {
-    Key::new(sc_key(path), "¦")
-}
-
-async fn raw_put<S: Storage>(table: &S, key: Key, attrs: &[(&str, Value)]) {
-    let mut item = key.into_item();
-    for (n, v) in attrs {
-        item.insert(*n, v.clone());
-    }
-    table.put_item(item, Condition::Always).await.unwrap();
-}
-
-async fn raw_delete<S: Storage>(table: &S, key: Key) {
-    table.delete_item(&key, Condition::Always).await.unwrap();
-}
-
-/// Sets one attribute of an existing row, raw (read, change, put back unconditionally).
-async fn raw_set<S: Storage>(table: &S, key: Key, name: &str, value: Value) {
-    let mut item = table.get_item(&key, true).await.unwrap().expect("the row");
-    item.insert(name, value);
-    table.put_item(item, Condition::Always).await.unwrap();
-}
-
-fn s(v: &str) -> Value {
-    Value::S(v.to_owned())
-}
-
-fn n(v: u64) -> Value {
-    Value::N(v.to_string())
-}
-
-/// The Go library's Put: every listing row, then the object row, all unconditional.
-async fn go_put<S: Storage>(table: &S, path: &[&str], attrs: &[(&str, Value)]) {
-    for i in 1..=path.len() {
-        raw_put(table, listing_key(&path[..i]), &[]).await;
-    }
-    raw_put(table, object_key(path), attrs).await;
-}
-
 /// The Go library's link: a put of the attribute `¦` naming the target.
 async fn go_link<S: Storage>(table: &S, path: &[&str], target: &[&str]) {
     go_put(table, path, &[("¦", s(&sc_key(target)))]).await;
-}
-
-/// The Go library's Delete: the object row and its own listing row, unconditionally (children
-/// and ancestors' listing rows left as they are: REFERENCE §2 defect 4).
-async fn go_delete<S: Storage>(table: &S, path: &[&str]) {
-    raw_delete(table, object_key(path)).await;
-    raw_delete(table, listing_key(path)).await;
-}
-
-async fn list(tree: &Tree, path: &str) -> Vec<String> {
-    tree.list(p(path)).try_collect().await.unwrap()
 }
 
 async fn descendants(tree: &Tree, path: &str) -> Vec<String> {
@@ -194,10 +70,6 @@ async fn descendants(tree: &Tree, path: &str) -> Vec<String> {
     let mut v: Vec<String> = items.iter().map(|d| d.path.escaped()).collect();
     v.sort();
     v
-}
-
-async fn get(tree: &Tree, path: &str) -> Option<V> {
-    tree.get(p(path)).await.unwrap()
 }
 
 /// Check, repair, check: the first report must be `want`, the repair must fix exactly the
@@ -640,22 +512,6 @@ fn denormalized(table: &FakeTable) -> Tree {
         .denormalized::<Thread>()
         .build()
         .unwrap()
-}
-
-fn forum(id: &str, name: &str) -> Forum {
-    Forum {
-        forum: id.into(),
-        name: name.into(),
-    }
-}
-
-fn thread(forum: &str) -> Thread {
-    Thread {
-        forum: forum.into(),
-        thread: "t".into(),
-        title: "Hello".into(),
-        forum_name: String::new(),
-    }
 }
 
 /// Versions that are not numbers: a source's (`¦sv`: every write of the source fails its

@@ -1,0 +1,16 @@
+//! Tests on the in-memory fake table (`FakeTable`, metered and faulty), without a server and
+//! without the interleaving simulator, one module per subject, all in one test binary (each
+//! binary links the AWS SDK statically). Run one subject: `cargo test -p dynatree-testing
+//! --test fake cost::`.
+
+#[path = "../fixtures/mod.rs"]
+mod fixtures;
+
+mod ambiguous_outcomes;
+mod cost;
+mod denorm_model;
+mod faults;
+mod fenced_puts;
+mod segments;
+mod stale_reads;
+mod stream;
