@@ -603,7 +603,7 @@ fn fields_items(
     );
     let const_doc = format!(
         "Handles on the stored fields of `{ident}`, for typed conditions \
-         ([`Cond`]({krate}::Cond)) and partial updates ([`Patch`]({krate}::Patch)).",
+         ([`Cond`]({krate}::update::Cond)) and partial updates ([`Patch`]({krate}::Patch)).",
         krate = "dynatree"
     );
     quote! {

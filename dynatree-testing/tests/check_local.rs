@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use dynatree::check::{Class, Report};
 use dynatree::storage::{Key, Storage, WriteRequest, write_all};
-use dynatree::{DynamoDbTable, Hierarchical, storage::Item, RetryPolicy, Tree, storage::Value};
+use dynatree::{DynamoDbTable, Hierarchical, RetryPolicy, Tree, storage::Item, storage::Value};
 use dynatree_testing::{DynamoDbLocal, FakeTable, Fault, FaultRule, Faulty, Op};
 use futures::TryStreamExt;
 

@@ -87,7 +87,6 @@ macro_rules! value_from_sdk {
 
 pub mod changes;
 pub mod check;
-mod compat;
 mod cursor;
 pub mod denorm;
 pub mod error;
@@ -138,7 +137,7 @@ pub mod consistency {
     #![doc = ""]
     #![doc = include_str!("tree/denorm.md")]
     #![doc = ""]
-    #![doc = include_str!("tree/check.md")]
+    #![doc = include_str!("check/check.md")]
     #![doc = ""]
     #![doc = include_str!("tree/readers.md")]
 }
@@ -159,9 +158,6 @@ pub use crate::transaction::Transaction;
 pub use crate::tree::scope;
 pub use crate::tree::{Descendant, Descendants, Entry, Strategy, Tree, TreeBuilder};
 pub use crate::update::Patch;
-
-#[doc(hidden)]
-pub use crate::compat::*;
 /// Derive macro for the [`trait@Hierarchical`] trait.
 ///
 /// On a struct with named fields. Generates the trait impl, a key struct `<Name>Key` (every

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use dynatree::check::{Class, Phase, Progress, Report};
 use dynatree::storage::{Key, Storage};
-use dynatree::{Hierarchical, storage::Item, RetryPolicy, Tree, storage::Value};
+use dynatree::{Hierarchical, RetryPolicy, Tree, storage::Item, storage::Value};
 use dynatree_testing::{FakeTable, Fault, FaultRule, Op};
 use futures::TryStreamExt;
 use serde::{Deserialize, Serialize};

@@ -357,8 +357,8 @@ mod tests {
     #[test]
     fn checkpoint_beside_the_file() {
         assert_eq!(
-            checkpoint_path(FsPath::new("/tmp/x.jsonl")),
-            PathBuf::from("/tmp/x.jsonl.dynatree-import")
+            checkpoint_path(FsPath::new("/data/x.jsonl")),
+            PathBuf::from("/data/x.jsonl.dynatree-import")
         );
     }
 

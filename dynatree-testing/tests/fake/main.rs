@@ -14,3 +14,4 @@ mod fenced_puts;
 mod segments;
 mod stale_reads;
 mod stream;
+mod throttled_calls;

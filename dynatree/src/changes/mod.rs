@@ -14,8 +14,8 @@ use crate::error::Error;
 use crate::item::Item;
 use crate::storage::Key;
 
-#[cfg(feature = "streams")]
 mod apply;
+#[cfg(feature = "streams")]
 mod consumer;
 #[cfg(all(feature = "streams", feature = "dynamodb"))]
 #[cfg_attr(docsrs, doc(cfg(all(feature = "streams", feature = "dynamodb"))))]

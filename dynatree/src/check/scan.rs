@@ -1,5 +1,7 @@
 //! The integrity check ([`Tree::check`]): a parallel Scan, the rows sorted into the layout's
 //! kinds, the suspects confirmed by consistent reads. Public types in [`crate::check`].
+//!
+#![doc = include_str!("check.md")]
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -457,7 +459,7 @@ impl Rows {
                             IntentRow {
                                 abandoned: i.abandoned(self.now_ms),
                                 detail,
-                                op: (i.op.clone(), i.from.clone(), i.to.clone()),
+                                op: (i.op, i.from.clone(), i.to.clone()),
                             },
                         );
                     }
