@@ -1091,6 +1091,7 @@ impl<S> Tree<S> {
     /// ```
     /// # use dynatree::Tree; use dynatree_testing::FakeTable;
     /// # use std::sync::{Arc, Mutex};
+    /// use dynatree::ops::Phase;
     /// # #[derive(serde::Serialize)] struct V { v: u8 }
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
     /// let tree = Tree::new(FakeTable::new());
@@ -1101,13 +1102,13 @@ impl<S> Tree<S> {
     /// let seen = Arc::new(Mutex::new(Vec::new()));
     /// let log = Arc::clone(&seen);
     /// let observed = tree.on_progress(move |p| {
-    ///     log.lock().unwrap().push((p.phase.clone(), p.done, p.total));
+    ///     log.lock().unwrap().push((p.phase, p.done, p.total));
     /// });
     /// observed.move_subtree(["org", "eng"], ["org", "tech"]).await?;
     /// let seen = seen.lock().unwrap();
     /// // Two levels (eng, then its three children): four nodes in each phase.
-    /// assert!(seen.contains(&("copy".to_owned(), 4, Some(4))));
-    /// assert!(seen.contains(&("delete".to_owned(), 4, Some(4))));
+    /// assert!(seen.contains(&(Phase::Copy, 4, Some(4))));
+    /// assert!(seen.contains(&(Phase::Delete, 4, Some(4))));
     /// # Ok(()) }
     /// ```
     pub fn on_progress(&self, f: impl Fn(&OpProgress) + Send + Sync + 'static) -> Tree<S> {
