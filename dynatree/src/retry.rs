@@ -175,12 +175,13 @@ impl RetryPolicy {
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T>>,
     {
-        let mut retry = 0;
+        let mut backoff = Backoff::new(*self);
         loop {
             match op().await {
-                Err(e) if again(&e) && retry + 1 < self.max_attempts => {
-                    self.sleep(retry).await;
-                    retry += 1;
+                Err(e) if again(&e) => {
+                    if !backoff.retry().await {
+                        return Err(e);
+                    }
                 }
                 other => return other,
             }
