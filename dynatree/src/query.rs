@@ -1,5 +1,6 @@
 //! The typed query builders: a parent's children of one type, and the secondary indexes.
 
+use crate::tree::{Tree, read};
 use std::fmt;
 use std::marker::PhantomData;
 
@@ -16,7 +17,6 @@ use crate::path::Path;
 use crate::segment::{AsKeySegment, KeySegment};
 use crate::storage::{IndexQuery, Key, Query, RangeCondition, SharedStorage, Storage};
 use crate::stream::query_pages;
-use crate::tree::Tree;
 
 /// The settings every query builder shares.
 #[derive(Debug)]
@@ -535,7 +535,7 @@ assert_eq!(titles, [Title { title: "A".into() }]);
         projection: Option<Option<&'static [&'static str]>>,
     ) -> BoxStream<'static, Result<TypedPage<P>>> {
         let tree = self.tree.clone();
-        let read = tree.read_opts(self.shape.consistent, projection.flatten());
+        let read = read::read_opts(&tree.cx, self.shape.consistent, projection.flatten());
         let setup = (|| {
             let range = self.shape.range()?;
             if T::RESERVED != tree.reserved() {
@@ -545,7 +545,7 @@ assert_eq!(titles, [Title { title: "A".into() }]);
                 ));
             }
             let prefix = tree.enter(T::collection_path(&self.collection)?)?;
-            let mut query = tree.listing_query_for(&prefix)?;
+            let mut query = tree.cx.listing_query_for(&prefix)?;
             query.range = range;
             query.forward = self.shape.forward;
             if let Some(c) = self.shape.consistent {
@@ -643,7 +643,7 @@ fn typed_pages<T: DeserializeOwned + Send + 'static, S: Storage + 'static>(
     fp: u64,
     read: crate::tree::ReadOpts,
 ) -> impl Stream<Item = Result<TypedPage<T>>> + Send + 'static {
-    let pages = query_pages(tree.io(), query, start);
+    let pages = query_pages(tree.cx.io(), query, start);
     futures::stream::try_unfold(
         (Box::pin(pages), limit.unwrap_or(usize::MAX)),
         move |(mut pages, left)| {
@@ -661,7 +661,9 @@ fn typed_pages<T: DeserializeOwned + Send + 'static, S: Storage + 'static>(
                     .last_key
                     .as_ref()
                     .map(|k| Cursor::new(fp, vec![k.range.clone()]));
-                let entries = tree.entries_with::<T>(&prefix, page.items, &read).await?;
+                let entries =
+                    crate::tree::read::entries_with::<_, T>(&tree.cx, &prefix, page.items, &read)
+                        .await?;
                 let mut items: Vec<T> = entries.into_iter().filter_map(|e| e.value).collect();
                 items.truncate(left);
                 let left = left - items.len();
@@ -796,7 +798,8 @@ assert_eq!(ids, [Id { id: "u1".into() }]);
         let tree = self.tree.clone();
         // The table's and the index's keys are always read: the page's cursor is built from
         // the last item.
-        let mut projection: Vec<String> = tree.read_opts(None, projection.flatten()).projection;
+        let mut projection: Vec<String> =
+            read::read_opts(&tree.cx, None, projection.flatten()).projection;
         let setup = (|| {
             let range = self.shape.range()?;
             let sc = tree.reserved();
@@ -822,7 +825,7 @@ assert_eq!(ids, [Id { id: "u1".into() }]);
             let query = IndexQuery {
                 index: def.spec(sc),
                 // A scope's root is part of the hash: see `Layout::index_hash`.
-                hash: tree.index_hash(T::TEMPLATE, self.key.hash()),
+                hash: tree.cx.index_hash(T::TEMPLATE, self.key.hash()),
                 range,
                 forward: self.shape.forward,
                 limit: self.shape.request_limit(),
@@ -857,15 +860,17 @@ assert_eq!(ids, [Id { id: "u1".into() }]);
                         let (Some(start), true) = (state, left > 0) else {
                             return Ok(None);
                         };
-                        let page = tree.io().query_index_page(&query, start).await?;
+                        let page = tree.cx.io().query_index_page(&query, start).await?;
                         let now = crate::expiry::now_secs();
                         // Through a scope, only rows under its root: the index hash keeps
                         // scopes apart, and this keeps them apart whatever the table holds.
                         let mut items = page
                             .items
                             .into_iter()
-                            .filter(|i| !tree.layout().is_absent(i, now) && tree.row_in_scope(i))
-                            .map(|i| tree.to_value::<P>(i))
+                            .filter(|i| {
+                                !tree.cx.layout().is_absent(i, now) && tree.cx.row_in_scope(i)
+                            })
+                            .map(|i| tree.cx.to_value::<P>(i))
                             .collect::<Result<Vec<P>>>()?;
                         items.truncate(left);
                         let left = left - items.len();
@@ -957,11 +962,11 @@ fn index_start<S>(tree: &Tree<S>, query: &IndexQuery, parts: &[String]) -> Resul
     if attrs.len() != parts.len() || *hash != query.hash {
         return Err(another_query());
     }
-    let layout = tree.layout();
+    let layout = tree.cx.layout();
     let object = layout
         .decode_target(key)
         .ok()
-        .filter(|path| tree.in_scope(path) && path.len() > tree.floor());
+        .filter(|path| tree.cx.in_scope(path) && path.len() > tree.cx.floor());
     if object.is_none() || child != layout.link_attr() {
         return Err(cursor_outside(
             "the cursor's position is not an object row of the query's tree",

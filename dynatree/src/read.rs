@@ -1,5 +1,6 @@
 //! Reads with a per-call choice: [`Read`] (consistency, projection).
 
+use crate::tree::read;
 use std::fmt;
 use std::future::{Future, IntoFuture};
 use std::marker::PhantomData;
@@ -211,14 +212,14 @@ impl<T: Hierarchical, S: Storage + 'static, P: DeserializeOwned + Send + 'static
         self.repo.check_reserved()?;
         let tree = self.repo.tree();
         let path = tree.enter(T::key_path(&self.key)?)?;
-        tree.layout().check_object_path(&path)?;
-        let read = tree.read_opts(self.consistent, self.projection);
+        tree.cx.layout().check_object_path(&path)?;
+        let read = read::read_opts(&tree.cx, self.consistent, self.projection);
         let span =
             tracing::debug_span!("dynatree.read", path = %path, consistent = read.consistent);
         tracing::Instrument::instrument(
             async {
-                match tree.resolve_with(&path, &read).await? {
-                    Some(item) => tree.to_value(item).map(Some),
+                match read::resolve_with(&tree.cx, &path, &read).await? {
+                    Some(item) => tree.cx.to_value(item).map(Some),
                     None => Ok(None),
                 }
             },

@@ -1,5 +1,6 @@
 //! [`Repository`]: typed access to the values of one [`Hierarchical`] type in a tree.
 
+use crate::tree::{Tree, denorm, many, txn};
 use std::marker::PhantomData;
 
 use crate::error::{Error, ErrorKind, Result};
@@ -10,7 +11,6 @@ use crate::path::Path;
 use crate::query::{IndexQueryBuilder, Shape, TypedQuery};
 use crate::retry::Backoff;
 use crate::storage::{Condition, SharedStorage, Storage};
-use crate::tree::Tree;
 
 /// Typed access to the values of `T` in a tree: `tree.repo::<T>()`.
 ///
@@ -87,7 +87,7 @@ impl<S: Storage + 'static> Tree<S> {
     /// # Ok(()) }
     /// ```
     pub fn repo<T: Hierarchical>(&self) -> Repository<T, S> {
-        self.register_targets(crate::denorm::TypeInfo::of::<T>());
+        denorm::register_targets(&self.cx, crate::denorm::TypeInfo::of::<T>());
         Repository {
             tree: self.clone(),
             _type: PhantomData,
@@ -110,15 +110,14 @@ impl<T: Hierarchical, S: Storage + 'static> Repository<T, S> {
         condition: &Condition,
     ) -> Result<()> {
         let ty = crate::denorm::TypeInfo::of::<T>();
-        let guard = self.tree.before_source_write(ty, path).await?;
+        let guard = denorm::before_source_write(&self.tree.cx, ty, path).await?;
         // Copies filled from the sources as read, and the write conditional on the sources
         // being unchanged (a source written in between: read and fill again).
-        let mut backoff = Backoff::new(self.tree.config_retry());
+        let mut backoff = Backoff::new(self.tree.cx.config_retry());
         loop {
-            let written = match self.tree.fill_checked(ty, path, &mut row).await {
+            let written = match denorm::fill_checked(&self.tree.cx, ty, path, &mut row).await {
                 Ok(checks) => {
-                    self.tree
-                        .write_fenced_checked(path, &mut row, condition, &checks)
+                    denorm::write_fenced_checked(&self.tree.cx, path, &mut row, condition, &checks)
                         .await
                 }
                 Err(e) => Err(e),
@@ -133,11 +132,11 @@ impl<T: Hierarchical, S: Storage + 'static> Repository<T, S> {
                         ErrorKind::Conflict,
                         format!("the sources of {path}'s denormalized fields kept changing"),
                     );
-                    self.tree.source_write_failed(guard, &e).await;
+                    denorm::source_write_failed(&self.tree.cx, guard, &e).await;
                     return Err(e);
                 }
                 Err(e) => {
-                    self.tree.source_write_failed(guard, &e).await;
+                    denorm::source_write_failed(&self.tree.cx, guard, &e).await;
                     return Err(e);
                 }
             }
@@ -145,15 +144,13 @@ impl<T: Hierarchical, S: Storage + 'static> Repository<T, S> {
         // A source that is a target too may have had its copies refreshed after its write:
         // propagate what is stored, not this row.
         let written = T::DENORMALIZED.is_empty().then_some(&row);
-        self.tree.after_source_write(guard, path, written).await
+        denorm::after_source_write(&self.tree.cx, guard, path, written).await
     }
 
     /// What follows a write of `row` at `path` (a value of `T`, not a source): its copies
     /// checked again (see [`write_row`](Repository::write_row)).
     pub(crate) async fn after_write(&self, path: &Path, row: &Item) -> Result<()> {
-        self.tree
-            .recheck_targets(crate::denorm::TypeInfo::of::<T>(), path, row)
-            .await
+        denorm::recheck_targets(&self.tree.cx, crate::denorm::TypeInfo::of::<T>(), path, row).await
     }
 
     pub(crate) fn check_reserved(&self) -> Result<()> {
@@ -176,15 +173,17 @@ impl<T: Hierarchical, S: Storage + 'static> Repository<T, S> {
         self.check_reserved()?;
         // Through a scope: the absolute path under its root.
         let path = self.tree.enter(T::key_path(&value.key())?)?;
-        let mut row = self.tree.object_row_for(&path, value)?;
-        let hash_of = |encoded: &str| self.tree.index_hash(T::TEMPLATE, encoded);
+        let mut row = self.tree.cx.object_row_for(&path, value)?;
+        let hash_of = |encoded: &str| self.tree.cx.index_hash(T::TEMPLATE, encoded);
         for (name, v) in index_attributes(value, self.tree.reserved(), hash_of)? {
             row.insert(name, v);
         }
-        self.tree
-            .stamp_source(crate::denorm::TypeInfo::of::<T>(), &mut row);
+        denorm::stamp_source(&self.tree.cx, crate::denorm::TypeInfo::of::<T>(), &mut row);
         if let Some(expires) = value.expires_at() {
-            row.insert(self.tree.layout().ttl_attr(), Value::N(expires.to_string()));
+            row.insert(
+                self.tree.cx.layout().ttl_attr(),
+                Value::N(expires.to_string()),
+            );
         }
         crate::layout::check_item_size(&row)?;
         Ok((path, row))
@@ -286,7 +285,7 @@ impl<T: Hierarchical, S: Storage + 'static> Repository<T, S> {
             .into_iter()
             .map(|v| self.row(v))
             .collect::<Result<Vec<_>>>()?;
-        if self.tree.is_source(T::TEMPLATE) {
+        if denorm::is_source(&self.tree.cx, T::TEMPLATE) {
             // Each source write is fenced by its version: one at a time (see `write_row`).
             for (path, row) in rows {
                 self.write_row(&path, row, &Condition::Always).await?;
@@ -297,22 +296,19 @@ impl<T: Hierarchical, S: Storage + 'static> Repository<T, S> {
         let ty = crate::denorm::TypeInfo::of::<T>();
         // Targets: intents on their sources first, so that copies a failure or a crash leaves
         // stale between the write and its re-read are brought up to date by `resume`.
-        let guards = self
-            .tree
-            .record_refresh(ty, rows.iter().map(|(p, _)| p))
-            .await?;
+        let guards = denorm::record_refresh(&self.tree.cx, ty, rows.iter().map(|(p, _)| p)).await?;
         let result = async {
             for (path, row) in &mut rows {
-                self.tree.fill_targets(ty, path, row).await?;
+                denorm::fill_targets(&self.tree.cx, ty, path, row).await?;
             }
-            self.tree.write_objects(rows.clone()).await?;
+            many::write_objects(&self.tree.cx, rows.clone()).await?;
             for (path, row) in &rows {
                 self.after_write(path, row).await?;
             }
             Ok(())
         }
         .await;
-        self.tree.end_refresh(guards, result.is_err()).await;
+        denorm::end_refresh(&self.tree.cx, guards, result.is_err()).await;
         result
     }
 
@@ -359,11 +355,10 @@ impl<T: Hierarchical, S: Storage + 'static> Repository<T, S> {
             .into_iter()
             .map(|k| self.tree.enter(T::key_path(k)?))
             .collect::<Result<Vec<_>>>()?;
-        self.tree
-            .read_many(&paths)
+        many::read_many(&self.tree.cx, &paths)
             .await?
             .into_iter()
-            .map(|item| item.map(|i| self.tree.to_value(i)).transpose())
+            .map(|item| item.map(|i| self.tree.cx.to_value(i)).transpose())
             .collect()
     }
 
@@ -405,9 +400,7 @@ impl<T: Hierarchical, S: Storage + 'static> Repository<T, S> {
             .write_row(
                 &path,
                 row,
-                &self
-                    .tree
-                    .live_if(T::TTL_FIELD.is_some(), Condition::NotExists),
+                &txn::live_if(&self.tree.cx, T::TTL_FIELD.is_some(), Condition::NotExists),
             )
             .await
         {
@@ -477,7 +470,7 @@ impl<T: Hierarchical, S: Storage + 'static> Repository<T, S> {
         }
         let result = match self.row(value) {
             Ok((path, row)) => {
-                let condition = self.tree.live_if(T::TTL_FIELD.is_some(), condition);
+                let condition = txn::live_if(&self.tree.cx, T::TTL_FIELD.is_some(), condition);
                 self.write_row(&path, row, &condition).await
             }
             Err(e) => Err(e),

@@ -8,6 +8,7 @@ use crate::hierarchical::Hierarchical;
 use crate::path::Path;
 use crate::retry::Backoff;
 use crate::storage::{Condition, SharedStorage, Storage};
+use crate::tree::{Ctx, denorm, txn};
 use crate::tree::{Tree, TxOp as Op};
 use crate::update::{Bound, Patch};
 
@@ -130,7 +131,7 @@ impl<S: Storage + 'static> Transaction<S> {
     fn path_of<T: Hierarchical>(&self, key: &T::Key) -> Result<Path> {
         self.tree.repo::<T>().check_reserved()?;
         let path = self.tree.enter(T::key_path(key)?)?;
-        self.tree.layout().check_object_path(&path)?;
+        self.tree.cx.layout().check_object_path(&path)?;
         Ok(path)
     }
 
@@ -324,7 +325,7 @@ impl<S: Storage + 'static> Transaction<S> {
     /// ```
     pub fn patch<T: Hierarchical>(&mut self, patch: Patch<T>) -> &mut Self {
         let op = self.path_of::<T>(&patch.key).and_then(|path| {
-            let (actions, condition) = patch.plan(self.tree.layout())?;
+            let (actions, condition) = patch.plan(self.tree.cx.layout())?;
             Ok(Op::Update {
                 path,
                 actions,
@@ -548,7 +549,7 @@ impl<S: Storage + 'static> Transaction<S> {
         let result = tracing::Instrument::instrument(self.commit_inner(), span).await;
         match result {
             Err(e) if e.is_transaction_canceled() && !bounds.is_empty() => {
-                Err(tree.out_of_range(bounds, e).await)
+                Err(out_of_range(&tree.cx, bounds, e).await)
             }
             other => other,
         }
@@ -565,10 +566,7 @@ impl<S: Storage + 'static> Transaction<S> {
             ));
         }
         if !self.propagate {
-            return self
-                .tree
-                .commit_ops(self.ops, self.expiring, self.token)
-                .await;
+            return txn::commit_ops(&self.tree.cx, self.ops, self.expiring, self.token).await;
         }
         // Denormalized fields (see `Denormalized`): targets put are filled from their
         // ancestors before and checked again after; sources changed are stamped (puts were, by
@@ -580,11 +578,11 @@ impl<S: Storage + 'static> Transaction<S> {
         let mut refresh = Vec::new();
         for op in &ops {
             if let Op::Put { path, .. } = op {
-                for ty in tree.target_types_at(path) {
-                    match tree.record_refresh(ty, std::iter::once(path)).await {
+                for ty in denorm::target_types_at(&tree.cx, path) {
+                    match denorm::record_refresh(&tree.cx, ty, std::iter::once(path)).await {
                         Ok(g) => refresh.extend(g),
                         Err(e) => {
-                            tree.end_refresh(refresh, true).await;
+                            denorm::end_refresh(&tree.cx, refresh, true).await;
                             return Err(e);
                         }
                     }
@@ -593,9 +591,9 @@ impl<S: Storage + 'static> Transaction<S> {
         }
         for op in &mut ops {
             if let Op::Put { path, row, .. } = op {
-                for ty in tree.target_types_at(path) {
-                    if let Err(e) = tree.fill_targets(ty, path, row).await {
-                        tree.end_refresh(refresh, true).await;
+                for ty in denorm::target_types_at(&tree.cx, path) {
+                    if let Err(e) = denorm::fill_targets(&tree.cx, ty, path, row).await {
+                        denorm::end_refresh(&tree.cx, refresh, true).await;
                         return Err(e);
                     }
                 }
@@ -603,13 +601,13 @@ impl<S: Storage + 'static> Transaction<S> {
         }
         let mut guards = Vec::new();
         for op in &ops {
-            if !matches!(op, Op::Check { .. }) && tree.source_at(op.path()) {
-                match tree.before_source_write_at(op.path()).await {
+            if !matches!(op, Op::Check { .. }) && denorm::source_at(&tree.cx, op.path()) {
+                match denorm::before_source_write_at(&tree.cx, op.path()).await {
                     Ok(Some(g)) => guards.push((op.path().clone(), g)),
                     Ok(None) => {}
                     Err(e) => {
                         for (_, g) in guards {
-                            tree.source_write_failed(Some(g), &e).await;
+                            denorm::source_write_failed(&tree.cx, Some(g), &e).await;
                         }
                         return Err(e);
                     }
@@ -632,7 +630,8 @@ impl<S: Storage + 'static> Transaction<S> {
             .iter()
             .enumerate()
             .filter(|(_, op)| {
-                matches!(op, Op::Put { .. } | Op::Update { .. }) && tree.source_at(op.path())
+                matches!(op, Op::Put { .. } | Op::Update { .. })
+                    && denorm::source_at(&tree.cx, op.path())
             })
             .map(|(i, _)| i)
             .collect();
@@ -644,22 +643,21 @@ impl<S: Storage + 'static> Transaction<S> {
             match op {
                 // A removed source written again comes after its tombstone.
                 Op::Put { path, .. } if sources.contains(&i) => {
-                    floors[i] = tree
-                        .tombstone(path)
+                    floors[i] = denorm::tombstone(&tree.cx, path)
                         .await?
                         .map_or(0, |t| t.saturating_add(1));
                 }
                 // A source deleted: its version is its tombstone, and the delete is
                 // conditional on it.
-                Op::Delete { path, .. } if tree.source_at(path) => {
-                    pins[i] = Some(tree.pin_versions(path).await?);
+                Op::Delete { path, .. } if denorm::source_at(&tree.cx, path) => {
+                    pins[i] = Some(denorm::pin_versions(&tree.cx, path).await?);
                 }
                 _ => {}
             }
         }
-        let mut backoff = Backoff::new(tree.config_retry());
+        let mut backoff = Backoff::new(tree.cx.config_retry());
         let committed = loop {
-            let (mut stamped, stamps) = tree.stamp_sources(&ops, &sources, &floors);
+            let (mut stamped, stamps) = denorm::stamp_sources(&tree.cx, &ops, &sources, &floors);
             // Each source put checks its tombstone in the same transaction (a removal that
             // commits after the tombstone was read is seen): after the caller's actions.
             let mut tombstone_of: Vec<(usize, usize)> = Vec::new();
@@ -669,14 +667,14 @@ impl<S: Storage + 'static> Transaction<S> {
                     tombstone_of.push((stamped.len(), i));
                     stamped.push(Op::Tombstone {
                         path: path.clone(),
-                        condition: tree.tombstone_below(stamps[i]),
+                        condition: denorm::tombstone_below(&tree.cx, stamps[i]),
                     });
                     expiring.push(false);
                 }
             }
             for (op, pin) in stamped.iter_mut().zip(&pins) {
                 if let (Op::Delete { path, condition }, Some(row)) = (op, pin) {
-                    let same = tree.same_versions(path, row);
+                    let same = denorm::same_versions(&tree.cx, path, row);
                     *condition = if condition.is_always() {
                         same
                     } else {
@@ -684,7 +682,7 @@ impl<S: Storage + 'static> Transaction<S> {
                     };
                 }
             }
-            let e = match tree.commit_ops(stamped, expiring, self.token.clone()).await {
+            let e = match txn::commit_ops(&tree.cx, stamped, expiring, self.token.clone()).await {
                 Ok(()) => break Ok(()),
                 Err(e) => e,
             };
@@ -698,7 +696,9 @@ impl<S: Storage + 'static> Transaction<S> {
                     .is_some_and(crate::error::CancellationReason::is_condition_failed)
                 {
                     // Removed meanwhile: written again after its tombstone.
-                    let t = tree.tombstone(ops[i].path()).await?.unwrap_or(0);
+                    let t = denorm::tombstone(&tree.cx, ops[i].path())
+                        .await?
+                        .unwrap_or(0);
                     floors[i] = floors[i].max(t.saturating_add(1));
                     fenced = true;
                 }
@@ -708,7 +708,7 @@ impl<S: Storage + 'static> Transaction<S> {
                     .get(i)
                     .is_some_and(crate::error::CancellationReason::is_condition_failed)
                 {
-                    match tree.stored_version(ops[i].path()).await {
+                    match denorm::stored_version(&tree.cx, ops[i].path()).await {
                         Ok(Some(stored)) if stored >= stamps[i] => {
                             floors[i] = stored;
                             fenced = true;
@@ -726,8 +726,10 @@ impl<S: Storage + 'static> Transaction<S> {
                 if let (true, Some(seen)) = (failed, pin.as_ref()) {
                     // Written meanwhile: read (and tombstone) again; else the caller's condition.
                     let path = ops[i].path();
-                    let now = tree.pin_versions(path).await?;
-                    if tree.row_version(path, &now) != tree.row_version(path, seen) {
+                    let now = denorm::pin_versions(&tree.cx, path).await?;
+                    if denorm::row_version(&tree.cx, path, &now)
+                        != denorm::row_version(&tree.cx, path, seen)
+                    {
                         *pin = Some(now);
                         fenced = true;
                     }
@@ -739,26 +741,26 @@ impl<S: Storage + 'static> Transaction<S> {
         };
         if let Err(e) = committed {
             for (_, g) in guards {
-                tree.source_write_failed(Some(g), &e).await;
+                denorm::source_write_failed(&tree.cx, Some(g), &e).await;
             }
             // Nothing written if the transaction was refused; else (a lost response) the
             // intents stay for `resume`.
             let refused =
                 e.is_transaction_canceled() || e.is_condition_failed() || e.is_invalid_input();
-            tree.end_refresh(refresh, !refused).await;
+            denorm::end_refresh(&tree.cx, refresh, !refused).await;
             return Err(e);
         }
         let mut first_error = None;
         for (path, row) in &written {
-            for ty in tree.target_types_at(path) {
-                if let Err(e) = tree.recheck_targets(ty, path, row).await {
+            for ty in denorm::target_types_at(&tree.cx, path) {
+                if let Err(e) = denorm::recheck_targets(&tree.cx, ty, path, row).await {
                     first_error.get_or_insert(e);
                 }
             }
         }
-        tree.end_refresh(refresh, first_error.is_some()).await;
+        denorm::end_refresh(&tree.cx, refresh, first_error.is_some()).await;
         for (path, g) in guards {
-            if let Err(e) = tree.after_source_write(Some(g), &path, None).await {
+            if let Err(e) = denorm::after_source_write(&tree.cx, Some(g), &path, None).await {
                 first_error.get_or_insert(e);
             }
         }
@@ -770,29 +772,31 @@ impl<S: Storage + 'static> Transaction<S> {
     }
 }
 
-impl<S: Storage + 'static> Tree<S> {
-    /// The error of a cancelled transaction `e`: [`ErrorKind::InvalidValue`] if a patch whose
-    /// condition failed would take a stored number out of its type (one consistent read per
-    /// such patch), else `e`.
-    async fn out_of_range(&self, bounds: Vec<(usize, Path, Vec<Bound>)>, e: Error) -> Error {
-        for (i, path, bounds) in bounds {
-            let failed = e
-                .cancellation_reasons()
-                .get(i)
-                .is_some_and(crate::error::CancellationReason::is_condition_failed);
-            if !failed {
-                continue;
-            }
-            // Only a stored value (no link, no fence, not expired) is out of range.
-            let layout = self.layout();
-            if let Ok(Some(row)) = self.io().get_item(&layout.object_key(&path), true).await
-                && !row.contains(layout.link_attr())
-                && !layout.is_absent(&row, crate::expiry::now_secs())
-                && let Some(out) = crate::update::out_of_range(&bounds, &row)
-            {
-                return out.with_source(e);
-            }
+/// The error of a cancelled transaction `e`: [`ErrorKind::InvalidValue`] if a patch whose
+/// condition failed would take a stored number out of its type (one consistent read per
+/// such patch), else `e`.
+async fn out_of_range<S: Storage + 'static>(
+    cx: &Ctx<S>,
+    bounds: Vec<(usize, Path, Vec<Bound>)>,
+    e: Error,
+) -> Error {
+    for (i, path, bounds) in bounds {
+        let failed = e
+            .cancellation_reasons()
+            .get(i)
+            .is_some_and(crate::error::CancellationReason::is_condition_failed);
+        if !failed {
+            continue;
         }
-        e
+        // Only a stored value (no link, no fence, not expired) is out of range.
+        let layout = cx.layout();
+        if let Ok(Some(row)) = cx.io().get_item(&layout.object_key(&path), true).await
+            && !row.contains(layout.link_attr())
+            && !layout.is_absent(&row, crate::expiry::now_secs())
+            && let Some(out) = crate::update::out_of_range(&bounds, &row)
+        {
+            return out.with_source(e);
+        }
     }
+    e
 }

@@ -85,6 +85,8 @@
 //! # Ok(()) }
 //! ```
 
+use crate::check::scan;
+use crate::tree::{Tree, many, ops, read};
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::pin::pin;
@@ -99,7 +101,6 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::item::{Item, Value};
 use crate::path::{IntoPath, Path};
 use crate::storage::Storage;
-use crate::tree::Tree;
 
 /// One exported object or link: a line of an export (see the [module](self) for the format).
 ///
@@ -781,7 +782,7 @@ impl<S: Storage + 'static> Tree<S> {
     pub fn export(&self, path: impl IntoPath) -> BoxStream<'static, Result<Record>> {
         let start = path.into_path().and_then(|p| {
             let abs = self.enter(p.clone())?;
-            self.layout().check_listing_path(&abs)?;
+            self.cx.layout().check_listing_path(&abs)?;
             Ok((p, abs))
         });
         let (path, abs) = match start {
@@ -794,15 +795,15 @@ impl<S: Storage + 'static> Tree<S> {
             let path = path.clone();
             async move {
                 // The root holds no object; a scope's root belongs to the parent tree.
-                if path.is_root() || tree.layout().check_object_path(&abs).is_err() {
+                if path.is_root() || tree.cx.layout().check_object_path(&abs).is_err() {
                     return Ok(None);
                 }
-                let key = tree.layout().object_key(&abs);
-                let consistent = tree.default_read().consistent;
-                let row = tree.io().get_item(&key, consistent).await?;
+                let key = tree.cx.layout().object_key(&abs);
+                let consistent = read::default_read(&tree.cx).consistent;
+                let row = tree.cx.io().get_item(&key, consistent).await?;
                 let now = crate::expiry::now_secs();
-                match row.filter(|r| !tree.layout().is_absent(r, now)) {
-                    Some(row) => tree.record_of(path, row).map(Some),
+                match row.filter(|r| !tree.cx.layout().is_absent(r, now)) {
+                    Some(row) => record_of(&tree, path, row).map(Some),
                     None => Ok(None),
                 }
             }
@@ -810,7 +811,7 @@ impl<S: Storage + 'static> Tree<S> {
         let rest = self
             .descendants(path)
             .items()
-            .and_then(move |d| futures::future::ready(tree.record_of(d.path, d.item)));
+            .and_then(move |d| futures::future::ready(record_of(&tree, d.path, d.item)));
         Box::pin(
             futures::stream::once(own)
                 .try_filter_map(futures::future::ok)
@@ -859,26 +860,27 @@ impl<S: Storage + 'static> Tree<S> {
             progress: None,
         }
     }
+}
 
-    /// The record of an exported row at `path` (as the caller sees it).
-    fn record_of(&self, path: Path, mut row: Item) -> Result<Record> {
-        let layout = self.layout();
-        if let Some(stored) = row.get_s(layout.link_attr()) {
-            let origin = self.enter(path.clone())?;
-            let target = self.leave(self.link_target(&origin, stored)?)?;
-            return Ok(Record::Link { path, target });
-        }
-        let expires = match row.get(&layout.ttl_attr()) {
-            Some(Value::N(n)) => n.parse::<u64>().ok(),
-            _ => None,
-        };
-        crate::layout::strip_bookkeeping(&mut row, layout.reserved());
-        Ok(Record::Object {
-            path,
-            item: row,
-            expires,
-        })
+/// The record of an exported row at `path` (as the caller sees it).
+fn record_of<S: Storage + 'static>(tree: &Tree<S>, path: Path, mut row: Item) -> Result<Record> {
+    let cx = &tree.cx;
+    let layout = cx.layout();
+    if let Some(stored) = row.get_s(layout.link_attr()) {
+        let origin = tree.enter(path.clone())?;
+        let target = tree.leave(cx.link_target(&origin, stored)?)?;
+        return Ok(Record::Link { path, target });
     }
+    let expires = match row.get(&layout.ttl_attr()) {
+        Some(Value::N(n)) => n.parse::<u64>().ok(),
+        _ => None,
+    };
+    crate::layout::strip_bookkeeping(&mut row, layout.reserved());
+    Ok(Record::Object {
+        path,
+        item: row,
+        expires,
+    })
 }
 
 impl<S: Storage + 'static, R: Stream<Item = Result<Record>> + Send> Import<S, R> {
@@ -993,7 +995,7 @@ impl<S: Storage + 'static, R: Stream<Item = Result<Record>> + Send> Import<S, R>
                 let record = next.map_err(|e| BadRecord { number, path: None }.wrap(&e))?;
                 let shown = record.path().clone();
                 let is_link = matches!(record, Record::Link { .. });
-                let (path, row) = tree.import_row(&under, record).map_err(|e| {
+                let (path, row) = import_row(&tree, &under, record).map_err(|e| {
                     BadRecord {
                         number,
                         path: Some(shown),
@@ -1016,7 +1018,7 @@ impl<S: Storage + 'static, R: Stream<Item = Result<Record>> + Send> Import<S, R>
             if count == 0 {
                 break;
             }
-            tree.write_objects(rows).await?;
+            many::write_objects(&tree.cx, rows).await?;
             done.records += count;
             done.objects += objects;
             done.links += links;
@@ -1065,37 +1067,42 @@ impl<S: Storage + 'static> Tree<S> {
     /// [`ErrorKind::InvalidAttribute`], [`ErrorKind::InvalidValue`],
     /// [`ErrorKind::ItemTooLarge`].
     pub fn check_record(&self, record: &Record) -> Result<()> {
-        self.import_row(&Path::root(), record.clone()).map(drop)
+        import_row(self, &Path::root(), record.clone()).map(drop)
     }
+}
 
-    /// The absolute path and the checked row of a record imported under `under`.
-    fn import_row(&self, under: &Path, record: Record) -> Result<(Path, Item)> {
-        let join = |p: &Path| Path::new(under.components().iter().chain(p.components()).cloned());
-        let layout = self.layout();
-        let path = self.enter(join(record.path())?)?;
-        self.refuse_root(&path, "import")?;
-        layout.check_object_path(&path)?;
-        let row = match record {
-            Record::Object { item, expires, .. } => {
-                layout.check_user_item(&item)?;
-                let mut row = layout.object_row(&path, item)?;
-                if let Some(t) = expires {
-                    row.insert(layout.ttl_attr(), Value::N(t.to_string()));
-                }
-                self.add_path_index(&path, &mut row)?;
-                for (name, value) in self.index_attributes_to_write(&path, &row)? {
-                    row.insert(name, value);
-                }
-                crate::layout::check_item_size(&row)?;
-                row
+/// The absolute path and the checked row of a record imported under `under`.
+fn import_row<S: Storage + 'static>(
+    tree: &Tree<S>,
+    under: &Path,
+    record: Record,
+) -> Result<(Path, Item)> {
+    let cx = &tree.cx;
+    let join = |p: &Path| Path::new(under.components().iter().chain(p.components()).cloned());
+    let layout = cx.layout();
+    let path = tree.enter(join(record.path())?)?;
+    cx.refuse_root(&path, "import")?;
+    layout.check_object_path(&path)?;
+    let row = match record {
+        Record::Object { item, expires, .. } => {
+            layout.check_user_item(&item)?;
+            let mut row = layout.object_row(&path, item)?;
+            if let Some(t) = expires {
+                row.insert(layout.ttl_attr(), Value::N(t.to_string()));
             }
-            Record::Link { target, .. } => {
-                let target = self.enter(join(&target)?)?;
-                self.link_row_for(&path, &target)?
+            ops::add_path_index(cx, &path, &mut row)?;
+            for (name, value) in scan::index_attributes_to_write(cx, &path, &row)? {
+                row.insert(name, value);
             }
-        };
-        Ok((path, row))
-    }
+            crate::layout::check_item_size(&row)?;
+            row
+        }
+        Record::Link { target, .. } => {
+            let target = tree.enter(join(&target)?)?;
+            cx.link_row_for(&path, &target)?
+        }
+    };
+    Ok((path, row))
 }
 
 #[cfg(test)]

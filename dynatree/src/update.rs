@@ -1,5 +1,6 @@
 //! Partial updates of stored values: [`Patch`].
 
+use crate::tree::{denorm, txn};
 use std::marker::PhantomData;
 
 use serde::Serialize;
@@ -755,9 +756,11 @@ impl<T: Hierarchical, S: crate::storage::Storage + 'static> crate::Repository<T,
     ///
     /// As [`put`](crate::Repository::put).
     pub async fn put_if(&self, value: &T, condition: Cond<T>) -> Result<()> {
-        let condition = self
-            .tree()
-            .live_if(T::TTL_FIELD.is_some(), condition.into_condition()?);
+        let condition = txn::live_if(
+            &self.tree().cx,
+            T::TTL_FIELD.is_some(),
+            condition.into_condition()?,
+        );
         let (path, row) = self.row(value)?;
         self.write_row(&path, row, &condition).await
     }
@@ -856,17 +859,17 @@ impl<T: Hierarchical, S: crate::storage::Storage + 'static> crate::Repository<T,
         let tree = self.tree();
         let path = tree.enter(T::key_path(&patch.key)?)?;
         // A patch DynamoDB or dynatree refuses writes nothing, not even a source's intent.
-        patch.plan(tree.layout())?;
+        patch.plan(tree.cx.layout())?;
         let ty = crate::denorm::TypeInfo::of::<T>();
         let mut stored_version = 0;
-        let guard = tree.before_source_write(ty, &path).await?;
+        let guard = denorm::before_source_write(&tree.cx, ty, &path).await?;
         let result = self
             .patch_loop(&patch, &path, ty, &mut stored_version)
             .await;
         match result {
-            Ok(()) => tree.propagate_patched(guard, &path).await,
+            Ok(()) => denorm::propagate_patched(&tree.cx, guard, &path).await,
             Err(e) => {
-                tree.source_write_failed(guard, &e).await;
+                denorm::source_write_failed(&tree.cx, guard, &e).await;
                 Err(e)
             }
         }
@@ -880,24 +883,25 @@ impl<T: Hierarchical, S: crate::storage::Storage + 'static> crate::Repository<T,
         stored_version: &mut u64,
     ) -> Result<()> {
         let tree = self.tree();
-        let mut backoff = Backoff::new(tree.config_retry());
+        let mut backoff = Backoff::new(tree.cx.config_retry());
         loop {
             // A source is stamped with a version after the stored one, fenced like a put (see
             // `Repository::write_row`).
             let mut attempt_patch = patch.clone();
-            let fence = tree.source_fence(ty, path, *stored_version);
+            let fence = denorm::source_fence(&tree.cx, ty, path, *stored_version);
             if fence.is_none() && backoff.retries() == 0 {
                 // Not a source of denormalized fields: one UpdateItem, conditional on the
                 // value being there (so its listing row is), live, not a link and not held by
                 // a move or copy, and on the patch's condition. Anything else (a failed
                 // condition included) takes the transaction below, which tells why.
-                let layout = tree.layout();
+                let layout = tree.cx.layout();
                 let (actions, condition) = patch.plan(layout)?;
                 let condition = Condition::And(vec![
                     layout.live(condition, crate::expiry::now_secs()),
                     Condition::attr_not_exists(layout.held_attr()),
                 ]);
                 match tree
+                    .cx
                     .io()
                     .update_item(&layout.object_key(path), actions, condition)
                     .await
@@ -923,8 +927,9 @@ impl<T: Hierarchical, S: crate::storage::Storage + 'static> crate::Repository<T,
             // value as a consistent read sees it. Missing (or a link, or expired): not found.
             // Present and the condition false: the condition failed. Present and the condition
             // true: it changed in between; try again.
-            let layout = tree.layout();
+            let layout = tree.cx.layout();
             let stored = tree
+                .cx
                 .io()
                 .get_item(&layout.object_key(path), true)
                 .await?
@@ -939,7 +944,7 @@ impl<T: Hierarchical, S: crate::storage::Storage + 'static> crate::Repository<T,
                 )
                 .with_source(e));
             };
-            if let Some(v) = tree.row_version(path, &row) {
+            if let Some(v) = denorm::row_version(&tree.cx, path, &row) {
                 *stored_version = (*stored_version).max(v);
             }
             if let Some(out) = patch.out_of_range(&row) {

@@ -4,8 +4,8 @@
 use crate::denorm::{Denormalized, TypeInfo};
 use crate::error::Result;
 use crate::storage::Storage;
-use crate::tree::Tree;
 use crate::tree::denorm::matches_template;
+use crate::tree::{Ctx, Tree, denorm};
 use tracing::Instrument;
 
 use super::{Applied, Change, FailedChange};
@@ -72,7 +72,7 @@ impl<S: Storage + 'static> Tree<S> {
                 kind = change.kind().event_name(),
                 sequence = change.sequence_number()
             );
-            if let Err(error) = self.apply_change(change).instrument(span).await {
+            if let Err(error) = apply_change(&self.cx, change).instrument(span).await {
                 return Applied {
                     applied: index,
                     failure: Some(FailedChange {
@@ -88,61 +88,64 @@ impl<S: Storage + 'static> Tree<S> {
             failure: None,
         }
     }
+}
 
-    async fn apply_change(&self, change: &Change) -> Result<()> {
-        let layout = &self.layout();
-        let Some(path) = layout.path_of_object_key(change.key()) else {
-            return Ok(());
-        };
-        let targets = self.denorm_targets().snapshot();
-        let source_attrs: Vec<&str> = targets
-            .iter()
-            .flat_map(|(_, defs)| defs.iter())
-            .filter(|d| matches_template(d.source_template(), &path))
-            .map(Denormalized::source_attr)
-            .collect();
-        // A fence (fenced puts) is no object: its record is a removal.
-        let new = change
-            .new_image()
-            .filter(|r| !r.contains(layout.link_attr()) && !layout.is_fence(r));
-        if !source_attrs.is_empty() {
-            match new {
-                Some(new) => {
-                    let unchanged = change.old_image().is_some_and(|old| {
-                        !old.contains(layout.link_attr())
-                            && source_attrs.iter().all(|a| old.get(a) == new.get(a))
-                    });
-                    // What is stored now is propagated, not the image (a record delivered
-                    // late may show a source since moved or removed); none: its removal's own
-                    // record does the work.
-                    if !unchanged && let Some(now) = self.current_source(&path).await? {
-                        self.reconcile_source(&path, Some(&now), None).await?;
-                    }
-                }
-                // Removed (or now a link): whatever is there now decides; the removed row's
-                // version is its tombstone if its deleter did not record one (another program).
-                None => {
-                    if let Some(v) = change.old_image().and_then(|o| self.row_version(&path, o)) {
-                        self.put_tombstone(&path, v).await?;
-                    }
-                    self.reconcile_source(&path, None, None).await?;
+async fn apply_change<S: Storage + 'static>(cx: &Ctx<S>, change: &Change) -> Result<()> {
+    let layout = &cx.layout();
+    let Some(path) = layout.path_of_object_key(change.key()) else {
+        return Ok(());
+    };
+    let targets = cx.denorm_targets().snapshot();
+    let source_attrs: Vec<&str> = targets
+        .iter()
+        .flat_map(|(_, defs)| defs.iter())
+        .filter(|d| matches_template(d.source_template(), &path))
+        .map(Denormalized::source_attr)
+        .collect();
+    // A fence (fenced puts) is no object: its record is a removal.
+    let new = change
+        .new_image()
+        .filter(|r| !r.contains(layout.link_attr()) && !layout.is_fence(r));
+    if !source_attrs.is_empty() {
+        match new {
+            Some(new) => {
+                let unchanged = change.old_image().is_some_and(|old| {
+                    !old.contains(layout.link_attr())
+                        && source_attrs.iter().all(|a| old.get(a) == new.get(a))
+                });
+                // What is stored now is propagated, not the image (a record delivered
+                // late may show a source since moved or removed); none: its removal's own
+                // record does the work.
+                if !unchanged && let Some(now) = denorm::current_source(cx, &path).await? {
+                    denorm::reconcile_source(cx, &path, Some(&now), None).await?;
                 }
             }
-        }
-        if let Some(new) = new {
-            for (template, defs) in &targets {
-                let missing = defs
-                    .iter()
-                    .any(|d| !new.contains(&layout.target_version_attr(d.target())));
-                if missing && matches_template(template, &path) {
-                    let ty = TypeInfo {
-                        template,
-                        denormalized: defs,
-                    };
-                    self.refresh_copies(ty, &path, new).await?;
+            // Removed (or now a link): whatever is there now decides; the removed row's
+            // version is its tombstone if its deleter did not record one (another program).
+            None => {
+                if let Some(v) = change
+                    .old_image()
+                    .and_then(|o| denorm::row_version(cx, &path, o))
+                {
+                    denorm::put_tombstone(cx, &path, v).await?;
                 }
+                denorm::reconcile_source(cx, &path, None, None).await?;
             }
         }
-        Ok(())
     }
+    if let Some(new) = new {
+        for (template, defs) in &targets {
+            let missing = defs
+                .iter()
+                .any(|d| !new.contains(&layout.target_version_attr(d.target())));
+            if missing && matches_template(template, &path) {
+                let ty = TypeInfo {
+                    template,
+                    denormalized: defs,
+                };
+                denorm::refresh_copies(cx, ty, &path, new).await?;
+            }
+        }
+    }
+    Ok(())
 }

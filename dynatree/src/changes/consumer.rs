@@ -327,7 +327,7 @@ impl<S: Storage + 'static> StreamConsumer<S> {
     /// is sent: the checkpoints are read on the first poll.
     ///
     /// The client is used as given (with the SDK's own retries). Defaults: 1000 records per
-    /// GetRecords, 1 second between polls in [`run`](Self::run).
+    /// GetRecords, 1 second between polls in [`run`](crate::tree::moves::run).
     ///
     /// # Errors
     ///
@@ -397,7 +397,7 @@ impl<S: Storage + 'static> StreamConsumer<S> {
         self
     }
 
-    /// How long [`run`](Self::run) sleeps after each poll (1 second by default). DynamoDB
+    /// How long [`run`](crate::tree::moves::run) sleeps after each poll (1 second by default). DynamoDB
     /// Streams serves each shard at most 5 GetRecords requests per second.
     ///
     /// # Examples
@@ -666,7 +666,7 @@ impl<S: Storage + 'static> StreamConsumer<S> {
         next: Option<String>,
         report: &mut PollReport,
     ) -> Result<Option<ShardFailure>> {
-        let own = self.tree.layout().checkpoint_key(&self.name, "").hash;
+        let own = self.tree.cx.layout().checkpoint_key(&self.name, "").hash;
         // (record index, change) of the records that are changes of the tree's rows.
         let mut changes: Vec<Change> = Vec::with_capacity(records.len());
         let mut indexes: Vec<usize> = Vec::with_capacity(records.len());
@@ -758,12 +758,12 @@ impl<S: Storage + 'static> StreamConsumer<S> {
 
     /// Reads this consumer's checkpoints (one Query, strongly consistent).
     async fn load_checkpoints(&mut self) -> Result<()> {
-        let prefix = self.tree.layout().checkpoint_key(&self.name, "");
+        let prefix = self.tree.cx.layout().checkpoint_key(&self.name, "");
         let query = Query::new(prefix.hash.clone())
             .with_range(RangeCondition::BeginsWith(prefix.range.clone()))
             .consistent(true);
         let seq_attr = self.sequence_attr();
-        let io = self.tree.io();
+        let io = self.tree.cx.io();
         let mut start = None;
         loop {
             let page = io.query_page(&query, start).await?;
@@ -794,7 +794,7 @@ impl<S: Storage + 'static> StreamConsumer<S> {
                 format!("stream record has an invalid sequence number {sequence:?}"),
             ));
         };
-        let key = self.tree.layout().checkpoint_key(&self.name, shard);
+        let key = self.tree.cx.layout().checkpoint_key(&self.name, shard);
         let ordinal_attr = self.ordinal_attr();
         let mut row = key.into_item();
         row.insert(self.sequence_attr(), Value::S(sequence.to_owned()));
@@ -803,7 +803,7 @@ impl<S: Storage + 'static> StreamConsumer<S> {
             Condition::NotExists,
             Condition::compare(ordinal_attr, Comparison::Le, Value::S(ordinal)),
         ]);
-        match self.tree.io().put_item(row, condition).await {
+        match self.tree.cx.io().put_item(row, condition).await {
             Ok(()) => {}
             // Another consumer with this name got further: keep its checkpoint.
             Err(e) if e.kind() == ErrorKind::ConditionFailed => {

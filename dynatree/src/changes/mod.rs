@@ -14,7 +14,7 @@ use crate::error::Error;
 use crate::item::Item;
 use crate::storage::Key;
 
-mod apply;
+pub(crate) mod apply;
 #[cfg(feature = "streams")]
 mod consumer;
 #[cfg(all(feature = "streams", feature = "dynamodb"))]

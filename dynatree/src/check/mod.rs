@@ -77,8 +77,8 @@ use std::time::Duration;
 use crate::path::Path;
 use crate::storage::Key;
 
-mod repair;
-mod scan;
+pub(crate) mod repair;
+pub(crate) mod scan;
 
 pub use repair::Repair;
 pub use scan::Check;

@@ -2,6 +2,8 @@
 //! writes: see [`crate::check`] for what each class gets, and the consistency docs ("Check
 //! and repair") for why each repair is safe against concurrent writers.
 
+use crate::check::scan;
+use crate::tree::{Ctx, Tree, denorm, guard, intent, removal, write};
 use std::collections::HashSet;
 use std::sync::Arc;
 
@@ -13,7 +15,6 @@ use crate::path::Path;
 use crate::retry::Backoff;
 use crate::storage::{Comparison, Condition, Storage, TransactAction, UpdateAction};
 
-use crate::tree::Tree;
 use crate::tree::denorm::version_after;
 use crate::tree::guard::Attempt;
 
@@ -150,7 +151,7 @@ impl<S: Storage + 'static> Repair<S> {
             } else if self.dry_run {
                 Outcome::Fixed
             } else {
-                match tree.repair_one(v, &mut sources_done).await {
+                match repair_one(&tree.cx, v, &mut sources_done).await {
                     Ok(o) => o,
                     Err(e) if e.party() == Party::Service => return Err(e),
                     Err(e) => Outcome::Left(format!("failed: {e}")),
@@ -207,333 +208,341 @@ impl<S: Storage + 'static> Tree<S> {
             progress: None,
         }
     }
+}
 
-    async fn repair_one(&self, v: &Violation, sources_done: &mut HashSet<Path>) -> Result<Outcome> {
-        let layout = &self.inner.layout;
-        let path = v.path.clone();
-        match (v.class, path) {
-            (Class::AbandonedIntent, _) => {
-                let Some(id) = &v.token else {
-                    return Ok(Outcome::Left("no operation id".into()));
-                };
-                // Finished or rolled back (as `resume` does), or already gone.
-                self.base().drive(id).await?;
-                Ok(Outcome::Fixed)
-            }
-            (Class::LockWithoutIntent, Some(p)) => {
-                let Some(id) = &v.token else {
-                    return Ok(Outcome::Left("no lock".into()));
-                };
-                let key = v.key.clone();
-                let attr = super::scan::lock_attr(layout, &key);
-                let lock = Value::S(id.clone());
-                let release = if key == layout.listing_key(&p) {
-                    TransactAction::Put {
-                        item: layout.listing_row(&p),
-                        condition: Condition::equals(attr.clone(), lock.clone()),
-                    }
-                } else {
-                    // An object's hold: the attribute goes, the object stays.
-                    TransactAction::Update {
-                        key: key.clone(),
-                        actions: vec![UpdateAction::Remove(attr.clone())],
-                        condition: Condition::equals(attr.clone(), lock.clone()),
-                    }
-                };
-                let tx = vec![
-                    TransactAction::ConditionCheck {
-                        key: layout.intent_key(id),
-                        condition: Condition::NotExists,
-                    },
-                    release,
-                ];
-                // A conflict cancels nothing for good: both conditions are evaluated afresh.
-                let io = self.io();
-                let sent = self
-                    .inner
-                    .config
-                    .retry
-                    .retry_if(crate::tree::conflict_only, || io.transact_write(tx.clone()))
-                    .await;
-                match sent {
-                    Ok(()) => Ok(Outcome::Fixed),
-                    Err(e) if e.kind() == ErrorKind::TransactionCanceled => {
-                        let row = self.io().get_item(&key, true).await?;
-                        if row.is_some_and(|r| r.get(&attr) == Some(&lock)) {
-                            Ok(Outcome::Left(format!(
-                                "operation {id} is recorded again: `resume` finishes it"
-                            )))
-                        } else {
-                            Ok(Outcome::Fixed)
-                        }
-                    }
-                    Err(e) => Err(e),
+async fn repair_one<S: Storage + 'static>(
+    cx: &Ctx<S>,
+    v: &Violation,
+    sources_done: &mut HashSet<Path>,
+) -> Result<Outcome> {
+    let layout = &cx.inner.layout;
+    let path = v.path.clone();
+    match (v.class, path) {
+        (Class::AbandonedIntent, _) => {
+            let Some(id) = &v.token else {
+                return Ok(Outcome::Left("no operation id".into()));
+            };
+            // Finished or rolled back (as `resume` does), or already gone.
+            intent::drive(cx, id).await?;
+            Ok(Outcome::Fixed)
+        }
+        (Class::LockWithoutIntent, Some(p)) => {
+            let Some(id) = &v.token else {
+                return Ok(Outcome::Left("no lock".into()));
+            };
+            let key = v.key.clone();
+            let attr = super::scan::lock_attr(layout, &key);
+            let lock = Value::S(id.clone());
+            let release = if key == layout.listing_key(&p) {
+                TransactAction::Put {
+                    item: layout.listing_row(&p),
+                    condition: Condition::equals(attr.clone(), lock.clone()),
                 }
-            }
-            (Class::ExpiredMark, Some(p)) => {
-                if let Some(mark) = &v.token {
-                    self.clear_expired_mark(&layout.listing_key(&p), mark)
-                        .await?;
+            } else {
+                // An object's hold: the attribute goes, the object stays.
+                TransactAction::Update {
+                    key: key.clone(),
+                    actions: vec![UpdateAction::Remove(attr.clone())],
+                    condition: Condition::equals(attr.clone(), lock.clone()),
                 }
-                Ok(Outcome::Fixed)
-            }
-            (Class::Expired, Some(p)) => {
-                let now = now_secs();
-                let still = Condition::Compare(
-                    layout.ttl_attr(),
-                    Comparison::Lt,
-                    Value::N(now.to_string()),
-                );
-                match self.io().delete_item(&layout.object_key(&p), still).await {
-                    // Put again meanwhile with a later expiry: no longer expired.
-                    Err(e) if e.kind() == ErrorKind::ConditionFailed => return Ok(Outcome::Fixed),
-                    other => other?,
-                }
-                if self.remove_if_empty(&p).await? {
-                    self.prune_above(&p).await?;
-                }
-                Ok(Outcome::Fixed)
-            }
-            (Class::Unreachable, Some(p)) => {
-                let anchor = TransactAction::ConditionCheck {
-                    key: layout.object_key(&p),
-                    condition: Condition::And(vec![
-                        Condition::Exists,
-                        Condition::attr_not_exists(layout.fence_attr()),
-                    ]),
-                };
-                self.relink(&p, anchor).await
-            }
-            (Class::BrokenClosure, Some(p)) => {
-                let Some(parent) = p.parent().filter(|q| !q.is_root()) else {
-                    return Ok(Outcome::Fixed);
-                };
-                // Only that it exists: a marked or locked row still needs its parent's rows
-                // while it is there (its remover or operation prunes them if they end up
-                // naming nothing).
-                let anchor = TransactAction::ConditionCheck {
-                    key: layout.listing_key(&p),
-                    condition: Condition::Exists,
-                };
-                self.relink(&parent, anchor).await
-            }
-            (Class::EmptyListing, Some(p)) => {
-                if self.remove_if_empty(&p).await? {
-                    self.prune_above(&p).await?;
-                    return Ok(Outcome::Fixed);
-                }
-                // Not removed: no longer empty (fixed by a writer), or held by an operation.
-                match self.io().get_item(&layout.listing_key(&p), true).await? {
-                    Some(r) if r.contains(layout.moving_attr()) => Ok(Outcome::Left(
-                        "a move, copy or deletion holds it: `resume` finishes that first".into(),
-                    )),
-                    _ => Ok(Outcome::Fixed),
-                }
-            }
-            (Class::MissingIndex, Some(p)) => {
-                let key = layout.object_key(&p);
-                let Some(row) = self.io().get_item(&key, true).await? else {
-                    // Deleted meanwhile: nothing to index.
-                    return Ok(Outcome::Fixed);
-                };
-                let set: Vec<UpdateAction> = self
-                    .index_attributes_of(&p, &row)
-                    .into_iter()
-                    .filter(|(name, v)| row.get(name) != Some(v))
-                    .map(|(name, v)| UpdateAction::Set(name, v))
-                    .collect();
-                if set.is_empty() {
-                    return Ok(Outcome::Fixed);
-                }
-                // Only onto the row as read: its user attributes (what index values follow
-                // from) unchanged.
-                let mut unchanged = vec![Condition::Exists];
-                for name in row.names() {
-                    if !name.starts_with(layout.reserved())
-                        && name != crate::storage::HASH_KEY
-                        && name != crate::storage::RANGE_KEY
-                        && let Some(v) = row.get(name)
-                    {
-                        unchanged.push(Condition::equals(name, v.clone()));
+            };
+            let tx = vec![
+                TransactAction::ConditionCheck {
+                    key: layout.intent_key(id),
+                    condition: Condition::NotExists,
+                },
+                release,
+            ];
+            // A conflict cancels nothing for good: both conditions are evaluated afresh.
+            let io = cx.io();
+            let sent = cx
+                .inner
+                .config
+                .retry
+                .retry_if(crate::tree::conflict_only, || io.transact_write(tx.clone()))
+                .await;
+            match sent {
+                Ok(()) => Ok(Outcome::Fixed),
+                Err(e) if e.kind() == ErrorKind::TransactionCanceled => {
+                    let row = cx.io().get_item(&key, true).await?;
+                    if row.is_some_and(|r| r.get(&attr) == Some(&lock)) {
+                        Ok(Outcome::Left(format!(
+                            "operation {id} is recorded again: `resume` finishes it"
+                        )))
+                    } else {
+                        Ok(Outcome::Fixed)
                     }
                 }
-                match self
-                    .io()
-                    .update_item(&key, set, Condition::And(unchanged))
-                    .await
-                {
-                    // Written or deleted meanwhile: a dynatree write sets its own index
-                    // attributes; a foreign one is found by the next check.
-                    Err(e) if e.kind() == ErrorKind::ConditionFailed => Ok(Outcome::Left(
-                        "the object changed while it was repaired: check again".into(),
-                    )),
-                    other => other.map(|_| Outcome::Fixed),
-                }
+                Err(e) => Err(e),
             }
-            (Class::StaleCopy, Some(p)) => self.refresh_stale(&p, sources_done).await,
-            (Class::Malformed, _) => self.remove_malformed(v).await,
-            _ => Ok(Outcome::Left("nothing to repair it with".into())),
         }
-    }
-
-    /// Takes a bookkeeping attribute of the wrong type (`v.token` names it) off its row, in
-    /// one transaction conditional on its exact value as read now: a tombstone row goes
-    /// whole, any other row loses the attribute. Nothing of the runtime's can own such a value
-    /// (removal marks, locks and holds are strings, versions numbers, and every step of a
-    /// remover or an operation is conditional on its own), so nobody's protocol stops short.
-    /// A lock or hold whose value spells the id of a recorded operation is left to it (the
-    /// transaction checks that no intent of that id is recorded), as for
-    /// [`Class::LockWithoutIntent`].
-    async fn remove_malformed(&self, v: &Violation) -> Result<Outcome> {
-        let layout = &self.inner.layout;
-        let Some(attr) = v.token.as_deref() else {
-            return Ok(Outcome::Left("no attribute named".into()));
-        };
-        let key = v.key.clone();
-        let Some(row) = self.io().get_item(&key, true).await? else {
-            // Deleted meanwhile: nothing left to block anything.
-            return Ok(Outcome::Fixed);
-        };
-        if !super::scan::still_malformed(layout, &key, attr, &row) {
-            // Written over meanwhile, with a value of the right type (or none).
-            return Ok(Outcome::Fixed);
+        (Class::ExpiredMark, Some(p)) => {
+            if let Some(mark) = &v.token {
+                guard::clear_expired_mark(cx, &layout.listing_key(&p), mark).await?;
+            }
+            Ok(Outcome::Fixed)
         }
-        let Some(value) = row.get(attr).cloned() else {
-            return Ok(Outcome::Fixed);
-        };
-        let exactly = Condition::equals(attr, value.clone());
-        let tombstone = key.range == format!("{}sv", layout.reserved());
-        let remove = if tombstone {
-            TransactAction::Delete {
-                key: key.clone(),
-                condition: exactly,
-            }
-        } else {
-            TransactAction::Update {
-                key: key.clone(),
-                actions: vec![UpdateAction::Remove(attr.to_owned())],
-                condition: exactly,
-            }
-        };
-        let mut tx = Vec::new();
-        // A lock or hold: not while an operation of that id is recorded (a number spelling an
-        // id is the only value that could name one).
-        let owner = match &value {
-            Value::N(n)
-                if (attr == layout.moving_attr() || attr == layout.held_attr())
-                    && !n.is_empty()
-                    && n.len() <= crate::layout::MAX_RANGE_KEY_BYTES =>
-            {
-                Some(n.clone())
-            }
-            _ => None,
-        };
-        if let Some(id) = &owner {
-            tx.push(TransactAction::ConditionCheck {
-                key: layout.intent_key(id),
-                condition: Condition::NotExists,
-            });
-        }
-        tx.push(remove);
-        let io = self.io();
-        let sent = self
-            .inner
-            .config
-            .retry
-            .retry_if(crate::tree::conflict_only, || io.transact_write(tx.clone()))
-            .await;
-        match sent {
-            Ok(()) => Ok(Outcome::Fixed),
-            Err(e) if e.kind() == ErrorKind::TransactionCanceled => {
-                let now = self.io().get_item(&key, true).await?;
-                if !now.is_some_and(|r| r.get(attr) == Some(&value)) {
-                    return Ok(Outcome::Fixed);
-                }
-                Ok(Outcome::Left(match owner {
-                    Some(id) => format!("operation {id} is recorded: `resume` finishes it"),
-                    None => "the row kept changing concurrently: check and repair again".into(),
-                }))
-            }
-            Err(e) => Err(e),
-        }
-    }
-
-    /// Re-creates the missing listing rows of `path` and its ancestors, in transactions that
-    /// end with `anchor` (a check that the row needing them is still there), with the same
-    /// guards as a put: never under a row being removed or locked.
-    async fn relink(&self, path: &Path, anchor: TransactAction) -> Result<Outcome> {
-        let mut backoff = Backoff::new(self.inner.config.retry);
-        loop {
-            match self.link_with_state(path, anchor.clone(), true, &[]).await {
-                Ok(Attempt::Done) => return Ok(Outcome::Fixed),
-                // The row that needed them is gone meanwhile: nothing left to reach.
+        (Class::Expired, Some(p)) => {
+            let now = now_secs();
+            let still =
+                Condition::Compare(layout.ttl_attr(), Comparison::Lt, Value::N(now.to_string()));
+            match cx.io().delete_item(&layout.object_key(&p), still).await {
+                // Put again meanwhile with a later expiry: no longer expired.
                 Err(e) if e.kind() == ErrorKind::ConditionFailed => return Ok(Outcome::Fixed),
-                Err(e) if e.kind() == ErrorKind::Locked => {
-                    return Ok(Outcome::Left(
-                        "inside a subtree a move, copy or deletion holds: `resume` finishes it"
-                            .into(),
-                    ));
-                }
-                Err(e) => return Err(e),
-                Ok(Attempt::Again) => {}
-                Ok(Attempt::Wait) => backoff.wait().await,
-                Ok(_) => {
-                    if !backoff.retry().await {
-                        return Ok(Outcome::Left(format!(
-                            "{} kept changing concurrently: check and repair again",
-                            path.escaped()
-                        )));
-                    }
-                }
+                other => other?,
+            }
+            if removal::remove_if_empty(cx, &p).await? {
+                removal::prune_above(cx, &p).await?;
+            }
+            Ok(Outcome::Fixed)
+        }
+        (Class::Unreachable, Some(p)) => {
+            let anchor = TransactAction::ConditionCheck {
+                key: layout.object_key(&p),
+                condition: Condition::And(vec![
+                    Condition::Exists,
+                    Condition::attr_not_exists(layout.fence_attr()),
+                ]),
+            };
+            relink(cx, &p, anchor).await
+        }
+        (Class::BrokenClosure, Some(p)) => {
+            let Some(parent) = p.parent().filter(|q| !q.is_root()) else {
+                return Ok(Outcome::Fixed);
+            };
+            // Only that it exists: a marked or locked row still needs its parent's rows
+            // while it is there (its remover or operation prunes them if they end up
+            // naming nothing).
+            let anchor = TransactAction::ConditionCheck {
+                key: layout.listing_key(&p),
+                condition: Condition::Exists,
+            };
+            relink(cx, &parent, anchor).await
+        }
+        (Class::EmptyListing, Some(p)) => {
+            if removal::remove_if_empty(cx, &p).await? {
+                removal::prune_above(cx, &p).await?;
+                return Ok(Outcome::Fixed);
+            }
+            // Not removed: no longer empty (fixed by a writer), or held by an operation.
+            match cx.io().get_item(&layout.listing_key(&p), true).await? {
+                Some(r) if r.contains(layout.moving_attr()) => Ok(Outcome::Left(
+                    "a move, copy or deletion holds it: `resume` finishes that first".into(),
+                )),
+                _ => Ok(Outcome::Fixed),
             }
         }
-    }
-
-    /// Brings the copies below the source of the stale copy at `path` up to the source: the
-    /// source is stamped with a new version (fenced: only if its versions are as read), then
-    /// propagated under an intent, as a write of the source would.
-    async fn refresh_stale(&self, path: &Path, done: &mut HashSet<Path>) -> Result<Outcome> {
-        let layout = &self.inner.layout;
-        let mut sources: Vec<Path> = Vec::new();
-        for ty in self.target_types_at(path) {
-            for d in ty.denormalized {
-                let depth = d.source_template().split('/').count();
-                if depth < path.len() && !sources.contains(&path.prefix(depth)) {
-                    sources.push(path.prefix(depth));
+        (Class::MissingIndex, Some(p)) => {
+            let key = layout.object_key(&p);
+            let Some(row) = cx.io().get_item(&key, true).await? else {
+                // Deleted meanwhile: nothing to index.
+                return Ok(Outcome::Fixed);
+            };
+            let set: Vec<UpdateAction> = scan::index_attributes_of(cx, &p, &row)
+                .into_iter()
+                .filter(|(name, v)| row.get(name) != Some(v))
+                .map(|(name, v)| UpdateAction::Set(name, v))
+                .collect();
+            if set.is_empty() {
+                return Ok(Outcome::Fixed);
+            }
+            // Only onto the row as read: its user attributes (what index values follow
+            // from) unchanged.
+            let mut unchanged = vec![Condition::Exists];
+            for name in row.names() {
+                if !name.starts_with(layout.reserved())
+                    && name != crate::storage::HASH_KEY
+                    && name != crate::storage::RANGE_KEY
+                    && let Some(v) = row.get(name)
+                {
+                    unchanged.push(Condition::equals(name, v.clone()));
                 }
             }
-        }
-        // Sources nearest the root first: a chain's intermediate copies are refreshed before
-        // they are copied further.
-        sources.sort_by_key(Path::len);
-        for source in sources {
-            if !done.insert(source.clone()) {
-                continue;
-            }
-            let guard = self.record_propagation(&source).await?;
-            let key = layout.object_key(&source);
-            if let Some(row) = self.io().get_item(&key, true).await?
-                && !row.contains(layout.link_attr())
+            match cx
+                .io()
+                .update_item(&key, set, Condition::And(unchanged))
+                .await
             {
-                let v = version_after(self.row_version(&source, &row).unwrap_or(0));
-                let stamp = vec![UpdateAction::Set(
-                    layout.source_version_attr(),
-                    Value::N(v.to_string()),
-                )];
-                let unchanged =
-                    Condition::And(vec![Condition::Exists, self.same_versions(&source, &row)]);
-                match self.io().update_item(&key, stamp, unchanged).await {
-                    // Written meanwhile: that write propagates (or this intent does).
-                    Err(e) if e.kind() == ErrorKind::ConditionFailed => {}
-                    Err(e) => {
-                        self.release_intent(&guard).await;
-                        return Err(e);
-                    }
-                    Ok(_) => {}
+                // Written or deleted meanwhile: a dynatree write sets its own index
+                // attributes; a foreign one is found by the next check.
+                Err(e) if e.kind() == ErrorKind::ConditionFailed => Ok(Outcome::Left(
+                    "the object changed while it was repaired: check again".into(),
+                )),
+                other => other.map(|_| Outcome::Fixed),
+            }
+        }
+        (Class::StaleCopy, Some(p)) => refresh_stale(cx, &p, sources_done).await,
+        (Class::Malformed, _) => remove_malformed(cx, v).await,
+        _ => Ok(Outcome::Left("nothing to repair it with".into())),
+    }
+}
+
+/// Takes a bookkeeping attribute of the wrong type (`v.token` names it) off its row, in
+/// one transaction conditional on its exact value as read now: a tombstone row goes
+/// whole, any other row loses the attribute. Nothing of the runtime's can own such a value
+/// (removal marks, locks and holds are strings, versions numbers, and every step of a
+/// remover or an operation is conditional on its own), so nobody's protocol stops short.
+/// A lock or hold whose value spells the id of a recorded operation is left to it (the
+/// transaction checks that no intent of that id is recorded), as for
+/// [`Class::LockWithoutIntent`].
+async fn remove_malformed<S: Storage + 'static>(cx: &Ctx<S>, v: &Violation) -> Result<Outcome> {
+    let layout = &cx.inner.layout;
+    let Some(attr) = v.token.as_deref() else {
+        return Ok(Outcome::Left("no attribute named".into()));
+    };
+    let key = v.key.clone();
+    let Some(row) = cx.io().get_item(&key, true).await? else {
+        // Deleted meanwhile: nothing left to block anything.
+        return Ok(Outcome::Fixed);
+    };
+    if !super::scan::still_malformed(layout, &key, attr, &row) {
+        // Written over meanwhile, with a value of the right type (or none).
+        return Ok(Outcome::Fixed);
+    }
+    let Some(value) = row.get(attr).cloned() else {
+        return Ok(Outcome::Fixed);
+    };
+    let exactly = Condition::equals(attr, value.clone());
+    let tombstone = key.range == format!("{}sv", layout.reserved());
+    let remove = if tombstone {
+        TransactAction::Delete {
+            key: key.clone(),
+            condition: exactly,
+        }
+    } else {
+        TransactAction::Update {
+            key: key.clone(),
+            actions: vec![UpdateAction::Remove(attr.to_owned())],
+            condition: exactly,
+        }
+    };
+    let mut tx = Vec::new();
+    // A lock or hold: not while an operation of that id is recorded (a number spelling an
+    // id is the only value that could name one).
+    let owner = match &value {
+        Value::N(n)
+            if (attr == layout.moving_attr() || attr == layout.held_attr())
+                && !n.is_empty()
+                && n.len() <= crate::layout::MAX_RANGE_KEY_BYTES =>
+        {
+            Some(n.clone())
+        }
+        _ => None,
+    };
+    if let Some(id) = &owner {
+        tx.push(TransactAction::ConditionCheck {
+            key: layout.intent_key(id),
+            condition: Condition::NotExists,
+        });
+    }
+    tx.push(remove);
+    let io = cx.io();
+    let sent = cx
+        .inner
+        .config
+        .retry
+        .retry_if(crate::tree::conflict_only, || io.transact_write(tx.clone()))
+        .await;
+    match sent {
+        Ok(()) => Ok(Outcome::Fixed),
+        Err(e) if e.kind() == ErrorKind::TransactionCanceled => {
+            let now = cx.io().get_item(&key, true).await?;
+            if !now.is_some_and(|r| r.get(attr) == Some(&value)) {
+                return Ok(Outcome::Fixed);
+            }
+            Ok(Outcome::Left(match owner {
+                Some(id) => format!("operation {id} is recorded: `resume` finishes it"),
+                None => "the row kept changing concurrently: check and repair again".into(),
+            }))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Re-creates the missing listing rows of `path` and its ancestors, in transactions that
+/// end with `anchor` (a check that the row needing them is still there), with the same
+/// guards as a put: never under a row being removed or locked.
+async fn relink<S: Storage + 'static>(
+    cx: &Ctx<S>,
+    path: &Path,
+    anchor: TransactAction,
+) -> Result<Outcome> {
+    let mut backoff = Backoff::new(cx.inner.config.retry);
+    loop {
+        match write::link_with_state(cx, path, anchor.clone(), true, &[]).await {
+            Ok(Attempt::Done) => return Ok(Outcome::Fixed),
+            // The row that needed them is gone meanwhile: nothing left to reach.
+            Err(e) if e.kind() == ErrorKind::ConditionFailed => return Ok(Outcome::Fixed),
+            Err(e) if e.kind() == ErrorKind::Locked => {
+                return Ok(Outcome::Left(
+                    "inside a subtree a move, copy or deletion holds: `resume` finishes it".into(),
+                ));
+            }
+            Err(e) => return Err(e),
+            Ok(Attempt::Again) => {}
+            Ok(Attempt::Wait) => backoff.wait().await,
+            Ok(_) => {
+                if !backoff.retry().await {
+                    return Ok(Outcome::Left(format!(
+                        "{} kept changing concurrently: check and repair again",
+                        path.escaped()
+                    )));
                 }
             }
-            self.after_source_write(Some(guard), &source, None).await?;
         }
-        Ok(Outcome::Fixed)
     }
+}
+
+/// Brings the copies below the source of the stale copy at `path` up to the source: the
+/// source is stamped with a new version (fenced: only if its versions are as read), then
+/// propagated under an intent, as a write of the source would.
+async fn refresh_stale<S: Storage + 'static>(
+    cx: &Ctx<S>,
+    path: &Path,
+    done: &mut HashSet<Path>,
+) -> Result<Outcome> {
+    let layout = &cx.inner.layout;
+    let mut sources: Vec<Path> = Vec::new();
+    for ty in denorm::target_types_at(cx, path) {
+        for d in ty.denormalized {
+            let depth = d.source_template().split('/').count();
+            if depth < path.len() && !sources.contains(&path.prefix(depth)) {
+                sources.push(path.prefix(depth));
+            }
+        }
+    }
+    // Sources nearest the root first: a chain's intermediate copies are refreshed before
+    // they are copied further.
+    sources.sort_by_key(Path::len);
+    for source in sources {
+        if !done.insert(source.clone()) {
+            continue;
+        }
+        let guard = intent::record_propagation(cx, &source).await?;
+        let key = layout.object_key(&source);
+        if let Some(row) = cx.io().get_item(&key, true).await?
+            && !row.contains(layout.link_attr())
+        {
+            let v = version_after(denorm::row_version(cx, &source, &row).unwrap_or(0));
+            let stamp = vec![UpdateAction::Set(
+                layout.source_version_attr(),
+                Value::N(v.to_string()),
+            )];
+            let unchanged = Condition::And(vec![
+                Condition::Exists,
+                denorm::same_versions(cx, &source, &row),
+            ]);
+            match cx.io().update_item(&key, stamp, unchanged).await {
+                // Written meanwhile: that write propagates (or this intent does).
+                Err(e) if e.kind() == ErrorKind::ConditionFailed => {}
+                Err(e) => {
+                    intent::release_intent(cx, &guard).await;
+                    return Err(e);
+                }
+                Ok(_) => {}
+            }
+        }
+        denorm::after_source_write(cx, Some(guard), &source, None).await?;
+    }
+    Ok(Outcome::Fixed)
 }

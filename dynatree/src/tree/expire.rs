@@ -7,6 +7,7 @@ use crate::expiry::now_secs;
 use crate::item::Value;
 use crate::path::{IntoPath, Path};
 use crate::storage::{Comparison, Condition, RANGE_KEY, Storage};
+use crate::tree::{Ctx, read, removal};
 
 use super::Tree;
 
@@ -59,63 +60,63 @@ impl<S: Storage + 'static> Tree<S> {
     pub async fn sweep_expired(&self, path: impl IntoPath) -> Result<usize> {
         let root = self.enter(path)?;
         let span = tracing::debug_span!("dynatree.sweep_expired", path = %root);
-        tracing::Instrument::instrument(self.sweep_under(root), span).await
+        tracing::Instrument::instrument(sweep_under(&self.cx, root), span).await
     }
+}
 
-    async fn sweep_under(&self, root: Path) -> Result<usize> {
-        self.inner.layout.check_listing_path(&root)?;
-        // Every name under `root`, level by level.
-        let mut levels: Vec<Vec<Path>> = Vec::new();
-        let mut current = vec![root];
-        while !current.is_empty() {
-            let mut next = Vec::new();
-            for prefix in &current {
-                let pages = crate::stream::query_pages(self.io(), self.listing_query(prefix), None);
-                futures::pin_mut!(pages);
-                while let Some(page) = futures::TryStreamExt::try_next(&mut pages).await? {
-                    for row in &page.items {
-                        if let Some(name) = row.get_s(RANGE_KEY) {
-                            next.push(prefix.child(name.to_owned())?);
-                        }
+async fn sweep_under<S: Storage + 'static>(cx: &Ctx<S>, root: Path) -> Result<usize> {
+    cx.inner.layout.check_listing_path(&root)?;
+    // Every name under `root`, level by level.
+    let mut levels: Vec<Vec<Path>> = Vec::new();
+    let mut current = vec![root];
+    while !current.is_empty() {
+        let mut next = Vec::new();
+        for prefix in &current {
+            let pages = crate::stream::query_pages(cx.io(), cx.listing_query(prefix), None);
+            futures::pin_mut!(pages);
+            while let Some(page) = futures::TryStreamExt::try_next(&mut pages).await? {
+                for row in &page.items {
+                    if let Some(name) = row.get_s(RANGE_KEY) {
+                        next.push(prefix.child(name.to_owned())?);
                     }
-                }
-            }
-            if !next.is_empty() {
-                levels.push(next.clone());
-            }
-            current = next;
-        }
-        // Deepest first, so that a directory emptied by the sweep is swept too.
-        let now = now_secs();
-        let ttl = self.inner.layout.ttl_attr();
-        let mut removed = 0;
-        for level in levels.iter().rev() {
-            let objects = self.objects_of(level, true).await?;
-            for path in level {
-                let hash = self.inner.layout.object_key(path).hash;
-                if let Some(row) = objects.get(&hash) {
-                    if !self.inner.layout.is_expired(row, now) {
-                        continue;
-                    }
-                    // Still expired at the moment of the delete: a value put again meanwhile
-                    // stays.
-                    let still =
-                        Condition::Compare(ttl.clone(), Comparison::Lt, Value::N(now.to_string()));
-                    match self
-                        .io()
-                        .delete_item(&self.inner.layout.object_key(path), still)
-                        .await
-                    {
-                        Ok(()) => {}
-                        Err(e) if e.kind() == ErrorKind::ConditionFailed => continue,
-                        Err(e) => return Err(e),
-                    }
-                }
-                if self.remove_if_empty(path).await? {
-                    removed += 1;
                 }
             }
         }
-        Ok(removed)
+        if !next.is_empty() {
+            levels.push(next.clone());
+        }
+        current = next;
     }
+    // Deepest first, so that a directory emptied by the sweep is swept too.
+    let now = now_secs();
+    let ttl = cx.inner.layout.ttl_attr();
+    let mut removed = 0;
+    for level in levels.iter().rev() {
+        let objects = read::objects_of(cx, level, true).await?;
+        for path in level {
+            let hash = cx.inner.layout.object_key(path).hash;
+            if let Some(row) = objects.get(&hash) {
+                if !cx.inner.layout.is_expired(row, now) {
+                    continue;
+                }
+                // Still expired at the moment of the delete: a value put again meanwhile
+                // stays.
+                let still =
+                    Condition::Compare(ttl.clone(), Comparison::Lt, Value::N(now.to_string()));
+                match cx
+                    .io()
+                    .delete_item(&cx.inner.layout.object_key(path), still)
+                    .await
+                {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == ErrorKind::ConditionFailed => continue,
+                    Err(e) => return Err(e),
+                }
+            }
+            if removal::remove_if_empty(cx, path).await? {
+                removed += 1;
+            }
+        }
+    }
+    Ok(removed)
 }

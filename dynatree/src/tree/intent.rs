@@ -1,9 +1,30 @@
-//! What an intent record says: the operation it finishes and the phase it has reached, as
-//! stored in the record's `op` and `phase` attributes.
+//! Intents: the record of an operation that spans many requests (a move, copy, subtree
+//! deletion, re-parenting or propagation), and the protocol that runs it to its end whoever
+//! started it: record, claim (owner token and lease), renew, set the phase, finish, and
+//! [`Tree::resume`]. The operations themselves (`tree::moves`, `tree::denorm`) are its
+//! clients: they write only under a [`Guard`], in transactions that check that the intent
+//! still names the caller as its owner (invariant 3 of [`consistency`](crate::consistency),
+//! argued in "Moving, copying and deleting subtrees").
+//!
+//! An intent record carries the operation it finishes and the phase it has reached as
+//! [`Operation`] and [`Phase`], stored in the record's `op` and `phase` attributes.
 
 use std::fmt;
 
+use futures::TryStreamExt;
 use serde::{Serialize, Serializer};
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::item::{Item, Value};
+use crate::layout::RANGE_KEY;
+use crate::path::Path;
+use crate::storage::{Condition, Query, Storage};
+use crate::stream::query_pages;
+use crate::tree::Ctx;
+
+use super::Tree;
+use super::clock::{after_ms, now_ms};
+use super::moves::{LinkPolicy, MoveReport, run};
 
 macro_rules! stored_names {
     ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident = $stored:literal,)+ }) => {
@@ -109,6 +130,576 @@ stored_names! {
         Rollback = "rollback",
         /// Bringing denormalized copies up to their source.
         Propagate = "propagate",
+    }
+}
+
+impl<S: Storage + 'static> Tree<S> {
+    /// The recorded operations not finished yet (consistent read of the intent records).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::Tree;
+    /// # use dynatree_testing::{Fault, FaultRule, FakeTable, Op};
+    /// # #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)] struct V { v: u8 }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// let table = FakeTable::new();
+    /// let tree = Tree::new(table.clone());
+    /// # tree.create_table().await?;
+    /// tree.put(["org", "eng", "alice"], &V { v: 1 }).await?;
+    /// assert!(tree.pending().await?.is_empty());
+    /// // The move fails part-way (a backend error): it stays recorded.
+    /// table.inject_rule(FaultRule::new(Fault::Fail).operation(Op::TransactWriteItems).nth(1));
+    /// assert!(tree.move_subtree(["org", "eng"], ["org", "tech"]).await.is_err());
+    /// let pending = tree.pending().await?;
+    /// assert_eq!(pending.len(), 1);
+    /// assert_eq!((pending[0].op.as_str(), pending[0].to.to_string().as_str()), ("move", "/org/tech"));
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// Backend errors.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe.
+    ///
+    /// Through a [scope](Tree::scope): the operations whose source and destination are inside
+    /// it, with relative paths (the records of every scope share one partition).
+    pub async fn pending(&self) -> Result<Vec<Intent>> {
+        let q = Query::new(self.cx.inner.layout.intents_hash()).consistent(true);
+        let rows: Vec<crate::storage::Page> =
+            query_pages(self.cx.io(), q, None).try_collect().await?;
+        let all = rows
+            .into_iter()
+            .flat_map(|p| p.items)
+            .map(|item| decode_intent(&self.cx, &item))
+            .collect::<Result<Vec<_>>>()?;
+        // Through a scope: its own operations, with relative paths.
+        self.scoped_intents(all)
+    }
+
+    /// Finishes every recorded operation (after a crash, from any process): moves, copies,
+    /// subtree deletions, re-parenting deletes, and propagations of denormalized fields (which
+    /// need the target types registered on this tree, see
+    /// [`TreeBuilder::denormalized`](crate::TreeBuilder::denormalized)).
+    ///
+    /// An operation another call is running now (its owner's lease is live) is waited for;
+    /// one whose owner died (the lease ran out) is taken over. An operation that can no
+    /// longer be carried out (its refusal was recorded but not yet undone, or it is refused
+    /// now) is rolled back, which is not an error of `resume`. Returns the reports of the
+    /// operations this call finished.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::Tree;
+    /// # use dynatree_testing::{Fault, FaultRule, FakeTable, Op};
+    /// # #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)] struct V { v: u8 }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// let table = FakeTable::new();
+    /// let tree = Tree::new(table.clone());
+    /// # tree.create_table().await?;
+    /// tree.put(["org", "eng", "alice"], &V { v: 1 }).await?;
+    /// // The move fails part-way (a backend error)...
+    /// table.inject_rule(FaultRule::new(Fault::Fail).operation(Op::TransactWriteItems).nth(1));
+    /// assert!(tree.move_subtree(["org", "eng"], ["org", "tech"]).await.is_err());
+    /// // ...and any process finishes it.
+    /// let done = Tree::new(table.clone()).resume().await?;
+    /// assert_eq!(done.len(), 1);
+    /// assert!(tree.pending().await?.is_empty());
+    /// assert_eq!(tree.get(["org", "tech", "alice"]).await?, Some(V { v: 1 }));
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`move_subtree`](Tree::move_subtree); every operation is tried, and the first error
+    /// is returned.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`move_subtree`](Tree::move_subtree).
+    pub async fn resume(&self) -> Result<Vec<MoveReport>> {
+        let mut out = Vec::new();
+        let mut first_error = None;
+        for intent in self.pending().await? {
+            match drive(&self.base().cx, &intent.id).await {
+                Ok(Some(Outcome::Done(report))) => out.push(self.leave_report(report)?),
+                // Finished elsewhere, or refused and rolled back: nothing left to do.
+                Ok(None | Some(Outcome::RolledBack(_))) => {}
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        match first_error {
+            Some(e) => Err(e),
+            None => Ok(out),
+        }
+    }
+}
+
+/// A recorded operation not finished yet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Intent {
+    /// Its id.
+    pub id: String,
+    /// The operation it finishes.
+    pub op: Operation,
+    /// The source.
+    pub from: Path,
+    /// The destination.
+    pub to: Path,
+    /// How far it has come.
+    pub phase: Phase,
+    pub(crate) links: LinkPolicy,
+    /// The token of the call that runs it now, if any, and until when (ms since the epoch) it
+    /// may: the owner's lease.
+    pub(crate) owner: Option<String>,
+    pub(crate) lease: u64,
+    /// Why it was refused (`"Kind: detail"`), once it is being rolled back.
+    pub(crate) refusal: Option<String>,
+}
+
+impl Intent {
+    /// Whether nobody runs it: no owner, or the owner's lease ran out before `now` (ms).
+    pub(crate) fn abandoned(&self, now: u64) -> bool {
+        self.owner.is_none() || self.lease < now
+    }
+
+    /// Whether it is a move that points the links into its source at the destination before
+    /// its intent goes (`LinkPolicy::Rewrite`; a re-parenting's children move so).
+    pub(crate) fn rewrites_links(&self) -> bool {
+        self.op == Operation::Move && self.links == LinkPolicy::Rewrite
+    }
+}
+
+/// How an owned run of an intent ended.
+pub(crate) enum Outcome {
+    Done(MoveReport),
+    /// Refused, and undone: the refusal.
+    RolledBack(Error),
+}
+
+/// Records that the source of denormalized fields at `path` is about to change: an intent
+/// owned by this call, which [`run_owned`](run_owned) (or a `resume`) finishes by
+/// bringing every copy below `path` up to the source as it is then.
+pub(crate) async fn record_propagation<S: Storage + 'static>(
+    cx: &Ctx<S>,
+    path: &Path,
+) -> Result<Guard> {
+    record(
+        cx,
+        Operation::Propagate,
+        path.clone(),
+        path.clone(),
+        Phase::Propagate,
+        LinkPolicy::Ignore,
+    )
+    .await
+}
+
+/// Records a new intent owned by this call: one PutItem.
+pub(crate) async fn record<S: Storage + 'static>(
+    cx: &Ctx<S>,
+    op: Operation,
+    from: Path,
+    to: Path,
+    phase: Phase,
+    links: LinkPolicy,
+) -> Result<Guard> {
+    let token = new_token();
+    let intent = Intent {
+        id: format!("{:013}-{:016x}", now_ms(), fastrand::u64(..)),
+        op,
+        from,
+        to,
+        phase,
+        links,
+        owner: Some(token.clone()),
+        lease: after_ms(cx.inner.config.lease),
+        refusal: None,
+    };
+    cx.io()
+        .put_item(encode_intent(cx, &intent), Condition::NotExists)
+        .await?;
+    Ok(Guard {
+        intent: std::sync::Mutex::new(intent),
+        token,
+    })
+}
+
+/// Records a new intent owned by this call (before the first write of the operation),
+/// then runs it to its end.
+pub(crate) async fn record_and_run<S: Storage + 'static>(
+    cx: &Ctx<S>,
+    op: Operation,
+    from: Path,
+    to: Path,
+    links: LinkPolicy,
+) -> Result<MoveReport> {
+    let guard = record(cx, op, from, to, Phase::Lock, links).await?;
+    match run_owned(cx, &guard).await? {
+        Outcome::Done(report) => Ok(report),
+        Outcome::RolledBack(e) => Err(e),
+    }
+}
+
+/// Joins the recorded operation `id` (the same call made again): runs it if nobody does,
+/// else waits for it.
+pub(crate) async fn join<S: Storage + 'static>(cx: &Ctx<S>, id: &str) -> Result<MoveReport> {
+    match drive(cx, id).await? {
+        Some(Outcome::Done(report)) => Ok(report),
+        Some(Outcome::RolledBack(e)) => Err(e),
+        // Run to its end meanwhile by the call that owned it: completed or refused,
+        // which this call cannot tell.
+        None => Err(Error::new(
+            ErrorKind::TakenOver,
+            format!("operation {id} was run to its end by another call, which has its outcome"),
+        )),
+    }
+}
+
+/// Claims the intent `id` and runs it to its end. `None` if it is gone (finished by
+/// someone else) or was rolled back.
+pub(crate) async fn drive<S: Storage + 'static>(cx: &Ctx<S>, id: &str) -> Result<Option<Outcome>> {
+    let Some(guard) = claim(cx, id).await? else {
+        return Ok(None);
+    };
+    run_owned(cx, &guard).await.map(Some)
+}
+
+/// Runs an owned intent; on failure, gives up the ownership so that a `resume` elsewhere
+/// need not wait for the lease.
+pub(crate) async fn run_owned<S: Storage + 'static>(cx: &Ctx<S>, g: &Guard) -> Result<Outcome> {
+    let result = run(cx, g).await;
+    if result.is_err() {
+        release_intent(cx, g).await;
+    }
+    result
+}
+
+/// Gives up the ownership of an intent (after a failure), so that a `resume` elsewhere
+/// need not wait for the lease. Best effort: if it fails, the lease runs out instead.
+pub(crate) async fn release_intent<S: Storage + 'static>(cx: &Ctx<S>, g: &Guard) {
+    let mut intent = g.snapshot();
+    if intent.owner.is_some() {
+        intent.owner = None;
+        intent.lease = 0;
+        let _ = cx
+            .io()
+            .put_item(encode_intent(cx, &intent), owned_by(cx, &g.token))
+            .await;
+    }
+}
+
+/// Becomes the owner of intent `id`: at once if nobody owns it or the owner's lease ran
+/// out; after waiting, while another call runs it. `None` if it disappears meanwhile.
+pub(crate) async fn claim<S: Storage + 'static>(cx: &Ctx<S>, id: &str) -> Result<Option<Guard>> {
+    let key = cx.inner.layout.intent_key(id);
+    let mut waited = 0u32;
+    loop {
+        let Some(item) = cx.io().get_item(&key, true).await? else {
+            return Ok(None);
+        };
+        let intent = decode_intent(cx, &item)?;
+        let now = now_ms();
+        if intent.owner.is_some() && intent.lease >= now {
+            // Someone is running it: wait for it to finish, or for its lease to run out.
+            let left = std::time::Duration::from_millis(intent.lease - now + 1);
+            let nap = cx
+                .inner
+                .config
+                .retry
+                .delay(waited.min(8))
+                .max(std::time::Duration::from_millis(1));
+            tokio::time::sleep(nap.min(left)).await;
+            waited = waited.saturating_add(1);
+            continue;
+        }
+        let token = new_token();
+        // Exactly the record read: a slow owner that is still alive moves its phase on or
+        // renews its lease without changing its token, and taking over from a stale read
+        // would write an older phase back over its progress (and roll it back).
+        let mut unchanged: Vec<Condition> = item
+            .iter()
+            .map(|(name, value)| Condition::equals(name, value.clone()))
+            .collect();
+        if intent.owner.is_none() {
+            unchanged.push(Condition::attr_not_exists(owner_attr(cx)));
+        }
+        let condition = Condition::And(unchanged);
+        let mut mine = intent.clone();
+        mine.owner = Some(token.clone());
+        mine.lease = after_ms(cx.inner.config.lease);
+        match cx.io().put_item(encode_intent(cx, &mine), condition).await {
+            Ok(()) => {
+                return Ok(Some(Guard {
+                    intent: std::sync::Mutex::new(mine),
+                    token,
+                }));
+            }
+            Err(e) if e.kind() == ErrorKind::ConditionFailed => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Whether the intent `id` is a re-parenting (false if it is gone).
+pub(crate) async fn is_reparenting<S: Storage + 'static>(cx: &Ctx<S>, id: &str) -> Result<bool> {
+    let key = cx.inner.layout.intent_key(id);
+    Ok(match cx.io().get_item(&key, true).await? {
+        Some(item) => decode_intent(cx, &item)?.op == Operation::Reparent,
+        None => false,
+    })
+}
+
+/// A backoff sleep of an intent's owner: never longer than a third of the lease, and the
+/// lease renewed after it, so waiting never lets the lease run out.
+pub(crate) async fn owner_sleep<S: Storage + 'static>(
+    cx: &Ctx<S>,
+    g: &Guard,
+    retry: u32,
+) -> Result<()> {
+    let cap = cx.inner.config.lease / 3;
+    let d = cx.inner.config.retry.delay(retry).min(cap);
+    if !d.is_zero() {
+        tokio::time::sleep(d).await;
+    }
+    renew_if_due(cx, g).await
+}
+
+/// Runs `work` (a child operation of a re-parenting) while renewing `g`'s lease every
+/// third of it, so a long child does not let the parent's lease run out.
+pub(crate) async fn renewing<S: Storage + 'static, T>(
+    cx: &Ctx<S>,
+    g: &Guard,
+    work: impl Future<Output = T>,
+) -> Result<T> {
+    let period = (cx.inner.config.lease / 3).max(std::time::Duration::from_millis(1));
+    // Both are polled together: the work goes on while a renewal is in flight.
+    let renewals = async {
+        loop {
+            tokio::time::sleep(period).await;
+            if let Err(e) = renew_if_due(cx, g).await {
+                return e;
+            }
+        }
+    };
+    match futures::future::select(std::pin::pin!(work), std::pin::pin!(renewals)).await {
+        futures::future::Either::Left((out, _)) => Ok(out),
+        futures::future::Either::Right((e, _)) => Err(e),
+    }
+}
+
+/// Records a new phase (renewing the lease), conditional on our ownership.
+pub(crate) async fn set_phase<S: Storage + 'static>(
+    cx: &Ctx<S>,
+    g: &Guard,
+    phase: Phase,
+) -> Result<()> {
+    let mut intent = g.snapshot();
+    intent.phase = phase;
+    intent.lease = after_ms(cx.inner.config.lease);
+    write_intent(cx, g, intent).await
+}
+
+/// Renews the lease when half of it has run out.
+pub(crate) async fn renew_if_due<S: Storage + 'static>(cx: &Ctx<S>, g: &Guard) -> Result<()> {
+    let mut intent = g.snapshot();
+    let half = u64::try_from(cx.inner.config.lease.as_millis() / 2).unwrap_or(u64::MAX);
+    if now_ms().saturating_add(half) < intent.lease {
+        return Ok(());
+    }
+    intent.lease = after_ms(cx.inner.config.lease);
+    write_intent(cx, g, intent).await
+}
+
+pub(crate) async fn write_intent<S: Storage + 'static>(
+    cx: &Ctx<S>,
+    g: &Guard,
+    intent: Intent,
+) -> Result<()> {
+    match cx
+        .io()
+        .put_item(encode_intent(cx, &intent), owned_by(cx, &g.token))
+        .await
+    {
+        Ok(()) => {
+            g.set(intent);
+            Ok(())
+        }
+        Err(e) if e.kind() == ErrorKind::ConditionFailed => Err(taken_over().with_source(e)),
+        Err(e) => Err(e),
+    }
+}
+
+/// Drops the intent record: the operation is over.
+pub(crate) async fn finish<S: Storage + 'static>(cx: &Ctx<S>, g: &Guard) -> Result<()> {
+    let key = cx.inner.layout.intent_key(&g.id());
+    match cx.io().delete_item(&key, owned_by(cx, &g.token)).await {
+        Err(e) if e.kind() == ErrorKind::ConditionFailed => Err(taken_over().with_source(e)),
+        other => {
+            if other.is_ok() {
+                g.release();
+            }
+            other
+        }
+    }
+}
+
+pub(crate) fn owner_attr<S: Storage + 'static>(cx: &Ctx<S>) -> String {
+    cx.inner.layout.intent_attr("owner")
+}
+
+pub(crate) fn owned_by<S: Storage + 'static>(cx: &Ctx<S>, token: &str) -> Condition {
+    Condition::equals(owner_attr(cx), Value::S(token.to_owned()))
+}
+
+pub(crate) fn encode_intent<S: Storage + 'static>(cx: &Ctx<S>, intent: &Intent) -> Item {
+    let attr = |field: &str| cx.inner.layout.intent_attr(field);
+    let mut item = cx.inner.layout.intent_key(&intent.id).into_item();
+    item.insert(attr("op"), Value::S(intent.op.as_str().to_owned()));
+    item.insert(
+        attr("from"),
+        Value::S(cx.inner.layout.encode_target(&intent.from)),
+    );
+    let to = if intent.to.is_root() {
+        String::new()
+    } else {
+        cx.inner.layout.encode_target(&intent.to)
+    };
+    item.insert(attr("to"), Value::S(to));
+    item.insert(attr("phase"), Value::S(intent.phase.as_str().to_owned()));
+    let links = match intent.links {
+        LinkPolicy::Ignore => "ignore",
+        LinkPolicy::Report => "report",
+        LinkPolicy::Rewrite => "rewrite",
+    };
+    item.insert(attr("links"), Value::S(links.to_owned()));
+    if let Some(owner) = &intent.owner {
+        item.insert(owner_attr(cx), Value::S(owner.clone()));
+        item.insert(attr("lease"), Value::N(intent.lease.to_string()));
+    }
+    if let Some(refusal) = &intent.refusal {
+        item.insert(attr("refusal"), Value::S(refusal.clone()));
+    }
+    item
+}
+
+pub(crate) fn decode_intent<S: Storage + 'static>(cx: &Ctx<S>, item: &Item) -> Result<Intent> {
+    let attr = |field: &str| cx.inner.layout.intent_attr(field);
+    let field = |n: &str| {
+        item.get_s(&attr(n))
+            .map(str::to_owned)
+            .ok_or_else(|| Error::new(ErrorKind::Backend, format!("intent record without `{n}`")))
+    };
+    let unknown = |n: &str| {
+        Error::new(
+            ErrorKind::Backend,
+            format!("intent record with an unknown `{n}`"),
+        )
+    };
+    let lease = match item.get(&attr("lease")) {
+        Some(Value::N(n)) => n.parse().unwrap_or(0),
+        _ => 0,
+    };
+    Ok(Intent {
+        id: item.get_s(RANGE_KEY).unwrap_or_default().to_owned(),
+        op: Operation::parse(&field("op")?).ok_or_else(|| unknown("op"))?,
+        from: cx.inner.layout.decode_target(&field("from")?)?,
+        // A re-parenting of a top-level node moves its children to the root: stored empty.
+        to: match field("to")?.as_str() {
+            "" => Path::root(),
+            to => cx.inner.layout.decode_target(to)?,
+        },
+        phase: Phase::parse(&field("phase")?).ok_or_else(|| unknown("phase"))?,
+        links: match field("links")?.as_str() {
+            "ignore" => LinkPolicy::Ignore,
+            "rewrite" => LinkPolicy::Rewrite,
+            _ => LinkPolicy::Report,
+        },
+        owner: item.get_s(&owner_attr(cx)).map(str::to_owned),
+        lease,
+        refusal: item.get_s(&attr("refusal")).map(str::to_owned),
+    })
+}
+
+pub(crate) fn taken_over() -> Error {
+    Error::new(
+        ErrorKind::TakenOver,
+        "another call took the operation over after this call's lease ran out",
+    )
+}
+
+/// A refusal as recorded in the intent: the kind's name, then the detail.
+pub(crate) fn encode_refusal(e: &Error) -> String {
+    format!("{:?}: {e}", e.kind())
+}
+
+/// The refusal recorded in an intent, as the error it was.
+pub(crate) fn decode_refusal(s: Option<&str>) -> Error {
+    let s = s.unwrap_or("Conflict: refused");
+    let (kind, detail) = s.split_once(": ").unwrap_or(("Conflict", s));
+    let kind = [
+        ErrorKind::Locked,
+        ErrorKind::AlreadyExists,
+        ErrorKind::NotFound,
+        ErrorKind::InvalidPath,
+        ErrorKind::ItemTooLarge,
+        ErrorKind::InvalidValue,
+        ErrorKind::InvalidArgument,
+        ErrorKind::Validation,
+        ErrorKind::Conflict,
+    ]
+    .into_iter()
+    .find(|k| format!("{k:?}") == kind)
+    .unwrap_or(ErrorKind::Conflict);
+    Error::new(
+        kind,
+        format!("the operation was refused and rolled back ({detail})"),
+    )
+}
+
+/// A fresh owner token.
+pub(crate) fn new_token() -> String {
+    format!("{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..))
+}
+
+/// An intent this call owns, with its current recorded state.
+#[derive(Debug)]
+pub(crate) struct Guard {
+    intent: std::sync::Mutex<Intent>,
+    pub(crate) token: String,
+}
+
+impl Guard {
+    pub(crate) fn snapshot(&self) -> Intent {
+        self.intent
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    pub(crate) fn id(&self) -> String {
+        self.snapshot().id
+    }
+
+    pub(crate) fn set(&self, intent: Intent) {
+        *self
+            .intent
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = intent;
+    }
+
+    /// The intent is gone: nothing to give back on failure.
+    pub(crate) fn release(&self) {
+        self.intent
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .owner = None;
     }
 }
 

@@ -1,5 +1,6 @@
 //! Tree operations over many nodes: ancestors, descendants, subtree deletion.
 
+use crate::tree::{Ctx, moves, read};
 use std::collections::VecDeque;
 
 use futures::stream::BoxStream;
@@ -93,42 +94,6 @@ pub struct Descendants<S = SharedStorage> {
 }
 
 impl<S: Storage + 'static> Tree<S> {
-    /// The path-index GSI definition, when the tree has one.
-    pub(crate) fn path_index_spec(&self) -> Option<IndexSpec> {
-        self.inner
-            .config
-            .path_index
-            .map(|_| self.inner.layout.path_index_spec())
-    }
-
-    /// Adds the path index attributes to an object row (nothing without a path index), and
-    /// checks them against DynamoDB's limits for index keys (hash 2048 bytes, range 1024) and
-    /// the row against the item size limit.
-    pub(crate) fn add_path_index(&self, path: &Path, row: &mut Item) -> Result<()> {
-        let (Some(depth), Some(spec)) = (self.inner.config.path_index, self.path_index_spec())
-        else {
-            return Ok(());
-        };
-        let (hash, range) = self
-            .inner
-            .layout
-            .path_index_values(path.components(), depth);
-        if hash.len() > crate::storage::MAX_HASH_KEY_BYTES
-            || range.len() > crate::storage::MAX_RANGE_KEY_BYTES
-        {
-            return Err(Error::invalid_path(format!(
-                "{path} is {} bytes as a key: with a path index, at most {} (the index's range key)",
-                range.len(),
-                crate::storage::MAX_RANGE_KEY_BYTES
-            )));
-        }
-        row.insert(spec.hash_attr, Value::S(hash));
-        if let Some(r) = spec.range_attr {
-            row.insert(r, Value::S(range));
-        }
-        crate::layout::check_item_size(row)
-    }
-
     /// Every existing ancestor object of `path`, root first: one BatchGetItem per 100
     /// ancestors (unprocessed keys retried). Ancestors without an object are left out.
     ///
@@ -166,7 +131,7 @@ impl<S: Storage + 'static> Tree<S> {
         self.ancestor_items(path)
             .await?
             .into_iter()
-            .map(|(p, item)| Ok((p, self.to_value(item)?)))
+            .map(|(p, item)| Ok((p, self.cx.to_value(item)?)))
             .collect()
     }
 
@@ -205,20 +170,19 @@ impl<S: Storage + 'static> Tree<S> {
     /// Cancel safe.
     pub async fn ancestor_items(&self, path: impl IntoPath) -> Result<Vec<(Path, Item)>> {
         let path = self.enter(path)?;
-        self.inner.layout.check_object_path(&path)?;
+        self.cx.inner.layout.check_object_path(&path)?;
         // Through a scope: the ancestors below its root (see `scope`).
-        let prefixes: Vec<Path> = (self.floor() + 1..path.len())
+        let prefixes: Vec<Path> = (self.cx.floor() + 1..path.len())
             .map(|i| path.prefix(i))
             .collect();
-        let mut by_hash = self
-            .objects_of(&prefixes, self.inner.config.consistent_reads)
-            .await?;
+        let mut by_hash =
+            read::objects_of(&self.cx, &prefixes, self.cx.inner.config.consistent_reads).await?;
         let now = crate::expiry::now_secs();
         prefixes
             .into_iter()
             .filter_map(|p| {
-                let item = by_hash.remove(&self.inner.layout.object_key(&p).hash)?;
-                if self.inner.layout.is_absent(&item, now) {
+                let item = by_hash.remove(&self.cx.inner.layout.object_key(&p).hash)?;
+                if self.cx.inner.layout.is_absent(&item, now) {
                     return None;
                 }
                 Some(self.leave(p).map(|p| (p, item)))
@@ -298,19 +262,53 @@ impl<S: Storage + 'static> Tree<S> {
     /// `resume`, or the same call again, finishes it.
     pub async fn delete_subtree(&self, path: impl IntoPath) -> Result<usize> {
         let path = self.enter(path)?;
-        self.inner.layout.check_object_path(&path)?;
-        self.refuse_root(&path, "delete_subtree")?;
-        let report = self
-            .base()
-            .start(
-                super::Operation::Delete,
-                path.clone(),
-                path,
-                super::LinkPolicy::Ignore,
-            )
-            .await?;
+        self.cx.inner.layout.check_object_path(&path)?;
+        self.cx.refuse_root(&path, "delete_subtree")?;
+        let report = moves::start(
+            &self.cx,
+            super::Operation::Delete,
+            path.clone(),
+            path,
+            super::LinkPolicy::Ignore,
+        )
+        .await?;
         Ok(report.objects)
     }
+}
+/// The path-index GSI definition, when the tree has one.
+pub(crate) fn path_index_spec<S: Storage + 'static>(cx: &Ctx<S>) -> Option<IndexSpec> {
+    cx.inner
+        .config
+        .path_index
+        .map(|_| cx.inner.layout.path_index_spec())
+}
+
+/// Adds the path index attributes to an object row (nothing without a path index), and
+/// checks them against DynamoDB's limits for index keys (hash 2048 bytes, range 1024) and
+/// the row against the item size limit.
+pub(crate) fn add_path_index<S: Storage + 'static>(
+    cx: &Ctx<S>,
+    path: &Path,
+    row: &mut Item,
+) -> Result<()> {
+    let (Some(depth), Some(spec)) = (cx.inner.config.path_index, path_index_spec(cx)) else {
+        return Ok(());
+    };
+    let (hash, range) = cx.inner.layout.path_index_values(path.components(), depth);
+    if hash.len() > crate::storage::MAX_HASH_KEY_BYTES
+        || range.len() > crate::storage::MAX_RANGE_KEY_BYTES
+    {
+        return Err(Error::invalid_path(format!(
+            "{path} is {} bytes as a key: with a path index, at most {} (the index's range key)",
+            range.len(),
+            crate::storage::MAX_RANGE_KEY_BYTES
+        )));
+    }
+    row.insert(spec.hash_attr, Value::S(hash));
+    if let Some(r) = spec.range_attr {
+        row.insert(r, Value::S(range));
+    }
+    crate::layout::check_item_size(row)
 }
 
 impl<S: Storage + 'static> Descendants<S> {
@@ -531,7 +529,7 @@ impl<S: Storage + 'static> Descendants<S> {
                     "descendants by walk"
                 },
                 &[
-                    &tree.inner.layout.listing_hash(prefix.components()),
+                    &tree.cx.inner.layout.listing_hash(prefix.components()),
                     &format!("{max_depth:?}"),
                 ],
                 None,
@@ -602,8 +600,8 @@ impl<S: Storage + 'static> Descendants<S> {
     /// The checked prefix, and whether to use the path index.
     fn plan(self) -> Result<(Path, bool)> {
         let prefix = self.prefix?;
-        self.tree.inner.layout.check_listing_path(&prefix)?;
-        let index_depth = self.tree.inner.config.path_index;
+        self.tree.cx.inner.layout.check_listing_path(&prefix)?;
+        let index_depth = self.tree.cx.inner.config.path_index;
         let use_index = match (self.strategy, index_depth) {
             (Strategy::Walk, _) | (Strategy::Auto, None) => false,
             (Strategy::Auto, Some(depth)) => prefix.len() >= depth,
@@ -680,6 +678,7 @@ fn resume_point<S: Storage + 'static>(
         )));
     }
     let path = tree
+        .cx
         .inner
         .layout
         .decode_target(hash)
@@ -786,7 +785,7 @@ impl<S: Storage + 'static> Walk<S> {
             None => {}
             Some(after) => {
                 for i in prefix.len()..after.len() {
-                    let start = tree.inner.layout.listing_key(&after.prefix(i + 1));
+                    let start = tree.cx.inner.layout.listing_key(&after.prefix(i + 1));
                     stack.push(Frame::unread(
                         after.prefix(i),
                         i - prefix.len(),
@@ -818,7 +817,7 @@ impl<S: Storage + 'static> Walk<S> {
             concurrency,
             page_size,
         } = self;
-        let layout = &tree.inner.layout;
+        let layout = &tree.cx.inner.layout;
         let mut out: Vec<Descendant> = Vec::new();
         let mut last = None;
         while let Some(top) = stack.last_mut() {
@@ -844,9 +843,9 @@ impl<S: Storage + 'static> Walk<S> {
             }
             if !top.objects {
                 let paths: Vec<Path> = top.entries.iter().map(|e| e.path.clone()).collect();
-                let mut by_hash = tree
-                    .objects_of(&paths, tree.inner.config.consistent_reads)
-                    .await?;
+                let mut by_hash =
+                    read::objects_of(&tree.cx, &paths, tree.cx.inner.config.consistent_reads)
+                        .await?;
                 let now = crate::expiry::now_secs();
                 for e in &mut top.entries {
                     e.object = by_hash
@@ -903,14 +902,14 @@ async fn list_page<S: Storage + 'static>(
     start: Option<Key>,
     page_size: Option<u32>,
 ) -> Result<Option<Listing>> {
-    if !tree.inner.layout.check_listable(&dir)? {
+    if !tree.cx.inner.layout.check_listable(&dir)? {
         return Ok(None);
     }
-    let mut query = tree.listing_query_for(&dir)?;
+    let mut query = tree.cx.listing_query_for(&dir)?;
     if page_size.is_some() {
         query.limit = page_size;
     }
-    let page = tree.io().query_page(&query, start.clone()).await?;
+    let page = tree.cx.io().query_page(&query, start.clone()).await?;
     let names = page
         .items
         .iter()
@@ -939,7 +938,7 @@ fn walk_pages<S: Storage + 'static>(
         let cursor = more.then(|| {
             Cursor::new(
                 fp,
-                vec![walk.tree.inner.layout.object_hash(last.components())],
+                vec![walk.tree.cx.inner.layout.object_hash(last.components())],
             )
         });
         Ok(Some((TypedPage { items, cursor }, (walk, left))))
@@ -957,9 +956,9 @@ fn index_pages<S: Storage + 'static>(
     fp: u64,
     after: Option<Path>,
 ) -> impl Stream<Item = Result<TypedPage<Descendant>>> + Send + 'static {
-    let layout = &tree.inner.layout;
-    let depth = tree.inner.config.path_index.unwrap_or(0);
-    let spec = tree.path_index_spec().expect("path index configured");
+    let layout = &tree.cx.inner.layout;
+    let depth = tree.cx.inner.config.path_index.unwrap_or(0);
+    let spec = path_index_spec(&tree.cx).expect("path index configured");
     // Objects strictly below the prefix: keys that start with its listing key.
     let begins = layout.listing_hash(prefix.components());
     // The index's key of an object row: the table's key and the index's two attributes.
@@ -994,7 +993,7 @@ fn index_pages<S: Storage + 'static>(
                 if left == 0 {
                     return Ok(None);
                 }
-                let page = tree.io().query_index_page(&query, start).await?;
+                let page = tree.cx.io().query_index_page(&query, start).await?;
                 let mut items = Vec::new();
                 let mut last_hash = None;
                 let now = crate::expiry::now_secs();
@@ -1005,8 +1004,8 @@ fn index_pages<S: Storage + 'static>(
                     let Some(hash) = item.get_s(HASH_KEY) else {
                         continue;
                     };
-                    let path = tree.inner.layout.decode_target(hash)?;
-                    if tree.inner.layout.is_absent(&item, now) {
+                    let path = tree.cx.inner.layout.decode_target(hash)?;
+                    if tree.cx.inner.layout.is_absent(&item, now) {
                         // Expired: skipped, but the page resumes after it.
                         last_hash = Some(hash.to_owned());
                         continue;
@@ -1016,7 +1015,7 @@ fn index_pages<S: Storage + 'static>(
                         items.push(Descendant {
                             path: tree.leave(path)?,
                             item,
-                            reserved: tree.inner.layout.reserved(),
+                            reserved: tree.cx.inner.layout.reserved(),
                         });
                     }
                 }

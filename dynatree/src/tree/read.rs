@@ -1,6 +1,7 @@
 //! The read path: object rows by path, links followed, expired values skipped, with a per-call
 //! choice of consistency and projection.
 
+use crate::tree::Ctx;
 use std::collections::HashMap;
 
 use serde::de::DeserializeOwned;
@@ -11,7 +12,7 @@ use crate::path::Path;
 use crate::storage::batch::get_all_projected;
 use crate::storage::{HASH_KEY, RANGE_KEY, Storage};
 
-use super::{Entry, Tree};
+use super::Entry;
 
 /// How one read is made.
 #[derive(Debug, Clone, Default)]
@@ -22,218 +23,222 @@ pub(crate) struct ReadOpts {
     pub projection: Vec<String>,
 }
 
-impl<S: Storage + 'static> Tree<S> {
-    /// The tree's default read: its consistency setting, every attribute.
-    pub(crate) fn default_read(&self) -> ReadOpts {
-        ReadOpts {
-            consistent: self.inner.config.consistent_reads,
-            projection: Vec::new(),
-        }
+/// The tree's default read: its consistency setting, every attribute.
+pub(crate) fn default_read<S: Storage + 'static>(cx: &Ctx<S>) -> ReadOpts {
+    ReadOpts {
+        consistent: cx.inner.config.consistent_reads,
+        projection: Vec::new(),
     }
+}
 
-    /// A read with `consistent` (default: the tree's setting) of only `fields` (`None`: all),
-    /// plus the attributes the read path needs: the keys, the link target, the expiry, the
-    /// fence mark (fenced puts).
-    pub(crate) fn read_opts(&self, consistent: Option<bool>, fields: Option<&[&str]>) -> ReadOpts {
-        let layout = &self.inner.layout;
-        ReadOpts {
-            consistent: consistent.unwrap_or(self.inner.config.consistent_reads),
-            projection: match fields {
-                None => Vec::new(),
-                Some(fields) => {
-                    let mut names: Vec<String> = [HASH_KEY, RANGE_KEY, layout.link_attr()]
-                        .into_iter()
-                        .map(str::to_owned)
-                        .chain([layout.ttl_attr(), layout.fence_attr()])
-                        .collect();
-                    for f in fields {
-                        if !names.iter().any(|n| n == f) {
-                            names.push((*f).to_owned());
-                        }
+/// A read with `consistent` (default: the tree's setting) of only `fields` (`None`: all),
+/// plus the attributes the read path needs: the keys, the link target, the expiry, the
+/// fence mark (fenced puts).
+pub(crate) fn read_opts<S: Storage + 'static>(
+    cx: &Ctx<S>,
+    consistent: Option<bool>,
+    fields: Option<&[&str]>,
+) -> ReadOpts {
+    let layout = &cx.inner.layout;
+    ReadOpts {
+        consistent: consistent.unwrap_or(cx.inner.config.consistent_reads),
+        projection: match fields {
+            None => Vec::new(),
+            Some(fields) => {
+                let mut names: Vec<String> = [HASH_KEY, RANGE_KEY, layout.link_attr()]
+                    .into_iter()
+                    .map(str::to_owned)
+                    .chain([layout.ttl_attr(), layout.fence_attr()])
+                    .collect();
+                for f in fields {
+                    if !names.iter().any(|n| n == f) {
+                        names.push((*f).to_owned());
                     }
-                    names
                 }
-            },
-        }
-    }
-
-    /// The object rows of `paths` (one BatchGetItem per 100, unprocessed keys retried),
-    /// keyed by their `Key` string; absent objects are left out.
-    pub(crate) async fn objects_of<'p>(
-        &self,
-        paths: impl IntoIterator<Item = &'p Path>,
-        consistent: bool,
-    ) -> Result<HashMap<String, Item>> {
-        let read = ReadOpts {
-            consistent,
-            projection: Vec::new(),
-        };
-        self.objects_with(paths, &read).await
-    }
-
-    /// The rows at the object keys of `paths` as stored (fences included), by hash key.
-    pub(crate) async fn rows_of<'p>(
-        &self,
-        paths: impl IntoIterator<Item = &'p Path>,
-        consistent: bool,
-    ) -> Result<HashMap<String, Item>> {
-        self.rows_with(paths, consistent, &[]).await
-    }
-
-    async fn rows_with<'p>(
-        &self,
-        paths: impl IntoIterator<Item = &'p Path>,
-        consistent: bool,
-        projection: &[String],
-    ) -> Result<HashMap<String, Item>> {
-        let keys = paths
-            .into_iter()
-            .map(|p| self.inner.layout.object_key(p))
-            .collect();
-        self.ensure_verified().await?;
-        let items = get_all_projected(
-            &self.inner.storage,
-            keys,
-            consistent,
-            projection,
-            &self.inner.config.retry,
-        )
-        .await?;
-        Ok(items
-            .into_iter()
-            .filter_map(|i| Some((i.get_s(HASH_KEY)?.to_owned(), i)))
-            .collect())
-    }
-
-    async fn objects_with<'p>(
-        &self,
-        paths: impl IntoIterator<Item = &'p Path>,
-        read: &ReadOpts,
-    ) -> Result<HashMap<String, Item>> {
-        let mut rows = self
-            .rows_with(paths, read.consistent, &read.projection)
-            .await?;
-        // A fence row (fenced puts) is no object.
-        rows.retain(|_, i| !self.inner.layout.is_fence(i));
-        Ok(rows)
-    }
-
-    /// The children in `rows` (listing rows under `prefix`) with their objects.
-    pub(crate) async fn entries_for<T: DeserializeOwned>(
-        &self,
-        prefix: &Path,
-        rows: Vec<Item>,
-    ) -> Result<Vec<Entry<T>>> {
-        let read = self.default_read();
-        self.entries_with(prefix, rows, &read).await
-    }
-
-    /// As [`entries_for`](Tree::entries_for), read as `read` says.
-    pub(crate) async fn entries_with<T: DeserializeOwned>(
-        &self,
-        prefix: &Path,
-        rows: Vec<Item>,
-        read: &ReadOpts,
-    ) -> Result<Vec<Entry<T>>> {
-        let names: Vec<String> = rows
-            .iter()
-            .filter_map(|i| i.get_s(RANGE_KEY).map(str::to_owned))
-            .collect();
-        let paths = names
-            .iter()
-            .map(|n| prefix.child(n.clone()))
-            .collect::<Result<Vec<Path>>>()?;
-        let resolved = self.resolve_many_with(&paths, read).await?;
-        names
-            .into_iter()
-            .zip(resolved)
-            .map(|(name, item)| {
-                Ok(Entry {
-                    name,
-                    value: item.map(|i| self.to_value(i)).transpose()?,
-                })
-            })
-            .collect()
-    }
-
-    /// Follows links from `path` to an object row (the tree's default read).
-    pub(crate) async fn resolve(&self, path: &Path) -> Result<Option<Item>> {
-        let read = self.default_read();
-        self.resolve_with(path, &read).await
-    }
-
-    /// Follows links from `path` to an object row; an expired one reads as absent.
-    pub(crate) async fn resolve_with(&self, path: &Path, read: &ReadOpts) -> Result<Option<Item>> {
-        let mut current = path.clone();
-        let mut seen = vec![current.clone()];
-        loop {
-            let key = self.inner.layout.object_key(&current);
-            let io = self.io();
-            let found = if read.projection.is_empty() {
-                io.get_item(&key, read.consistent).await?
-            } else {
-                io.get_item_projected(&key, read.consistent, &read.projection)
-                    .await?
-            };
-            let Some(item) = found else {
-                return Ok(None);
-            };
-            let Some(target) = item.get_s(self.inner.layout.link_attr()) else {
-                // Expired (see `crate::expiry`): as if DynamoDB had deleted it already; a
-                // fence (fenced puts) is no object either.
-                if self
-                    .inner
-                    .layout
-                    .is_absent(&item, crate::expiry::now_secs())
-                {
-                    return Ok(None);
-                }
-                return Ok(Some(item));
-            };
-            current = self.next_hop(path, target, &mut seen)?;
-        }
-    }
-
-    /// Resolves many paths with BatchGetItem rounds (one round per link hop).
-    pub(crate) async fn resolve_many(&self, paths: &[Path]) -> Result<Vec<Option<Item>>> {
-        let read = self.default_read();
-        self.resolve_many_with(paths, &read).await
-    }
-
-    /// As [`resolve_many`](Tree::resolve_many), read as `read` says.
-    pub(crate) async fn resolve_many_with(
-        &self,
-        paths: &[Path],
-        read: &ReadOpts,
-    ) -> Result<Vec<Option<Item>>> {
-        let mut out: Vec<Option<Item>> = vec![None; paths.len()];
-        let now = crate::expiry::now_secs();
-        let mut pending: Vec<(usize, Path, Vec<Path>)> = paths
-            .iter()
-            .enumerate()
-            .map(|(i, p)| (i, p.clone(), vec![p.clone()]))
-            .collect();
-        while !pending.is_empty() {
-            let by_hash = self
-                .objects_with(pending.iter().map(|(_, p, _)| p), read)
-                .await?;
-            let mut next = Vec::new();
-            for (i, p, mut seen) in pending {
-                let hash = self.inner.layout.object_key(&p).hash;
-                let Some(item) = by_hash.get(&hash).cloned() else {
-                    continue;
-                };
-                match item.get_s(self.inner.layout.link_attr()) {
-                    Some(t) => {
-                        let target = self.next_hop(&paths[i], t, &mut seen)?;
-                        next.push((i, target, seen));
-                    }
-                    None if self.inner.layout.is_absent(&item, now) => {}
-                    None => out[i] = Some(item),
-                }
+                names
             }
-            pending = next;
-        }
-        Ok(out)
+        },
     }
+}
+
+/// The object rows of `paths` (one BatchGetItem per 100, unprocessed keys retried),
+/// keyed by their `Key` string; absent objects are left out.
+pub(crate) async fn objects_of<'p, S: Storage + 'static>(
+    cx: &Ctx<S>,
+    paths: impl IntoIterator<Item = &'p Path>,
+    consistent: bool,
+) -> Result<HashMap<String, Item>> {
+    let read = ReadOpts {
+        consistent,
+        projection: Vec::new(),
+    };
+    objects_with(cx, paths, &read).await
+}
+
+/// The rows at the object keys of `paths` as stored (fences included), by hash key.
+pub(crate) async fn rows_of<'p, S: Storage + 'static>(
+    cx: &Ctx<S>,
+    paths: impl IntoIterator<Item = &'p Path>,
+    consistent: bool,
+) -> Result<HashMap<String, Item>> {
+    rows_with(cx, paths, consistent, &[]).await
+}
+
+async fn rows_with<'p, S: Storage + 'static>(
+    cx: &Ctx<S>,
+    paths: impl IntoIterator<Item = &'p Path>,
+    consistent: bool,
+    projection: &[String],
+) -> Result<HashMap<String, Item>> {
+    let keys = paths
+        .into_iter()
+        .map(|p| cx.inner.layout.object_key(p))
+        .collect();
+    cx.ensure_verified().await?;
+    let items = get_all_projected(
+        &cx.inner.storage,
+        keys,
+        consistent,
+        projection,
+        &cx.inner.config.retry,
+    )
+    .await?;
+    Ok(items
+        .into_iter()
+        .filter_map(|i| Some((i.get_s(HASH_KEY)?.to_owned(), i)))
+        .collect())
+}
+
+async fn objects_with<'p, S: Storage + 'static>(
+    cx: &Ctx<S>,
+    paths: impl IntoIterator<Item = &'p Path>,
+    read: &ReadOpts,
+) -> Result<HashMap<String, Item>> {
+    let mut rows = rows_with(cx, paths, read.consistent, &read.projection).await?;
+    // A fence row (fenced puts) is no object.
+    rows.retain(|_, i| !cx.inner.layout.is_fence(i));
+    Ok(rows)
+}
+
+/// The children in `rows` (listing rows under `prefix`) with their objects.
+pub(crate) async fn entries_for<S: Storage + 'static, T: DeserializeOwned>(
+    cx: &Ctx<S>,
+    prefix: &Path,
+    rows: Vec<Item>,
+) -> Result<Vec<Entry<T>>> {
+    let read = default_read(cx);
+    entries_with(cx, prefix, rows, &read).await
+}
+
+/// As [`entries_for`](entries_for), read as `read` says.
+pub(crate) async fn entries_with<S: Storage + 'static, T: DeserializeOwned>(
+    cx: &Ctx<S>,
+    prefix: &Path,
+    rows: Vec<Item>,
+    read: &ReadOpts,
+) -> Result<Vec<Entry<T>>> {
+    let names: Vec<String> = rows
+        .iter()
+        .filter_map(|i| i.get_s(RANGE_KEY).map(str::to_owned))
+        .collect();
+    let paths = names
+        .iter()
+        .map(|n| prefix.child(n.clone()))
+        .collect::<Result<Vec<Path>>>()?;
+    let resolved = resolve_many_with(cx, &paths, read).await?;
+    names
+        .into_iter()
+        .zip(resolved)
+        .map(|(name, item)| {
+            Ok(Entry {
+                name,
+                value: item.map(|i| cx.to_value(i)).transpose()?,
+            })
+        })
+        .collect()
+}
+
+/// Follows links from `path` to an object row (the tree's default read).
+pub(crate) async fn resolve<S: Storage + 'static>(
+    cx: &Ctx<S>,
+    path: &Path,
+) -> Result<Option<Item>> {
+    let read = default_read(cx);
+    resolve_with(cx, path, &read).await
+}
+
+/// Follows links from `path` to an object row; an expired one reads as absent.
+pub(crate) async fn resolve_with<S: Storage + 'static>(
+    cx: &Ctx<S>,
+    path: &Path,
+    read: &ReadOpts,
+) -> Result<Option<Item>> {
+    let mut current = path.clone();
+    let mut seen = vec![current.clone()];
+    loop {
+        let key = cx.inner.layout.object_key(&current);
+        let io = cx.io();
+        let found = if read.projection.is_empty() {
+            io.get_item(&key, read.consistent).await?
+        } else {
+            io.get_item_projected(&key, read.consistent, &read.projection)
+                .await?
+        };
+        let Some(item) = found else {
+            return Ok(None);
+        };
+        let Some(target) = item.get_s(cx.inner.layout.link_attr()) else {
+            // Expired (see `crate::expiry`): as if DynamoDB had deleted it already; a
+            // fence (fenced puts) is no object either.
+            if cx.inner.layout.is_absent(&item, crate::expiry::now_secs()) {
+                return Ok(None);
+            }
+            return Ok(Some(item));
+        };
+        current = cx.next_hop(path, target, &mut seen)?;
+    }
+}
+
+/// Resolves many paths with BatchGetItem rounds (one round per link hop).
+pub(crate) async fn resolve_many<S: Storage + 'static>(
+    cx: &Ctx<S>,
+    paths: &[Path],
+) -> Result<Vec<Option<Item>>> {
+    let read = default_read(cx);
+    resolve_many_with(cx, paths, &read).await
+}
+
+/// As [`resolve_many`](resolve_many), read as `read` says.
+pub(crate) async fn resolve_many_with<S: Storage + 'static>(
+    cx: &Ctx<S>,
+    paths: &[Path],
+    read: &ReadOpts,
+) -> Result<Vec<Option<Item>>> {
+    let mut out: Vec<Option<Item>> = vec![None; paths.len()];
+    let now = crate::expiry::now_secs();
+    let mut pending: Vec<(usize, Path, Vec<Path>)> = paths
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (i, p.clone(), vec![p.clone()]))
+        .collect();
+    while !pending.is_empty() {
+        let by_hash = objects_with(cx, pending.iter().map(|(_, p, _)| p), read).await?;
+        let mut next = Vec::new();
+        for (i, p, mut seen) in pending {
+            let hash = cx.inner.layout.object_key(&p).hash;
+            let Some(item) = by_hash.get(&hash).cloned() else {
+                continue;
+            };
+            match item.get_s(cx.inner.layout.link_attr()) {
+                Some(t) => {
+                    let target = cx.next_hop(&paths[i], t, &mut seen)?;
+                    next.push((i, target, seen));
+                }
+                None if cx.inner.layout.is_absent(&item, now) => {}
+                None => out[i] = Some(item),
+            }
+        }
+        pending = next;
+    }
+    Ok(out)
 }

@@ -96,6 +96,7 @@
 //!
 #![doc = include_str!("scope.md")]
 
+use crate::tree::Ctx;
 use std::sync::Arc;
 
 use crate::error::{Error, ErrorKind, Result};
@@ -163,15 +164,17 @@ impl<S> Tree<S> {
     /// makes keys over DynamoDB's limits (with this tree's root before it).
     pub fn scope(&self, path: impl IntoPath) -> Result<Tree<S>> {
         let root = self.enter(path)?;
-        self.inner.layout.check_listing_path(&root)?;
+        self.cx.inner.layout.check_listing_path(&root)?;
         if root.is_root() {
             return Ok(self.clone());
         }
         Ok(Tree {
-            inner: Arc::clone(&self.inner),
-            root: Some(Arc::new(root)),
+            cx: Ctx {
+                inner: Arc::clone(&self.cx.inner),
+                root: Some(Arc::new(root)),
+                observer: self.cx.observer.clone(),
+            },
             relative: true,
-            observer: self.observer.clone(),
         })
     }
 
@@ -191,7 +194,7 @@ impl<S> Tree<S> {
     /// # Ok::<(), dynatree::Error>(())
     /// ```
     pub fn scope_root(&self) -> Path {
-        self.root.as_deref().cloned().unwrap_or_default()
+        self.cx.root.as_deref().cloned().unwrap_or_default()
     }
 
     /// Whether this tree is a [scope](Tree::scope) of another.
@@ -209,7 +212,7 @@ impl<S> Tree<S> {
     /// # Ok::<(), dynatree::Error>(())
     /// ```
     pub fn is_scoped(&self) -> bool {
-        self.root.is_some()
+        self.cx.root.is_some()
     }
 
     /// The absolute source and destination of a move or copy, refused on the scope's root.
@@ -220,8 +223,8 @@ impl<S> Tree<S> {
         op: &str,
     ) -> Result<(Path, Path)> {
         let (from, to) = (self.enter(from)?, self.enter(to)?);
-        self.refuse_root(&from, op)?;
-        self.refuse_root(&to, &format!("{op} onto"))?;
+        self.cx.refuse_root(&from, op)?;
+        self.cx.refuse_root(&to, &format!("{op} onto"))?;
         Ok((from, to))
     }
 
@@ -229,7 +232,7 @@ impl<S> Tree<S> {
     /// caller sees it; unchanged for a whole tree and for a scope's own operations).
     pub(crate) fn enter(&self, path: impl IntoPath) -> Result<Path> {
         let path = path.into_path()?;
-        match (&self.root, self.relative) {
+        match (&self.cx.root, self.relative) {
             (Some(root), true) => Ok(join(root, &path)),
             _ => Ok(path),
         }
@@ -238,7 +241,7 @@ impl<S> Tree<S> {
     /// The path to return to the caller for an absolute path: relative to the root of a scope
     /// as the caller sees it. [`ErrorKind::OutOfScope`] for a path outside the root.
     pub(crate) fn leave(&self, path: Path) -> Result<Path> {
-        match &self.root {
+        match &self.cx.root {
             Some(root) if !path.starts_with(root) => Err(out_of_scope(root, &path)),
             Some(root) if self.relative => Ok(strip(root, &path)),
             _ => Ok(path),
@@ -249,14 +252,36 @@ impl<S> Tree<S> {
     /// methods run their operation on, so that the operation's own calls (a re-parenting's
     /// moves, a move's link scan) are not translated twice, and stay confined to the root.
     pub(crate) fn base(&self) -> Tree<S> {
-        Tree {
-            inner: Arc::clone(&self.inner),
-            root: self.root.clone(),
-            relative: false,
-            observer: self.observer.clone(),
-        }
+        self.cx.tree()
     }
 
+    /// `report` with its link paths as the caller sees them.
+    pub(crate) fn leave_report(&self, mut report: MoveReport) -> Result<MoveReport> {
+        if self.relative {
+            report.links = report
+                .links
+                .into_iter()
+                .map(|(link, target)| Ok((self.leave(link)?, self.leave(target)?)))
+                .collect::<Result<_>>()?;
+        }
+        Ok(report)
+    }
+
+    /// The intents of this scope (source and destination inside it), with their paths as the
+    /// caller sees them.
+    pub(crate) fn scoped_intents(&self, all: Vec<Intent>) -> Result<Vec<Intent>> {
+        all.into_iter()
+            .filter(|i| self.cx.in_scope(&i.from) && self.cx.in_scope(&i.to))
+            .map(|mut i| {
+                i.from = self.leave(i.from)?;
+                i.to = self.leave(i.to)?;
+                Ok(i)
+            })
+            .collect()
+    }
+}
+
+impl<S> Ctx<S> {
     /// How many leading components removals never go above: the root's (0 for a whole tree,
     /// whose root has no listing row). Pruning removes listing rows of paths longer than this.
     pub(crate) fn floor(&self) -> usize {
@@ -307,31 +332,6 @@ impl<S> Tree<S> {
         };
         hash == self.inner.layout.object_hash(root.components())
             || hash.starts_with(&self.inner.layout.listing_hash(root.components()))
-    }
-
-    /// `report` with its link paths as the caller sees them.
-    pub(crate) fn leave_report(&self, mut report: MoveReport) -> Result<MoveReport> {
-        if self.relative {
-            report.links = report
-                .links
-                .into_iter()
-                .map(|(link, target)| Ok((self.leave(link)?, self.leave(target)?)))
-                .collect::<Result<_>>()?;
-        }
-        Ok(report)
-    }
-
-    /// The intents of this scope (source and destination inside it), with their paths as the
-    /// caller sees them.
-    pub(crate) fn scoped_intents(&self, all: Vec<Intent>) -> Result<Vec<Intent>> {
-        all.into_iter()
-            .filter(|i| self.in_scope(&i.from) && self.in_scope(&i.to))
-            .map(|mut i| {
-                i.from = self.leave(i.from)?;
-                i.to = self.leave(i.to)?;
-                Ok(i)
-            })
-            .collect()
     }
 
     /// The secondary-index hash value of `encoded` for a type of `template`, written and

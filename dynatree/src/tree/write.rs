@@ -6,476 +6,518 @@ use crate::path::Path;
 use crate::retry::Backoff;
 use crate::storage::batch::{TRANSACT_MAX, get_all};
 use crate::storage::{Condition, Key, Storage, TransactAction};
+use crate::tree::{Ctx, denorm, guard, removal};
 
-use super::Tree;
 use super::guard::Attempt;
 
-impl<S: Storage + 'static> Tree<S> {
-    /// Writes the object (or link) row `row` at `path` keeping the invariants. `condition` is
-    /// evaluated against the current object row, atomically with the write; when it does not
-    /// hold the result is [`ErrorKind::ConditionFailed`] and nothing is written.
-    pub(crate) async fn write_object(
-        &self,
-        path: &Path,
-        row: Item,
-        condition: &Condition,
-    ) -> Result<()> {
-        self.write_object_checked(path, row, condition, &[])
-            .await
-            .map(drop)
-    }
+/// Writes the object (or link) row `row` at `path` keeping the invariants. `condition` is
+/// evaluated against the current object row, atomically with the write; when it does not
+/// hold the result is [`ErrorKind::ConditionFailed`] and nothing is written.
+pub(crate) async fn write_object<S: Storage + 'static>(
+    cx: &Ctx<S>,
+    path: &Path,
+    row: Item,
+    condition: &Condition,
+) -> Result<()> {
+    write_object_checked(cx, path, row, condition, &[])
+        .await
+        .map(drop)
+}
 
-    /// [`write_object`](Tree::write_object) with `checks` (condition checks on other rows,
-    /// here the sources of denormalized copies) in the same transaction. `Ok(false)` if a check
-    /// failed: nothing was written.
-    pub(crate) async fn write_object_checked(
-        &self,
-        path: &Path,
-        row: Item,
-        condition: &Condition,
-        checks: &[TransactAction],
-    ) -> Result<bool> {
-        let object_key = self.inner.layout.object_key(path);
-        let own = self.inner.layout.listing_key(path);
-        let fenced = self.inner.config.fenced_puts;
-        if checks.is_empty() && self.inner.known.contains(&object_key) {
-            // An overwrite: one PutItem, conditional on the object being there (not a fence)
-            // and not held by a move or copy. An object row exists only while its listing row
-            // does (invariant 2), so no check of the listing row is needed; anything else
-            // takes the guarded path below (see the consistency docs, "Overwrites").
-            let mut all = vec![
-                Condition::Exists,
-                Condition::attr_not_exists(self.inner.layout.fence_attr()),
-                Condition::attr_not_exists(self.inner.layout.held_attr()),
-            ];
-            if !condition.is_always() {
-                all.push(condition.clone());
-            }
-            match self.io().put_item(row.clone(), Condition::And(all)).await {
-                Ok(()) => return Ok(true),
-                Err(e) if e.kind() == ErrorKind::ConditionFailed => {
-                    self.inner.known.remove(&object_key);
-                }
-                Err(e) => return Err(e),
-            }
-        } else if checks.is_empty() && fenced {
-            // Fenced puts: make sure L(P) was verified free moments ago (creating it if this
-            // process does not know it), then one PutItem conditional on no fence.
-            let created = if self.inner.known.fresh(&own) {
-                false
-            } else {
-                match self.verify_listing(path).await {
-                    Ok(created) => created,
-                    Err(e) => {
-                        // The listing row may have been written (a lost response): take it
-                        // away again if it names nothing (best effort, as below).
-                        let _ = self.remove_if_empty(path).await;
-                        return Err(e);
-                    }
-                }
-            };
-            if self.inner.known.fresh(&own) {
-                match self.put_fenced(&row, condition).await {
-                    Ok(()) => {
-                        self.inner.known.insert_all(Some(object_key));
-                        return Ok(true);
-                    }
-                    Err(e) if e.kind() == ErrorKind::ConditionFailed => {
-                        // A fence, a hold or the caller's condition: the guarded path decides.
-                        self.inner.known.remove(&own);
-                    }
-                    Err(e) => {
-                        // The listing row this call wrote would name nothing: take it away again
-                        // (best effort, by the removal protocol, which keeps it if the PutItem
-                        // applied after all; a crash here leaves it, as a failure part-way
-                        // through the Go library's put does, for `check` and `repair`).
-                        if created {
-                            let _ = self.remove_if_empty(path).await;
-                        }
-                        return Err(e);
-                    }
-                }
-            }
-        }
-        let mut backoff = Backoff::new(self.inner.config.retry);
-        // First try the plan the cache suggests; after a failed check, read the real state.
-        let mut read_state = false;
-        loop {
-            let sent = tokio::time::Instant::now();
-            let outcome = if read_state {
-                self.put_with_state(path, &row, condition, checks).await?
-            } else {
-                self.put_optimistic(path, &row, condition, checks).await?
-            };
-            match outcome {
-                Attempt::Done => {
-                    self.inner.known.insert_all(Some(object_key));
-                    // The transaction checked (or created) L(P) free when it committed.
-                    if fenced {
-                        self.inner.known.verify(own, sent);
-                    }
-                    return Ok(true);
-                }
-                Attempt::Stale => return Ok(false),
-                Attempt::Retry if !read_state => read_state = true,
-                Attempt::Again => read_state = true,
-                // A live removal: it either finishes quickly or its lease runs out, and then
-                // the mark is taken off. Neither is a failed attempt.
-                Attempt::Wait => backoff.wait().await,
-                Attempt::Retry => {
-                    if !backoff.retry().await {
-                        return Err(Error::new(
-                            ErrorKind::Conflict,
-                            format!("{path} kept being removed concurrently"),
-                        ));
-                    }
-                }
-            }
-        }
-    }
-
-    /// Fenced puts: the object row `row` in one PutItem, conditional on no fence and no hold
-    /// at its key and on `condition`. Only sent within [`FENCE_TRUST`] of a request that
-    /// verified the listing row free (see the consistency docs, "Fenced puts").
-    ///
-    /// [`FENCE_TRUST`]: super::FENCE_TRUST
-    ///
-    /// Sent once, without the retry policy: a resend after a backoff would be sent later than
-    /// the trust allows. A throttled attempt, or one refused for a transaction in flight on the
-    /// object, is reported as a failed condition, so that the guarded path (with its retries)
-    /// takes over.
-    async fn put_fenced(&self, row: &Item, condition: &Condition) -> Result<()> {
+/// [`write_object`](write_object) with `checks` (condition checks on other rows,
+/// here the sources of denormalized copies) in the same transaction. `Ok(false)` if a check
+/// failed: nothing was written.
+pub(crate) async fn write_object_checked<S: Storage + 'static>(
+    cx: &Ctx<S>,
+    path: &Path,
+    row: Item,
+    condition: &Condition,
+    checks: &[TransactAction],
+) -> Result<bool> {
+    let object_key = cx.inner.layout.object_key(path);
+    let own = cx.inner.layout.listing_key(path);
+    let fenced = cx.inner.config.fenced_puts;
+    if checks.is_empty() && cx.inner.known.contains(&object_key) {
+        // An overwrite: one PutItem, conditional on the object being there (not a fence)
+        // and not held by a move or copy. An object row exists only while its listing row
+        // does (invariant 2), so no check of the listing row is needed; anything else
+        // takes the guarded path below (see the consistency docs, "Overwrites").
         let mut all = vec![
-            Condition::attr_not_exists(self.inner.layout.fence_attr()),
-            Condition::attr_not_exists(self.inner.layout.held_attr()),
+            Condition::Exists,
+            Condition::attr_not_exists(cx.inner.layout.fence_attr()),
+            Condition::attr_not_exists(cx.inner.layout.held_attr()),
         ];
         if !condition.is_always() {
             all.push(condition.clone());
         }
-        match self
-            .inner
-            .storage
-            .put_item(row.clone(), Condition::And(all))
-            .await
-        {
-            // Nothing was applied; resending could outlive the trust.
-            Err(e) if matches!(e.kind(), ErrorKind::Throttled | ErrorKind::Conflict) => {
-                Err(Error::new(
-                    ErrorKind::ConditionFailed,
-                    "throttled or in conflict: the guarded path takes over",
-                )
-                .with_source(e))
+        match cx.io().put_item(row.clone(), Condition::And(all)).await {
+            Ok(()) => return Ok(true),
+            Err(e) if e.kind() == ErrorKind::ConditionFailed => {
+                cx.inner.known.remove(&object_key);
             }
-            other => other,
+            Err(e) => return Err(e),
         }
-    }
-
-    /// Fenced puts: verifies (creating it if missing) that `path`'s listing row is free with
-    /// one cheap write, recording when on success: a new top-level name's row in one PutItem
-    /// (the root needs no check), a new name under a known parent in a transaction that also
-    /// checks the parent's row. Anything else (or a failure) is left to the guarded path.
-    /// Returns whether it wrote the row.
-    async fn verify_listing(&self, path: &Path) -> Result<bool> {
-        let own = self.inner.layout.listing_key(path);
-        let sent = tokio::time::Instant::now();
-        let parent = path.parent().filter(|p| !p.is_root());
-        let ok = match &parent {
-            None => {
-                match self
-                    .io()
-                    .put_item(self.inner.layout.listing_row(path), self.not_marked())
-                    .await
-                {
-                    Ok(()) => true,
-                    Err(e) if e.kind() == ErrorKind::ConditionFailed => false,
-                    Err(e) => return Err(e),
-                }
-            }
-            Some(parent) => {
-                let parent_key = self.inner.layout.listing_key(parent);
-                if !self.inner.known.contains(&parent_key) {
-                    return Ok(false);
-                }
-                let actions = vec![
-                    TransactAction::Put {
-                        item: self.inner.layout.listing_row(path),
-                        condition: self.not_marked(),
-                    },
-                    TransactAction::ConditionCheck {
-                        key: parent_key.clone(),
-                        condition: self.unmarked_exists(),
-                    },
-                ];
-                match self.transact(actions, false).await? {
-                    Attempt::Done => true,
-                    _ => {
-                        self.inner.known.remove(&parent_key);
-                        false
-                    }
+    } else if checks.is_empty() && fenced {
+        // Fenced puts: make sure L(P) was verified free moments ago (creating it if this
+        // process does not know it), then one PutItem conditional on no fence.
+        let created = if cx.inner.known.fresh(&own) {
+            false
+        } else {
+            match verify_listing(cx, path).await {
+                Ok(created) => created,
+                Err(e) => {
+                    // The listing row may have been written (a lost response): take it
+                    // away again if it names nothing (best effort, as below).
+                    let _ = removal::remove_if_empty(cx, path).await;
+                    return Err(e);
                 }
             }
         };
-        if ok {
-            self.inner.known.insert_all(Some(own.clone()));
-            self.inner.known.verify(own, sent);
-        } else {
-            self.inner.known.remove(&own);
-        }
-        Ok(ok)
-    }
-
-    /// The length of the deepest proper ancestor of `path`'s parent whose listing row this
-    /// process knows, if the rows below it fit one transaction with the object and `checks`.
-    fn deepest_known(&self, path: &Path, checks: usize) -> Option<usize> {
-        let n = path.len();
-        let k = (1..n.saturating_sub(1)).rev().find(|&i| {
-            self.inner
-                .known
-                .contains(&self.inner.layout.listing_key(&path.prefix(i)))
-        })?;
-        // The check of the known row, the rows below it, the object, the caller's checks.
-        (1 + (n - k) + 1 + checks <= TRANSACT_MAX).then_some(k)
-    }
-
-    /// One transaction planned from the cache alone.
-    async fn put_optimistic(
-        &self,
-        path: &Path,
-        row: &Item,
-        condition: &Condition,
-        checks: &[TransactAction],
-    ) -> Result<Attempt> {
-        let own = self.inner.layout.listing_key(path);
-        let parent_known = path.parent().filter(|p| !p.is_root()).is_some_and(|p| {
-            self.inner
-                .known
-                .contains(&self.inner.layout.listing_key(&p))
-        });
-        // A top-level name's parent is the root, which has no listing row to check.
-        let top_level = path.len() == 1;
-        let branch = (!top_level && !self.inner.known.contains(&own) && !parent_known)
-            .then(|| self.deepest_known(path, checks.len()))
-            .flatten();
-        let mut actions = if !self.inner.known.contains(&own) && top_level {
-            // A new top-level name (or one this process has not seen): create L(P), which
-            // needs nothing above it, with the object.
-            vec![
-                TransactAction::Put {
-                    item: self.inner.layout.listing_row(path),
-                    condition: self.not_marked(),
-                },
-                TransactAction::Put {
-                    item: row.clone(),
-                    condition: condition.clone(),
-                },
-            ]
-        } else if let Some(k) = branch {
-            // A new branch below a row this process knows (the first put under a new account,
-            // say): create every listing row below it, checked against it, with the object, in
-            // one transaction. Nothing known at all: the path is assumed to exist (below).
-            let mut actions = vec![TransactAction::ConditionCheck {
-                key: self.inner.layout.listing_key(&path.prefix(k)),
-                condition: self.unmarked_exists(),
-            }];
-            for i in k + 1..=path.len() {
-                actions.push(TransactAction::Put {
-                    item: self.inner.layout.listing_row(&path.prefix(i)),
-                    condition: self.not_marked(),
-                });
+        if cx.inner.known.fresh(&own) {
+            match put_fenced(cx, &row, condition).await {
+                Ok(()) => {
+                    cx.inner.known.insert_all(Some(object_key));
+                    return Ok(true);
+                }
+                Err(e) if e.kind() == ErrorKind::ConditionFailed => {
+                    // A fence, a hold or the caller's condition: the guarded path decides.
+                    cx.inner.known.remove(&own);
+                }
+                Err(e) => {
+                    // The listing row this call wrote would name nothing: take it away again
+                    // (best effort, by the removal protocol, which keeps it if the PutItem
+                    // applied after all; a crash here leaves it, as a failure part-way
+                    // through the Go library's put does, for `check` and `repair`).
+                    if created {
+                        let _ = removal::remove_if_empty(cx, path).await;
+                    }
+                    return Err(e);
+                }
             }
-            actions.push(TransactAction::Put {
+        }
+    }
+    let mut backoff = Backoff::new(cx.inner.config.retry);
+    // First try the plan the cache suggests; after a failed check, read the real state.
+    let mut read_state = false;
+    loop {
+        let sent = tokio::time::Instant::now();
+        let outcome = if read_state {
+            put_with_state(cx, path, &row, condition, checks).await?
+        } else {
+            put_optimistic(cx, path, &row, condition, checks).await?
+        };
+        match outcome {
+            Attempt::Done => {
+                cx.inner.known.insert_all(Some(object_key));
+                // The transaction checked (or created) L(P) free when it committed.
+                if fenced {
+                    cx.inner.known.verify(own, sent);
+                }
+                return Ok(true);
+            }
+            Attempt::Stale => return Ok(false),
+            Attempt::Retry if !read_state => read_state = true,
+            Attempt::Again => read_state = true,
+            // A live removal: it either finishes quickly or its lease runs out, and then
+            // the mark is taken off. Neither is a failed attempt.
+            Attempt::Wait => backoff.wait().await,
+            Attempt::Retry => {
+                if !backoff.retry().await {
+                    return Err(Error::new(
+                        ErrorKind::Conflict,
+                        format!("{path} kept being removed concurrently"),
+                    ));
+                }
+            }
+        }
+    }
+}
+
+/// Fenced puts: the object row `row` in one PutItem, conditional on no fence and no hold
+/// at its key and on `condition`. Only sent within [`FENCE_TRUST`] of a request that
+/// verified the listing row free (see the consistency docs, "Fenced puts").
+///
+/// [`FENCE_TRUST`]: super::FENCE_TRUST
+///
+/// Sent once, without the retry policy: a resend after a backoff would be sent later than
+/// the trust allows. A throttled attempt, or one refused for a transaction in flight on the
+/// object, is reported as a failed condition, so that the guarded path (with its retries)
+/// takes over.
+async fn put_fenced<S: Storage + 'static>(
+    cx: &Ctx<S>,
+    row: &Item,
+    condition: &Condition,
+) -> Result<()> {
+    let mut all = vec![
+        Condition::attr_not_exists(cx.inner.layout.fence_attr()),
+        Condition::attr_not_exists(cx.inner.layout.held_attr()),
+    ];
+    if !condition.is_always() {
+        all.push(condition.clone());
+    }
+    match cx
+        .inner
+        .storage
+        .put_item(row.clone(), Condition::And(all))
+        .await
+    {
+        // Nothing was applied; resending could outlive the trust.
+        Err(e) if matches!(e.kind(), ErrorKind::Throttled | ErrorKind::Conflict) => {
+            Err(Error::new(
+                ErrorKind::ConditionFailed,
+                "throttled or in conflict: the guarded path takes over",
+            )
+            .with_source(e))
+        }
+        other => other,
+    }
+}
+
+/// Fenced puts: verifies (creating it if missing) that `path`'s listing row is free with
+/// one cheap write, recording when on success: a new top-level name's row in one PutItem
+/// (the root needs no check), a new name under a known parent in a transaction that also
+/// checks the parent's row. Anything else (or a failure) is left to the guarded path.
+/// Returns whether it wrote the row.
+async fn verify_listing<S: Storage + 'static>(cx: &Ctx<S>, path: &Path) -> Result<bool> {
+    let own = cx.inner.layout.listing_key(path);
+    let sent = tokio::time::Instant::now();
+    let parent = path.parent().filter(|p| !p.is_root());
+    let ok = match &parent {
+        None => {
+            match cx
+                .io()
+                .put_item(cx.inner.layout.listing_row(path), guard::not_marked(cx))
+                .await
+            {
+                Ok(()) => true,
+                Err(e) if e.kind() == ErrorKind::ConditionFailed => false,
+                Err(e) => return Err(e),
+            }
+        }
+        Some(parent) => {
+            let parent_key = cx.inner.layout.listing_key(parent);
+            if !cx.inner.known.contains(&parent_key) {
+                return Ok(false);
+            }
+            let actions = vec![
+                TransactAction::Put {
+                    item: cx.inner.layout.listing_row(path),
+                    condition: guard::not_marked(cx),
+                },
+                TransactAction::ConditionCheck {
+                    key: parent_key.clone(),
+                    condition: guard::unmarked_exists(cx),
+                },
+            ];
+            match guard::transact(cx, actions, false).await? {
+                Attempt::Done => true,
+                _ => {
+                    cx.inner.known.remove(&parent_key);
+                    false
+                }
+            }
+        }
+    };
+    if ok {
+        cx.inner.known.insert_all(Some(own.clone()));
+        cx.inner.known.verify(own, sent);
+    } else {
+        cx.inner.known.remove(&own);
+    }
+    Ok(ok)
+}
+
+/// The length of the deepest proper ancestor of `path`'s parent whose listing row this
+/// process knows, if the rows below it fit one transaction with the object and `checks`.
+fn deepest_known<S: Storage + 'static>(cx: &Ctx<S>, path: &Path, checks: usize) -> Option<usize> {
+    let n = path.len();
+    let k = (1..n.saturating_sub(1)).rev().find(|&i| {
+        cx.inner
+            .known
+            .contains(&cx.inner.layout.listing_key(&path.prefix(i)))
+    })?;
+    // The check of the known row, the rows below it, the object, the caller's checks.
+    (1 + (n - k) + 1 + checks <= TRANSACT_MAX).then_some(k)
+}
+
+/// One transaction planned from the cache alone.
+async fn put_optimistic<S: Storage + 'static>(
+    cx: &Ctx<S>,
+    path: &Path,
+    row: &Item,
+    condition: &Condition,
+    checks: &[TransactAction],
+) -> Result<Attempt> {
+    let own = cx.inner.layout.listing_key(path);
+    let parent_known = path
+        .parent()
+        .filter(|p| !p.is_root())
+        .is_some_and(|p| cx.inner.known.contains(&cx.inner.layout.listing_key(&p)));
+    // A top-level name's parent is the root, which has no listing row to check.
+    let top_level = path.len() == 1;
+    let branch = (!top_level && !cx.inner.known.contains(&own) && !parent_known)
+        .then(|| deepest_known(cx, path, checks.len()))
+        .flatten();
+    let mut actions = if !cx.inner.known.contains(&own) && top_level {
+        // A new top-level name (or one this process has not seen): create L(P), which
+        // needs nothing above it, with the object.
+        vec![
+            TransactAction::Put {
+                item: cx.inner.layout.listing_row(path),
+                condition: guard::not_marked(cx),
+            },
+            TransactAction::Put {
                 item: row.clone(),
                 condition: condition.clone(),
+            },
+        ]
+    } else if let Some(k) = branch {
+        // A new branch below a row this process knows (the first put under a new account,
+        // say): create every listing row below it, checked against it, with the object, in
+        // one transaction. Nothing known at all: the path is assumed to exist (below).
+        let mut actions = vec![TransactAction::ConditionCheck {
+            key: cx.inner.layout.listing_key(&path.prefix(k)),
+            condition: guard::unmarked_exists(cx),
+        }];
+        for i in k + 1..=path.len() {
+            actions.push(TransactAction::Put {
+                item: cx.inner.layout.listing_row(&path.prefix(i)),
+                condition: guard::not_marked(cx),
             });
-            actions
-        } else if !self.inner.known.contains(&own) && parent_known {
-            // A new name under a known parent: create L(P), check L(parent).
-            let parent = path.parent().expect("checked above");
-            vec![
-                TransactAction::Put {
-                    item: self.inner.layout.listing_row(path),
-                    condition: self.not_marked(),
-                },
-                TransactAction::ConditionCheck {
-                    key: self.inner.layout.listing_key(&parent),
-                    condition: self.unmarked_exists(),
-                },
-                TransactAction::Put {
-                    item: row.clone(),
-                    condition: condition.clone(),
-                },
-            ]
-        } else {
-            // L(P) known, or nothing known: assume L(P) exists (the common case of an update
-            // or a sibling of an earlier put); a failed check falls back to reading the state.
-            vec![
-                TransactAction::ConditionCheck {
-                    key: own.clone(),
-                    condition: self.unmarked_exists(),
-                },
-                TransactAction::Put {
-                    item: row.clone(),
-                    condition: condition.clone(),
-                },
-            ]
-        };
-        // The checks before the object's put, which stays last.
-        let at = actions.len() - 1;
-        actions.splice(at..at, checks.iter().cloned());
-        match self
-            .transact_checked(actions, !condition.is_always(), at..at + checks.len())
-            .await?
-        {
-            Attempt::Done => {
-                if let Some(k) = branch {
-                    let created =
-                        (k + 1..path.len()).map(|i| self.inner.layout.listing_key(&path.prefix(i)));
-                    self.inner.known.insert_all(created);
-                }
-                self.inner.known.insert_all(Some(own));
-                Ok(Attempt::Done)
-            }
-            Attempt::Stale => Ok(Attempt::Stale),
-            _ => {
-                if let Some(k) = branch {
-                    self.inner
-                        .known
-                        .remove(&self.inner.layout.listing_key(&path.prefix(k)));
-                }
-                self.inner.known.remove(&own);
-                if let Some(parent) = path.parent().filter(|p| !p.is_root()) {
-                    self.inner
-                        .known
-                        .remove(&self.inner.layout.listing_key(&parent));
-                }
-                Ok(Attempt::Retry)
-            }
         }
-    }
-
-    /// Reads the listing rows of every prefix, then writes exactly the missing ones.
-    async fn put_with_state(
-        &self,
-        path: &Path,
-        row: &Item,
-        condition: &Condition,
-        checks: &[TransactAction],
-    ) -> Result<Attempt> {
-        let last = TransactAction::Put {
+        actions.push(TransactAction::Put {
             item: row.clone(),
             condition: condition.clone(),
-        };
-        self.link_with_state(path, last, !condition.is_always(), checks)
-            .await
+        });
+        actions
+    } else if !cx.inner.known.contains(&own) && parent_known {
+        // A new name under a known parent: create L(P), check L(parent).
+        let parent = path.parent().expect("checked above");
+        vec![
+            TransactAction::Put {
+                item: cx.inner.layout.listing_row(path),
+                condition: guard::not_marked(cx),
+            },
+            TransactAction::ConditionCheck {
+                key: cx.inner.layout.listing_key(&parent),
+                condition: guard::unmarked_exists(cx),
+            },
+            TransactAction::Put {
+                item: row.clone(),
+                condition: condition.clone(),
+            },
+        ]
+    } else {
+        // L(P) known, or nothing known: assume L(P) exists (the common case of an update
+        // or a sibling of an earlier put); a failed check falls back to reading the state.
+        vec![
+            TransactAction::ConditionCheck {
+                key: own.clone(),
+                condition: guard::unmarked_exists(cx),
+            },
+            TransactAction::Put {
+                item: row.clone(),
+                condition: condition.clone(),
+            },
+        ]
+    };
+    // The checks before the object's put, which stays last.
+    let at = actions.len() - 1;
+    actions.splice(at..at, checks.iter().cloned());
+    match guard::transact_checked(cx, actions, !condition.is_always(), at..at + checks.len())
+        .await?
+    {
+        Attempt::Done => {
+            if let Some(k) = branch {
+                let created =
+                    (k + 1..path.len()).map(|i| cx.inner.layout.listing_key(&path.prefix(i)));
+                cx.inner.known.insert_all(created);
+            }
+            cx.inner.known.insert_all(Some(own));
+            Ok(Attempt::Done)
+        }
+        Attempt::Stale => Ok(Attempt::Stale),
+        _ => {
+            if let Some(k) = branch {
+                cx.inner
+                    .known
+                    .remove(&cx.inner.layout.listing_key(&path.prefix(k)));
+            }
+            cx.inner.known.remove(&own);
+            if let Some(parent) = path.parent().filter(|p| !p.is_root()) {
+                cx.inner.known.remove(&cx.inner.layout.listing_key(&parent));
+            }
+            Ok(Attempt::Retry)
+        }
     }
+}
 
-    /// Reads the listing rows of every prefix of `path`, then writes exactly the missing ones
-    /// with `last` (the object's put, or for a repair a check of the row that needs them) as
-    /// the last action; `conditional`: a failure of `last`'s condition is the caller's
-    /// [`ErrorKind::ConditionFailed`].
-    pub(crate) async fn link_with_state(
-        &self,
-        path: &Path,
-        last: TransactAction,
-        conditional: bool,
-        checks: &[TransactAction],
-    ) -> Result<Attempt> {
-        let n = path.len();
-        let keys: Vec<Key> = (1..=n)
-            .map(|i| self.inner.layout.listing_key(&path.prefix(i)))
-            .collect();
-        self.ensure_verified().await?;
-        let found = get_all(
-            &self.inner.storage,
-            keys.clone(),
-            true,
-            &self.inner.config.retry,
-        )
-        .await?;
-        let mut existing: Vec<Option<Item>> = vec![None; n];
-        for item in found {
-            if let Some(i) = Key::from_item(&item).and_then(|k| keys.iter().position(|x| *x == k)) {
-                existing[i] = Some(item);
-            }
+/// Reads the listing rows of every prefix, then writes exactly the missing ones.
+async fn put_with_state<S: Storage + 'static>(
+    cx: &Ctx<S>,
+    path: &Path,
+    row: &Item,
+    condition: &Condition,
+    checks: &[TransactAction],
+) -> Result<Attempt> {
+    let last = TransactAction::Put {
+        item: row.clone(),
+        condition: condition.clone(),
+    };
+    link_with_state(cx, path, last, !condition.is_always(), checks).await
+}
+
+/// Reads the listing rows of every prefix of `path`, then writes exactly the missing ones
+/// with `last` (the object's put, or for a repair a check of the row that needs them) as
+/// the last action; `conditional`: a failure of `last`'s condition is the caller's
+/// [`ErrorKind::ConditionFailed`].
+pub(crate) async fn link_with_state<S: Storage + 'static>(
+    cx: &Ctx<S>,
+    path: &Path,
+    last: TransactAction,
+    conditional: bool,
+    checks: &[TransactAction],
+) -> Result<Attempt> {
+    let n = path.len();
+    let keys: Vec<Key> = (1..=n)
+        .map(|i| cx.inner.layout.listing_key(&path.prefix(i)))
+        .collect();
+    cx.ensure_verified().await?;
+    let found = get_all(
+        &cx.inner.storage,
+        keys.clone(),
+        true,
+        &cx.inner.config.retry,
+    )
+    .await?;
+    let mut existing: Vec<Option<Item>> = vec![None; n];
+    for item in found {
+        if let Some(i) = Key::from_item(&item).and_then(|k| keys.iter().position(|x| *x == k)) {
+            existing[i] = Some(item);
         }
-        // A locked row: the subtree is moving, and this write is refused.
-        if existing
-            .iter()
-            .flatten()
-            .any(|r| r.contains(self.inner.layout.moving_attr()))
+    }
+    // A locked row: the subtree is moving, and this write is refused.
+    if existing
+        .iter()
+        .flatten()
+        .any(|r| r.contains(cx.inner.layout.moving_attr()))
+    {
+        return Err(guard::locked_error(path));
+    }
+    // A marked row is being removed: wait for it, or take an expired mark off.
+    for (i, row) in existing.iter().enumerate() {
+        if let Some(mark) = row
+            .as_ref()
+            .and_then(|r| r.get_s(cx.inner.layout.deleting_attr()))
         {
-            return Err(self.locked_error(path));
-        }
-        // A marked row is being removed: wait for it, or take an expired mark off.
-        for (i, row) in existing.iter().enumerate() {
-            if let Some(mark) = row
-                .as_ref()
-                .and_then(|r| r.get_s(self.inner.layout.deleting_attr()))
-            {
-                if self.mark_expired(mark) {
-                    self.clear_mark(&keys[i], mark).await?;
-                    return Ok(Attempt::Again);
-                }
-                return Ok(Attempt::Wait);
+            if guard::mark_expired(mark) {
+                guard::clear_mark(cx, &keys[i], mark).await?;
+                return Ok(Attempt::Again);
             }
+            return Ok(Attempt::Wait);
         }
-        let mut actions = Vec::with_capacity(n + 1);
-        for i in 0..n {
-            let exists = existing[i].is_some();
-            let next_missing = i + 1 < n && existing[i + 1].is_none();
-            if !exists {
-                actions.push(TransactAction::Put {
-                    item: keys[i].clone().into_item(),
-                    condition: self.not_marked(),
-                });
-            } else if next_missing || i + 1 == n {
-                actions.push(TransactAction::ConditionCheck {
-                    key: keys[i].clone(),
-                    condition: self.unmarked_exists(),
-                });
-            }
+    }
+    let mut actions = Vec::with_capacity(n + 1);
+    for i in 0..n {
+        let exists = existing[i].is_some();
+        let next_missing = i + 1 < n && existing[i + 1].is_none();
+        if !exists {
+            actions.push(TransactAction::Put {
+                item: keys[i].clone().into_item(),
+                condition: guard::not_marked(cx),
+            });
+        } else if next_missing || i + 1 == n {
+            actions.push(TransactAction::ConditionCheck {
+                key: keys[i].clone(),
+                condition: guard::unmarked_exists(cx),
+            });
         }
-        // The checks right before the object's put (in its chunk: the last one).
-        actions.extend(checks.iter().cloned());
-        actions.push(last);
-        let checks_from = actions.len() - 1 - checks.len();
-        // Chunk: each chunk after the first starts by checking the row before its first action.
-        let mut start = 0;
-        while start < actions.len() {
-            let mut chunk = Vec::with_capacity(TRANSACT_MAX);
-            if start > 0
-                && let Some(prev) = actions[start - 1].key()
-            {
-                chunk.push(TransactAction::ConditionCheck {
-                    key: prev,
-                    condition: self.unmarked_exists(),
-                });
-            }
-            let take = (TRANSACT_MAX - chunk.len()).min(actions.len() - start);
-            let offset = chunk.len();
-            let first = start;
-            chunk.extend(actions[start..start + take].iter().cloned());
-            start += take;
-            let last = start == actions.len();
-            // The checks' places in this chunk (they are all in the last one unless the path is
-            // about 100 levels deep).
-            let lo = checks_from.max(first);
-            let hi = (checks_from + checks.len()).min(start);
-            let range = if lo < hi {
-                (lo - first + offset)..(hi - first + offset)
-            } else {
-                0..0
-            };
-            match self
-                .transact_checked(chunk, last && conditional, range)
-                .await?
-            {
-                Attempt::Done => {}
-                Attempt::Stale => return Ok(Attempt::Stale),
-                _ => return Ok(Attempt::Retry),
-            }
+    }
+    // The checks right before the object's put (in its chunk: the last one).
+    actions.extend(checks.iter().cloned());
+    actions.push(last);
+    let checks_from = actions.len() - 1 - checks.len();
+    // Chunk: each chunk after the first starts by checking the row before its first action.
+    let mut start = 0;
+    while start < actions.len() {
+        let mut chunk = Vec::with_capacity(TRANSACT_MAX);
+        if start > 0
+            && let Some(prev) = actions[start - 1].key()
+        {
+            chunk.push(TransactAction::ConditionCheck {
+                key: prev,
+                condition: guard::unmarked_exists(cx),
+            });
         }
-        self.inner.known.insert_all(keys);
-        Ok(Attempt::Done)
+        let take = (TRANSACT_MAX - chunk.len()).min(actions.len() - start);
+        let offset = chunk.len();
+        let first = start;
+        chunk.extend(actions[start..start + take].iter().cloned());
+        start += take;
+        let last = start == actions.len();
+        // The checks' places in this chunk (they are all in the last one unless the path is
+        // about 100 levels deep).
+        let lo = checks_from.max(first);
+        let hi = (checks_from + checks.len()).min(start);
+        let range = if lo < hi {
+            (lo - first + offset)..(hi - first + offset)
+        } else {
+            0..0
+        };
+        match guard::transact_checked(cx, chunk, last && conditional, range).await? {
+            Attempt::Done => {}
+            Attempt::Stale => return Ok(Attempt::Stale),
+            _ => return Ok(Attempt::Retry),
+        }
+    }
+    cx.inner.known.insert_all(keys);
+    Ok(Attempt::Done)
+}
+
+/// [`Tree::put`] of a checked object row: one write for a plain object; a source of
+/// denormalized fields is stamped with a new version, written fenced, and propagated.
+pub(crate) async fn put_object<S: Storage + 'static>(
+    cx: &Ctx<S>,
+    path: &Path,
+    mut row: Item,
+) -> Result<()> {
+    if !denorm::source_at(cx, path) {
+        return write_object(cx, path, row, &crate::storage::Condition::Always).await;
+    }
+    // A source of denormalized fields: stamped, fenced and propagated as a typed put.
+    row.insert(
+        cx.inner.layout.source_version_attr(),
+        crate::item::Value::N(denorm::next_version().to_string()),
+    );
+    let guard = denorm::before_source_write_at(cx, path).await?;
+    if let Err(e) =
+        denorm::write_fenced(cx, path, &mut row, &crate::storage::Condition::Always).await
+    {
+        denorm::source_write_failed(cx, guard, &e).await;
+        return Err(e);
+    }
+    denorm::after_source_write(cx, guard, path, Some(&row)).await
+}
+
+/// [`Tree::put_link`] of a checked link row: one write, or, where it replaces a source of
+/// denormalized fields, that source's removal (tombstone, pinned versions, copies cleared).
+pub(crate) async fn put_link<S: Storage + 'static>(
+    cx: &Ctx<S>,
+    path: &Path,
+    row: Item,
+) -> Result<()> {
+    if !denorm::source_at(cx, path) {
+        return write_object(cx, path, row, &crate::storage::Condition::Always).await;
+    }
+    // A link replacing a source of denormalized fields removes the source: as a delete
+    // (tombstone, pinned versions, copies cleared).
+    let guard = denorm::before_source_write_at(cx, path).await?;
+    let result = denorm::replace_source_with(cx, path, row).await;
+    match result {
+        Ok(()) => denorm::after_source_write(cx, guard, path, None).await,
+        Err(e) => {
+            denorm::source_write_failed(cx, guard, &e).await;
+            Err(e)
+        }
     }
 }

@@ -1,0 +1,463 @@
+//! The context every protocol runs over ([`Ctx`]): the table behind the one retry layer
+//! ([`Io`]), the layout, the configuration, the known-rows cache, the scope and the progress
+//! observer; and the services every protocol uses (checked rows, listing queries, link hops).
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::{Stream, TryStreamExt};
+use serde::{Serialize, de::DeserializeOwned};
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::item::Item;
+use crate::layout::{Layout, RANGE_KEY};
+use crate::path::Path;
+use crate::retry::RetryPolicy;
+use crate::storage::{Billing, Key, Query, Storage};
+use crate::stream::query_pages;
+
+use super::{Config, OpProgress, Operation, Phase, Tree, denorm, ops};
+
+/// The context every protocol runs over: the storage (each request behind the one retry
+/// layer, [`Ctx::io`]), the layout, the configuration, the known-rows cache, the scope's
+/// root and the progress observer. A [`Tree`] is this and the way its caller names paths;
+/// the protocols (the modules beside this one, `check`, `transaction`, ...) are functions
+/// over a `&Ctx`, so which protocol calls which shows in their imports.
+pub(crate) struct Ctx<S> {
+    pub(crate) inner: Arc<Inner<S>>,
+    /// The absolute root of a scoped tree ([`Tree::scope`]); `None` for the whole table.
+    pub(crate) root: Option<Arc<Path>>,
+    /// Told how far subtree operations run through this handle have come
+    /// ([`Tree::on_progress`]).
+    pub(crate) observer: Option<Observer>,
+}
+
+impl<S> Clone for Ctx<S> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: Arc::clone(&self.inner),
+            root: self.root.clone(),
+            observer: self.observer.clone(),
+        }
+    }
+}
+
+impl<S> Ctx<S> {
+    /// The tree over this context taking and returning absolute paths, for a protocol that
+    /// runs a public operation as a step of its own (a re-parenting's moves).
+    pub(crate) fn tree(&self) -> Tree<S> {
+        Tree {
+            cx: self.clone(),
+            relative: false,
+        }
+    }
+}
+
+/// A callback of [`Tree::on_progress`].
+type Observer = Arc<dyn Fn(&OpProgress) + Send + Sync>;
+
+#[derive(Debug)]
+pub(crate) struct Inner<S> {
+    pub(crate) storage: S,
+    pub(crate) layout: Layout,
+    pub(crate) config: Config,
+    pub(crate) known: KnownRows,
+    /// The target types of denormalized fields this tree propagates to.
+    pub(crate) targets: denorm::Targets,
+    /// Set once the table has been checked ([`Tree::verify`]): before the first request, or
+    /// by [`Tree::create_table`].
+    pub(crate) verified: tokio::sync::OnceCell<()>,
+}
+
+/// The tree's backend as its operations see it: an owned handle (streams keep it) that sends
+/// every single request under the tree's [`RetryPolicy`], resending it while DynamoDB throttles
+/// it or refuses it for a transaction in flight on its item (`TransactionConflictException`:
+/// nothing was applied). A transaction cancelled for a conflict is not resent here: its caller
+/// looks at the rows again. That is the only retry loop around a request (the SDK's own retries are off, see
+/// [`DynamoDbTable`](crate::DynamoDbTable)); batch requests are passed through because their
+/// callers ([`get_all`], [`write_all`](crate::storage::write_all)) run the same budget over
+/// throttling and unprocessed items together, and the move protocol's transaction loop runs it
+/// itself.
+pub(crate) struct Io<S>(Ctx<S>);
+
+impl<S> Clone for Io<S> {
+    fn clone(&self) -> Self {
+        Self(self.0.clone())
+    }
+}
+
+impl<S: Storage + 'static> Storage for Io<S> {
+    async fn get_item(&self, key: &Key, consistent: bool) -> Result<Option<Item>> {
+        self.0.ensure_verified().await?;
+        self.policy()
+            .retry_transient(move || self.raw().get_item(key, consistent))
+            .await
+    }
+    async fn put_item(&self, item: Item, condition: crate::storage::Condition) -> Result<()> {
+        self.0.ensure_verified().await?;
+        self.policy()
+            .retry_transient(move || self.raw().put_item(item.clone(), condition.clone()))
+            .await
+    }
+    async fn delete_item(&self, key: &Key, condition: crate::storage::Condition) -> Result<()> {
+        self.0.ensure_verified().await?;
+        self.policy()
+            .retry_transient(move || self.raw().delete_item(key, condition.clone()))
+            .await
+    }
+    async fn query_page(&self, query: &Query, start: Option<Key>) -> Result<crate::storage::Page> {
+        self.0.ensure_verified().await?;
+        self.policy()
+            .retry_transient(move || self.raw().query_page(query, start.clone()))
+            .await
+    }
+    async fn scan_page(
+        &self,
+        limit: Option<u32>,
+        start: Option<Key>,
+    ) -> Result<crate::storage::Page> {
+        self.0.ensure_verified().await?;
+        self.policy()
+            .retry_transient(move || self.raw().scan_page(limit, start.clone()))
+            .await
+    }
+    async fn transact_get(&self, keys: Vec<Key>) -> Result<Vec<Option<Item>>> {
+        self.0.ensure_verified().await?;
+        // A read: a cancellation for a conflict or throttling is as safe to resend as a
+        // throttled request.
+        self.policy()
+            .retry_if(
+                |e| {
+                    matches!(e.kind(), ErrorKind::Throttled | ErrorKind::Conflict)
+                        || (e.kind() == ErrorKind::TransactionCanceled && e.is_retryable())
+                },
+                move || self.raw().transact_get(keys.clone()),
+            )
+            .await
+    }
+    async fn scan_segment_page(
+        &self,
+        segment: crate::storage::ScanSegment,
+        limit: Option<u32>,
+        start: Option<Key>,
+    ) -> Result<crate::storage::Page> {
+        self.0.ensure_verified().await?;
+        self.policy()
+            .retry_transient(move || self.raw().scan_segment_page(segment, limit, start.clone()))
+            .await
+    }
+    async fn batch_get(
+        &self,
+        keys: Vec<Key>,
+        consistent: bool,
+    ) -> Result<crate::storage::BatchGetOutput> {
+        self.0.ensure_verified().await?;
+        self.raw().batch_get(keys, consistent).await
+    }
+    async fn get_item_projected(
+        &self,
+        key: &Key,
+        consistent: bool,
+        projection: &[String],
+    ) -> Result<Option<Item>> {
+        self.0.ensure_verified().await?;
+        self.policy()
+            .retry_transient(move || self.raw().get_item_projected(key, consistent, projection))
+            .await
+    }
+    async fn batch_get_projected(
+        &self,
+        keys: Vec<Key>,
+        consistent: bool,
+        projection: &[String],
+    ) -> Result<crate::storage::BatchGetOutput> {
+        self.0.ensure_verified().await?;
+        self.raw()
+            .batch_get_projected(keys, consistent, projection)
+            .await
+    }
+    async fn batch_write(
+        &self,
+        requests: Vec<crate::storage::WriteRequest>,
+    ) -> Result<Vec<crate::storage::WriteRequest>> {
+        self.0.ensure_verified().await?;
+        self.raw().batch_write(requests).await
+    }
+    async fn transact_write(&self, actions: Vec<crate::storage::TransactAction>) -> Result<()> {
+        self.0.ensure_verified().await?;
+        self.policy()
+            .retry_transient(move || self.raw().transact_write(actions.clone()))
+            .await
+    }
+    fn create_table(
+        &self,
+        billing: Billing,
+        indexes: &[crate::storage::IndexSpec],
+    ) -> impl Future<Output = Result<bool>> + Send {
+        self.raw().create_table(billing, indexes)
+    }
+    fn add_index(
+        &self,
+        billing: Billing,
+        index: &crate::storage::IndexSpec,
+    ) -> impl Future<Output = Result<()>> + Send {
+        self.raw().add_index(billing, index)
+    }
+    async fn query_index_page(
+        &self,
+        query: &crate::storage::IndexQuery,
+        start: Option<Item>,
+    ) -> Result<crate::storage::IndexPage> {
+        self.0.ensure_verified().await?;
+        self.policy()
+            .retry_transient(move || self.raw().query_index_page(query, start.clone()))
+            .await
+    }
+    fn describe_table(
+        &self,
+    ) -> impl Future<Output = Result<Option<crate::storage::TableDescription>>> + Send {
+        self.policy()
+            .retry_transient(move || self.raw().describe_table())
+    }
+    async fn update_item(
+        &self,
+        key: &Key,
+        actions: Vec<crate::storage::UpdateAction>,
+        condition: crate::storage::Condition,
+    ) -> Result<Item> {
+        self.0.ensure_verified().await?;
+        self.policy()
+            .retry_transient(move || {
+                self.raw()
+                    .update_item(key, actions.clone(), condition.clone())
+            })
+            .await
+    }
+    async fn transact_write_idempotent(
+        &self,
+        actions: Vec<crate::storage::TransactAction>,
+        token: &str,
+    ) -> Result<()> {
+        self.0.ensure_verified().await?;
+        self.policy()
+            .retry_transient(move || self.raw().transact_write_idempotent(actions.clone(), token))
+            .await
+    }
+    fn enable_ttl(&self, attribute: &str) -> impl Future<Output = Result<()>> + Send {
+        self.policy()
+            .retry_transient(move || self.raw().enable_ttl(attribute))
+    }
+    fn ttl_attribute(&self) -> impl Future<Output = Result<Option<String>>> + Send {
+        self.policy()
+            .retry_transient(move || self.raw().ttl_attribute())
+    }
+    fn enable_stream(&self) -> impl Future<Output = Result<()>> + Send {
+        self.policy()
+            .retry_transient(move || self.raw().enable_stream())
+    }
+}
+
+impl<S> Io<S> {
+    fn raw(&self) -> &S {
+        &self.0.inner.storage
+    }
+
+    fn policy(&self) -> &RetryPolicy {
+        &self.0.inner.config.retry
+    }
+}
+
+impl<S> Ctx<S> {
+    /// The denormalized targets this tree knows (the stream processor reads them).
+    pub(crate) fn denorm_targets(&self) -> &denorm::Targets {
+        &self.inner.targets
+    }
+
+    /// The backend, each request under the retry policy (see [`Io`]); owned, so streams
+    /// can keep it.
+    pub(crate) fn io(&self) -> Io<S> {
+        Io(self.clone())
+    }
+
+    /// Tells the observer, if any, how far `op` has come in `phase`.
+    pub(crate) fn tell(&self, op: Operation, phase: Phase, done: usize, total: Option<usize>) {
+        if let Some(f) = &self.observer {
+            f(&OpProgress {
+                op,
+                phase,
+                done: done as u64,
+                total: total.map(|t| t as u64),
+            });
+        }
+    }
+}
+
+impl<S: Storage + 'static> Ctx<S> {
+    /// [`verify`](Tree::verify), unless it has passed already or is turned off.
+    pub(crate) async fn ensure_verified(&self) -> Result<()> {
+        if !self.inner.config.verify_table || self.inner.verified.initialized() {
+            return Ok(());
+        }
+        super::table::verify(self).await
+    }
+
+    /// The checked object row for `value` at `path`.
+    pub(crate) fn object_row_for<T: Serialize + ?Sized>(
+        &self,
+        path: &Path,
+        value: &T,
+    ) -> Result<Item> {
+        self.inner.layout.check_object_path(path)?;
+        let attrs = Item::from_serialize(value)?;
+        self.inner.layout.check_user_item(&attrs)?;
+        let mut row = self.inner.layout.object_row(path, attrs)?;
+        ops::add_path_index(self, path, &mut row)?;
+        Ok(row)
+    }
+
+    /// The checked link row at `path` pointing at `target` (path-index attributes included).
+    pub(crate) fn link_row_for(&self, path: &Path, target: &Path) -> Result<Item> {
+        self.inner.layout.check_object_path(target)?;
+        let mut row = self.inner.layout.link_row(path, target)?;
+        ops::add_path_index(self, path, &mut row)?;
+        Ok(row)
+    }
+
+    /// The names under `dir`, unchecked; strongly consistent if asked, else with the tree's
+    /// read consistency.
+    pub(crate) fn list_names(
+        &self,
+        dir: &Path,
+        consistent: bool,
+    ) -> impl Stream<Item = Result<String>> + Send + use<S> {
+        let query = self.listing_query(dir);
+        let consistent = consistent || query.consistent;
+        query_pages(self.io(), query.consistent(consistent), None)
+            .map_ok(|page| {
+                futures::stream::iter(
+                    page.items
+                        .into_iter()
+                        .filter_map(|i| i.get_s(RANGE_KEY).map(str::to_owned))
+                        .map(Ok),
+                )
+            })
+            .try_flatten()
+    }
+
+    /// The checked listing query of `prefix`.
+    pub(crate) fn listing_query_for(&self, prefix: &Path) -> Result<Query> {
+        self.inner.layout.check_listing_path(prefix)?;
+        Ok(self.listing_query(prefix))
+    }
+
+    pub(crate) fn listing_query(&self, prefix: &Path) -> Query {
+        let mut q = Query::new(self.inner.layout.listing_hash(prefix.components()))
+            .consistent(self.inner.config.consistent_reads);
+        q.limit = self.inner.config.page_size;
+        q
+    }
+
+    pub(crate) fn next_hop(
+        &self,
+        origin: &Path,
+        target: &str,
+        seen: &mut Vec<Path>,
+    ) -> Result<Path> {
+        let target = self.link_target(origin, target)?;
+        if seen.contains(&target) {
+            return Err(Error::new(
+                ErrorKind::LinkLoop,
+                format!("links from {origin} form a cycle through {target}"),
+            ));
+        }
+        if seen.len() > self.inner.config.max_link_hops {
+            return Err(Error::new(
+                ErrorKind::LinkLoop,
+                format!(
+                    "links from {origin} take more than {} hops",
+                    self.inner.config.max_link_hops
+                ),
+            ));
+        }
+        seen.push(target.clone());
+        Ok(target)
+    }
+
+    pub(crate) fn to_value<T: DeserializeOwned>(&self, mut item: Item) -> Result<T> {
+        crate::layout::strip_bookkeeping(&mut item, self.inner.layout.reserved());
+        item.to_deserialize()
+    }
+}
+
+/// Listing rows this process has seen exist: a hint that picks the cheapest write plan. Never
+/// trusted for correctness (every plan is guarded by conditions), so it is bounded and simply
+/// cleared when full.
+///
+/// With [`fenced_puts`](TreeBuilder::fenced_puts), it also remembers when a listing row was last
+/// verified free (exists, neither marked nor locked) by a request sent at that instant: within
+/// [`FENCE_TRUST`] of it, an object is written under the row with one PutItem (see the
+/// consistency docs, "Fenced puts").
+#[derive(Debug, Default)]
+pub(crate) struct KnownRows {
+    rows: Mutex<HashSet<Key>>,
+    verified: Mutex<std::collections::HashMap<Key, tokio::time::Instant>>,
+}
+
+/// How long after a request verified a listing row free a process trusts it to write the
+/// object under it with one PutItem ([`TreeBuilder::fenced_puts`]).
+pub(crate) const FENCE_TRUST: Duration = Duration::from_secs(30);
+
+/// How long a fence row stays before it expires (and the table's time-to-live may delete
+/// it): far longer than [`FENCE_TRUST`] plus the longest time a signed request may take to
+/// reach DynamoDB (its signature is refused after 5 minutes; clocks are bounded by the same
+/// rule). See the consistency docs, "Fenced puts".
+pub(crate) const FENCE_LIFETIME: Duration = Duration::from_secs(3600);
+
+const KNOWN_ROWS_MAX: usize = 100_000;
+
+impl KnownRows {
+    pub(crate) fn contains(&self, key: &Key) -> bool {
+        self.rows.lock().is_ok_and(|r| r.contains(key))
+    }
+
+    pub(crate) fn insert_all(&self, keys: impl IntoIterator<Item = Key>) {
+        if let Ok(mut r) = self.rows.lock() {
+            if r.len() > KNOWN_ROWS_MAX {
+                r.clear();
+            }
+            r.extend(keys);
+        }
+    }
+
+    pub(crate) fn remove(&self, key: &Key) {
+        if let Ok(mut r) = self.rows.lock() {
+            r.remove(key);
+        }
+        if let Ok(mut v) = self.verified.lock() {
+            v.remove(key);
+        }
+    }
+
+    /// Records that a request sent at `at` found (or made) the listing row `key` free.
+    pub(crate) fn verify(&self, key: Key, at: tokio::time::Instant) {
+        if let Ok(mut v) = self.verified.lock() {
+            if v.len() > KNOWN_ROWS_MAX {
+                v.retain(|_, t| t.elapsed() < FENCE_TRUST);
+                if v.len() > KNOWN_ROWS_MAX {
+                    v.clear();
+                }
+            }
+            let t = v.entry(key).or_insert(at);
+            *t = (*t).max(at);
+        }
+    }
+
+    /// Whether the listing row `key` was verified free by a request sent less than
+    /// [`FENCE_TRUST`] ago.
+    pub(crate) fn fresh(&self, key: &Key) -> bool {
+        self.verified
+            .lock()
+            .is_ok_and(|v| v.get(key).is_some_and(|t| t.elapsed() < FENCE_TRUST))
+    }
+}
