@@ -11,6 +11,7 @@
 //!
 #![doc = include_str!("denorm.md")]
 
+use crate::layout::{below, unchanged};
 use crate::tree::{Ctx, intent, read, write};
 use std::sync::RwLock;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -117,10 +118,7 @@ pub(crate) fn version_after(stored: u64) -> u64 {
 
 /// `attr` absent, or a number below `v`.
 fn version_below(attr: String, v: u64) -> Condition {
-    Condition::Or(vec![
-        Condition::attr_not_exists(attr.clone()),
-        Condition::Compare(attr, Comparison::Lt, Value::N(v.to_string())),
-    ])
+    below(attr, Comparison::Lt, Value::N(v.to_string()))
 }
 
 /// `condition` and `fence`.
@@ -307,9 +305,9 @@ pub(crate) fn same_versions<S: Storage + 'static>(
     Condition::And(
         version_attrs(cx, path)
             .into_iter()
-            .map(|a| match row.get(&a) {
-                Some(v) => Condition::equals(a, v.clone()),
-                None => Condition::attr_not_exists(a),
+            .map(|a| {
+                let seen = row.get(&a).cloned();
+                unchanged(a, seen)
             })
             .collect(),
     )
@@ -741,9 +739,9 @@ pub(crate) async fn fill_checked<S: Storage + 'static>(
                 Condition::And(
                     attrs
                         .into_iter()
-                        .map(|a| match r.get(&a) {
-                            Some(v) => Condition::equals(a, v.clone()),
-                            None => Condition::attr_not_exists(a),
+                        .map(|a| {
+                            let seen = r.get(&a).cloned();
+                            unchanged(a, seen)
                         })
                         .collect(),
                 )
@@ -928,15 +926,8 @@ async fn copy_to_target<S: Storage + 'static>(
     let cv = layout.change_version_attr(d.target());
     let mut stored = number(filled.get(&sv)).max(number(filled.get(&cv)));
     for _ in 0..cx.config_retry().max_attempts().max(1) {
-        let mut conditions = vec![
-            Condition::Exists,
-            Condition::attr_not_exists(layout.fence_attr()),
-            Condition::attr_not_exists(layout.link_attr()),
-            Condition::Or(vec![
-                Condition::attr_not_exists(version_attr.clone()),
-                Condition::Compare(version_attr.clone(), Comparison::Lt, version.clone()),
-            ]),
-        ];
+        let mut conditions = layout.plain_object();
+        conditions.push(below(version_attr.clone(), Comparison::Lt, version.clone()));
         let mut actions = vec![
             UpdateAction::Set(d.target().to_owned(), value.clone()),
             UpdateAction::Set(version_attr.clone(), version.clone()),
@@ -944,10 +935,7 @@ async fn copy_to_target<S: Storage + 'static>(
         let bumped = Value::N(version_after(stored).to_string());
         if chained {
             for attr in [&sv, &cv] {
-                conditions.push(Condition::Or(vec![
-                    Condition::attr_not_exists(attr.clone()),
-                    Condition::Compare(attr.clone(), Comparison::Lt, bumped.clone()),
-                ]));
+                conditions.push(below(attr.clone(), Comparison::Lt, bumped.clone()));
             }
             actions.push(UpdateAction::Set(cv.clone(), bumped.clone()));
         }
@@ -1181,31 +1169,21 @@ async fn clear_target<S: Storage + 'static>(
             // version of a source created again (stamped after `t + 1`).
             Some(t) => (
                 t.saturating_add(1),
-                Condition::Or(vec![
-                    Condition::attr_not_exists(version_attr.clone()),
-                    Condition::Compare(
-                        version_attr.clone(),
-                        Comparison::Le,
-                        Value::N(t.to_string()),
-                    ),
-                ]),
+                below(
+                    version_attr.clone(),
+                    Comparison::Le,
+                    Value::N(t.to_string()),
+                ),
             ),
             None if cleared => return Ok(Some(current)),
             None => (
                 version_after(seen_version),
-                match &seen {
-                    Some(v) => Condition::equals(version_attr.clone(), v.clone()),
-                    None => Condition::attr_not_exists(version_attr.clone()),
-                },
+                unchanged(version_attr.clone(), seen.clone()),
             ),
         };
         let version = Value::N(version.to_string());
-        let mut conditions = vec![
-            Condition::Exists,
-            Condition::attr_not_exists(layout.fence_attr()),
-            Condition::attr_not_exists(layout.link_attr()),
-            copy_condition,
-        ];
+        let mut conditions = layout.plain_object();
+        conditions.push(copy_condition);
         let mut actions = vec![
             UpdateAction::Set(d.target().to_owned(), Value::Null),
             UpdateAction::Set(version_attr.clone(), version.clone()),
@@ -1222,10 +1200,7 @@ async fn clear_target<S: Storage + 'static>(
                 )
                 .to_string(),
             );
-            conditions.push(match seen_cv {
-                Some(v) => Condition::equals(cv.clone(), v),
-                None => Condition::attr_not_exists(cv.clone()),
-            });
+            conditions.push(unchanged(cv.clone(), seen_cv));
             conditions.push(Condition::Or(vec![
                 Condition::attr_not_exists(sv.clone()),
                 Condition::Compare(sv.clone(), Comparison::Lt, bumped.clone()),

@@ -203,10 +203,7 @@ pub(crate) async fn clear_mark<S: Storage + 'static>(
 ) -> Result<()> {
     match cx
         .io()
-        .put_item(
-            key.clone().into_item(),
-            Condition::equals(cx.inner.layout.deleting_attr(), Value::S(mark.to_owned())),
-        )
+        .put_item(key.clone().into_item(), cx.inner.layout.marked_by(mark))
         .await
     {
         Err(e) if e.kind() != ErrorKind::ConditionFailed => Err(e),
@@ -229,83 +226,9 @@ fn mark_expired_at(mark: &str, now: u64) -> bool {
         .is_none_or(|expires| expires < now)
 }
 
-/// The conditions listing rows are guarded with: one place, checked below against every state
-/// a row can be in.
-impl crate::layout::Layout {
-    /// Exists, and neither marked for removal nor locked by a move.
-    pub(crate) fn free_row(&self) -> Condition {
-        Condition::And(vec![
-            Condition::Exists,
-            Condition::attr_not_exists(self.deleting_attr()),
-            Condition::attr_not_exists(self.moving_attr()),
-        ])
-    }
-
-    /// Absent, or present and neither marked nor locked: what writing a listing row requires.
-    pub(crate) fn not_marked(&self) -> Condition {
-        Condition::And(vec![
-            Condition::attr_not_exists(self.deleting_attr()),
-            Condition::attr_not_exists(self.moving_attr()),
-        ])
-    }
-
-    /// Exists and is not locked (a live or expired mark is taken over): what marking requires.
-    pub(crate) fn markable(&self) -> Condition {
-        Condition::And(vec![
-            Condition::Exists,
-            Condition::attr_not_exists(self.moving_attr()),
-        ])
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::mark_expired_at;
-    use crate::item::{Item, Value};
-    use crate::layout::Layout;
-    use crate::path::Path;
-
-    /// Every state of a listing row: absent, plain, marked, locked, marked and locked.
-    fn states(layout: &Layout) -> [(&'static str, Option<Item>); 5] {
-        let path = Path::new(["a", "b"]).unwrap();
-        let plain = layout.listing_key(&path).into_item();
-        let with = |attrs: &[&str]| {
-            let mut row = plain.clone();
-            for a in attrs {
-                row.insert(*a, Value::S("1:x".into()));
-            }
-            Some(row)
-        };
-        [
-            ("absent", None),
-            ("plain", Some(plain.clone())),
-            ("marked", with(&[layout.deleting_attr()])),
-            ("locked", with(&[layout.moving_attr()])),
-            (
-                "marked+locked",
-                with(&[layout.deleting_attr(), layout.moving_attr()]),
-            ),
-        ]
-    }
-
-    fn holds(c: &crate::storage::Condition, layout: &Layout) -> Vec<&'static str> {
-        states(layout)
-            .into_iter()
-            .filter(|(_, row)| c.eval(row.as_ref()))
-            .map(|(name, _)| name)
-            .collect()
-    }
-
-    #[test]
-    fn guard_conditions_hold_exactly_where_the_protocol_needs() {
-        let layout = Layout::new('¦').unwrap();
-        // A put may rely on a row only when it is there and nobody is removing or moving it.
-        assert_eq!(holds(&layout.free_row(), &layout), ["plain"]);
-        // A new row may be written over nothing or an unclaimed row, never over a claimed one.
-        assert_eq!(holds(&layout.not_marked(), &layout), ["absent", "plain"]);
-        // A remover may mark a row that exists and is not locked (taking over another mark).
-        assert_eq!(holds(&layout.markable(), &layout), ["plain", "marked"]);
-    }
 
     #[test]
     fn marks_expire_by_their_lease() {

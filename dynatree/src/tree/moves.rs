@@ -635,14 +635,7 @@ async fn run_reparent<S: Storage + 'static>(cx: &Ctx<S>, g: &Guard) -> Result<Ou
                 row.insert(cx.inner.layout.moving_attr(), lock.clone());
                 let action = TransactAction::Put {
                     item: row,
-                    condition: Condition::And(vec![
-                        Condition::Exists,
-                        Condition::attr_not_exists(cx.inner.layout.deleting_attr()),
-                        Condition::Or(vec![
-                            Condition::attr_not_exists(cx.inner.layout.moving_attr()),
-                            Condition::equals(cx.inner.layout.moving_attr(), lock.clone()),
-                        ]),
-                    ]),
+                    condition: cx.inner.layout.lockable_by(&lock),
                 };
                 if fenced(cx, g, vec![action], false).await?.is_empty() {
                     set_phase(cx, g, Phase::Move).await?;
@@ -770,7 +763,7 @@ async fn run_reparent<S: Storage + 'static>(cx: &Ctx<S>, g: &Guard) -> Result<Ou
                     guard::remove_object(cx, &path, Condition::Always),
                     TransactAction::Delete {
                         key: key.clone(),
-                        condition: Condition::equals(cx.inner.layout.moving_attr(), lock.clone()),
+                        condition: cx.inner.layout.locked_by(&lock),
                     },
                 ];
                 fenced_groups(cx, g, actions, true, 2).await?;
@@ -892,14 +885,7 @@ async fn lock_walk<S: Storage + 'static>(cx: &Ctx<S>, g: &Guard) -> Result<Vec<V
                     item: row,
                     // Not while a removal of the row is under way (it may be about to
                     // go): that is waited for below.
-                    condition: Condition::And(vec![
-                        Condition::Exists,
-                        Condition::attr_not_exists(cx.inner.layout.deleting_attr()),
-                        Condition::Or(vec![
-                            Condition::attr_not_exists(cx.inner.layout.moving_attr()),
-                            Condition::equals(cx.inner.layout.moving_attr(), lock.clone()),
-                        ]),
-                    ]),
+                    condition: cx.inner.layout.lockable_by(&lock),
                 }
             })
             .collect();
@@ -1093,10 +1079,7 @@ async fn copy_levels<S: Storage + 'static>(
 ) -> Result<(usize, usize, Vec<Path>, Vec<(Path, Path)>)> {
     let intent = g.snapshot();
     let lock = Value::S(intent.id.clone());
-    let ours_or_new = Condition::Or(vec![
-        Condition::NotExists,
-        Condition::equals(cx.inner.layout.moving_attr(), lock.clone()),
-    ]);
+    let ours_or_new = cx.inner.layout.absent_or_locked_by(&lock);
     let (mut nodes, mut objects) = (0, 0);
     let mut links = Vec::new();
     let total: usize = levels.iter().map(Vec::len).sum();
@@ -1337,7 +1320,7 @@ async fn delete_levels<S: Storage + 'static>(
                 let key = cx.inner.layout.listing_key(p);
                 cx.inner.known.remove(&key);
                 actions.push(guard::remove_object(cx, p, Condition::Always));
-                let ours = Condition::equals(cx.inner.layout.moving_attr(), lock.clone());
+                let ours = cx.inner.layout.locked_by(&lock);
                 actions.push(if keep.contains(p) {
                     TransactAction::Put {
                         item: cx.inner.layout.listing_row(p),
@@ -1492,7 +1475,7 @@ async fn unlock_paths<S: Storage + 'static>(cx: &Ctx<S>, g: &Guard, paths: &[Pat
         .iter()
         .map(|p| TransactAction::Put {
             item: cx.inner.layout.listing_row(p),
-            condition: Condition::equals(cx.inner.layout.moving_attr(), lock.clone()),
+            condition: cx.inner.layout.locked_by(&lock),
         })
         .collect();
     fenced(cx, g, actions, true).await?;
@@ -1557,14 +1540,7 @@ async fn rewrite_links<S: Storage + 'static>(
             // and could wait in a circle (the re-parenting may be waiting for this move).
             let mut allowed: Option<Value> = None;
             loop {
-                let free = Condition::attr_not_exists(cx.inner.layout.moving_attr());
-                let check = match &allowed {
-                    None => free,
-                    Some(v) => Condition::Or(vec![
-                        free,
-                        Condition::equals(cx.inner.layout.moving_attr(), v.clone()),
-                    ]),
-                };
+                let check = cx.inner.layout.unlocked_or(allowed.as_ref());
                 let actions = vec![
                     TransactAction::ConditionCheck {
                         key: cx.inner.layout.listing_key(link),

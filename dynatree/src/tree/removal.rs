@@ -4,7 +4,7 @@
 #![doc = include_str!("removal.md")]
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::item::{Item, Value};
+use crate::item::Item;
 use crate::path::Path;
 use crate::retry::Backoff;
 use crate::storage::{Condition, Key, Query, Storage, TransactAction};
@@ -223,7 +223,7 @@ pub(crate) async fn finish_removal<S: Storage + 'static>(
             .await?
             .is_none_or(|r| cx.inner.config.fenced_puts && cx.inner.layout.is_absent(&r, now));
     }
-    let ours = Condition::equals(cx.inner.layout.deleting_attr(), Value::S(mark.to_owned()));
+    let ours = cx.inner.layout.marked_by(mark);
     if empty && cx.inner.config.fenced_puts {
         // Fenced puts: the row goes with a fence at the object's key, conditional on no
         // object there (one that a PutItem trusting an earlier look at the row wrote after
@@ -303,15 +303,8 @@ pub(crate) async fn remove_if_empty<S: Storage + 'static>(cx: &Ctx<S>, q: &Path)
         // theirs to finish. An expired one is taken over, conditional on exactly it.
         let condition = match row.get_s(cx.inner.layout.deleting_attr()) {
             Some(old) if !guard::mark_expired(old) => return Ok(false),
-            Some(old) => Condition::And(vec![
-                Condition::attr_not_exists(cx.inner.layout.moving_attr()),
-                Condition::equals(cx.inner.layout.deleting_attr(), Value::S(old.to_owned())),
-            ]),
-            None => Condition::And(vec![
-                Condition::Exists,
-                Condition::attr_not_exists(cx.inner.layout.moving_attr()),
-                Condition::attr_not_exists(cx.inner.layout.deleting_attr()),
-            ]),
+            Some(old) => cx.inner.layout.markable_from(old),
+            None => cx.inner.layout.free_row(),
         };
         let mark = guard::new_mark(cx);
         match cx
@@ -367,7 +360,7 @@ pub(crate) async fn delete_leaf<S: Storage + 'static>(cx: &Ctx<S>, path: &Path) 
             Err(e) if e.kind() == ErrorKind::ConditionFailed => continue,
             Err(e) => return guard::abandon_removal(cx, &key, &mark, e).await,
         }
-        let ours = Condition::equals(cx.inner.layout.deleting_attr(), Value::S(mark.clone()));
+        let ours = cx.inner.layout.marked_by(&mark);
         let has_children = match has_children(cx, path).await {
             Ok(yes) => yes,
             Err(e) => return guard::abandon_removal(cx, &key, &mark, e).await,

@@ -42,11 +42,7 @@ pub(crate) async fn write_object_checked<S: Storage + 'static>(
         // and not held by a move or copy. An object row exists only while its listing row
         // does (invariant 2), so no check of the listing row is needed; anything else
         // takes the guarded path below (see the consistency docs, "Overwrites").
-        let mut all = vec![
-            Condition::Exists,
-            Condition::attr_not_exists(cx.inner.layout.fence_attr()),
-            Condition::attr_not_exists(cx.inner.layout.held_attr()),
-        ];
+        let mut all = cx.inner.layout.overwritable();
         if !condition.is_always() {
             all.push(condition.clone());
         }
@@ -148,10 +144,7 @@ async fn put_fenced<S: Storage + 'static>(
     row: &Item,
     condition: &Condition,
 ) -> Result<()> {
-    let mut all = vec![
-        Condition::attr_not_exists(cx.inner.layout.fence_attr()),
-        Condition::attr_not_exists(cx.inner.layout.held_attr()),
-    ];
+    let mut all = cx.inner.layout.unfenced_unheld();
     if !condition.is_always() {
         all.push(condition.clone());
     }

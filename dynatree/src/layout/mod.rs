@@ -12,6 +12,10 @@
 //! dynatree's own bookkeeping lives in attributes whose names start with SC, which user data can
 //! never use, so the Go library reads every row it knows unchanged.
 
+mod guards;
+
+pub(crate) use guards::{below, unchanged};
+
 use crate::error::{Error, ErrorKind, Result};
 use crate::item::{Item, MAX_ITEM_BYTES, Value};
 use crate::path::Path;
