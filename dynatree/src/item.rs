@@ -9,6 +9,7 @@ use serde::{Serialize, de::DeserializeOwned};
 
 use crate::error::{Error, ErrorKind, Result};
 
+pub(crate) mod convert;
 mod de;
 mod probe;
 
@@ -529,7 +530,10 @@ impl Item {
         })?;
         let map: std::collections::HashMap<String, serde_dynamo::AttributeValue> = raw.into();
         Ok(Self {
-            attrs: map.into_iter().map(|(k, v)| (k, from_dynamo(v))).collect(),
+            attrs: map
+                .into_iter()
+                .map(|(k, v)| (k, convert::from_serde_dynamo(v)))
+                .collect(),
         })
     }
 
@@ -826,23 +830,7 @@ impl Value {
     pub fn from_serialize<T: Serialize + ?Sized>(value: &T) -> Result<Value> {
         let raw: serde_dynamo::AttributeValue = serde_dynamo::to_attribute_value(value)
             .map_err(|e| Error::serialization("value has no DynamoDB representation", e))?;
-        Ok(from_dynamo(raw))
-    }
-}
-
-fn from_dynamo(v: serde_dynamo::AttributeValue) -> Value {
-    use serde_dynamo::AttributeValue as A;
-    match v {
-        A::S(s) => Value::S(s),
-        A::N(n) => Value::N(n),
-        A::B(b) => Value::B(b),
-        A::Bool(b) => Value::Bool(b),
-        A::Null(_) => Value::Null,
-        A::L(l) => Value::L(l.into_iter().map(from_dynamo).collect()),
-        A::M(m) => Value::M(m.into_iter().map(|(k, v)| (k, from_dynamo(v))).collect()),
-        A::Ss(s) => Value::Ss(s),
-        A::Ns(n) => Value::Ns(n),
-        A::Bs(b) => Value::Bs(b),
+        Ok(convert::from_serde_dynamo(raw))
     }
 }
 

@@ -50,41 +50,6 @@
 #![deny(missing_debug_implementations)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-/// `fn $name(AttributeValue) -> Result<Value>` for an SDK's `AttributeValue` (aws-sdk-dynamodb's
-/// and aws-sdk-dynamodbstreams' have the same shape and are two types); `$from` names the
-/// service in the error for a value type unknown to this crate.
-#[cfg(any(feature = "dynamodb", feature = "streams"))]
-macro_rules! value_from_sdk {
-    ($name:ident, $av:ty, $from:literal) => {
-        fn $name(v: $av) -> $crate::Result<$crate::storage::Value> {
-            use $crate::storage::Value;
-            type A = $av;
-            Ok(match v {
-                A::S(s) => Value::S(s),
-                A::N(n) => Value::N(n),
-                A::B(b) => Value::B(b.into_inner()),
-                A::Bool(b) => Value::Bool(b),
-                A::Null(_) => Value::Null,
-                A::L(l) => Value::L(l.into_iter().map($name).collect::<$crate::Result<_>>()?),
-                A::M(m) => Value::M(
-                    m.into_iter()
-                        .map(|(k, v)| Ok((k, $name(v)?)))
-                        .collect::<$crate::Result<_>>()?,
-                ),
-                A::Ss(s) => Value::Ss(s),
-                A::Ns(n) => Value::Ns(n),
-                A::Bs(b) => Value::Bs(b.into_iter().map(|b| b.into_inner()).collect()),
-                _ => {
-                    return Err($crate::Error::new(
-                        $crate::ErrorKind::Serialization,
-                        concat!("unknown attribute value type from ", $from),
-                    ));
-                }
-            })
-        }
-    };
-}
-
 pub mod changes;
 pub mod check;
 mod cursor;

@@ -18,6 +18,7 @@ use tracing::Instrument;
 
 use super::{Change, ChangeKind};
 use crate::error::{Error, ErrorKind, Result};
+use crate::item::convert::from_streams;
 use crate::item::{Item, Value};
 use crate::storage::{Comparison, Condition, Key, Query, RangeCondition, SharedStorage, Storage};
 use crate::tree::Tree;
@@ -1027,10 +1028,10 @@ pub fn from_stream_record(record: &Record) -> Result<Change> {
 }
 
 fn image(map: HashMap<String, AttributeValue>) -> Result<Item> {
-    map.into_iter().map(|(k, v)| Ok((k, value(v)?))).collect()
+    map.into_iter()
+        .map(|(k, v)| Ok((k, from_streams(v)?)))
+        .collect()
 }
-
-value_from_sdk!(value, AttributeValue, "DynamoDB Streams");
 
 /// A sequence number as a fixed-width decimal string, so that string order is numeric order;
 /// `None` if it is not a number of at most 40 digits.

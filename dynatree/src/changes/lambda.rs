@@ -161,7 +161,8 @@ pub use aws_lambda_events::event::streams::{DynamoDbBatchItemFailure, DynamoDbEv
 
 use super::{Applied, Change, ChangeKind};
 use crate::error::{Error, ErrorKind, Result};
-use crate::item::{Item, Value};
+use crate::item::Item;
+use crate::item::convert::from_serde_dynamo;
 use crate::storage::{Key, Storage};
 use crate::tree::Tree;
 
@@ -329,29 +330,16 @@ fn image_of(raw: &serde_dynamo::Item) -> Option<Item> {
 
 fn image(image: &serde_dynamo::Item) -> Item {
     let map: &std::collections::HashMap<String, serde_dynamo::AttributeValue> = image.as_ref();
-    map.iter().map(|(k, v)| (k.clone(), value(v))).collect()
-}
-
-fn value(v: &serde_dynamo::AttributeValue) -> Value {
-    use serde_dynamo::AttributeValue as A;
-    match v {
-        A::S(s) => Value::S(s.clone()),
-        A::N(n) => Value::N(n.clone()),
-        A::B(b) => Value::B(b.clone()),
-        A::Bool(b) => Value::Bool(*b),
-        A::Null(_) => Value::Null,
-        A::L(l) => Value::L(l.iter().map(value).collect()),
-        A::M(m) => Value::M(m.iter().map(|(k, v)| (k.clone(), value(v))).collect()),
-        A::Ss(s) => Value::Ss(s.clone()),
-        A::Ns(n) => Value::Ns(n.clone()),
-        A::Bs(b) => Value::Bs(b.clone()),
-    }
+    map.iter()
+        .map(|(k, v)| (k.clone(), from_serde_dynamo(v.clone())))
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::changes::FailedChange;
+    use crate::item::Value;
 
     /// A DynamoDB Streams event as Lambda delivers it (NEW_AND_OLD_IMAGES): a forum created,
     /// renamed, a thread removed, on the table `forum`.

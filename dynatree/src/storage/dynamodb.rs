@@ -12,7 +12,6 @@ use aws_sdk_dynamodb::config::retry::RetryConfig;
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::operation::RequestId;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
-use aws_sdk_dynamodb::primitives::Blob;
 use aws_sdk_dynamodb::types::{
     self as t, AttributeValue, BillingMode, ConsumedCapacity, KeyType, ReturnConsumedCapacity,
     ScalarAttributeType,
@@ -21,6 +20,7 @@ use tracing::Instrument;
 
 use super::{HASH_KEY, RANGE_KEY};
 use crate::error::{CancellationReason, Error, ErrorKind, Result};
+use crate::item::convert::{from_sdk, to_sdk};
 use crate::item::{Item, Value};
 use crate::storage::expr::Expr;
 use crate::storage::{
@@ -179,29 +179,14 @@ fn record_capacity<'a>(caps: impl IntoIterator<Item = &'a ConsumedCapacity>) {
 
 // ---- conversions ----
 
-fn to_av(v: Value) -> AttributeValue {
-    match v {
-        Value::S(s) => AttributeValue::S(s),
-        Value::N(n) => AttributeValue::N(n),
-        Value::B(b) => AttributeValue::B(Blob::new(b)),
-        Value::Bool(b) => AttributeValue::Bool(b),
-        Value::Null => AttributeValue::Null(true),
-        Value::L(l) => AttributeValue::L(l.into_iter().map(to_av).collect()),
-        Value::M(m) => AttributeValue::M(m.into_iter().map(|(k, v)| (k, to_av(v))).collect()),
-        Value::Ss(s) => AttributeValue::Ss(s),
-        Value::Ns(n) => AttributeValue::Ns(n),
-        Value::Bs(b) => AttributeValue::Bs(b.into_iter().map(Blob::new).collect()),
-    }
-}
-
-value_from_sdk!(from_av, AttributeValue, "DynamoDB");
-
 fn to_map(item: Item) -> HashMap<String, AttributeValue> {
-    item.into_iter().map(|(k, v)| (k, to_av(v))).collect()
+    item.into_iter().map(|(k, v)| (k, to_sdk(v))).collect()
 }
 
 fn from_map(map: HashMap<String, AttributeValue>) -> Result<Item> {
-    map.into_iter().map(|(k, v)| Ok((k, from_av(v)?))).collect()
+    map.into_iter()
+        .map(|(k, v)| Ok((k, from_sdk(v)?)))
+        .collect()
 }
 
 fn key_map(key: &Key) -> HashMap<String, AttributeValue> {
@@ -217,7 +202,7 @@ fn av_values(expr: &Expr) -> Option<HashMap<String, AttributeValue>> {
     expr.values().map(|values| {
         values
             .iter()
-            .map(|(k, v)| (k.clone(), to_av(v.clone())))
+            .map(|(k, v)| (k.clone(), to_sdk(v.clone())))
             .collect()
     })
 }
