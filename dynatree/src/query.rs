@@ -16,7 +16,7 @@ use crate::layout::{HASH_KEY, RANGE_KEY};
 use crate::path::Path;
 use crate::segment::{AsKeySegment, KeySegment};
 use crate::storage::{IndexQuery, Key, Query, RangeCondition, SharedStorage, Storage};
-use crate::stream::query_pages;
+use crate::stream::{index_pages, query_pages};
 
 /// The settings every query builder shares.
 #[derive(Debug)]
@@ -853,14 +853,19 @@ assert_eq!(ids, [Id { id: "u1".into() }]);
         let limit = self.shape.limit.unwrap_or(usize::MAX);
         let stream = match setup {
             Ok((query, start, fp)) => {
-                futures::stream::try_unfold((start, limit), move |(state, left)| {
+                // `None`: the cursor is at the end, nothing is sent.
+                let pages =
+                    start.map(|start| Box::pin(index_pages(tree.cx.io(), query.clone(), start)));
+                futures::stream::try_unfold((pages, limit), move |(pages, left)| {
                     let query = query.clone();
                     let tree = tree.clone();
                     async move {
-                        let (Some(start), true) = (state, left > 0) else {
+                        let (Some(mut pages), true) = (pages, left > 0) else {
                             return Ok(None);
                         };
-                        let page = tree.cx.io().query_index_page(&query, start).await?;
+                        let Some(page) = pages.try_next().await? else {
+                            return Ok(None);
+                        };
                         let now = crate::expiry::now_secs();
                         // Through a scope, only rows under its root: the index hash keeps
                         // scopes apart, and this keeps them apart whatever the table holds.
@@ -874,21 +879,14 @@ assert_eq!(ids, [Id { id: "u1".into() }]);
                             .collect::<Result<Vec<P>>>()?;
                         items.truncate(left);
                         let left = left - items.len();
-                        // A page that ended on the condition's far bound has nothing after
-                        // it, and DynamoDB refuses that key as a start key.
-                        let next = page.last.filter(|last| {
-                            match (&query.range, &query.index.range_attr) {
-                                (Some(r), Some(a)) => last
-                                    .get_s(a)
-                                    .is_some_and(|v| r.accepts_start(v, query.forward)),
-                                _ => true,
-                            }
-                        });
+                        // The stream follows `last` only where the query can start from it.
+                        let next = page.last.filter(|last| query.accepts_start(last));
                         let cursor = match (&next, left) {
                             (Some(last), 1..) => Some(index_cursor(&query, last, fp)),
                             _ => None,
                         };
-                        Ok(Some((TypedPage { items, cursor }, (next.map(Some), left))))
+                        let pages = next.is_some().then_some(pages);
+                        Ok(Some((TypedPage { items, cursor }, (pages, left))))
                     }
                 })
                 .left_stream()

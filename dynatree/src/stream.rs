@@ -1,4 +1,6 @@
-//! Pagination: one generic adaptor from a backend's `query_page` to a lazy [`Stream`].
+//! Pagination: the adaptors from a backend's `query_page`, `scan_page` and
+//! `query_index_page` to lazy [`Stream`]s of pages. Every paged read of the runtime goes
+//! through one of these.
 //!
 //! Like the AWS paginators: nothing is sent until the stream is polled, pages follow
 //! `LastEvaluatedKey`, the stream stops when the service repeats the same key, and it ends
@@ -7,7 +9,8 @@
 use futures::Stream;
 
 use crate::error::Result;
-use crate::storage::{Key, Page, Query, Storage};
+use crate::item::Item;
+use crate::storage::{IndexPage, IndexQuery, Key, Page, Query, Storage};
 
 enum State {
     Start,
@@ -72,6 +75,36 @@ where
                 None => State::Done,
                 Some(k) if Some(k) == start.as_ref() => State::Done,
                 Some(k) => State::After(k.clone()),
+            };
+            Ok(Some((page, next)))
+        }
+    })
+}
+
+/// Pages of an index query, lazily, starting after the index key `start` if given: as
+/// [`query_pages`], following each page's `last` key while the query's range condition
+/// accepts it.
+pub(crate) fn index_pages<H>(
+    storage: H,
+    query: IndexQuery,
+    start: Option<Item>,
+) -> impl Stream<Item = Result<IndexPage>> + Send + use<H>
+where
+    H: Storage + Clone,
+{
+    futures::stream::try_unfold(Some(start), move |state| {
+        let query = query.clone();
+        let storage = storage.clone();
+        async move {
+            let Some(start) = state else {
+                return Ok(None);
+            };
+            let page = storage.query_index_page(&query, start.clone()).await?;
+            let next = match &page.last {
+                None => None,
+                Some(k) if Some(k) == start.as_ref() => None,
+                Some(k) if !query.accepts_start(k) => None,
+                Some(k) => Some(Some(k.clone())),
             };
             Ok(Some((page, next)))
         }

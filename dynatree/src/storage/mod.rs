@@ -1585,6 +1585,20 @@ pub struct IndexQuery {
     pub projection: Option<Vec<String>>,
 }
 
+impl IndexQuery {
+    /// Whether a page's `last` key can start the next page: DynamoDB refuses a start key
+    /// outside the range condition, and a page that ended on the condition's far bound has
+    /// nothing after it.
+    pub(crate) fn accepts_start(&self, last: &Item) -> bool {
+        match (&self.range, &self.index.range_attr) {
+            (Some(r), Some(a)) => last
+                .get_s(a)
+                .is_some_and(|v| r.accepts_start(v, self.forward)),
+            _ => true,
+        }
+    }
+}
+
 /// One page of an index query; `last` is DynamoDB's `LastEvaluatedKey` (table and index keys).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct IndexPage {

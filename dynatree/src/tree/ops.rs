@@ -981,11 +981,11 @@ fn index_pages<S: Storage + 'static>(
         projection: None,
     };
     let base = prefix.len();
-    futures::stream::try_unfold((Some(start), limit), move |(state, mut left)| {
-        let query = query.clone();
+    let pages = Box::pin(crate::stream::index_pages(tree.cx.io(), query, start));
+    futures::stream::try_unfold((Some(pages), limit), move |(pages, mut left)| {
         let tree = tree.clone();
         async move {
-            let Some(mut start) = state else {
+            let Some(mut pages) = pages else {
                 return Ok(None);
             };
             // Pages whose objects are all below `max_depth` are skipped: no page is empty.
@@ -993,7 +993,9 @@ fn index_pages<S: Storage + 'static>(
                 if left == 0 {
                     return Ok(None);
                 }
-                let page = tree.cx.io().query_index_page(&query, start).await?;
+                let Some(page) = pages.try_next().await? else {
+                    return Ok(None);
+                };
                 let mut items = Vec::new();
                 let mut last_hash = None;
                 let now = crate::expiry::now_secs();
@@ -1020,21 +1022,21 @@ fn index_pages<S: Storage + 'static>(
                     }
                 }
                 left -= items.len();
-                let next = page.last.filter(|_| left > 0);
+                let more = page.last.is_some() && left > 0;
                 if items.is_empty() {
-                    match next {
-                        Some(n) => {
-                            start = Some(n);
-                            continue;
-                        }
-                        None => return Ok(None),
+                    if more {
+                        continue;
                     }
+                    return Ok(None);
                 }
-                let cursor = next
-                    .as_ref()
-                    .and(last_hash)
+                let cursor = more
+                    .then_some(last_hash)
+                    .flatten()
                     .map(|h| Cursor::new(fp, vec![h]));
-                return Ok(Some((TypedPage { items, cursor }, (next.map(Some), left))));
+                return Ok(Some((
+                    TypedPage { items, cursor },
+                    (more.then_some(pages), left),
+                )));
             }
         }
     })
