@@ -31,6 +31,11 @@ pub(crate) struct Ctx<S> {
     /// Told how far subtree operations run through this handle have come
     /// ([`Tree::on_progress`]).
     pub(crate) observer: Option<Observer>,
+    /// The intents of the operations this one runs inside (a re-parenting's child moves),
+    /// each with its owner's token: every fenced write of an operation run through this
+    /// context also checks that they are still owned so, so that a caller whose enclosing
+    /// operation was taken over writes nothing more (see `tree/moves.md`, "Re-parenting").
+    pub(crate) enclosing: Arc<Vec<(Key, String)>>,
 }
 
 impl<S> Clone for Ctx<S> {
@@ -39,6 +44,7 @@ impl<S> Clone for Ctx<S> {
             inner: Arc::clone(&self.inner),
             root: self.root.clone(),
             observer: self.observer.clone(),
+            enclosing: Arc::clone(&self.enclosing),
         }
     }
 }
@@ -50,6 +56,17 @@ impl<S> Ctx<S> {
         Tree {
             cx: self.clone(),
             relative: false,
+        }
+    }
+
+    /// This context, inside the operation whose intent is at `intent` and owned by `token`:
+    /// what runs the operations it starts (see [`enclosing`](Self::enclosing)).
+    pub(crate) fn inside(&self, intent: Key, token: String) -> Ctx<S> {
+        let mut enclosing = (*self.enclosing).clone();
+        enclosing.push((intent, token));
+        Ctx {
+            enclosing: Arc::new(enclosing),
+            ..self.clone()
         }
     }
 }

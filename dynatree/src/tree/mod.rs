@@ -256,6 +256,7 @@ impl<S> Tree<S> {
                 }),
                 root: None,
                 observer: None,
+                enclosing: Arc::default(),
             },
             relative: false,
         }

@@ -626,6 +626,9 @@ async fn run_reparent<S: Storage + 'static>(cx: &Ctx<S>, g: &Guard) -> Result<Ou
     };
     let lock = Value::S(id.clone());
     let key = cx.inner.layout.listing_key(&path);
+    // The child moves run inside this re-parenting: fenced by its ownership too, so that a
+    // caller whose lease ran out and was taken over moves no child after that.
+    let inside = cx.inside(cx.inner.layout.intent_key(&id), g.token.clone());
     let (mut rounds, mut waited) = (0, 0);
     loop {
         let phase = g.snapshot().phase;
@@ -688,7 +691,9 @@ async fn run_reparent<S: Storage + 'static>(cx: &Ctx<S>, g: &Guard) -> Result<Ou
                     let moved = renewing(
                         cx,
                         g,
-                        Box::pin(cx.tree().move_subtree_with(
+                        Box::pin(start(
+                            &inside,
+                            Operation::Move,
                             child.clone(),
                             to,
                             LinkPolicy::Rewrite,
@@ -1631,7 +1636,9 @@ async fn fenced_groups<S: Storage + 'static>(
     let intent_key = cx.inner.layout.intent_key(&g.id());
     let mut failed_all = Vec::new();
     let indexed: Vec<(usize, TransactAction)> = actions.into_iter().enumerate().collect();
-    let chunk_size = (TRANSACT_MAX - 1) / group * group;
+    // One check of our own intent, and one of each enclosing operation's.
+    let checks = 1 + cx.enclosing.len();
+    let chunk_size = (TRANSACT_MAX - checks) / group * group;
     for chunk in indexed.chunks(chunk_size) {
         let mut pending: Vec<(usize, TransactAction)> = chunk.to_vec();
         let mut backoff = Backoff::new(cx.inner.config.retry);
@@ -1642,14 +1649,23 @@ async fn fenced_groups<S: Storage + 'static>(
                 key: intent_key.clone(),
                 condition: owned_by(cx, &g.token),
             });
+            tx.extend(
+                cx.enclosing
+                    .iter()
+                    .map(|(key, token)| TransactAction::ConditionCheck {
+                        key: key.clone(),
+                        condition: owned_by(cx, token),
+                    }),
+            );
             cx.ensure_verified().await?;
             match cx.inner.storage.transact_write(tx).await {
                 Ok(()) => break,
                 Err(e) if e.kind() == ErrorKind::TransactionCanceled => {
                     let reasons = e.cancellation_reasons();
                     if reasons
-                        .get(pending.len())
-                        .is_some_and(crate::error::CancellationReason::is_condition_failed)
+                        .iter()
+                        .skip(pending.len())
+                        .any(crate::error::CancellationReason::is_condition_failed)
                     {
                         return Err(taken_over().with_source(e));
                     }

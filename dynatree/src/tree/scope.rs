@@ -173,6 +173,7 @@ impl<S> Tree<S> {
                 inner: Arc::clone(&self.cx.inner),
                 root: Some(Arc::new(root)),
                 observer: self.cx.observer.clone(),
+                enclosing: Arc::clone(&self.cx.enclosing),
             },
             relative: true,
         })
