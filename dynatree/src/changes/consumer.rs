@@ -328,7 +328,7 @@ impl<S: Storage + 'static> StreamConsumer<S> {
     /// is sent: the checkpoints are read on the first poll.
     ///
     /// The client is used as given (with the SDK's own retries). Defaults: 1000 records per
-    /// GetRecords, 1 second between polls in [`run`](crate::tree::moves::run).
+    /// GetRecords, 1 second between polls in [`run`](Self::run).
     ///
     /// # Errors
     ///
@@ -398,7 +398,7 @@ impl<S: Storage + 'static> StreamConsumer<S> {
         self
     }
 
-    /// How long [`run`](crate::tree::moves::run) sleeps after each poll (1 second by default). DynamoDB
+    /// How long [`run`](Self::run) sleeps after each poll (1 second by default). DynamoDB
     /// Streams serves each shard at most 5 GetRecords requests per second.
     ///
     /// # Examples

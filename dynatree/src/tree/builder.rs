@@ -127,7 +127,7 @@ impl<S: Storage + 'static> TreeBuilder<S> {
         self
     }
 
-    /// How many links `get` follows before it fails with [`ErrorKind::LinkLoop`] (default 8).
+    /// How many links `get` follows before it fails with [`ErrorKind::LinkLoop`](crate::ErrorKind::LinkLoop) (default 8).
     ///
     /// # Examples
     ///
@@ -388,7 +388,7 @@ impl<S: Storage + 'static> TreeBuilder<S> {
 
     /// Whether the tree checks its table before its first request (default: yes): one
     /// DescribeTable, once per tree (and its clones and scopes), refusing a table this tree
-    /// cannot use with [`ErrorKind::TableMismatch`] before anything is written (see
+    /// cannot use with [`ErrorKind::TableMismatch`](crate::ErrorKind::TableMismatch) before anything is written (see
     /// [`Tree::verify`]). Turn it off only for a role that may not call DescribeTable (the
     /// policies of [`iam`](crate::iam) allow it) and a table you know is right.
     ///
@@ -413,7 +413,7 @@ impl<S: Storage + 'static> TreeBuilder<S> {
 
     /// Keeps a path index: every object row also carries its first `depth` components (the
     /// index's hash key) and its full path (range key), in a global secondary index named
-    /// [`PATH_INDEX`] that [`Tree::create_table`] creates. Then [`Tree::descendants`] of any
+    /// [`PATH_INDEX`](crate::storage::PATH_INDEX) that [`Tree::create_table`] creates. Then [`Tree::descendants`] of any
     /// prefix with at least `depth` components is one paged Query, however many directories
     /// it spans. Choose `depth` so that one index partition is one tenant (e.g. 2 for
     /// `Accounts/{id}/…`), not the whole tree. Index reads are eventually consistent.
@@ -527,7 +527,7 @@ impl<S: Storage + 'static> TreeBuilder<S> {
     ///   way. A [`delete`](Tree::delete) of a path without an object whose node keeps its
     ///   children writes none (the listing row stays);
     /// - the target of a link into a deleted path, or into a subtree moved without
-    ///   [`LinkPolicy::Rewrite`] (or by a `Rewrite` move until its rewrite): Go follows the
+    ///   [`LinkPolicy::Rewrite`](crate::ops::LinkPolicy::Rewrite) (or by a `Rewrite` move until its rewrite): Go follows the
     ///   link to the fence; dynatree reads nothing there, and [`Tree::check`] reports the link
     ///   as dangling.
     ///
@@ -597,7 +597,7 @@ impl<S: Storage + 'static> TreeBuilder<S> {
     ///
     /// # Errors
     ///
-    /// [`ErrorKind::InvalidReserved`] if the reserved character cannot be used.
+    /// [`ErrorKind::InvalidReserved`](crate::ErrorKind::InvalidReserved) if the reserved character cannot be used.
     pub fn build(self) -> Result<Tree> {
         Ok(Tree::from_parts(
             SharedStorage::new(self.storage),

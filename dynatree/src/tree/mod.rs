@@ -378,7 +378,7 @@ impl<S: Storage + 'static> Tree<S> {
 
     /// Checks that this tree can use its table, as it does once before its first request:
     /// one DescribeTable (and, for a tree with a path index, a read of the table's
-    /// [`TableSettings`]). Refused with [`ErrorKind::TableMismatch`]:
+    /// [`TableSettings`](crate::storage::TableSettings)). Refused with [`ErrorKind::TableMismatch`]:
     ///
     /// - a key schema other than hash key `Key` (S) and range key `Child` (S), such as a
     ///   table with a hash key `Key` and no range key, where a second top-level object would
