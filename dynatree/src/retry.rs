@@ -119,10 +119,7 @@ impl RetryPolicy {
     }
 
     pub(crate) async fn sleep(&self, retry: u32) {
-        let d = self.delay(retry);
-        if !d.is_zero() {
-            tokio::time::sleep(d).await;
-        }
+        sleep_for(self.delay(retry)).await;
     }
 
     /// Runs one request, `op`, resending it while it is throttled, at most
@@ -231,32 +228,56 @@ impl Backoff {
         self.retries
     }
 
+    /// Counts a lost race: the number of this retry (0-based, what
+    /// [`RetryPolicy::delay`] takes), or `None` once the budget is spent. For a loop that
+    /// sleeps in its own way (an intent's owner caps its sleep by its lease).
+    pub(crate) fn next_retry(&mut self) -> Option<u32> {
+        if self.retries + 1 >= self.policy.max_attempts {
+            return None;
+        }
+        self.retries += 1;
+        Some(self.retries - 1)
+    }
+
+    /// Counts a wait for a live removal or hold (not a failed try): the number to pass to
+    /// [`RetryPolicy::delay`], growing as a retry's does up to the policy's ninth.
+    pub(crate) fn next_wait(&mut self) -> u32 {
+        let n = self.waits.min(8);
+        self.waits = self.waits.saturating_add(1);
+        n
+    }
+
     /// Counts a lost race without sleeping: `false` once the budget is spent, and the caller
     /// fails with an error of its own.
     pub(crate) fn spend(&mut self) -> bool {
-        if self.retries + 1 >= self.policy.max_attempts {
-            return false;
-        }
-        self.retries += 1;
-        true
+        self.next_retry().is_some()
     }
 
     /// Counts a lost race and sleeps the backoff before the next try: `false`, at once, once
     /// the budget is spent.
     pub(crate) async fn retry(&mut self) -> bool {
-        if self.retries + 1 >= self.policy.max_attempts {
-            return false;
+        match self.next_retry() {
+            Some(n) => {
+                self.policy.sleep(n).await;
+                true
+            }
+            None => false,
         }
-        self.policy.sleep(self.retries).await;
-        self.retries += 1;
-        true
     }
 
     /// Waits for a live removal or hold to end; not a failed try. The delay grows as a
     /// retry's does, up to the policy's ninth.
     pub(crate) async fn wait(&mut self) {
-        self.policy.sleep(self.waits.min(8)).await;
-        self.waits += 1;
+        let n = self.next_wait();
+        self.policy.sleep(n).await;
+    }
+}
+
+/// Sleeps `d` (nothing for zero): every sleep of the runtime's retries and waits is here or
+/// in [`RetryPolicy`].
+pub(crate) async fn sleep_for(d: Duration) {
+    if !d.is_zero() {
+        tokio::time::sleep(d).await;
     }
 }
 

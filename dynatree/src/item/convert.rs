@@ -51,8 +51,8 @@ pub(crate) fn to_sdk(v: Value) -> aws_sdk_dynamodb::types::AttributeValue {
 #[cfg(any(feature = "dynamodb", feature = "streams"))]
 macro_rules! value_from_sdk {
     ($name:ident, $av:ty, $from:literal) => {
-        pub(crate) fn $name(v: $av) -> $crate::Result<$crate::storage::Value> {
-            use $crate::storage::Value;
+        pub(crate) fn $name(v: $av) -> $crate::Result<$crate::item::Value> {
+            use $crate::item::Value;
             type A = $av;
             Ok(match v {
                 A::S(s) => Value::S(s),

@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use super::{Key, Storage, WriteRequest};
 use crate::error::{Error, ErrorKind, Result};
 use crate::item::Item;
-use crate::retry::RetryPolicy;
+use crate::retry::{Backoff, RetryPolicy};
 
 /// DynamoDB's limit on keys in one BatchGetItem.
 pub const BATCH_GET_MAX: usize = 100;
@@ -68,7 +68,7 @@ pub(crate) async fn get_all_projected<S: Storage>(
     let mut found = Vec::with_capacity(keys.len());
     for chunk in keys.chunks(BATCH_GET_MAX) {
         let mut pending = chunk.to_vec();
-        let mut retry = 0;
+        let mut backoff = Backoff::new(*policy);
         loop {
             let sent = if projection.is_empty() {
                 storage.batch_get(pending.clone(), consistent).await
@@ -88,11 +88,9 @@ pub(crate) async fn get_all_projected<S: Storage>(
             if pending.is_empty() {
                 break;
             }
-            if retry + 1 >= policy.max_attempts() {
+            if !backoff.retry().await {
                 return Err(Error::unprocessed(pending.len(), "keys"));
             }
-            policy.sleep(retry).await;
-            retry += 1;
         }
     }
     Ok(found)
@@ -136,7 +134,7 @@ pub async fn write_all<S: Storage>(
     let mut left: usize = requests.len();
     for chunk in chunks.by_ref() {
         let mut pending = chunk.to_vec();
-        let mut retry = 0;
+        let mut backoff = Backoff::new(*policy);
         loop {
             match storage.batch_write(pending.clone()).await {
                 Ok(unprocessed) => pending = unprocessed,
@@ -146,7 +144,7 @@ pub async fn write_all<S: Storage>(
             if pending.is_empty() {
                 break;
             }
-            if retry + 1 >= policy.max_attempts() {
+            if !backoff.retry().await {
                 // This chunk's leftovers plus every chunk not yet sent.
                 let not_sent = left - chunk.len();
                 return Err(Error::unprocessed(
@@ -154,8 +152,6 @@ pub async fn write_all<S: Storage>(
                     "write requests",
                 ));
             }
-            policy.sleep(retry).await;
-            retry += 1;
         }
         left -= chunk.len();
     }

@@ -18,6 +18,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::item::{Item, Value};
 use crate::layout::RANGE_KEY;
 use crate::path::Path;
+use crate::retry::Backoff;
 use crate::storage::{Condition, Query, Storage};
 use crate::stream::query_pages;
 use crate::tree::Ctx;
@@ -399,7 +400,7 @@ pub(crate) async fn release_intent<S: Storage + 'static>(cx: &Ctx<S>, g: &Guard)
 /// out; after waiting, while another call runs it. `None` if it disappears meanwhile.
 pub(crate) async fn claim<S: Storage + 'static>(cx: &Ctx<S>, id: &str) -> Result<Option<Guard>> {
     let key = cx.inner.layout.intent_key(id);
-    let mut waited = 0u32;
+    let mut backoff = Backoff::new(cx.inner.config.retry);
     loop {
         let Some(item) = cx.io().get_item(&key, true).await? else {
             return Ok(None);
@@ -413,10 +414,9 @@ pub(crate) async fn claim<S: Storage + 'static>(cx: &Ctx<S>, id: &str) -> Result
                 .inner
                 .config
                 .retry
-                .delay(waited.min(8))
+                .delay(backoff.next_wait())
                 .max(std::time::Duration::from_millis(1));
-            tokio::time::sleep(nap.min(left)).await;
-            waited = waited.saturating_add(1);
+            crate::retry::sleep_for(nap.min(left)).await;
             continue;
         }
         let token = new_token();
@@ -456,18 +456,40 @@ pub(crate) async fn is_reparenting<S: Storage + 'static>(cx: &Ctx<S>, id: &str) 
     })
 }
 
-/// A backoff sleep of an intent's owner: never longer than a third of the lease, and the
-/// lease renewed after it, so waiting never lets the lease run out.
-pub(crate) async fn owner_sleep<S: Storage + 'static>(
+/// A lost race of an intent's owner: counts it in `backoff` and sleeps its delay (see
+/// [`owner_nap`]); `false`, at once, once the budget is spent.
+pub(crate) async fn owner_retry<S: Storage + 'static>(
     cx: &Ctx<S>,
     g: &Guard,
-    retry: u32,
-) -> Result<()> {
-    let cap = cx.inner.config.lease / 3;
-    let d = cx.inner.config.retry.delay(retry).min(cap);
-    if !d.is_zero() {
-        tokio::time::sleep(d).await;
+    backoff: &mut Backoff,
+) -> Result<bool> {
+    match backoff.next_retry() {
+        Some(n) => {
+            owner_nap(cx, g, cx.inner.config.retry.delay(n)).await?;
+            Ok(true)
+        }
+        None => Ok(false),
     }
+}
+
+/// An owner's wait for a live removal or hold (not a failed try), counted in `backoff`.
+pub(crate) async fn owner_wait<S: Storage + 'static>(
+    cx: &Ctx<S>,
+    g: &Guard,
+    backoff: &mut Backoff,
+) -> Result<()> {
+    let n = backoff.next_wait();
+    owner_nap(cx, g, cx.inner.config.retry.delay(n)).await
+}
+
+/// An owner sleeps `d`, never longer than a third of its lease, and renews the lease if due
+/// after it.
+pub(crate) async fn owner_nap<S: Storage + 'static>(
+    cx: &Ctx<S>,
+    g: &Guard,
+    d: std::time::Duration,
+) -> Result<()> {
+    crate::retry::sleep_for(d.min(cx.inner.config.lease / 3)).await;
     renew_if_due(cx, g).await
 }
 

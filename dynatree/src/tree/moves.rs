@@ -15,8 +15,8 @@ use super::Tree;
 use super::clock::after_ms;
 use super::intent::{
     Guard, Intent, Outcome, decode_refusal, drive, encode_refusal, finish, is_reparenting, join,
-    owned_by, owner_sleep, record_and_run, renew_if_due, renewing, set_phase, taken_over,
-    write_intent,
+    owned_by, owner_nap, owner_retry, owner_wait, record_and_run, renew_if_due, renewing,
+    set_phase, taken_over, write_intent,
 };
 pub use super::intent::{Operation, Phase};
 
@@ -629,7 +629,7 @@ async fn run_reparent<S: Storage + 'static>(cx: &Ctx<S>, g: &Guard) -> Result<Ou
     // The child moves run inside this re-parenting: fenced by its ownership too, so that a
     // caller whose lease ran out and was taken over moves no child after that.
     let inside = cx.inside(cx.inner.layout.intent_key(&id), g.token.clone());
-    let (mut rounds, mut waited) = (0, 0);
+    let mut backoff = Backoff::new(cx.inner.config.retry);
     loop {
         let phase = g.snapshot().phase;
         match phase {
@@ -661,21 +661,18 @@ async fn run_reparent<S: Storage + 'static>(cx: &Ctx<S>, g: &Guard) -> Result<Ou
                             }
                             // A live removal: wait for it (outside the budget).
                             Some(_) => {
-                                owner_sleep(cx, g, waited.min(8)).await?;
-                                waited += 1;
+                                owner_wait(cx, g, &mut backoff).await?;
                                 continue;
                             }
                             None => {}
                         }
-                        if rounds + 1 >= cx.inner.config.retry.max_attempts() {
+                        if !owner_retry(cx, g, &mut backoff).await? {
                             let e = Error::new(
                                 ErrorKind::Conflict,
                                 format!("{path} kept changing while it was being locked"),
                             );
                             return refuse(cx, g, e).await;
                         }
-                        owner_sleep(cx, g, rounds).await?;
-                        rounds += 1;
                     }
                 }
             }
@@ -730,15 +727,13 @@ async fn run_reparent<S: Storage + 'static>(cx: &Ctx<S>, g: &Guard) -> Result<Ou
                     }
                 }
                 if again {
-                    if rounds + 1 >= cx.inner.config.retry.max_attempts() {
+                    if !owner_retry(cx, g, &mut backoff).await? {
                         let e = Error::new(
                             ErrorKind::Conflict,
                             format!("the children of {path} kept being moved by others"),
                         );
                         return refuse(cx, g, e).await;
                     }
-                    owner_sleep(cx, g, rounds).await?;
-                    rounds += 1;
                     continue;
                 }
                 set_phase(cx, g, Phase::Delete).await?;
@@ -878,7 +873,8 @@ async fn lock_walk<S: Storage + 'static>(cx: &Ctx<S>, g: &Guard) -> Result<Vec<V
     let mut level = vec![g.snapshot().from];
     let op = g.snapshot().op;
     let mut locked = 0;
-    let (mut rounds, mut waited, mut waiting) = (0, 0, false);
+    let mut backoff = Backoff::new(cx.inner.config.retry);
+    let mut waiting = false;
     while !level.is_empty() {
         renew_if_due(cx, g).await?;
         let actions: Vec<TransactAction> = level
@@ -931,19 +927,16 @@ async fn lock_walk<S: Storage + 'static>(cx: &Ctx<S>, g: &Guard) -> Result<Vec<V
         }
         if !again.is_empty() {
             if std::mem::take(&mut waiting) {
-                owner_sleep(cx, g, waited.min(8)).await?;
-                waited += 1;
+                owner_wait(cx, g, &mut backoff).await?;
                 level = held.into_iter().chain(again).collect();
                 continue;
             }
-            if rounds + 1 >= cx.inner.config.retry.max_attempts() {
+            if !owner_retry(cx, g, &mut backoff).await? {
                 return Err(Error::new(
                     ErrorKind::Conflict,
                     format!("{} kept changing while it was being locked", again[0]),
                 ));
             }
-            owner_sleep(cx, g, rounds).await?;
-            rounds += 1;
             held.sort();
             // The rows held so far stay held; the others are tried again with this level.
             level = held.into_iter().chain(again).collect();
@@ -1116,7 +1109,7 @@ async fn copy_levels<S: Storage + 'static>(
         // In slices, each reported: a level can hold most of the subtree. (Only the
         // root's level checks the destination's parent, and it is one node.)
         for slice in kept.chunks(PROGRESS_SLICE) {
-            let mut attempt = 0;
+            let mut attempts = Backoff::new(cx.inner.config.retry);
             loop {
                 let mut actions = Vec::with_capacity(slice.len() * 2 + 1);
                 if depth == 0
@@ -1185,14 +1178,12 @@ async fn copy_levels<S: Storage + 'static>(
                         format!("the destination's parent {parent} is held by another operation"),
                     ));
                 }
-                if attempt + 1 >= cx.inner.config.retry.max_attempts() {
+                if !owner_retry(cx, g, &mut attempts).await? {
                     return Err(Error::new(
                         ErrorKind::Conflict,
                         format!("the destination's parent {parent} kept being removed"),
                     ));
                 }
-                owner_sleep(cx, g, attempt).await?;
-                attempt += 1;
             }
         }
     }
@@ -1377,7 +1368,7 @@ async fn hold_objects<S: Storage + 'static>(
     let mut done = 0;
     // In slices, each reported (still the lock phase, its total known now).
     for level in levels.iter().flat_map(|l| l.chunks(PROGRESS_SLICE)) {
-        let mut attempt = 0;
+        let mut attempts = Backoff::new(cx.inner.config.retry);
         loop {
             renew_if_due(cx, g).await?;
             let objects = read::objects_of(cx, level, true).await?;
@@ -1421,13 +1412,12 @@ async fn hold_objects<S: Storage + 'static>(
             if !failed.iter().any(|i| fences.contains(i)) {
                 break;
             }
-            if attempt + 1 >= cx.inner.config.retry.max_attempts() {
+            if !attempts.spend() {
                 return Err(Error::new(
                     ErrorKind::Conflict,
                     "objects kept appearing under the operation's locks",
                 ));
             }
-            attempt += 1;
         }
         done += level.len();
         cx.tell(op, Phase::Lock, done, Some(total));
@@ -1525,7 +1515,7 @@ async fn rewrite_links<S: Storage + 'static>(
 ) -> Result<()> {
     let intent = g.snapshot();
     let mut pending: Vec<(Path, Path)> = links.to_vec();
-    let mut round = 0;
+    let mut rounds = Backoff::new(cx.inner.config.retry);
     let mut blockers = std::collections::BTreeSet::new();
     loop {
         let mut held_elsewhere = false;
@@ -1593,13 +1583,12 @@ async fn rewrite_links<S: Storage + 'static>(
         if rewritten == 0 && !held_elsewhere {
             break;
         }
-        if round + 1 >= cx.inner.config.retry.max_attempts() {
+        let Some(retry) = rounds.next_retry() else {
             break;
-        }
+        };
         if held_elsewhere {
-            owner_sleep(cx, g, round).await?;
+            owner_nap(cx, g, cx.inner.config.retry.delay(retry)).await?;
         }
-        round += 1;
         pending = links_into(cx, &intent.from).await?;
         if pending.is_empty() {
             break;
