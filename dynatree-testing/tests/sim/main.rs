@@ -33,6 +33,7 @@ mod overwrite;
 mod protocols;
 mod readers;
 mod repair;
+mod reparent_takeovers;
 mod scopes;
 mod write_api;
 mod write_api_adversarial;

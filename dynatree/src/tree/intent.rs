@@ -19,7 +19,7 @@ use crate::item::{Item, Value};
 use crate::layout::RANGE_KEY;
 use crate::path::Path;
 use crate::retry::Backoff;
-use crate::storage::{Condition, Query, Storage};
+use crate::storage::{Condition, Query, Storage, TransactAction};
 use crate::stream::query_pages;
 use crate::tree::Ctx;
 
@@ -323,12 +323,67 @@ pub(crate) async fn record<S: Storage + 'static>(
         lease: after_ms(cx.inner.config.lease),
         refusal: None,
     };
-    cx.io()
-        .put_item(encode_intent(cx, &intent), Condition::NotExists)
-        .await?;
+    let item = encode_intent(cx, &intent);
+    if cx.enclosing.is_empty() {
+        cx.io().put_item(item, Condition::NotExists).await?;
+    } else {
+        // Inside another operation (a re-parenting's child move): recorded only while that
+        // one is still ours, so that a caller whose enclosing operation was taken over
+        // leaves no intent behind for a later `resume` to run.
+        let mut backoff = Backoff::new(cx.inner.config.retry);
+        loop {
+            let mut tx = vec![TransactAction::Put {
+                item: item.clone(),
+                condition: Condition::NotExists,
+            }];
+            tx.extend(enclosing_checks(cx));
+            match cx.io().transact_write(tx).await {
+                Ok(()) => break,
+                Err(e) if e.kind() == ErrorKind::TransactionCanceled => {
+                    let reasons = e.cancellation_reasons();
+                    if reasons
+                        .iter()
+                        .skip(1)
+                        .any(crate::error::CancellationReason::is_condition_failed)
+                    {
+                        return Err(taken_over().with_source(e));
+                    }
+                    // A conflict with a write of the enclosing intent (its lease renewed):
+                    // nothing was applied; again.
+                    if !backoff.retry().await {
+                        return Err(e);
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
     Ok(Guard {
         intent: std::sync::Mutex::new(intent),
         token,
+    })
+}
+
+/// The checks that every enclosing operation of `cx` is still owned by the caller that
+/// started this one (see [`Ctx::inside`]): part of every fenced write of an operation.
+pub(crate) fn enclosing_checks<S: Storage + 'static>(
+    cx: &Ctx<S>,
+) -> impl Iterator<Item = TransactAction> + '_ {
+    cx.enclosing
+        .iter()
+        .map(|(key, token)| TransactAction::ConditionCheck {
+            key: key.clone(),
+            condition: owned_by(cx, token),
+        })
+}
+
+/// Whether the intent of `g` is still owned by this call (a consistent read): `false` once
+/// another call took it over, or it is gone.
+pub(crate) async fn still_owned<S: Storage + 'static>(cx: &Ctx<S>, g: &Guard) -> Result<bool> {
+    let key = cx.inner.layout.intent_key(&g.id());
+    Ok(match cx.io().get_item(&key, true).await? {
+        Some(item) => decode_intent(cx, &item)?.owner.as_deref() == Some(g.token.as_str()),
+        None => false,
     })
 }
 

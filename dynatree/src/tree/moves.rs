@@ -14,9 +14,9 @@ use crate::storage::{Condition, Key, Storage, TransactAction, UpdateAction};
 use super::Tree;
 use super::clock::after_ms;
 use super::intent::{
-    Guard, Intent, Outcome, decode_refusal, drive, encode_refusal, finish, is_reparenting, join,
-    owned_by, owner_nap, owner_retry, owner_wait, record_and_run, renew_if_due, renewing,
-    set_phase, taken_over, write_intent,
+    Guard, Intent, Outcome, decode_refusal, drive, enclosing_checks, encode_refusal, finish,
+    is_reparenting, join, owned_by, owner_nap, owner_retry, owner_wait, record_and_run,
+    renew_if_due, renewing, set_phase, still_owned, taken_over, write_intent,
 };
 pub use super::intent::{Operation, Phase};
 
@@ -423,6 +423,13 @@ pub(crate) async fn run<S: Storage + 'static>(cx: &Ctx<S>, g: &Guard) -> Result<
                 if op != Operation::Delete
                     && let Err(e) = validate(cx, g, &levels).await
                 {
+                    // Only what the operation asks for can be refused (a path or a row
+                    // over DynamoDB's limits). A read that failed is not a refusal: the
+                    // operation stays recorded, and the same call again or `resume` goes
+                    // on from here.
+                    if e.kind().party() != crate::error::Party::Caller {
+                        return Err(e);
+                    }
                     return refuse(cx, g, e).await;
                 }
                 if op != Operation::Delete || cx.inner.config.fenced_puts {
@@ -718,8 +725,15 @@ async fn run_reparent<S: Storage + 'static>(cx: &Ctx<S>, g: &Guard) -> Result<Ou
                         Ok(_) => {}
                         Err(e) if e.kind() == ErrorKind::NotFound => {}
                         // Joined an identical move that another call ran to its end
-                        // (completed or refused): look at the children again.
-                        Err(e) if e.kind() == ErrorKind::TakenOver => again = true,
+                        // (completed or refused): look at the children again. Or this
+                        // re-parenting was taken over (the child move's writes check it):
+                        // then it is the other call's, and this one stops.
+                        Err(e) if e.kind() == ErrorKind::TakenOver => {
+                            if !still_owned(cx, g).await? {
+                                return Err(e);
+                            }
+                            again = true;
+                        }
                         // A name taken under the parent, a limit: the children moved so far
                         // stay moved; the node is released.
                         Err(e) if refuses(e.kind()) => return refuse(cx, g, e).await,
@@ -1638,14 +1652,7 @@ async fn fenced_groups<S: Storage + 'static>(
                 key: intent_key.clone(),
                 condition: owned_by(cx, &g.token),
             });
-            tx.extend(
-                cx.enclosing
-                    .iter()
-                    .map(|(key, token)| TransactAction::ConditionCheck {
-                        key: key.clone(),
-                        condition: owned_by(cx, token),
-                    }),
-            );
+            tx.extend(enclosing_checks(cx));
             cx.ensure_verified().await?;
             match cx.inner.storage.transact_write(tx).await {
                 Ok(()) => break,
