@@ -254,13 +254,7 @@ async fn repair_one<S: Storage + 'static>(
                 release,
             ];
             // A conflict cancels nothing for good: both conditions are evaluated afresh.
-            let io = cx.io();
-            let sent = cx
-                .inner
-                .config
-                .retry
-                .retry_if(crate::tree::conflict_only, || io.transact_write(tx.clone()))
-                .await;
+            let sent = cx.transact_resending_conflicts(tx).await;
             match sent {
                 Ok(()) => Ok(Outcome::Fixed),
                 Err(e) if e.kind() == ErrorKind::TransactionCanceled => {
@@ -436,13 +430,7 @@ async fn remove_malformed<S: Storage + 'static>(cx: &Ctx<S>, v: &Violation) -> R
         });
     }
     tx.push(remove);
-    let io = cx.io();
-    let sent = cx
-        .inner
-        .config
-        .retry
-        .retry_if(crate::tree::conflict_only, || io.transact_write(tx.clone()))
-        .await;
+    let sent = cx.transact_resending_conflicts(tx).await;
     match sent {
         Ok(()) => Ok(Outcome::Fixed),
         Err(e) if e.kind() == ErrorKind::TransactionCanceled => {

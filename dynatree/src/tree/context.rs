@@ -14,7 +14,7 @@ use crate::item::Item;
 use crate::layout::{Layout, RANGE_KEY};
 use crate::path::Path;
 use crate::retry::RetryPolicy;
-use crate::storage::{Billing, Key, Query, Storage};
+use crate::storage::{Billing, Key, Query, Storage, TransactAction};
 use crate::stream::query_pages;
 
 use super::{Config, OpProgress, Operation, Phase, Tree, denorm, ops};
@@ -319,6 +319,45 @@ impl<S: Storage + 'static> Ctx<S> {
         super::table::verify(self).await
     }
 
+    /// Sends the transaction `tx`, again while it is cancelled only for a conflict with
+    /// another transaction in flight on its items (no condition failed, so nothing was
+    /// applied and each condition is evaluated afresh), under the retry policy.
+    pub(crate) async fn transact_resending_conflicts(&self, tx: Vec<TransactAction>) -> Result<()> {
+        let io = self.io();
+        self.inner
+            .config
+            .retry
+            .retry_if(conflict_only, || io.transact_write(tx.clone()))
+            .await
+    }
+
+    /// The listing keys of every prefix of `path`, shortest first.
+    pub(crate) fn prefix_keys(&self, path: &Path) -> Vec<Key> {
+        (1..=path.len())
+            .map(|i| self.inner.layout.listing_key(&path.prefix(i)))
+            .collect()
+    }
+
+    /// The listing rows of every prefix of `path` (consistent reads, one BatchGetItem per
+    /// 100 keys), by position: `None` where a row is missing.
+    pub(crate) async fn prefix_rows(&self, keys: &[Key]) -> Result<Vec<Option<Item>>> {
+        self.ensure_verified().await?;
+        let found = crate::storage::batch::get_all(
+            &self.inner.storage,
+            keys.to_vec(),
+            true,
+            &self.inner.config.retry,
+        )
+        .await?;
+        let mut rows: Vec<Option<Item>> = vec![None; keys.len()];
+        for item in found {
+            if let Some(i) = Key::from_item(&item).and_then(|k| keys.iter().position(|x| *x == k)) {
+                rows[i] = Some(item);
+            }
+        }
+        Ok(rows)
+    }
+
     /// The checked object row for `value` at `path`.
     pub(crate) fn object_row_for<T: Serialize + ?Sized>(
         &self,
@@ -477,4 +516,15 @@ impl KnownRows {
             .lock()
             .is_ok_and(|v| v.get(key).is_some_and(|t| t.elapsed() < FENCE_TRUST))
     }
+}
+
+/// A transaction cancelled only because another transaction was in flight on its items (no
+/// condition failed): sending it again is safe.
+fn conflict_only(e: &Error) -> bool {
+    let reasons = e.cancellation_reasons();
+    e.kind() == ErrorKind::TransactionCanceled
+        && reasons.iter().any(|r| r.code() == "TransactionConflict")
+        && !reasons
+            .iter()
+            .any(crate::error::CancellationReason::is_condition_failed)
 }

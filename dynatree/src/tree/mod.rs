@@ -227,17 +227,6 @@ impl Tree {
     }
 }
 
-/// A transaction cancelled only because another transaction was in flight on its items (no
-/// condition failed): sending it again is safe.
-pub(crate) fn conflict_only(e: &Error) -> bool {
-    let reasons = e.cancellation_reasons();
-    e.kind() == ErrorKind::TransactionCanceled
-        && reasons.iter().any(|r| r.code() == "TransactionConflict")
-        && !reasons
-            .iter()
-            .any(crate::error::CancellationReason::is_condition_failed)
-}
-
 impl<S> Tree<S> {
     fn from_parts(storage: S, layout: Layout, config: Config) -> Self {
         let targets = denorm::Targets::default();

@@ -1702,26 +1702,14 @@ async fn fenced_groups<S: Storage + 'static>(
 /// ownership (a call that lost its lease creates nothing). A failed check (an ancestor
 /// removed meanwhile) is left to the caller's own check of `path`.
 async fn ensure_listing<S: Storage + 'static>(cx: &Ctx<S>, g: &Guard, path: &Path) -> Result<()> {
-    let keys: Vec<Key> = (1..=path.len())
-        .map(|i| cx.inner.layout.listing_key(&path.prefix(i)))
-        .collect();
+    let keys = cx.prefix_keys(path);
     if keys.iter().all(|k| cx.inner.known.contains(k)) {
         return Ok(());
     }
-    cx.ensure_verified().await?;
-    let found = get_all(
-        &cx.inner.storage,
-        keys.clone(),
-        true,
-        &cx.inner.config.retry,
-    )
-    .await?;
+    let found = cx.prefix_rows(&keys).await?;
     let mut actions = Vec::new();
     for (i, k) in keys.iter().enumerate() {
-        if found
-            .iter()
-            .any(|it| Key::from_item(it).as_ref() == Some(k))
-        {
+        if found[i].is_some() {
             continue;
         }
         // Each new row with proof that its parent row is there (upward closure).

@@ -237,13 +237,7 @@ pub(crate) async fn finish_removal<S: Storage + 'static>(
             },
             guard::remove_object(cx, q, guard::no_object(cx)),
         ];
-        let io = cx.io();
-        let sent = cx
-            .inner
-            .config
-            .retry
-            .retry_if(super::conflict_only, || io.transact_write(tx.clone()))
-            .await;
+        let sent = cx.transact_resending_conflicts(tx).await;
         let canceled = match sent {
             Ok(()) => return Ok(true),
             Err(e) if e.kind() == ErrorKind::TransactionCanceled => {

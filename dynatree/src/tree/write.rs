@@ -4,8 +4,8 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::item::Item;
 use crate::path::Path;
 use crate::retry::Backoff;
-use crate::storage::batch::{TRANSACT_MAX, get_all};
-use crate::storage::{Condition, Key, Storage, TransactAction};
+use crate::storage::batch::TRANSACT_MAX;
+use crate::storage::{Condition, Storage, TransactAction};
 use crate::tree::{Ctx, denorm, guard, removal};
 
 use super::guard::Attempt;
@@ -372,23 +372,8 @@ pub(crate) async fn link_with_state<S: Storage + 'static>(
     checks: &[TransactAction],
 ) -> Result<Attempt> {
     let n = path.len();
-    let keys: Vec<Key> = (1..=n)
-        .map(|i| cx.inner.layout.listing_key(&path.prefix(i)))
-        .collect();
-    cx.ensure_verified().await?;
-    let found = get_all(
-        &cx.inner.storage,
-        keys.clone(),
-        true,
-        &cx.inner.config.retry,
-    )
-    .await?;
-    let mut existing: Vec<Option<Item>> = vec![None; n];
-    for item in found {
-        if let Some(i) = Key::from_item(&item).and_then(|k| keys.iter().position(|x| *x == k)) {
-            existing[i] = Some(item);
-        }
-    }
+    let keys = cx.prefix_keys(path);
+    let existing = cx.prefix_rows(&keys).await?;
     // A locked row: the subtree is moving, and this write is refused.
     if existing
         .iter()
