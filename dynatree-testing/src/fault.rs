@@ -213,6 +213,8 @@ pub struct FaultRule {
     key_prefix: Option<String>,
     nth: u64,
     times: Option<u64>,
+    /// Fires on one matching request in this many (1: every one).
+    period: u64,
 }
 
 impl FaultRule {
@@ -234,6 +236,7 @@ impl FaultRule {
             key_prefix: None,
             nth: 0,
             times: Some(1),
+            period: 1,
         }
     }
 
@@ -315,7 +318,8 @@ impl FaultRule {
         self
     }
 
-    /// Fires on `n` matching requests in a row (default 1).
+    /// Fires `n` times (default 1): on `n` matching requests in a row, or on every `k`-th of
+    /// them after [`every`](Self::every).
     ///
     /// # Examples
     ///
@@ -360,6 +364,28 @@ impl FaultRule {
     /// # Ok(()) }
     /// ```
     pub fn always(mut self) -> Self {
+        self.times = None;
+        self
+    }
+
+    /// Fires on every `k`-th matching request from the [`nth`](Self::nth) on (the `nth`, the
+    /// `nth + k`-th, ...), until the faults are cleared: with `k = 2`, every other request.
+    /// A `k` of 0 counts as 1.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::storage::Key;
+    /// use dynatree_testing::{Fault, FaultPlan, FaultRule, Op};
+    ///
+    /// let plan = FaultPlan::new();
+    /// plan.add(FaultRule::new(Fault::Throttle).every(2));
+    /// let key = [Key::new("h", "r")];
+    /// let fired: Vec<bool> = (0..5).map(|_| plan.on_request(Op::GetItem, &key).is_some()).collect();
+    /// assert_eq!(fired, [true, false, true, false, true]);
+    /// ```
+    pub fn every(mut self, k: u64) -> Self {
+        self.period = k.max(1);
         self.times = None;
         self
     }
@@ -413,13 +439,17 @@ impl FaultRule {
 
     /// Whether the `seen`-th match (0-based) is one the rule fires on.
     fn due(&self, seen: u64) -> bool {
-        seen >= self.nth && self.times.is_none_or(|t| seen - self.nth < t)
+        if seen < self.nth || !(seen - self.nth).is_multiple_of(self.period) {
+            return false;
+        }
+        self.times
+            .is_none_or(|t| (seen - self.nth) / self.period < t)
     }
 
     /// Whether the rule can still fire after `seen` matches.
     fn spent(&self, seen: u64) -> bool {
         self.times
-            .is_some_and(|t| seen >= self.nth.saturating_add(t))
+            .is_some_and(|t| seen >= self.nth.saturating_add(t.saturating_mul(self.period)))
     }
 }
 

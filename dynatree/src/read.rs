@@ -209,22 +209,25 @@ impl<T: Hierarchical, S: Storage + 'static, P: DeserializeOwned + Send + 'static
     ///
     /// Cancel safe.
     pub async fn send(self) -> Result<Option<P>> {
-        self.repo.check_reserved()?;
-        let tree = self.repo.tree();
-        let path = tree.enter(T::key_path(&self.key)?)?;
-        tree.cx.layout().check_object_path(&path)?;
-        let read = read::read_opts(&tree.cx, self.consistent, self.projection);
-        let span =
-            tracing::debug_span!("dynatree.read", path = %path, consistent = read.consistent);
-        tracing::Instrument::instrument(
-            async {
-                match read::resolve_with(&tree.cx, &path, &read).await? {
-                    Some(item) => tree.cx.to_value(item).map(Some),
-                    None => Ok(None),
-                }
-            },
-            span,
-        )
+        crate::retry::call(self.repo.tree().cx.inner.config.retry, async move {
+            self.repo.check_reserved()?;
+            let tree = self.repo.tree();
+            let path = tree.enter(T::key_path(&self.key)?)?;
+            tree.cx.layout().check_object_path(&path)?;
+            let read = read::read_opts(&tree.cx, self.consistent, self.projection);
+            let span =
+                tracing::debug_span!("dynatree.read", path = %path, consistent = read.consistent);
+            tracing::Instrument::instrument(
+                async {
+                    match read::resolve_with(&tree.cx, &path, &read).await? {
+                        Some(item) => tree.cx.to_value(item).map(Some),
+                        None => Ok(None),
+                    }
+                },
+                span,
+            )
+            .await
+        })
         .await
     }
 }

@@ -221,8 +221,11 @@ impl<T: Hierarchical, S: Storage + 'static> Repository<T, S> {
     ///
     /// As [`Tree::put`].
     pub async fn put(&self, value: &T) -> Result<()> {
-        let (path, row) = self.row(value)?;
-        self.write_row(&path, row, &Condition::Always).await
+        crate::retry::call(self.tree.cx.inner.config.retry, async {
+            let (path, row) = self.row(value)?;
+            self.write_row(&path, row, &Condition::Always).await
+        })
+        .await
     }
 
     /// Stores every value of `values`, replacing what is at their paths, at batch cost: the
@@ -281,35 +284,39 @@ impl<T: Hierarchical, S: Storage + 'static> Repository<T, S> {
     where
         I: IntoIterator<Item = &'v T>,
     {
-        let rows = values
-            .into_iter()
-            .map(|v| self.row(v))
-            .collect::<Result<Vec<_>>>()?;
-        if denorm::is_source(&self.tree.cx, T::TEMPLATE) {
-            // Each source write is fenced by its version: one at a time (see `write_row`).
-            for (path, row) in rows {
-                self.write_row(&path, row, &Condition::Always).await?;
+        crate::retry::call(self.tree.cx.inner.config.retry, async {
+            let rows = values
+                .into_iter()
+                .map(|v| self.row(v))
+                .collect::<Result<Vec<_>>>()?;
+            if denorm::is_source(&self.tree.cx, T::TEMPLATE) {
+                // Each source write is fenced by its version: one at a time (see `write_row`).
+                for (path, row) in rows {
+                    self.write_row(&path, row, &Condition::Always).await?;
+                }
+                return Ok(());
             }
-            return Ok(());
-        }
-        let mut rows = rows;
-        let ty = crate::denorm::TypeInfo::of::<T>();
-        // Targets: intents on their sources first, so that copies a failure or a crash leaves
-        // stale between the write and its re-read are brought up to date by `resume`.
-        let guards = denorm::record_refresh(&self.tree.cx, ty, rows.iter().map(|(p, _)| p)).await?;
-        let result = async {
-            for (path, row) in &mut rows {
-                denorm::fill_targets(&self.tree.cx, ty, path, row).await?;
+            let mut rows = rows;
+            let ty = crate::denorm::TypeInfo::of::<T>();
+            // Targets: intents on their sources first, so that copies a failure or a crash leaves
+            // stale between the write and its re-read are brought up to date by `resume`.
+            let guards =
+                denorm::record_refresh(&self.tree.cx, ty, rows.iter().map(|(p, _)| p)).await?;
+            let result = async {
+                for (path, row) in &mut rows {
+                    denorm::fill_targets(&self.tree.cx, ty, path, row).await?;
+                }
+                many::write_objects(&self.tree.cx, rows.clone()).await?;
+                for (path, row) in &rows {
+                    self.after_write(path, row).await?;
+                }
+                Ok(())
             }
-            many::write_objects(&self.tree.cx, rows.clone()).await?;
-            for (path, row) in &rows {
-                self.after_write(path, row).await?;
-            }
-            Ok(())
-        }
-        .await;
-        denorm::end_refresh(&self.tree.cx, guards, result.is_err()).await;
-        result
+            .await;
+            denorm::end_refresh(&self.tree.cx, guards, result.is_err()).await;
+            result
+        })
+        .await
     }
 
     /// The values at `keys`, in the order of `keys`, `None` where nothing is: one BatchGetItem
@@ -350,16 +357,19 @@ impl<T: Hierarchical, S: Storage + 'static> Repository<T, S> {
     where
         I: IntoIterator<Item = &'k T::Key>,
     {
-        self.check_reserved()?;
-        let paths = keys
-            .into_iter()
-            .map(|k| self.tree.enter(T::key_path(k)?))
-            .collect::<Result<Vec<_>>>()?;
-        many::read_many(&self.tree.cx, &paths)
-            .await?
-            .into_iter()
-            .map(|item| item.map(|i| self.tree.cx.to_value(i)).transpose())
-            .collect()
+        crate::retry::call(self.tree.cx.inner.config.retry, async {
+            self.check_reserved()?;
+            let paths = keys
+                .into_iter()
+                .map(|k| self.tree.enter(T::key_path(k)?))
+                .collect::<Result<Vec<_>>>()?;
+            many::read_many(&self.tree.cx, &paths)
+                .await?
+                .into_iter()
+                .map(|item| item.map(|i| self.tree.cx.to_value(i)).transpose())
+                .collect()
+        })
+        .await
     }
 
     /// Stores `value` only if nothing is at its path yet.
@@ -395,22 +405,25 @@ impl<T: Hierarchical, S: Storage + 'static> Repository<T, S> {
     /// As [`Tree::put`]: after a dropped call, a repeated `create` may report
     /// `AlreadyExists` for the value the first call wrote.
     pub async fn create(&self, value: &T) -> Result<()> {
-        let (path, row) = self.row(value)?;
-        match self
-            .write_row(
-                &path,
-                row,
-                &txn::live_if(&self.tree.cx, T::TTL_FIELD.is_some(), Condition::NotExists),
-            )
-            .await
-        {
-            Err(e) if e.kind() == ErrorKind::ConditionFailed => Err(Error::new(
-                ErrorKind::AlreadyExists,
-                format!("something is already at {path}"),
-            )
-            .with_source(e)),
-            other => other,
-        }
+        crate::retry::call(self.tree.cx.inner.config.retry, async {
+            let (path, row) = self.row(value)?;
+            match self
+                .write_row(
+                    &path,
+                    row,
+                    &txn::live_if(&self.tree.cx, T::TTL_FIELD.is_some(), Condition::NotExists),
+                )
+                .await
+            {
+                Err(e) if e.kind() == ErrorKind::ConditionFailed => Err(Error::new(
+                    ErrorKind::AlreadyExists,
+                    format!("something is already at {path}"),
+                )
+                .with_source(e)),
+                other => other,
+            }
+        })
+        .await
     }
 
     /// Replaces the stored value with `value`, which must exist. With a `#[dynatree(version)]`
@@ -454,33 +467,38 @@ impl<T: Hierarchical, S: Storage + 'static> Repository<T, S> {
     ///
     /// As [`Tree::put`]; `value`'s version is only changed on success.
     pub async fn update(&self, value: &mut T) -> Result<()> {
-        let condition = match (T::VERSION_FIELD, value.version()) {
-            (Some(field), Some(v)) => Condition::equals(field, Value::N(v.to_string())),
-            _ => Condition::Exists,
-        };
-        let current = value.version();
-        if let Some(v) = current {
-            let next = v.checked_add(1).ok_or_else(|| {
-                Error::new(
-                    ErrorKind::InvalidValue,
-                    format!("the version field is at its maximum ({v}) and cannot be incremented"),
-                )
-            })?;
-            value.set_version(next);
-        }
-        let result = match self.row(value) {
-            Ok((path, row)) => {
-                let condition = txn::live_if(&self.tree.cx, T::TTL_FIELD.is_some(), condition);
-                self.write_row(&path, row, &condition).await
+        crate::retry::call(self.tree.cx.inner.config.retry, async {
+            let condition = match (T::VERSION_FIELD, value.version()) {
+                (Some(field), Some(v)) => Condition::equals(field, Value::N(v.to_string())),
+                _ => Condition::Exists,
+            };
+            let current = value.version();
+            if let Some(v) = current {
+                let next = v.checked_add(1).ok_or_else(|| {
+                    Error::new(
+                        ErrorKind::InvalidValue,
+                        format!(
+                            "the version field is at its maximum ({v}) and cannot be incremented"
+                        ),
+                    )
+                })?;
+                value.set_version(next);
             }
-            Err(e) => Err(e),
-        };
-        if result.is_err()
-            && let Some(v) = current
-        {
-            value.set_version(v);
-        }
-        result
+            let result = match self.row(value) {
+                Ok((path, row)) => {
+                    let condition = txn::live_if(&self.tree.cx, T::TTL_FIELD.is_some(), condition);
+                    self.write_row(&path, row, &condition).await
+                }
+                Err(e) => Err(e),
+            };
+            if result.is_err()
+                && let Some(v) = current
+            {
+                value.set_version(v);
+            }
+            result
+        })
+        .await
     }
 
     /// The value at `key`, following links; `None` if nothing is there.
@@ -514,8 +532,11 @@ impl<T: Hierarchical, S: Storage + 'static> Repository<T, S> {
     ///
     /// Cancel safe.
     pub async fn get(&self, key: &T::Key) -> Result<Option<T>> {
-        self.check_reserved()?;
-        self.tree.get(T::key_path(key)?).await
+        crate::retry::call(self.tree.cx.inner.config.retry, async {
+            self.check_reserved()?;
+            self.tree.get(T::key_path(key)?).await
+        })
+        .await
     }
 
     /// The ancestor of type `A` of the value at `key` (e.g. a link's account): the prefix of
@@ -551,19 +572,22 @@ impl<T: Hierarchical, S: Storage + 'static> Repository<T, S> {
     ///
     /// Cancel safe.
     pub async fn ancestor<A: Hierarchical>(&self, key: &T::Key) -> Result<Option<A>> {
-        self.check_reserved()?;
-        let path = T::key_path(key)?;
-        let depth = A::TEMPLATE.split('/').count();
-        if depth >= path.len() {
-            return Err(Error::invalid_path(format!(
-                "`{}` is not above `{}`",
-                A::TEMPLATE,
-                T::TEMPLATE
-            )));
-        }
-        let prefix = path.prefix(depth);
-        A::key_from_path(&prefix)?;
-        self.tree.get(prefix).await
+        crate::retry::call(self.tree.cx.inner.config.retry, async {
+            self.check_reserved()?;
+            let path = T::key_path(key)?;
+            let depth = A::TEMPLATE.split('/').count();
+            if depth >= path.len() {
+                return Err(Error::invalid_path(format!(
+                    "`{}` is not above `{}`",
+                    A::TEMPLATE,
+                    T::TEMPLATE
+                )));
+            }
+            let prefix = path.prefix(depth);
+            A::key_from_path(&prefix)?;
+            self.tree.get(prefix).await
+        })
+        .await
     }
 
     /// Deletes the value at `key`.
@@ -597,8 +621,11 @@ impl<T: Hierarchical, S: Storage + 'static> Repository<T, S> {
     ///
     /// As [`Tree::delete`].
     pub async fn delete(&self, key: &T::Key) -> Result<()> {
-        self.check_reserved()?;
-        self.tree.delete(T::key_path(key)?).await
+        crate::retry::call(self.tree.cx.inner.config.retry, async {
+            self.check_reserved()?;
+            self.tree.delete(T::key_path(key)?).await
+        })
+        .await
     }
 
     /// Every value of a collection, in key order, lazily.

@@ -2,6 +2,8 @@
 //! request.
 
 use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use crate::error::{Error, ErrorKind, Result};
@@ -23,10 +25,22 @@ use crate::error::{Error, ErrorKind, Result};
 /// [`DynamoDbTable`](crate::DynamoDbTable) turns the SDK's own retries off, so with the default
 /// policy one throttled request costs at most 10 requests, not the SDK's 3 attempts times 10.
 /// Other errors (a failed condition, a validation error, a missing table) are not retried:
-/// they are sent once. A batch of any size is tried at most `max_attempts` times per chunk of
-/// [`BATCH_GET_MAX`](crate::storage::BATCH_GET_MAX) keys or
-/// [`BATCH_WRITE_MAX`](crate::storage::BATCH_WRITE_MAX) requests. An operation made of several steps
-/// (read the listing rows, then write) has this budget for each step.
+/// they are sent once.
+///
+/// One call of the API (a `put`, a transaction's `commit`, a `move_subtree`, ...) has one
+/// budget of `max_attempts - 1` retries, whichever of its loops spends them: a request resent,
+/// a write tried again after a lost race, a batch's unprocessed keys sent again. So retries
+/// inside retries add up instead of multiplying. Each step of progress gives the call the whole
+/// budget again: an operation's intent recorded or its phase advanced, an object locked,
+/// copied, deleted or refreshed, a transaction of a bulk write or an import settled, a page of
+/// a check, a change applied. A call that makes no progress sends at most its requests plus
+/// `max_attempts - 1`; a long one is not failed by throttling spread over its length. Streams
+/// (`list`, `scan`, `descendants`, `export`) and the public [`storage::get_all`] and
+/// [`storage::write_all`] are not calls: they retry each request, each batch chunk, on the
+/// policy's budget.
+///
+/// [`storage::get_all`]: crate::storage::get_all
+/// [`storage::write_all`]: crate::storage::write_all
 ///
 /// # Examples
 ///
@@ -203,6 +217,74 @@ impl RetryPolicy {
     }
 }
 
+/// The retries one user call may still make: what every retry loop of a call draws from, at
+/// every layer (a resent request, a guarded write tried again after a lost race, a batch's
+/// unprocessed items sent again), so that nested loops add up instead of multiplying.
+///
+/// A public operation opens one when it starts ([`call`]) with `max_attempts - 1` retries in
+/// it; an operation it runs as a step of its own (a repository's put, a re-parenting's child
+/// moves) draws from the same one. A step of progress ([`progressed`]: a step a subtree
+/// operation reports to its observer, a chunk of a bulk write committed, a page of a check)
+/// fills it up again, so a long operation is not failed by throttling spread over its whole
+/// length, while a call that makes no progress stops after the policy's number of retries,
+/// whichever loops spend them.
+#[derive(Debug)]
+pub(crate) struct CallBudget {
+    left: AtomicU32,
+    full: u32,
+}
+
+tokio::task_local! {
+    /// The budget of the user call the current task runs, if one is open.
+    static CALL: Arc<CallBudget>;
+}
+
+impl CallBudget {
+    fn new(policy: RetryPolicy) -> Self {
+        let full = policy.max_attempts.saturating_sub(1);
+        Self {
+            left: AtomicU32::new(full),
+            full,
+        }
+    }
+
+    /// Takes one retry: `false` once none is left.
+    fn take(&self) -> bool {
+        self.left
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
+            .is_ok()
+    }
+
+    /// The open call's budget, if any.
+    fn current() -> Option<Arc<CallBudget>> {
+        CALL.try_with(Arc::clone).ok()
+    }
+}
+
+/// Runs `op` as one user call under `policy`: every retry loop it runs draws from one
+/// [`CallBudget`]. Inside a call already open, `op` is a step of it and draws from its budget.
+/// Work `op` spawns onto other tasks (propagation in the background) is not part of the call.
+///
+/// The call's future is boxed: a public operation that runs others as its steps (a
+/// re-parenting's moves) would otherwise nest their futures inline, deeper than the compiler's
+/// type-layout limit lets a caller's crate build.
+pub(crate) async fn call<F: Future>(policy: RetryPolicy, op: F) -> F::Output {
+    let op = Box::pin(op);
+    if CallBudget::current().is_some() {
+        op.await
+    } else {
+        CALL.scope(Arc::new(CallBudget::new(policy)), op).await
+    }
+}
+
+/// A step of the current call is done: its retries are the policy's again (see
+/// [`CallBudget`]). Nothing outside a call.
+pub(crate) fn progressed() {
+    if let Some(c) = CallBudget::current() {
+        c.left.store(c.full, Ordering::Release);
+    }
+}
+
 /// The retries of one guarded loop of a protocol: a lost race (a guard failed, the state it
 /// read changed) spends the policy's budget and sleeps its backoff; a wait for a live removal,
 /// which finishes or whose lease runs out, does not spend it. Every protocol loop that tries
@@ -210,14 +292,19 @@ impl RetryPolicy {
 #[derive(Debug)]
 pub(crate) struct Backoff {
     policy: RetryPolicy,
+    /// The budget of the user call this loop runs in, if one is open.
+    call: Option<Arc<CallBudget>>,
     retries: u32,
     waits: u32,
 }
 
 impl Backoff {
+    /// The policy's number of retries, and no more than the current user call has left (see
+    /// [`call`]).
     pub(crate) fn new(policy: RetryPolicy) -> Self {
         Self {
             policy,
+            call: CallBudget::current(),
             retries: 0,
             waits: 0,
         }
@@ -233,6 +320,11 @@ impl Backoff {
     /// sleeps in its own way (an intent's owner caps its sleep by its lease).
     pub(crate) fn next_retry(&mut self) -> Option<u32> {
         if self.retries + 1 >= self.policy.max_attempts {
+            return None;
+        }
+        if let Some(call) = &self.call
+            && !call.take()
+        {
             return None;
         }
         self.retries += 1;
@@ -251,6 +343,13 @@ impl Backoff {
     /// fails with an error of its own.
     pub(crate) fn spend(&mut self) -> bool {
         self.next_retry().is_some()
+    }
+
+    /// The tries of a loop that reads the row again instead of sleeping between them: the
+    /// first is free, each later one counts as a lost race ([`spend`](Self::spend)).
+    pub(crate) fn tries(mut self) -> impl Iterator<Item = ()> {
+        let mut first = true;
+        std::iter::from_fn(move || (std::mem::take(&mut first) || self.spend()).then_some(()))
     }
 
     /// Counts a lost race and sleeps the backoff before the next try: `false`, at once, once
@@ -324,6 +423,53 @@ mod tests {
             .await;
         assert!(r.unwrap_err().is_validation());
         assert_eq!(tries.get(), 1);
+    }
+
+    /// A loop that tries again a step which is itself resent while throttled: inside one
+    /// call both draw from one budget, so the tries add up to the policy's number instead of
+    /// its square; a step of progress gives the budget back.
+    #[tokio::test]
+    async fn nested_loops_of_one_call_share_its_budget() {
+        let p = RetryPolicy::new(4, Duration::ZERO, Duration::ZERO);
+        let tries = std::cell::Cell::new(0);
+        let throttled = || {
+            tries.set(tries.get() + 1);
+            async { Err::<(), _>(Error::new(ErrorKind::Throttled, "")) }
+        };
+        let nested = || async {
+            let mut outer = Backoff::new(p);
+            loop {
+                let r = p.retry_transient(throttled).await;
+                if !outer.retry().await {
+                    return r;
+                }
+            }
+        };
+        // Outside a call: each loop has the policy's budget, 4 x 4 tries.
+        assert!(nested().await.is_err());
+        assert_eq!(tries.get(), 16);
+        // Inside one: 4 tries in all.
+        tries.set(0);
+        assert!(call(p, nested()).await.is_err());
+        assert_eq!(tries.get(), 4);
+        // Progress between two steps: each step has the budget again.
+        tries.set(0);
+        let two_steps = call(p, async {
+            let first = p.retry_transient(throttled).await;
+            progressed();
+            let second = p.retry_transient(throttled).await;
+            (first.is_err(), second.is_err())
+        });
+        assert_eq!(two_steps.await, (true, true));
+        assert_eq!(tries.get(), 8);
+        // A call inside a call is a step of it: no budget of its own.
+        tries.set(0);
+        let inner = call(p, async {
+            let _ = p.retry_transient(throttled).await;
+            call(p, p.retry_transient(throttled)).await
+        });
+        assert!(inner.await.is_err());
+        assert_eq!(tries.get(), 5);
     }
 
     #[test]

@@ -538,21 +538,24 @@ impl<S: Storage + 'static> Transaction<S> {
     /// token, committing the same transaction again is safe. Missing ancestors it created stay
     /// (listing rows only).
     pub async fn commit(mut self) -> Result<()> {
-        let span = tracing::debug_span!("dynatree.transaction", actions = self.ops.len());
-        // `Repository::patch` tells an out-of-range patch itself, from the row it reads anyway.
-        let bounds = if self.propagate {
-            std::mem::take(&mut self.bounds)
-        } else {
-            Vec::new()
-        };
-        let tree = self.tree.clone();
-        let result = tracing::Instrument::instrument(self.commit_inner(), span).await;
-        match result {
-            Err(e) if e.is_transaction_canceled() && !bounds.is_empty() => {
-                Err(out_of_range(&tree.cx, bounds, e).await)
+        crate::retry::call(self.tree.cx.inner.config.retry, async move {
+            let span = tracing::debug_span!("dynatree.transaction", actions = self.ops.len());
+            // `Repository::patch` tells an out-of-range patch itself, from the row it reads anyway.
+            let bounds = if self.propagate {
+                std::mem::take(&mut self.bounds)
+            } else {
+                Vec::new()
+            };
+            let tree = self.tree.clone();
+            let result = tracing::Instrument::instrument(self.commit_inner(), span).await;
+            match result {
+                Err(e) if e.is_transaction_canceled() && !bounds.is_empty() => {
+                    Err(out_of_range(&tree.cx, bounds, e).await)
+                }
+                other => other,
             }
-            other => other,
-        }
+        })
+        .await
     }
 
     async fn commit_inner(self) -> Result<()> {

@@ -961,73 +961,76 @@ impl<S: Storage + 'static, R: Stream<Item = Result<Record>> + Send> Import<S, R>
     /// [`skip`](Import::skip) set to the last reported [`Imported::committed`]: the records
     /// after it are written (again), which leaves the tree the import would have left.
     pub async fn run(self) -> Result<Imported> {
-        let Import {
-            tree,
-            records,
-            batch,
-            skip,
-            under,
-            mut progress,
-        } = self;
-        let under = under?;
-        let mut records = pin!(records);
-        let mut done = Imported::default();
-        let mut number = 0u64;
-        while done.skipped < skip {
-            if records.next().await.is_none() {
-                return Ok(done);
-            }
-            number += 1;
-            done.skipped += 1;
-        }
-        let mut ended = false;
-        while !ended {
-            let mut rows: Vec<(Path, Item)> = Vec::new();
-            let mut at: HashMap<Path, usize> = HashMap::new();
-            let (mut count, mut objects, mut links) = (0u64, 0u64, 0u64);
-            while (count as usize) < batch {
-                let Some(next) = records.next().await else {
-                    ended = true;
-                    break;
-                };
+        crate::retry::call(self.tree.cx.inner.config.retry, async move {
+            let Import {
+                tree,
+                records,
+                batch,
+                skip,
+                under,
+                mut progress,
+            } = self;
+            let under = under?;
+            let mut records = pin!(records);
+            let mut done = Imported::default();
+            let mut number = 0u64;
+            while done.skipped < skip {
+                if records.next().await.is_none() {
+                    return Ok(done);
+                }
                 number += 1;
-                count += 1;
-                let record = next.map_err(|e| BadRecord { number, path: None }.wrap(&e))?;
-                let shown = record.path().clone();
-                let is_link = matches!(record, Record::Link { .. });
-                let (path, row) = import_row(&tree, &under, record).map_err(|e| {
-                    BadRecord {
-                        number,
-                        path: Some(shown),
+                done.skipped += 1;
+            }
+            let mut ended = false;
+            while !ended {
+                let mut rows: Vec<(Path, Item)> = Vec::new();
+                let mut at: HashMap<Path, usize> = HashMap::new();
+                let (mut count, mut objects, mut links) = (0u64, 0u64, 0u64);
+                while (count as usize) < batch {
+                    let Some(next) = records.next().await else {
+                        ended = true;
+                        break;
+                    };
+                    number += 1;
+                    count += 1;
+                    let record = next.map_err(|e| BadRecord { number, path: None }.wrap(&e))?;
+                    let shown = record.path().clone();
+                    let is_link = matches!(record, Record::Link { .. });
+                    let (path, row) = import_row(&tree, &under, record).map_err(|e| {
+                        BadRecord {
+                            number,
+                            path: Some(shown),
+                        }
+                        .wrap(&e)
+                    })?;
+                    if is_link {
+                        links += 1;
+                    } else {
+                        objects += 1;
                     }
-                    .wrap(&e)
-                })?;
-                if is_link {
-                    links += 1;
-                } else {
-                    objects += 1;
-                }
-                match at.get(&path) {
-                    Some(&i) => rows[i].1 = row,
-                    None => {
-                        at.insert(path.clone(), rows.len());
-                        rows.push((path, row));
+                    match at.get(&path) {
+                        Some(&i) => rows[i].1 = row,
+                        None => {
+                            at.insert(path.clone(), rows.len());
+                            rows.push((path, row));
+                        }
                     }
                 }
+                if count == 0 {
+                    break;
+                }
+                many::write_objects(&tree.cx, rows).await?;
+                done.records += count;
+                done.objects += objects;
+                done.links += links;
+                done.batches += 1;
+                if let Some(f) = progress.as_mut() {
+                    f(&done);
+                }
             }
-            if count == 0 {
-                break;
-            }
-            many::write_objects(&tree.cx, rows).await?;
-            done.records += count;
-            done.objects += objects;
-            done.links += links;
-            done.batches += 1;
-            if let Some(f) = progress.as_mut() {
-                f(&done);
-            }
-        }
-        Ok(done)
+            Ok(done)
+        })
+        .await
     }
 }
 

@@ -756,13 +756,16 @@ impl<T: Hierarchical, S: crate::storage::Storage + 'static> crate::Repository<T,
     ///
     /// As [`put`](crate::Repository::put).
     pub async fn put_if(&self, value: &T, condition: Cond<T>) -> Result<()> {
-        let condition = txn::live_if(
-            &self.tree().cx,
-            T::TTL_FIELD.is_some(),
-            condition.into_condition()?,
-        );
-        let (path, row) = self.row(value)?;
-        self.write_row(&path, row, &condition).await
+        crate::retry::call(self.tree().cx.inner.config.retry, async {
+            let condition = txn::live_if(
+                &self.tree().cx,
+                T::TTL_FIELD.is_some(),
+                condition.into_condition()?,
+            );
+            let (path, row) = self.row(value)?;
+            self.write_row(&path, row, &condition).await
+        })
+        .await
     }
 
     /// Deletes the value at `key` only if `condition` holds for it, then removes the listing
@@ -803,9 +806,12 @@ impl<T: Hierarchical, S: crate::storage::Storage + 'static> crate::Repository<T,
     /// A dropped future may or may not have deleted the value; leftover listing rows are
     /// removed by the next delete under them.
     pub async fn delete_if(&self, key: &T::Key, condition: Cond<T>) -> Result<()> {
-        let mut tx = self.tree().transaction();
-        tx.delete_if::<T>(key, condition);
-        single(tx.commit().await)
+        crate::retry::call(self.tree().cx.inner.config.retry, async {
+            let mut tx = self.tree().transaction();
+            tx.delete_if::<T>(key, condition);
+            single(tx.commit().await)
+        })
+        .await
     }
 
     /// Applies a partial update to the stored value (see [`Patch`]).
@@ -856,23 +862,26 @@ impl<T: Hierarchical, S: crate::storage::Storage + 'static> crate::Repository<T,
     /// idempotent: use a [`Transaction`](crate::Transaction) with an idempotency token when
     /// that matters).
     pub async fn patch(&self, patch: Patch<T>) -> Result<()> {
-        let tree = self.tree();
-        let path = tree.enter(T::key_path(&patch.key)?)?;
-        // A patch DynamoDB or dynatree refuses writes nothing, not even a source's intent.
-        patch.plan(tree.cx.layout())?;
-        let ty = crate::denorm::TypeInfo::of::<T>();
-        let mut stored_version = 0;
-        let guard = denorm::before_source_write(&tree.cx, ty, &path).await?;
-        let result = self
-            .patch_loop(&patch, &path, ty, &mut stored_version)
-            .await;
-        match result {
-            Ok(()) => denorm::propagate_patched(&tree.cx, guard, &path).await,
-            Err(e) => {
-                denorm::source_write_failed(&tree.cx, guard, &e).await;
-                Err(e)
+        crate::retry::call(self.tree().cx.inner.config.retry, async {
+            let tree = self.tree();
+            let path = tree.enter(T::key_path(&patch.key)?)?;
+            // A patch DynamoDB or dynatree refuses writes nothing, not even a source's intent.
+            patch.plan(tree.cx.layout())?;
+            let ty = crate::denorm::TypeInfo::of::<T>();
+            let mut stored_version = 0;
+            let guard = denorm::before_source_write(&tree.cx, ty, &path).await?;
+            let result = self
+                .patch_loop(&patch, &path, ty, &mut stored_version)
+                .await;
+            match result {
+                Ok(()) => denorm::propagate_patched(&tree.cx, guard, &path).await,
+                Err(e) => {
+                    denorm::source_write_failed(&tree.cx, guard, &e).await;
+                    Err(e)
+                }
             }
-        }
+        })
+        .await
     }
 
     async fn patch_loop(

@@ -153,3 +153,98 @@ async fn a_move_sends_a_bounded_number_of_requests_when_throttled() {
     // The worst kind, DeleteItem, fails the move after most of its steps are done.
     assert_eq!(largest(&counts), 33, "{counts:?}");
 }
+
+/// Every other request of the call throttled, from its first: the call's requests, and what
+/// it returned.
+async fn every_other<F, Fut>(
+    attempts: u32,
+    prepare: impl AsyncFn(&Tree),
+    call: F,
+) -> (u64, dynatree::Result<()>)
+where
+    F: FnOnce(Tree) -> Fut,
+    Fut: Future<Output = dynatree::Result<()>>,
+{
+    let (fake, tree) = setup().await;
+    prepare(&tree).await;
+    let fresh = Tree::builder(fake.clone())
+        .retry_policy(RetryPolicy::new(attempts, Duration::ZERO, Duration::ZERO))
+        .build()
+        .unwrap();
+    fresh.verify().await.unwrap();
+    fake.reset_metrics();
+    fake.inject_rule(FaultRule::new(Fault::Throttle).every(2));
+    let result = call(fresh).await;
+    (fake.metrics().total_requests(), result)
+}
+
+// One budget per call: the retries of every layer of a call (the request resent, the guarded
+// write tried again, the batch's unprocessed keys) draw from the policy's `ATTEMPTS - 1`, given
+// back at each step of progress. With every other request throttled, each request is sent
+// twice: a put of a new name (3 requests) spends exactly its 3 retries and succeeds in 6.
+
+#[tokio::test]
+async fn a_put_of_a_new_name_spends_one_budget_when_every_other_request_is_throttled() {
+    let (sent, result) = every_other(
+        ATTEMPTS,
+        async |tree: &Tree| tree.put(["a", "b"], &V { v: 0 }).await.unwrap(),
+        |tree| async move { tree.put(["a", "b", "c"], &V { v: 1 }).await },
+    )
+    .await;
+    result.unwrap();
+    assert_eq!(sent, 6);
+}
+
+#[tokio::test]
+async fn a_transaction_spends_one_budget_when_every_other_request_is_throttled() {
+    let (sent, result) = every_other(
+        ATTEMPTS,
+        async |tree: &Tree| tree.repo::<Account>().put(&account("a", 0)).await.unwrap(),
+        |tree| async move {
+            let mut tx = tree.transaction();
+            tx.put(&account("a", 1)).put(&account("b", 2));
+            tx.commit().await
+        },
+    )
+    .await;
+    result.unwrap();
+    assert_eq!(sent, 4);
+}
+
+#[tokio::test]
+async fn a_move_fails_throttled_once_its_budget_is_spent_before_a_step() {
+    // Before its first step (the intent recorded) a move reads four times: every other request
+    // throttled, those four need four retries, one more than the budget of `ATTEMPTS` tries.
+    // No single request was tried more than twice.
+    let (sent, result) = every_other(
+        ATTEMPTS,
+        async |tree: &Tree| {
+            for p in [["src", "a"], ["src", "b"]] {
+                tree.put(p, &V { v: 0 }).await.unwrap();
+            }
+        },
+        |tree| async move { tree.move_subtree(["src"], ["dst"]).await.map(|_| ()) },
+    )
+    .await;
+    assert_eq!(result.unwrap_err().kind(), ErrorKind::Throttled);
+    assert_eq!(sent, 7);
+}
+
+#[tokio::test]
+async fn a_move_spends_one_budget_per_step_when_every_other_request_is_throttled() {
+    // With the default number of tries, each step of the move (the intent recorded, each
+    // phase, each object locked, copied, deleted) has the budget again: the move succeeds,
+    // each of its 29 requests sent twice.
+    let (sent, result) = every_other(
+        RetryPolicy::default().max_attempts(),
+        async |tree: &Tree| {
+            for p in [["src", "a"], ["src", "b"]] {
+                tree.put(p, &V { v: 0 }).await.unwrap();
+            }
+        },
+        |tree| async move { tree.move_subtree(["src"], ["dst"]).await.map(|_| ()) },
+    )
+    .await;
+    result.unwrap();
+    assert_eq!(sent, 58);
+}

@@ -477,19 +477,22 @@ impl<S: Storage + 'static> StreamConsumer<S> {
     /// # Ok(()) }
     /// ```
     pub async fn poll_once(&mut self) -> Result<PollReport> {
-        let span = tracing::debug_span!(
-            "dynatree.stream.poll",
-            consumer = %self.name,
-            applied = tracing::field::Empty,
-            records = tracing::field::Empty,
-        );
-        async {
-            let report = self.poll().await?;
-            tracing::Span::current().record("applied", report.applied);
-            tracing::Span::current().record("records", report.records);
-            Ok(report)
-        }
-        .instrument(span)
+        crate::retry::call(self.tree.cx.inner.config.retry, async {
+            let span = tracing::debug_span!(
+                "dynatree.stream.poll",
+                consumer = %self.name,
+                applied = tracing::field::Empty,
+                records = tracing::field::Empty,
+            );
+            async {
+                let report = self.poll().await?;
+                tracing::Span::current().record("applied", report.applied);
+                tracing::Span::current().record("records", report.records);
+                Ok(report)
+            }
+            .instrument(span)
+            .await
+        })
         .await
     }
 

@@ -112,12 +112,15 @@ impl<S: Storage + 'static> Repair<S> {
     /// the runtime's protocols and is left as its cancel safety says (a mark released after
     /// its lease, an operation finished by [`Tree::resume`]). Check and repair again.
     pub async fn run(self) -> Result<Repaired> {
-        let span = tracing::info_span!(
-            "dynatree.repair",
-            violations = self.violations.len(),
-            dry_run = self.dry_run
-        );
-        tracing::Instrument::instrument(self.run_inner(), span).await
+        crate::retry::call(self.tree.cx.inner.config.retry, async move {
+            let span = tracing::info_span!(
+                "dynatree.repair",
+                violations = self.violations.len(),
+                dry_run = self.dry_run
+            );
+            tracing::Instrument::instrument(self.run_inner(), span).await
+        })
+        .await
     }
 
     async fn run_inner(mut self) -> Result<Repaired> {
@@ -157,6 +160,8 @@ impl<S: Storage + 'static> Repair<S> {
                     Err(e) => Outcome::Left(format!("failed: {e}")),
                 }
             };
+            // A violation settled: a step of the repair.
+            crate::retry::progressed();
             match outcome {
                 Outcome::Fixed => out.fixed.push(v.clone()),
                 Outcome::Left(why) => out.left.push((v.clone(), why)),

@@ -158,8 +158,11 @@ impl<S: Storage + 'static> Check<S> {
     ///
     /// Cancel safe: it only reads.
     pub async fn run(self) -> Result<Report> {
-        let span = tracing::info_span!("dynatree.check", segments = self.segments);
-        tracing::Instrument::instrument(self.run_inner(), span).await
+        crate::retry::call(self.tree.cx.inner.config.retry, async move {
+            let span = tracing::info_span!("dynatree.check", segments = self.segments);
+            tracing::Instrument::instrument(self.run_inner(), span).await
+        })
+        .await
     }
 
     async fn run_inner(self) -> Result<Report> {
@@ -211,6 +214,8 @@ impl<S: Storage + 'static> Check<S> {
                         .io()
                         .scan_segment_page(segment, this.page_size, start)
                         .await?;
+                    // A page read: a step of the check.
+                    crate::retry::progressed();
                     let bytes: usize = page.items.iter().map(Item::size).sum();
                     let units = bytes.div_ceil(4096).max(1) as f64 / 2.0;
                     let n = page.items.len() as u64;

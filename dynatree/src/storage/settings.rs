@@ -300,7 +300,14 @@ impl TableSettings {
         retry: &crate::retry::RetryPolicy,
     ) -> Result<Self> {
         let key = Self::key(wanted.reserved);
-        for _ in 0..retry.max_attempts().max(3) {
+        // At least three tries, whatever the policy: settings change rarely, and a lost race
+        // reads them again at once.
+        let tries = crate::retry::RetryPolicy::new(
+            retry.max_attempts().max(3),
+            std::time::Duration::ZERO,
+            std::time::Duration::ZERO,
+        );
+        for () in crate::retry::Backoff::new(tries).tries() {
             let row = retry
                 .retry_transient(|| storage.get_item(&key, true))
                 .await?;

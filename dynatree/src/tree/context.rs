@@ -49,6 +49,13 @@ impl<S> Clone for Ctx<S> {
     }
 }
 
+impl<S> Tree<S> {
+    /// [`Ctx::call`]: what each public operation runs its body in.
+    pub(crate) async fn call<F: std::future::Future>(&self, op: F) -> F::Output {
+        self.cx.call(op).await
+    }
+}
+
 impl<S> Ctx<S> {
     /// The tree over this context taking and returning absolute paths, for a protocol that
     /// runs a public operation as a step of its own (a re-parenting's moves).
@@ -297,8 +304,16 @@ impl<S> Ctx<S> {
         Io(self.clone())
     }
 
-    /// Tells the observer, if any, how far `op` has come in `phase`.
+    /// Runs `op` as one user call: every retry loop inside draws from one budget (see
+    /// `retry::call`). What each public operation runs its body in.
+    pub(crate) async fn call<F: std::future::Future>(&self, op: F) -> F::Output {
+        crate::retry::call(self.inner.config.retry, op).await
+    }
+
+    /// Tells the observer, if any, how far `op` has come in `phase`: a step of progress,
+    /// which fills the call's retry budget up again (see `retry::progressed`).
     pub(crate) fn tell(&self, op: Operation, phase: Phase, done: usize, total: Option<usize>) {
+        crate::retry::progressed();
         if let Some(f) = &self.observer {
             f(&OpProgress {
                 op,

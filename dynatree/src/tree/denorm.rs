@@ -925,7 +925,7 @@ async fn copy_to_target<S: Storage + 'static>(
     let sv = layout.source_version_attr();
     let cv = layout.change_version_attr(d.target());
     let mut stored = number(filled.get(&sv)).max(number(filled.get(&cv)));
-    for _ in 0..cx.config_retry().max_attempts().max(1) {
+    for () in Backoff::new(cx.inner.config.retry).tries() {
         let mut conditions = layout.plain_object();
         conditions.push(below(version_attr.clone(), Comparison::Lt, version.clone()));
         let mut actions = vec![
@@ -1057,6 +1057,8 @@ async fn copy_below<S: Storage + 'static>(
             if let Some(updated) = copy_into_object(cx, &targets, &current, &p, item, gone).await? {
                 current.push((p, Some(updated)));
             }
+            // An object brought up to date: a step of the propagation.
+            crate::retry::progressed();
         }
         if limit.is_some_and(|l| seen > l) {
             return Ok(false);
@@ -1157,7 +1159,7 @@ async fn clear_target<S: Storage + 'static>(
     let cv = layout.change_version_attr(d.target());
     let key = layout.object_key(path);
     let mut current = item.clone();
-    for _ in 0..cx.config_retry().max_attempts().max(1) {
+    for () in Backoff::new(cx.inner.config.retry).tries() {
         let seen = current.get(&version_attr).cloned();
         let seen_version = number(seen.as_ref());
         let cleared = matches!(current.get(d.target()), None | Some(Value::Null));

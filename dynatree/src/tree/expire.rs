@@ -58,9 +58,12 @@ impl<S: Storage + 'static> Tree<S> {
     /// Cancel safe in effect: a dropped sweep leaves each name either swept or not (a mark it
     /// set is released after the removal lease); sweeping again finishes it.
     pub async fn sweep_expired(&self, path: impl IntoPath) -> Result<usize> {
-        let root = self.enter(path)?;
-        let span = tracing::debug_span!("dynatree.sweep_expired", path = %root);
-        tracing::Instrument::instrument(sweep_under(&self.cx, root), span).await
+        self.call(async {
+            let root = self.enter(path)?;
+            let span = tracing::debug_span!("dynatree.sweep_expired", path = %root);
+            tracing::Instrument::instrument(sweep_under(&self.cx, root), span).await
+        })
+        .await
     }
 }
 
@@ -116,6 +119,8 @@ async fn sweep_under<S: Storage + 'static>(cx: &Ctx<S>, root: Path) -> Result<us
             if removal::remove_if_empty(cx, path).await? {
                 removed += 1;
             }
+            // An object swept: a step of the call.
+            crate::retry::progressed();
         }
     }
     Ok(removed)

@@ -169,16 +169,19 @@ impl<S: Storage + 'static> Tree<S> {
     /// Through a [scope](Tree::scope): the operations whose source and destination are inside
     /// it, with relative paths (the records of every scope share one partition).
     pub async fn pending(&self) -> Result<Vec<Intent>> {
-        let q = Query::new(self.cx.inner.layout.intents_hash()).consistent(true);
-        let rows: Vec<crate::storage::Page> =
-            query_pages(self.cx.io(), q, None).try_collect().await?;
-        let all = rows
-            .into_iter()
-            .flat_map(|p| p.items)
-            .map(|item| decode_intent(&self.cx, &item))
-            .collect::<Result<Vec<_>>>()?;
-        // Through a scope: its own operations, with relative paths.
-        self.scoped_intents(all)
+        self.call(async {
+            let q = Query::new(self.cx.inner.layout.intents_hash()).consistent(true);
+            let rows: Vec<crate::storage::Page> =
+                query_pages(self.cx.io(), q, None).try_collect().await?;
+            let all = rows
+                .into_iter()
+                .flat_map(|p| p.items)
+                .map(|item| decode_intent(&self.cx, &item))
+                .collect::<Result<Vec<_>>>()?;
+            // Through a scope: its own operations, with relative paths.
+            self.scoped_intents(all)
+        })
+        .await
     }
 
     /// Finishes every recorded operation (after a crash, from any process): moves, copies,
@@ -223,22 +226,25 @@ impl<S: Storage + 'static> Tree<S> {
     ///
     /// As [`move_subtree`](Tree::move_subtree).
     pub async fn resume(&self) -> Result<Vec<MoveReport>> {
-        let mut out = Vec::new();
-        let mut first_error = None;
-        for intent in self.pending().await? {
-            match drive(&self.base().cx, &intent.id).await {
-                Ok(Some(Outcome::Done(report))) => out.push(self.leave_report(report)?),
-                // Finished elsewhere, or refused and rolled back: nothing left to do.
-                Ok(None | Some(Outcome::RolledBack(_))) => {}
-                Err(e) => {
-                    first_error.get_or_insert(e);
+        self.call(async {
+            let mut out = Vec::new();
+            let mut first_error = None;
+            for intent in self.pending().await? {
+                match drive(&self.base().cx, &intent.id).await {
+                    Ok(Some(Outcome::Done(report))) => out.push(self.leave_report(report)?),
+                    // Finished elsewhere, or refused and rolled back: nothing left to do.
+                    Ok(None | Some(Outcome::RolledBack(_))) => {}
+                    Err(e) => {
+                        first_error.get_or_insert(e);
+                    }
                 }
             }
-        }
-        match first_error {
-            Some(e) => Err(e),
-            None => Ok(out),
-        }
+            match first_error {
+                Some(e) => Err(e),
+                None => Ok(out),
+            }
+        })
+        .await
     }
 }
 
@@ -358,6 +364,8 @@ pub(crate) async fn record<S: Storage + 'static>(
             }
         }
     }
+    // The operation is recorded: a step of the call (see `retry::progressed`).
+    crate::retry::progressed();
     Ok(Guard {
         intent: std::sync::Mutex::new(intent),
         token,
@@ -606,6 +614,8 @@ pub(crate) async fn write_intent<S: Storage + 'static>(
     {
         Ok(()) => {
             g.set(intent);
+            // A phase recorded or the lease renewed: a step of the call.
+            crate::retry::progressed();
             Ok(())
         }
         Err(e) if e.kind() == ErrorKind::ConditionFailed => Err(taken_over().with_source(e)),

@@ -242,6 +242,8 @@ async fn send_units<S: Storage + 'static>(
             });
         }
         let done = matches!(guard::transact(cx, actions, false).await?, Attempt::Done);
+        // A transaction of the batch settled: a step of the call.
+        crate::retry::progressed();
         out.push((done, indexes));
     }
     Ok(out)

@@ -34,6 +34,7 @@ pub(crate) mod intent;
 pub(crate) mod many;
 pub(crate) mod moves;
 pub(crate) mod ops;
+pub(crate) mod plan;
 pub(crate) mod read;
 pub(crate) mod removal;
 pub mod scope;
@@ -362,7 +363,7 @@ impl<S: Storage + 'static> Tree<S> {
     ///
     /// Cancel safe: calling it again finishes the job.
     pub async fn create_table(&self) -> Result<()> {
-        table::create(&self.cx).await
+        self.call(async { table::create(&self.cx).await }).await
     }
 
     /// Checks that this tree can use its table, as it does once before its first request:
@@ -408,7 +409,7 @@ impl<S: Storage + 'static> Tree<S> {
     ///
     /// Cancel safe: it only reads.
     pub async fn verify(&self) -> Result<()> {
-        table::verify(&self.cx).await
+        self.call(async { table::verify(&self.cx).await }).await
     }
 
     /// Stores `value` (any type that serializes to a map) at `path`, creating the listing rows
@@ -442,14 +443,17 @@ impl<S: Storage + 'static> Tree<S> {
     /// A dropped future may or may not have written the object; every state it leaves keeps
     /// every object reachable, and calling `put` again completes it.
     pub async fn put<T: Serialize + ?Sized>(&self, path: impl IntoPath, value: &T) -> Result<()> {
-        let path = self.enter(path)?;
-        let span = tracing::debug_span!("dynatree.put", path = %path);
-        async {
-            self.cx.refuse_root(&path, "put")?;
-            let row = self.cx.object_row_for(&path, value)?;
-            write::put_object(&self.cx, &path, row).await
-        }
-        .instrument(span)
+        self.call(async {
+            let path = self.enter(path)?;
+            let span = tracing::debug_span!("dynatree.put", path = %path);
+            async {
+                self.cx.refuse_root(&path, "put")?;
+                let row = self.cx.object_row_for(&path, value)?;
+                write::put_object(&self.cx, &path, row).await
+            }
+            .instrument(span)
+            .await
+        })
         .await
     }
 
@@ -476,17 +480,20 @@ impl<S: Storage + 'static> Tree<S> {
     ///
     /// As [`put`](Tree::put).
     pub async fn put_link(&self, path: impl IntoPath, target: impl IntoPath) -> Result<()> {
-        let path = self.enter(path)?;
-        let target = self.enter(target)?;
-        let span = tracing::debug_span!("dynatree.put_link", path = %path, target = %target);
-        async {
-            self.cx.refuse_root(&path, "put_link")?;
-            self.cx.inner.layout.check_object_path(&path)?;
-            self.cx.inner.layout.check_object_path(&target)?;
-            let row = self.cx.link_row_for(&path, &target)?;
-            write::put_link(&self.cx, &path, row).await
-        }
-        .instrument(span)
+        self.call(async {
+            let path = self.enter(path)?;
+            let target = self.enter(target)?;
+            let span = tracing::debug_span!("dynatree.put_link", path = %path, target = %target);
+            async {
+                self.cx.refuse_root(&path, "put_link")?;
+                self.cx.inner.layout.check_object_path(&path)?;
+                self.cx.inner.layout.check_object_path(&target)?;
+                let row = self.cx.link_row_for(&path, &target)?;
+                write::put_link(&self.cx, &path, row).await
+            }
+            .instrument(span)
+            .await
+        })
         .await
     }
 
@@ -517,16 +524,19 @@ impl<S: Storage + 'static> Tree<S> {
     ///
     /// Cancel safe.
     pub async fn get<T: DeserializeOwned>(&self, path: impl IntoPath) -> Result<Option<T>> {
-        let path = self.enter(path)?;
-        let span = tracing::debug_span!("dynatree.get", path = %path);
-        async {
-            self.cx.inner.layout.check_object_path(&path)?;
-            match read::resolve(&self.cx, &path).await? {
-                Some(item) => self.cx.to_value(item).map(Some),
-                None => Ok(None),
+        self.call(async {
+            let path = self.enter(path)?;
+            let span = tracing::debug_span!("dynatree.get", path = %path);
+            async {
+                self.cx.inner.layout.check_object_path(&path)?;
+                match read::resolve(&self.cx, &path).await? {
+                    Some(item) => self.cx.to_value(item).map(Some),
+                    None => Ok(None),
+                }
             }
-        }
-        .instrument(span)
+            .instrument(span)
+            .await
+        })
         .await
     }
 
@@ -555,30 +565,33 @@ impl<S: Storage + 'static> Tree<S> {
     ///
     /// Cancel safe.
     pub async fn read_link(&self, path: impl IntoPath) -> Result<Path> {
-        let path = self.enter(path)?;
-        let span = tracing::debug_span!("dynatree.read_link", path = %path);
-        async {
-            self.cx.inner.layout.check_object_path(&path)?;
-            let item = self
-                .cx
-                .io()
-                .get_item(
-                    &self.cx.inner.layout.object_key(&path),
-                    self.cx.inner.config.consistent_reads,
-                )
-                .await?
-                // A fence (fenced puts) or an expired row is no object, as for `get`.
-                .filter(|i| !self.cx.inner.layout.is_absent(i, crate::expiry::now_secs()))
-                .ok_or_else(|| Error::new(ErrorKind::NotFound, format!("nothing at {path}")))?;
-            match item.get_s(self.cx.inner.layout.link_attr()) {
-                Some(t) => self.leave(self.cx.link_target(&path, t)?),
-                None => Err(Error::new(
-                    ErrorKind::NotALink,
-                    format!("the object at {path} is not a link"),
-                )),
+        self.call(async {
+            let path = self.enter(path)?;
+            let span = tracing::debug_span!("dynatree.read_link", path = %path);
+            async {
+                self.cx.inner.layout.check_object_path(&path)?;
+                let item = self
+                    .cx
+                    .io()
+                    .get_item(
+                        &self.cx.inner.layout.object_key(&path),
+                        self.cx.inner.config.consistent_reads,
+                    )
+                    .await?
+                    // A fence (fenced puts) or an expired row is no object, as for `get`.
+                    .filter(|i| !self.cx.inner.layout.is_absent(i, crate::expiry::now_secs()))
+                    .ok_or_else(|| Error::new(ErrorKind::NotFound, format!("nothing at {path}")))?;
+                match item.get_s(self.cx.inner.layout.link_attr()) {
+                    Some(t) => self.leave(self.cx.link_target(&path, t)?),
+                    None => Err(Error::new(
+                        ErrorKind::NotALink,
+                        format!("the object at {path} is not a link"),
+                    )),
+                }
             }
-        }
-        .instrument(span)
+            .instrument(span)
+            .await
+        })
         .await
     }
 

@@ -128,11 +128,14 @@ impl<S: Storage + 'static> Tree<S> {
         &self,
         path: impl IntoPath,
     ) -> Result<Vec<(Path, T)>> {
-        self.ancestor_items(path)
-            .await?
-            .into_iter()
-            .map(|(p, item)| Ok((p, self.cx.to_value(item)?)))
-            .collect()
+        self.call(async {
+            self.ancestor_items(path)
+                .await?
+                .into_iter()
+                .map(|(p, item)| Ok((p, self.cx.to_value(item)?)))
+                .collect()
+        })
+        .await
     }
 
     /// [`ancestors`](Tree::ancestors) as raw rows, for trees whose levels hold different types
@@ -169,25 +172,29 @@ impl<S: Storage + 'static> Tree<S> {
     ///
     /// Cancel safe.
     pub async fn ancestor_items(&self, path: impl IntoPath) -> Result<Vec<(Path, Item)>> {
-        let path = self.enter(path)?;
-        self.cx.inner.layout.check_object_path(&path)?;
-        // Through a scope: the ancestors below its root (see `scope`).
-        let prefixes: Vec<Path> = (self.cx.floor() + 1..path.len())
-            .map(|i| path.prefix(i))
-            .collect();
-        let mut by_hash =
-            read::objects_of(&self.cx, &prefixes, self.cx.inner.config.consistent_reads).await?;
-        let now = crate::expiry::now_secs();
-        prefixes
-            .into_iter()
-            .filter_map(|p| {
-                let item = by_hash.remove(&self.cx.inner.layout.object_key(&p).hash)?;
-                if self.cx.inner.layout.is_absent(&item, now) {
-                    return None;
-                }
-                Some(self.leave(p).map(|p| (p, item)))
-            })
-            .collect()
+        self.call(async {
+            let path = self.enter(path)?;
+            self.cx.inner.layout.check_object_path(&path)?;
+            // Through a scope: the ancestors below its root (see `scope`).
+            let prefixes: Vec<Path> = (self.cx.floor() + 1..path.len())
+                .map(|i| path.prefix(i))
+                .collect();
+            let mut by_hash =
+                read::objects_of(&self.cx, &prefixes, self.cx.inner.config.consistent_reads)
+                    .await?;
+            let now = crate::expiry::now_secs();
+            prefixes
+                .into_iter()
+                .filter_map(|p| {
+                    let item = by_hash.remove(&self.cx.inner.layout.object_key(&p).hash)?;
+                    if self.cx.inner.layout.is_absent(&item, now) {
+                        return None;
+                    }
+                    Some(self.leave(p).map(|p| (p, item)))
+                })
+                .collect()
+        })
+        .await
     }
 
     /// The descendant objects of `prefix` (the root: everything), lazily; see [`Descendants`].
@@ -261,18 +268,21 @@ impl<S: Storage + 'static> Tree<S> {
     /// A dropped future leaves the deletion recorded, possibly part-way (bottom-up):
     /// `resume`, or the same call again, finishes it.
     pub async fn delete_subtree(&self, path: impl IntoPath) -> Result<usize> {
-        let path = self.enter(path)?;
-        self.cx.inner.layout.check_object_path(&path)?;
-        self.cx.refuse_root(&path, "delete_subtree")?;
-        let report = moves::start(
-            &self.cx,
-            super::Operation::Delete,
-            path.clone(),
-            path,
-            super::LinkPolicy::Ignore,
-        )
-        .await?;
-        Ok(report.objects)
+        self.call(async {
+            let path = self.enter(path)?;
+            self.cx.inner.layout.check_object_path(&path)?;
+            self.cx.refuse_root(&path, "delete_subtree")?;
+            let report = moves::start(
+                &self.cx,
+                super::Operation::Delete,
+                path.clone(),
+                path,
+                super::LinkPolicy::Ignore,
+            )
+            .await?;
+            Ok(report.objects)
+        })
+        .await
     }
 }
 /// The path-index GSI definition, when the tree has one.

@@ -46,16 +46,19 @@ impl<S: Storage + 'static> Tree<S> {
     /// A dropped future may or may not have deleted the object; a listing row it marked is
     /// released after the removal lease. Calling `delete` again completes it.
     pub async fn delete(&self, path: impl crate::IntoPath) -> Result<()> {
-        let path = self.enter(path)?;
-        let span = tracing::debug_span!("dynatree.delete", path = %path);
-        tracing::Instrument::instrument(
-            async {
-                self.cx.inner.layout.check_object_path(&path)?;
-                self.cx.refuse_root(&path, "delete")?;
-                delete(&self.cx, &path).await
-            },
-            span,
-        )
+        self.call(async {
+            let path = self.enter(path)?;
+            let span = tracing::debug_span!("dynatree.delete", path = %path);
+            tracing::Instrument::instrument(
+                async {
+                    self.cx.inner.layout.check_object_path(&path)?;
+                    self.cx.refuse_root(&path, "delete")?;
+                    delete(&self.cx, &path).await
+                },
+                span,
+            )
+            .await
+        })
         .await
     }
 }
@@ -285,7 +288,7 @@ pub(crate) async fn remove_if_empty<S: Storage + 'static>(cx: &Ctx<S>, q: &Path)
     let key = cx.inner.layout.listing_key(q);
     cx.inner.known.remove(&key);
     let mut seen: Option<Item> = Some(key.clone().into_item());
-    for _ in 0..cx.inner.config.retry.max_attempts() {
+    for () in Backoff::new(cx.inner.config.retry).tries() {
         let Some(row) = seen.as_ref() else {
             // Already absent (a failed delete got this far): keep pruning upwards.
             return Ok(true);

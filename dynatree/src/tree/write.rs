@@ -4,8 +4,8 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::item::Item;
 use crate::path::Path;
 use crate::retry::Backoff;
-use crate::storage::batch::TRANSACT_MAX;
 use crate::storage::{Condition, Storage, TransactAction};
+use crate::tree::plan::{self, FromState};
 use crate::tree::{Ctx, denorm, guard, removal};
 
 use super::guard::Attempt;
@@ -220,20 +220,7 @@ async fn verify_listing<S: Storage + 'static>(cx: &Ctx<S>, path: &Path) -> Resul
     Ok(ok)
 }
 
-/// The length of the deepest proper ancestor of `path`'s parent whose listing row this
-/// process knows, if the rows below it fit one transaction with the object and `checks`.
-fn deepest_known<S: Storage + 'static>(cx: &Ctx<S>, path: &Path, checks: usize) -> Option<usize> {
-    let n = path.len();
-    let k = (1..n.saturating_sub(1)).rev().find(|&i| {
-        cx.inner
-            .known
-            .contains(&cx.inner.layout.listing_key(&path.prefix(i)))
-    })?;
-    // The check of the known row, the rows below it, the object, the caller's checks.
-    (1 + (n - k) + 1 + checks <= TRANSACT_MAX).then_some(k)
-}
-
-/// One transaction planned from the cache alone.
+/// One transaction planned from the cache alone ([`plan::optimistic`]).
 async fn put_optimistic<S: Storage + 'static>(
     cx: &Ctx<S>,
     path: &Path,
@@ -241,104 +228,21 @@ async fn put_optimistic<S: Storage + 'static>(
     condition: &Condition,
     checks: &[TransactAction],
 ) -> Result<Attempt> {
-    let own = cx.inner.layout.listing_key(path);
-    let parent_known = path
-        .parent()
-        .filter(|p| !p.is_root())
-        .is_some_and(|p| cx.inner.known.contains(&cx.inner.layout.listing_key(&p)));
-    // A top-level name's parent is the root, which has no listing row to check.
-    let top_level = path.len() == 1;
-    let branch = (!top_level && !cx.inner.known.contains(&own) && !parent_known)
-        .then(|| deepest_known(cx, path, checks.len()))
-        .flatten();
-    let mut actions = if !cx.inner.known.contains(&own) && top_level {
-        // A new top-level name (or one this process has not seen): create L(P), which
-        // needs nothing above it, with the object.
-        vec![
-            TransactAction::Put {
-                item: cx.inner.layout.listing_row(path),
-                condition: guard::not_marked(cx),
-            },
-            TransactAction::Put {
-                item: row.clone(),
-                condition: condition.clone(),
-            },
-        ]
-    } else if let Some(k) = branch {
-        // A new branch below a row this process knows (the first put under a new account,
-        // say): create every listing row below it, checked against it, with the object, in
-        // one transaction. Nothing known at all: the path is assumed to exist (below).
-        let mut actions = vec![TransactAction::ConditionCheck {
-            key: cx.inner.layout.listing_key(&path.prefix(k)),
-            condition: guard::unmarked_exists(cx),
-        }];
-        for i in k + 1..=path.len() {
-            actions.push(TransactAction::Put {
-                item: cx.inner.layout.listing_row(&path.prefix(i)),
-                condition: guard::not_marked(cx),
-            });
-        }
-        actions.push(TransactAction::Put {
-            item: row.clone(),
-            condition: condition.clone(),
-        });
-        actions
-    } else if !cx.inner.known.contains(&own) && parent_known {
-        // A new name under a known parent: create L(P), check L(parent).
-        let parent = path.parent().expect("checked above");
-        vec![
-            TransactAction::Put {
-                item: cx.inner.layout.listing_row(path),
-                condition: guard::not_marked(cx),
-            },
-            TransactAction::ConditionCheck {
-                key: cx.inner.layout.listing_key(&parent),
-                condition: guard::unmarked_exists(cx),
-            },
-            TransactAction::Put {
-                item: row.clone(),
-                condition: condition.clone(),
-            },
-        ]
-    } else {
-        // L(P) known, or nothing known: assume L(P) exists (the common case of an update
-        // or a sibling of an earlier put); a failed check falls back to reading the state.
-        vec![
-            TransactAction::ConditionCheck {
-                key: own.clone(),
-                condition: guard::unmarked_exists(cx),
-            },
-            TransactAction::Put {
-                item: row.clone(),
-                condition: condition.clone(),
-            },
-        ]
-    };
-    // The checks before the object's put, which stays last.
-    let at = actions.len() - 1;
-    actions.splice(at..at, checks.iter().cloned());
-    match guard::transact_checked(cx, actions, !condition.is_always(), at..at + checks.len())
-        .await?
-    {
+    let layout = &cx.inner.layout;
+    let known = |p: &Path| cx.inner.known.contains(&layout.listing_key(p));
+    let planned = plan::optimistic(path, known, checks.len());
+    let (actions, at) = plan::optimistic_actions(layout, path, planned, row, condition, checks);
+    match guard::transact_checked(cx, actions, !condition.is_always(), at).await? {
         Attempt::Done => {
-            if let Some(k) = branch {
-                let created =
-                    (k + 1..path.len()).map(|i| cx.inner.layout.listing_key(&path.prefix(i)));
-                cx.inner.known.insert_all(created);
-            }
-            cx.inner.known.insert_all(Some(own));
+            cx.inner
+                .known
+                .insert_all(plan::optimistic_learned(layout, path, planned));
             Ok(Attempt::Done)
         }
         Attempt::Stale => Ok(Attempt::Stale),
         _ => {
-            if let Some(k) = branch {
-                cx.inner
-                    .known
-                    .remove(&cx.inner.layout.listing_key(&path.prefix(k)));
-            }
-            cx.inner.known.remove(&own);
-            if let Some(parent) = path.parent().filter(|p| !p.is_root()) {
-                cx.inner.known.remove(&cx.inner.layout.listing_key(&parent));
+            for key in plan::optimistic_doubted(layout, path, planned) {
+                cx.inner.known.remove(&key);
             }
             Ok(Attempt::Retry)
         }
@@ -371,78 +275,28 @@ pub(crate) async fn link_with_state<S: Storage + 'static>(
     conditional: bool,
     checks: &[TransactAction],
 ) -> Result<Attempt> {
-    let n = path.len();
     let keys = cx.prefix_keys(path);
     let existing = cx.prefix_rows(&keys).await?;
-    // A locked row: the subtree is moving, and this write is refused.
-    if existing
-        .iter()
-        .flatten()
-        .any(|r| r.contains(cx.inner.layout.moving_attr()))
-    {
-        return Err(guard::locked_error(path));
-    }
-    // A marked row is being removed: wait for it, or take an expired mark off.
-    for (i, row) in existing.iter().enumerate() {
-        if let Some(mark) = row
-            .as_ref()
-            .and_then(|r| r.get_s(cx.inner.layout.deleting_attr()))
-        {
-            if guard::mark_expired(mark) {
-                guard::clear_mark(cx, &keys[i], mark).await?;
+    let mut actions =
+        match plan::from_state(&cx.inner.layout, &keys, &existing, guard::mark_expired) {
+            // A locked row: the subtree is moving, and this write is refused.
+            FromState::Locked => return Err(guard::locked_error(path)),
+            // A marked row is being removed: wait for it, or take an expired mark off.
+            FromState::ClearMark(i, mark) => {
+                guard::clear_mark(cx, &keys[i], &mark).await?;
                 return Ok(Attempt::Again);
             }
-            return Ok(Attempt::Wait);
-        }
-    }
-    let mut actions = Vec::with_capacity(n + 1);
-    for i in 0..n {
-        let exists = existing[i].is_some();
-        let next_missing = i + 1 < n && existing[i + 1].is_none();
-        if !exists {
-            actions.push(TransactAction::Put {
-                item: keys[i].clone().into_item(),
-                condition: guard::not_marked(cx),
-            });
-        } else if next_missing || i + 1 == n {
-            actions.push(TransactAction::ConditionCheck {
-                key: keys[i].clone(),
-                condition: guard::unmarked_exists(cx),
-            });
-        }
-    }
+            FromState::Wait => return Ok(Attempt::Wait),
+            FromState::Write(actions) => actions,
+        };
     // The checks right before the object's put (in its chunk: the last one).
+    let at = actions.len();
     actions.extend(checks.iter().cloned());
     actions.push(last);
-    let checks_from = actions.len() - 1 - checks.len();
-    // Chunk: each chunk after the first starts by checking the row before its first action.
-    let mut start = 0;
-    while start < actions.len() {
-        let mut chunk = Vec::with_capacity(TRANSACT_MAX);
-        if start > 0
-            && let Some(prev) = actions[start - 1].key()
+    for chunk in plan::chunks(&cx.inner.layout, &actions, at..at + checks.len()) {
+        match guard::transact_checked(cx, chunk.actions, chunk.last && conditional, chunk.checks)
+            .await?
         {
-            chunk.push(TransactAction::ConditionCheck {
-                key: prev,
-                condition: guard::unmarked_exists(cx),
-            });
-        }
-        let take = (TRANSACT_MAX - chunk.len()).min(actions.len() - start);
-        let offset = chunk.len();
-        let first = start;
-        chunk.extend(actions[start..start + take].iter().cloned());
-        start += take;
-        let last = start == actions.len();
-        // The checks' places in this chunk (they are all in the last one unless the path is
-        // about 100 levels deep).
-        let lo = checks_from.max(first);
-        let hi = (checks_from + checks.len()).min(start);
-        let range = if lo < hi {
-            (lo - first + offset)..(hi - first + offset)
-        } else {
-            0..0
-        };
-        match guard::transact_checked(cx, chunk, last && conditional, range).await? {
             Attempt::Done => {}
             Attempt::Stale => return Ok(Attempt::Stale),
             _ => return Ok(Attempt::Retry),
