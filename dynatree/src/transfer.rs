@@ -780,51 +780,10 @@ impl<S: Storage + 'static> Tree<S> {
     ///
     /// Cancel safe: dropping the stream stops the reads; nothing is written.
     pub fn export(&self, path: impl IntoPath) -> BoxStream<'static, Result<Record>> {
-        let start = path.into_path().and_then(|p| {
-            let abs = self.enter(p.clone())?;
-            self.cx.layout().check_listing_path(&abs)?;
-            Ok((p, abs))
-        });
-        let (path, abs) = match start {
-            Ok(x) => x,
-            Err(e) => return Box::pin(futures::stream::once(async move { Err(e) })),
-        };
-        let tree = self.clone();
-        let own = {
-            let tree = tree.clone();
-            let path = path.clone();
-            async move {
-                // The root holds no object; a scope's root belongs to the parent tree.
-                if path.is_root() || tree.cx.layout().check_object_path(&abs).is_err() {
-                    return Ok(None);
-                }
-                let key = tree.cx.layout().object_key(&abs);
-                let consistent = read::default_read(&tree.cx).consistent;
-                let row = tree.cx.io().get_item(&key, consistent).await?;
-                let now = crate::expiry::now_secs();
-                match row.filter(|r| !tree.cx.layout().is_absent(r, now)) {
-                    Some(row) => record_of(&tree, path, row).map(Some),
-                    None => Ok(None),
-                }
-            }
-        };
-        let rest = self
-            .descendants(path)
-            .items()
-            .and_then(move |d| futures::future::ready(record_of(&tree, d.path, d.item)));
-        Box::pin(
-            futures::stream::once(own)
-                .try_filter_map(futures::future::ok)
-                .chain(rest)
-                // Like every stream of this crate: nothing after the first error.
-                .scan(false, |failed, r| {
-                    let out = (!*failed).then(|| {
-                        *failed = r.is_err();
-                        r
-                    });
-                    futures::future::ready(out)
-                }),
-        )
+        match path.into_path() {
+            Ok(path) => records_under(self, path),
+            Err(e) => Box::pin(futures::stream::once(async move { Err(e) })),
+        }
     }
 
     /// An import of `records` into this tree; see [`Import`] for the settings and
@@ -860,6 +819,58 @@ impl<S: Storage + 'static> Tree<S> {
             progress: None,
         }
     }
+}
+
+/// The records of `path` (relative to `tree`'s scope) and everything below it: the object
+/// at `path` itself, then its descendants. See [`Tree::export`].
+fn records_under<S: Storage + 'static>(
+    tree: &Tree<S>,
+    path: Path,
+) -> BoxStream<'static, Result<Record>> {
+    let start = tree.enter(path.clone()).and_then(|abs| {
+        tree.cx.layout().check_listing_path(&abs)?;
+        Ok((path, abs))
+    });
+    let (path, abs) = match start {
+        Ok(x) => x,
+        Err(e) => return Box::pin(futures::stream::once(async move { Err(e) })),
+    };
+    let tree = tree.clone();
+    let own = {
+        let tree = tree.clone();
+        let path = path.clone();
+        async move {
+            // The root holds no object; a scope's root belongs to the parent tree.
+            if path.is_root() || tree.cx.layout().check_object_path(&abs).is_err() {
+                return Ok(None);
+            }
+            let key = tree.cx.layout().object_key(&abs);
+            let consistent = read::default_read(&tree.cx).consistent;
+            let row = tree.cx.io().get_item(&key, consistent).await?;
+            let now = crate::expiry::now_secs();
+            match row.filter(|r| !tree.cx.layout().is_absent(r, now)) {
+                Some(row) => record_of(&tree, path, row).map(Some),
+                None => Ok(None),
+            }
+        }
+    };
+    let rest = tree
+        .descendants(path)
+        .items()
+        .and_then(move |d| futures::future::ready(record_of(&tree, d.path, d.item)));
+    Box::pin(
+        futures::stream::once(own)
+            .try_filter_map(futures::future::ok)
+            .chain(rest)
+            // Like every stream of this crate: nothing after the first error.
+            .scan(false, |failed, r| {
+                let out = (!*failed).then(|| {
+                    *failed = r.is_err();
+                    r
+                });
+                futures::future::ready(out)
+            }),
+    )
 }
 
 /// The record of an exported row at `path` (as the caller sees it).

@@ -66,32 +66,35 @@ impl<S: Storage + 'static> Tree<S> {
     ///
     /// Cancelling leaves some changes applied and the rest not: deliver the batch again.
     pub async fn apply_changes(&self, changes: &[Change]) -> Applied {
-        self.call(async {
-            for (index, change) in changes.iter().enumerate() {
-                let span = tracing::debug_span!(
-                    "dynatree.apply_change",
-                    kind = change.kind().event_name(),
-                    sequence = change.sequence_number()
-                );
-                // Each change applied is a step of the call.
-                crate::retry::progressed();
-                if let Err(error) = apply_change(&self.cx, change).instrument(span).await {
-                    return Applied {
-                        applied: index,
-                        failure: Some(FailedChange {
-                            index,
-                            sequence_number: change.sequence_number().to_owned(),
-                            error,
-                        }),
-                    };
-                }
-            }
-            Applied {
-                applied: changes.len(),
-                failure: None,
-            }
-        })
-        .await
+        self.call(apply_all(&self.cx, changes)).await
+    }
+}
+
+/// Applies `changes` in order, stopping at the first failure. See
+/// [`Tree::apply_changes`].
+async fn apply_all<S: Storage + 'static>(cx: &Ctx<S>, changes: &[Change]) -> Applied {
+    for (index, change) in changes.iter().enumerate() {
+        let span = tracing::debug_span!(
+            "dynatree.apply_change",
+            kind = change.kind().event_name(),
+            sequence = change.sequence_number()
+        );
+        // Each change applied is a step of the call.
+        crate::retry::progressed();
+        if let Err(error) = apply_change(cx, change).instrument(span).await {
+            return Applied {
+                applied: index,
+                failure: Some(FailedChange {
+                    index,
+                    sequence_number: change.sequence_number().to_owned(),
+                    error,
+                }),
+            };
+        }
+    }
+    Applied {
+        applied: changes.len(),
+        failure: None,
     }
 }
 

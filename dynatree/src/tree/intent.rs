@@ -227,25 +227,36 @@ impl<S: Storage + 'static> Tree<S> {
     /// As [`move_subtree`](Tree::move_subtree).
     pub async fn resume(&self) -> Result<Vec<MoveReport>> {
         self.call(async {
-            let mut out = Vec::new();
-            let mut first_error = None;
-            for intent in self.pending().await? {
-                match drive(&self.base().cx, &intent.id).await {
-                    Ok(Some(Outcome::Done(report))) => out.push(self.leave_report(report)?),
-                    // Finished elsewhere, or refused and rolled back: nothing left to do.
-                    Ok(None | Some(Outcome::RolledBack(_))) => {}
-                    Err(e) => {
-                        first_error.get_or_insert(e);
-                    }
-                }
-            }
-            match first_error {
-                Some(e) => Err(e),
-                None => Ok(out),
-            }
+            let (reports, first_error) = drive_all(&self.base().cx, self.pending().await?).await;
+            let out = reports
+                .into_iter()
+                .map(|r| self.leave_report(r))
+                .collect::<Result<Vec<_>>>()?;
+            first_error.map_or(Ok(out), Err)
         })
         .await
     }
+}
+
+/// Drives every one of `intents` to its end (see [`drive`]): the reports of those that
+/// finished here (absolute paths), and the first error, after trying them all.
+async fn drive_all<S: Storage + 'static>(
+    cx: &Ctx<S>,
+    intents: Vec<Intent>,
+) -> (Vec<MoveReport>, Option<Error>) {
+    let mut out = Vec::new();
+    let mut first_error = None;
+    for intent in intents {
+        match drive(cx, &intent.id).await {
+            Ok(Some(Outcome::Done(report))) => out.push(report),
+            // Finished elsewhere, or refused and rolled back: nothing left to do.
+            Ok(None | Some(Outcome::RolledBack(_))) => {}
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    (out, first_error)
 }
 
 /// A recorded operation not finished yet.

@@ -55,17 +55,16 @@ pub(crate) use txn::Op as TxOp;
 use std::fmt;
 use std::sync::Arc;
 
-use futures::{StreamExt, TryStreamExt};
+use futures::StreamExt;
 use serde::{Serialize, de::DeserializeOwned};
 use tracing::Instrument;
 
 use crate::denorm::Propagation;
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::Result;
 use crate::item::Item;
 use crate::layout::{DEFAULT_RESERVED, Layout};
 use crate::path::{IntoPath, Path};
 use crate::storage::{SharedStorage, Storage};
-use crate::stream::{query_pages, scan_pages};
 
 /// A tree of objects, links and listings in one DynamoDB table, in the dynamotree layout.
 ///
@@ -355,8 +354,8 @@ impl<S: Storage + 'static> Tree<S> {
     ///
     /// # Errors
     ///
-    /// [`ErrorKind::TableMismatch`] if an existing table has another key schema;
-    /// [`ErrorKind::Backend`] if it is not active within the wait (see
+    /// [`ErrorKind::TableMismatch`](crate::ErrorKind::TableMismatch) if an existing table has another key schema;
+    /// [`ErrorKind::Backend`](crate::ErrorKind::Backend) if it is not active within the wait (see
     /// [`TreeBuilder::table_wait`]); any backend error.
     ///
     /// # Cancel safety
@@ -368,7 +367,7 @@ impl<S: Storage + 'static> Tree<S> {
 
     /// Checks that this tree can use its table, as it does once before its first request:
     /// one DescribeTable (and, for a tree with a path index, a read of the table's
-    /// [`TableSettings`](crate::storage::TableSettings)). Refused with [`ErrorKind::TableMismatch`]:
+    /// [`TableSettings`](crate::storage::TableSettings)). Refused with [`ErrorKind::TableMismatch`](crate::ErrorKind::TableMismatch):
     ///
     /// - a key schema other than hash key `Key` (S) and range key `Child` (S), such as a
     ///   table with a hash key `Key` and no range key, where a second top-level object would
@@ -402,7 +401,7 @@ impl<S: Storage + 'static> Tree<S> {
     ///
     /// # Errors
     ///
-    /// [`ErrorKind::TableNotFound`] if the table does not exist; [`ErrorKind::TableMismatch`]
+    /// [`ErrorKind::TableNotFound`](crate::ErrorKind::TableNotFound) if the table does not exist; [`ErrorKind::TableMismatch`](crate::ErrorKind::TableMismatch)
     /// as above; the backend's errors (DescribeTable needs `dynamodb:DescribeTable`).
     ///
     /// # Cancel safety
@@ -433,9 +432,9 @@ impl<S: Storage + 'static> Tree<S> {
     ///
     /// # Errors
     ///
-    /// [`ErrorKind::InvalidPath`], [`ErrorKind::InvalidAttribute`] (a field named `Key`,
-    /// `Child`, or starting with the reserved character), [`ErrorKind::ItemTooLarge`],
-    /// [`ErrorKind::Serialization`]: nothing was written. [`ErrorKind::Conflict`] if concurrent
+    /// [`ErrorKind::InvalidPath`](crate::ErrorKind::InvalidPath), [`ErrorKind::InvalidAttribute`](crate::ErrorKind::InvalidAttribute) (a field named `Key`,
+    /// `Child`, or starting with the reserved character), [`ErrorKind::ItemTooLarge`](crate::ErrorKind::ItemTooLarge),
+    /// [`ErrorKind::Serialization`](crate::ErrorKind::Serialization): nothing was written. [`ErrorKind::Conflict`](crate::ErrorKind::Conflict) if concurrent
     /// removals kept winning; backend errors.
     ///
     /// # Cancel safety
@@ -517,8 +516,8 @@ impl<S: Storage + 'static> Tree<S> {
     ///
     /// # Errors
     ///
-    /// [`ErrorKind::InvalidPath`]; [`ErrorKind::LinkLoop`] on a cycle or too many hops;
-    /// [`ErrorKind::Serialization`] if the stored attributes do not fit `T`.
+    /// [`ErrorKind::InvalidPath`](crate::ErrorKind::InvalidPath); [`ErrorKind::LinkLoop`](crate::ErrorKind::LinkLoop) on a cycle or too many hops;
+    /// [`ErrorKind::Serialization`](crate::ErrorKind::Serialization) if the stored attributes do not fit `T`.
     ///
     /// # Cancel safety
     ///
@@ -557,9 +556,9 @@ impl<S: Storage + 'static> Tree<S> {
     ///
     /// # Errors
     ///
-    /// [`ErrorKind::NotFound`] if nothing is at `path` (a fence left by a removal with
-    /// [`fenced_puts`](TreeBuilder::fenced_puts) is nothing); [`ErrorKind::NotALink`] if an
-    /// object that is not a link is there; [`ErrorKind::InvalidPath`].
+    /// [`ErrorKind::NotFound`](crate::ErrorKind::NotFound) if nothing is at `path` (a fence left by a removal with
+    /// [`fenced_puts`](TreeBuilder::fenced_puts) is nothing); [`ErrorKind::NotALink`](crate::ErrorKind::NotALink) if an
+    /// object that is not a link is there; [`ErrorKind::InvalidPath`](crate::ErrorKind::InvalidPath).
     ///
     /// # Cancel safety
     ///
@@ -568,29 +567,7 @@ impl<S: Storage + 'static> Tree<S> {
         self.call(async {
             let path = self.enter(path)?;
             let span = tracing::debug_span!("dynatree.read_link", path = %path);
-            async {
-                self.cx.inner.layout.check_object_path(&path)?;
-                let item = self
-                    .cx
-                    .io()
-                    .get_item(
-                        &self.cx.inner.layout.object_key(&path),
-                        self.cx.inner.config.consistent_reads,
-                    )
-                    .await?
-                    // A fence (fenced puts) or an expired row is no object, as for `get`.
-                    .filter(|i| !self.cx.inner.layout.is_absent(i, crate::expiry::now_secs()))
-                    .ok_or_else(|| Error::new(ErrorKind::NotFound, format!("nothing at {path}")))?;
-                match item.get_s(self.cx.inner.layout.link_attr()) {
-                    Some(t) => self.leave(self.cx.link_target(&path, t)?),
-                    None => Err(Error::new(
-                        ErrorKind::NotALink,
-                        format!("the object at {path} is not a link"),
-                    )),
-                }
-            }
-            .instrument(span)
-            .await
+            self.leave(read::link_at(&self.cx, &path).instrument(span).await?)
         })
         .await
     }
@@ -667,23 +644,11 @@ impl<S: Storage + 'static> Tree<S> {
         let checked = self
             .enter(prefix)
             .and_then(|p| Ok(self.cx.inner.layout.check_listable(&p)?.then_some(p)));
-        Box::pin(match checked {
-            Ok(Some(prefix)) => {
-                let query = self.cx.listing_query(&prefix);
-                let tree = self.clone();
-                query_pages(self.cx.io(), query, None)
-                    .and_then(move |page| {
-                        let prefix = prefix.clone();
-                        let tree = tree.clone();
-                        async move { read::entries_for(&tree.cx, &prefix, page.items).await }
-                    })
-                    .map_ok(|entries| futures::stream::iter(entries.into_iter().map(Ok)))
-                    .try_flatten()
-                    .left_stream()
-            }
+        match checked {
+            Ok(Some(prefix)) => read::entries_under(self.cx.clone(), prefix),
             // `Ok(None)`: a listing key over DynamoDB's limit holds no children; send nothing.
-            other => futures::stream::iter(other.err().map(Err)).right_stream(),
-        })
+            other => Box::pin(futures::stream::iter(other.err().map(Err))),
+        }
     }
 
     /// Every row of the table, raw, lazily (a Scan). For debugging, export and tests.
@@ -709,18 +674,6 @@ impl<S: Storage + 'static> Tree<S> {
     ///
     /// Cancel safe.
     pub fn scan(&self) -> futures::stream::BoxStream<'static, Result<Item>> {
-        let tree = self.clone();
-        Box::pin(
-            scan_pages(self.cx.io(), None)
-                .map_ok(move |p| {
-                    let rows: Vec<Item> = p
-                        .items
-                        .into_iter()
-                        .filter(|i| tree.cx.row_in_scope(i))
-                        .collect();
-                    futures::stream::iter(rows.into_iter().map(Ok))
-                })
-                .try_flatten(),
-        )
+        read::rows_in_scope(self.cx.clone())
     }
 }

@@ -174,24 +174,10 @@ impl<S: Storage + 'static> Tree<S> {
     pub async fn ancestor_items(&self, path: impl IntoPath) -> Result<Vec<(Path, Item)>> {
         self.call(async {
             let path = self.enter(path)?;
-            self.cx.inner.layout.check_object_path(&path)?;
-            // Through a scope: the ancestors below its root (see `scope`).
-            let prefixes: Vec<Path> = (self.cx.floor() + 1..path.len())
-                .map(|i| path.prefix(i))
-                .collect();
-            let mut by_hash =
-                read::objects_of(&self.cx, &prefixes, self.cx.inner.config.consistent_reads)
-                    .await?;
-            let now = crate::expiry::now_secs();
-            prefixes
+            ancestors_of(&self.cx, &path)
+                .await?
                 .into_iter()
-                .filter_map(|p| {
-                    let item = by_hash.remove(&self.cx.inner.layout.object_key(&p).hash)?;
-                    if self.cx.inner.layout.is_absent(&item, now) {
-                        return None;
-                    }
-                    Some(self.leave(p).map(|p| (p, item)))
-                })
+                .map(|(p, item)| Ok((self.leave(p)?, item)))
                 .collect()
         })
         .await
@@ -1050,4 +1036,27 @@ fn index_pages<S: Storage + 'static>(
             }
         }
     })
+}
+
+/// The objects at the proper prefixes of `path` (absolute), shallowest first, in one batch
+/// read; through a scope only those below its root. See
+/// [`Tree::ancestor_items`](crate::Tree::ancestor_items).
+pub(crate) async fn ancestors_of<S: Storage + 'static>(
+    cx: &Ctx<S>,
+    path: &Path,
+) -> Result<Vec<(Path, Item)>> {
+    let layout = &cx.inner.layout;
+    layout.check_object_path(path)?;
+    let prefixes: Vec<Path> = (cx.floor() + 1..path.len())
+        .map(|i| path.prefix(i))
+        .collect();
+    let mut by_hash = read::objects_of(cx, &prefixes, cx.inner.config.consistent_reads).await?;
+    let now = crate::expiry::now_secs();
+    Ok(prefixes
+        .into_iter()
+        .filter_map(|p| {
+            let item = by_hash.remove(&layout.object_key(&p).hash)?;
+            (!layout.is_absent(&item, now)).then_some((p, item))
+        })
+        .collect())
 }

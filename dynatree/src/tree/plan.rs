@@ -1,8 +1,9 @@
-//! What the write path sends, decided without a backend: pure functions from what a put
-//! knows (the listing rows this process has seen, or the rows it has just read) to the
-//! transaction actions it sends. `write.rs` is their one driver: it reads, calls these, sends
-//! what they return and updates the known-rows cache. Each plan is unit-tested below against
-//! every state it distinguishes. The argument for the guards they carry is in `write.md`.
+//! What the write path and the removal protocol send, decided without a backend: pure
+//! functions from what a call knows (the listing rows this process has seen, or the rows it
+//! has just read) to the requests it sends. `write.rs` and `removal.rs` are their drivers:
+//! they read, call these, send what they return and update the known-rows cache. Each plan
+//! is unit-tested below against every state it distinguishes. The argument for the guards
+//! they carry is in `write.md` and `removal.md`.
 
 use std::ops::Range;
 
@@ -232,6 +233,56 @@ pub(crate) fn chunks(
         });
     }
     out
+}
+
+/// What pruning does with the listing row of a node that has no children, as read.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Prune {
+    /// Already absent: go on to the parent.
+    Absent,
+    /// Locked by an operation, or marked by a live removal: theirs; stop.
+    Leave,
+    /// Mark it for removal under this condition (free, or exactly the expired mark there).
+    Mark(Condition),
+}
+
+/// The pruning step for the listing row `row` as read; `expired` tells an expired mark.
+pub(crate) fn prune(layout: &Layout, row: Option<&Item>, expired: impl Fn(&str) -> bool) -> Prune {
+    let Some(row) = row else {
+        return Prune::Absent;
+    };
+    if row.contains(layout.moving_attr()) {
+        return Prune::Leave;
+    }
+    // A live removal mark belongs to a removal (or a re-parenting) under way: it is theirs
+    // to finish. An expired one is taken over, conditional on exactly it.
+    match row.get_s(layout.deleting_attr()) {
+        Some(old) if !expired(old) => Prune::Leave,
+        Some(old) => Prune::Mark(layout.markable_from(old)),
+        None => Prune::Mark(layout.free_row()),
+    }
+}
+
+/// The transaction that marks `path`'s listing row `own` with `mark` and takes the object
+/// away (`object_action`, last: its failed condition is the caller's).
+pub(crate) fn mark_transaction(
+    layout: &Layout,
+    own: &Key,
+    mark: &str,
+    object_action: TransactAction,
+) -> Vec<TransactAction> {
+    let mut marked = own.clone().into_item();
+    marked.insert(
+        layout.deleting_attr(),
+        crate::item::Value::S(mark.to_owned()),
+    );
+    vec![
+        TransactAction::Put {
+            item: marked,
+            condition: layout.markable(),
+        },
+        object_action,
+    ]
 }
 
 #[cfg(test)]
@@ -534,5 +585,49 @@ mod tests {
         let last = &out[2];
         assert_eq!(last.actions[last.checks.clone()], [check]);
         assert!(out[0].checks.is_empty() && out[1].checks.is_empty());
+    }
+
+    #[test]
+    fn pruning_marks_a_free_row_takes_expired_marks_over_and_leaves_the_rest() {
+        let l = layout();
+        let key = l.listing_key(&path(&["a"]));
+        let with = |attr: &str, v: &str| {
+            let mut r = key.clone().into_item();
+            r.insert(attr, Value::S(v.into()));
+            r
+        };
+        let plain = key.clone().into_item();
+        assert_eq!(prune(&l, None, |_| false), Prune::Absent);
+        assert_eq!(
+            prune(&l, Some(&plain), |_| false),
+            Prune::Mark(l.free_row())
+        );
+        let locked = with(l.moving_attr(), "lock");
+        assert_eq!(prune(&l, Some(&locked), |_| true), Prune::Leave);
+        let marked = with(l.deleting_attr(), "m1");
+        assert_eq!(prune(&l, Some(&marked), |_| false), Prune::Leave);
+        assert_eq!(
+            prune(&l, Some(&marked), |m| m == "m1"),
+            Prune::Mark(l.markable_from("m1"))
+        );
+    }
+
+    #[test]
+    fn the_mark_transaction_marks_the_listing_row_before_the_object_step() {
+        let l = layout();
+        let own = l.listing_key(&path(&["a", "b"]));
+        let object = TransactAction::Delete {
+            key: l.object_key(&path(&["a", "b"])),
+            condition: Condition::Always,
+        };
+        let tx = mark_transaction(&l, &own, "m1", object.clone());
+        assert_eq!(tx.len(), 2);
+        let TransactAction::Put { item, condition } = &tx[0] else {
+            panic!("{tx:?}");
+        };
+        assert_eq!(Key::from_item(item).as_ref(), Some(&own));
+        assert_eq!(item.get_s(l.deleting_attr()), Some("m1"));
+        assert_eq!(*condition, l.markable());
+        assert_eq!(tx[1], object);
     }
 }

@@ -6,11 +6,15 @@ use std::collections::HashMap;
 
 use serde::de::DeserializeOwned;
 
-use crate::error::Result;
+use futures::TryStreamExt;
+use futures::stream::BoxStream;
+
+use crate::error::{Error, ErrorKind, Result};
 use crate::item::Item;
 use crate::path::Path;
 use crate::storage::batch::get_all_projected;
 use crate::storage::{HASH_KEY, RANGE_KEY, Storage};
+use crate::stream::{query_pages, scan_pages};
 
 use super::Entry;
 
@@ -241,4 +245,56 @@ pub(crate) async fn resolve_many_with<S: Storage + 'static>(
         pending = next;
     }
     Ok(out)
+}
+
+/// The link at `path` (absolute): its target, absolute. See [`Tree::read_link`](crate::Tree::read_link).
+pub(crate) async fn link_at<S: Storage + 'static>(cx: &Ctx<S>, path: &Path) -> Result<Path> {
+    let layout = &cx.inner.layout;
+    layout.check_object_path(path)?;
+    let item = cx
+        .io()
+        .get_item(&layout.object_key(path), cx.inner.config.consistent_reads)
+        .await?
+        // A fence (fenced puts) or an expired row is no object, as for `get`.
+        .filter(|i| !layout.is_absent(i, crate::expiry::now_secs()))
+        .ok_or_else(|| Error::new(ErrorKind::NotFound, format!("nothing at {path}")))?;
+    match item.get_s(layout.link_attr()) {
+        Some(t) => cx.link_target(path, t),
+        None => Err(Error::new(
+            ErrorKind::NotALink,
+            format!("the object at {path} is not a link"),
+        )),
+    }
+}
+
+/// The children of `prefix` (absolute, checked listable) with their objects, page by page:
+/// one Query plus the reads of [`entries_for`] per page. See
+/// [`Tree::list_items`](crate::Tree::list_items).
+pub(crate) fn entries_under<S: Storage + 'static, T: DeserializeOwned + Send + 'static>(
+    cx: Ctx<S>,
+    prefix: Path,
+) -> BoxStream<'static, Result<Entry<T>>> {
+    let query = cx.listing_query(&prefix);
+    Box::pin(
+        query_pages(cx.io(), query, None)
+            .and_then(move |page| {
+                let (cx, prefix) = (cx.clone(), prefix.clone());
+                async move { entries_for(&cx, &prefix, page.items).await }
+            })
+            .map_ok(|entries| futures::stream::iter(entries.into_iter().map(Ok)))
+            .try_flatten(),
+    )
+}
+
+/// Every row of the table in the scope of `cx`, raw, page by page (a Scan). See
+/// [`Tree::scan`](crate::Tree::scan).
+pub(crate) fn rows_in_scope<S: Storage + 'static>(cx: Ctx<S>) -> BoxStream<'static, Result<Item>> {
+    Box::pin(
+        scan_pages(cx.io(), None)
+            .map_ok(move |p| {
+                let rows: Vec<Item> = p.items.into_iter().filter(|i| cx.row_in_scope(i)).collect();
+                futures::stream::iter(rows.into_iter().map(Ok))
+            })
+            .try_flatten(),
+    )
 }

@@ -8,6 +8,7 @@ use crate::item::Item;
 use crate::path::Path;
 use crate::retry::Backoff;
 use crate::storage::{Condition, Key, Query, Storage, TransactAction};
+use crate::tree::plan::{self, Prune};
 use crate::tree::{Ctx, denorm, guard};
 
 use super::Tree;
@@ -153,13 +154,7 @@ pub(crate) async fn delete_checked_if<S: Storage + 'static>(
             guard::remove_object(cx, path, Condition::Exists)
         };
         // The object's delete last: its failed condition is reported as the caller's.
-        let tx = vec![
-            TransactAction::Put {
-                item: guard::marked_row(cx, &own, &mark),
-                condition: guard::markable(cx),
-            },
-            object_action,
-        ];
+        let tx = plan::mark_transaction(&cx.inner.layout, &own, &mark, object_action);
         match guard::transact(cx, tx, conditional || fence_rows_only).await {
             Ok(Attempt::Done) => break Some(mark),
             Ok(_) => {}
@@ -289,19 +284,11 @@ pub(crate) async fn remove_if_empty<S: Storage + 'static>(cx: &Ctx<S>, q: &Path)
     cx.inner.known.remove(&key);
     let mut seen: Option<Item> = Some(key.clone().into_item());
     for () in Backoff::new(cx.inner.config.retry).tries() {
-        let Some(row) = seen.as_ref() else {
+        let condition = match plan::prune(&cx.inner.layout, seen.as_ref(), guard::mark_expired) {
             // Already absent (a failed delete got this far): keep pruning upwards.
-            return Ok(true);
-        };
-        if row.contains(cx.inner.layout.moving_attr()) {
-            return Ok(false);
-        }
-        // A live removal mark belongs to a removal (or a re-parenting) under way: it is
-        // theirs to finish. An expired one is taken over, conditional on exactly it.
-        let condition = match row.get_s(cx.inner.layout.deleting_attr()) {
-            Some(old) if !guard::mark_expired(old) => return Ok(false),
-            Some(old) => cx.inner.layout.markable_from(old),
-            None => cx.inner.layout.free_row(),
+            Prune::Absent => return Ok(true),
+            Prune::Leave => return Ok(false),
+            Prune::Mark(condition) => condition,
         };
         let mark = guard::new_mark(cx);
         match cx
