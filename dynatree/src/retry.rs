@@ -372,8 +372,9 @@ impl Backoff {
     }
 }
 
-/// Sleeps `d` (nothing for zero): every sleep of the runtime's retries and waits is here or
-/// in [`RetryPolicy`].
+/// Sleeps `d` (nothing for zero): every sleep of the runtime is this one (retries, waits for
+/// a removal or a lease, a lease's renewal tick, a table's activation, a check's pacing, the
+/// stream consumer's idle polls), so that time is passed in one place.
 pub(crate) async fn sleep_for(d: Duration) {
     if !d.is_zero() {
         tokio::time::sleep(d).await;

@@ -545,7 +545,7 @@ impl<S: Storage + 'static> StreamConsumer<S> {
             }
             tokio::select! {
                 () = &mut until => return Ok(()),
-                () = tokio::time::sleep(self.idle) => {}
+                () = crate::retry::sleep_for(self.idle) => {}
             }
         }
     }

@@ -250,7 +250,7 @@ impl<S: Storage + 'static> Check<S> {
                         })
                     };
                     if let Some(wait) = wait.filter(|w| !w.is_zero()) {
-                        tokio::time::sleep(wait).await;
+                        crate::retry::sleep_for(wait).await;
                     }
                     if last {
                         return Ok::<(), Error>(());
@@ -1164,7 +1164,7 @@ async fn confirm<S: Storage + 'static>(
         transient.retain(|v| !explained(v, &ops));
     }
     if !transient.is_empty() && !grace.is_zero() {
-        tokio::time::sleep(grace).await;
+        crate::retry::sleep_for(grace).await;
         transient = judge(cx, transient, None, &mut units).await?;
         let ops = recorded_operations(cx, &mut units).await?;
         transient.retain(|v| !explained(v, &ops));

@@ -578,7 +578,7 @@ pub(crate) async fn renewing<S: Storage + 'static, T>(
     // Both are polled together: the work goes on while a renewal is in flight.
     let renewals = async {
         loop {
-            tokio::time::sleep(period).await;
+            crate::retry::sleep_for(period).await;
             if let Err(e) = renew_if_due(cx, g).await {
                 return e;
             }

@@ -97,7 +97,7 @@ pub(crate) async fn create<S: Storage + 'static>(cx: &Ctx<S>) -> Result<()> {
                     "table did not become active in time",
                 ));
             }
-            tokio::time::sleep(Duration::from_millis(100 * (1 << retry.min(4)))).await;
+            crate::retry::sleep_for(Duration::from_millis(100 * (1 << retry.min(4)))).await;
             retry += 1;
         }
     }
