@@ -340,47 +340,67 @@ pub(crate) async fn record<S: Storage + 'static>(
         lease: after_ms(cx.inner.config.lease),
         refusal: None,
     };
-    let item = encode_intent(cx, &intent);
-    if cx.enclosing.is_empty() {
-        cx.io().put_item(item, Condition::NotExists).await?;
-    } else {
-        // Inside another operation (a re-parenting's child move): recorded only while that
-        // one is still ours, so that a caller whose enclosing operation was taken over
-        // leaves no intent behind for a later `resume` to run.
-        let mut backoff = Backoff::new(cx.inner.config.retry);
-        loop {
-            let mut tx = vec![TransactAction::Put {
-                item: item.clone(),
-                condition: Condition::NotExists,
-            }];
-            tx.extend(enclosing_checks(cx));
-            match cx.io().transact_write(tx).await {
-                Ok(()) => break,
-                Err(e) if e.kind() == ErrorKind::TransactionCanceled => {
-                    let reasons = e.cancellation_reasons();
-                    if reasons
-                        .iter()
-                        .skip(1)
-                        .any(crate::error::CancellationReason::is_condition_failed)
-                    {
-                        return Err(taken_over().with_source(e));
-                    }
-                    // A conflict with a write of the enclosing intent (its lease renewed):
-                    // nothing was applied; again.
-                    if !backoff.retry().await {
-                        return Err(e);
-                    }
-                }
-                Err(e) => return Err(e),
-            }
-        }
-    }
+    write_inside(cx, encode_intent(cx, &intent), Condition::NotExists).await?;
     // The operation is recorded: a step of the call (see `retry::progressed`).
     crate::retry::progressed();
     Ok(Guard {
         intent: std::sync::Mutex::new(intent),
         token,
     })
+}
+
+/// Writes the intent record `item` under `condition`: one PutItem, or, inside other
+/// operations (a re-parenting's child move), a transaction that also checks that each of them
+/// is still the caller's, so that a caller whose enclosing operation was taken over neither
+/// records nor claims an intent for a later `resume` to find owned by it. The record's
+/// condition failing is [`ErrorKind::ConditionFailed`]; an enclosing operation taken over is
+/// [`ErrorKind::TakenOver`]; a conflict with a write of an enclosing intent (its lease renewed)
+/// is sent again.
+async fn write_inside<S: Storage + 'static>(
+    cx: &Ctx<S>,
+    item: Item,
+    condition: Condition,
+) -> Result<()> {
+    if cx.enclosing.is_empty() {
+        return cx.io().put_item(item, condition).await;
+    }
+    let mut backoff = Backoff::new(cx.inner.config.retry);
+    loop {
+        let mut tx = vec![TransactAction::Put {
+            item: item.clone(),
+            condition: condition.clone(),
+        }];
+        tx.extend(enclosing_checks(cx));
+        match cx.io().transact_write(tx).await {
+            Ok(()) => return Ok(()),
+            Err(e) if e.kind() == ErrorKind::TransactionCanceled => {
+                let reasons = e.cancellation_reasons();
+                if reasons
+                    .iter()
+                    .skip(1)
+                    .any(crate::error::CancellationReason::is_condition_failed)
+                {
+                    return Err(taken_over().with_source(e));
+                }
+                if reasons
+                    .first()
+                    .is_some_and(crate::error::CancellationReason::is_condition_failed)
+                {
+                    return Err(Error::new(
+                        ErrorKind::ConditionFailed,
+                        "the intent record is not as read",
+                    )
+                    .with_source(e));
+                }
+                // A conflict with a write of the enclosing intent (its lease renewed):
+                // nothing was applied; again.
+                if !backoff.retry().await {
+                    return Err(e);
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// The checks that every enclosing operation of `cx` is still owned by the caller that
@@ -508,7 +528,7 @@ pub(crate) async fn claim<S: Storage + 'static>(cx: &Ctx<S>, id: &str) -> Result
         let mut mine = intent.clone();
         mine.owner = Some(token.clone());
         mine.lease = after_ms(cx.inner.config.lease);
-        match cx.io().put_item(encode_intent(cx, &mine), condition).await {
+        match write_inside(cx, encode_intent(cx, &mine), condition).await {
             Ok(()) => {
                 return Ok(Some(Guard {
                     intent: std::sync::Mutex::new(mine),
