@@ -7,6 +7,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::hierarchical::Hierarchical;
 use crate::index::index_attributes;
 use crate::item::{Item, Value};
+use crate::layout::at_version;
 use crate::path::Path;
 use crate::query::{IndexQueryBuilder, Shape, TypedQuery};
 use crate::retry::Backoff;
@@ -469,7 +470,7 @@ impl<T: Hierarchical, S: Storage + 'static> Repository<T, S> {
     pub async fn update(&self, value: &mut T) -> Result<()> {
         crate::retry::call(self.tree.cx.inner.config.retry, async {
             let condition = match (T::VERSION_FIELD, value.version()) {
-                (Some(field), Some(v)) => Condition::equals(field, Value::N(v.to_string())),
+                (Some(field), Some(v)) => at_version(field, v),
                 _ => Condition::Exists,
             };
             let current = value.version();

@@ -5,6 +5,7 @@
 use crate::error::{Error, ErrorKind, Result};
 use crate::fields::Cond;
 use crate::hierarchical::Hierarchical;
+use crate::layout::both;
 use crate::path::Path;
 use crate::retry::Backoff;
 use crate::storage::{Condition, SharedStorage, Storage};
@@ -678,11 +679,7 @@ impl<S: Storage + 'static> Transaction<S> {
             for (op, pin) in stamped.iter_mut().zip(&pins) {
                 if let (Op::Delete { path, condition }, Some(row)) = (op, pin) {
                     let same = denorm::same_versions(&tree.cx, path, row);
-                    *condition = if condition.is_always() {
-                        same
-                    } else {
-                        Condition::And(vec![condition.clone(), same])
-                    };
+                    *condition = both(condition, same);
                 }
             }
             let e = match txn::commit_ops(&tree.cx, stamped, expiring, self.token.clone()).await {

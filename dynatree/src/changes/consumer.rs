@@ -20,7 +20,8 @@ use super::{Change, ChangeKind};
 use crate::error::{Error, ErrorKind, Result};
 use crate::item::convert::from_streams;
 use crate::item::{Item, Value};
-use crate::storage::{Comparison, Condition, Key, Query, RangeCondition, SharedStorage, Storage};
+use crate::layout::no_later_checkpoint;
+use crate::storage::{Key, Query, RangeCondition, SharedStorage, Storage};
 use crate::tree::Tree;
 
 /// The longest consumer name, in UTF-8 bytes (its checkpoint rows' range keys hold it with a
@@ -803,10 +804,7 @@ impl<S: Storage + 'static> StreamConsumer<S> {
         let mut row = key.into_item();
         row.insert(self.sequence_attr(), Value::S(sequence.to_owned()));
         row.insert(ordinal_attr.clone(), Value::S(ordinal.clone()));
-        let condition = Condition::Or(vec![
-            Condition::NotExists,
-            Condition::compare(ordinal_attr, Comparison::Le, Value::S(ordinal)),
-        ]);
+        let condition = no_later_checkpoint(ordinal_attr, ordinal);
         match self.tree.cx.io().put_item(row, condition).await {
             Ok(()) => {}
             // Another consumer with this name got further: keep its checkpoint.

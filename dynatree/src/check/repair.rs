@@ -11,9 +11,10 @@ use super::{Class, Phase, Progress, ProgressFn, Repaired, Report, Violation};
 use crate::error::{Error, ErrorKind, Party, Result};
 use crate::expiry::now_secs;
 use crate::item::Value;
+use crate::layout::{all, exists_and, unchanged};
 use crate::path::Path;
 use crate::retry::Backoff;
-use crate::storage::{Comparison, Condition, Storage, TransactAction, UpdateAction};
+use crate::storage::{Condition, Storage, TransactAction, UpdateAction};
 
 use crate::tree::denorm::version_after;
 use crate::tree::guard::Attempt;
@@ -241,14 +242,14 @@ async fn repair_one<S: Storage + 'static>(
             let release = if key == layout.listing_key(&p) {
                 TransactAction::Put {
                     item: layout.listing_row(&p),
-                    condition: Condition::equals(attr.clone(), lock.clone()),
+                    condition: unchanged(attr.clone(), Some(lock.clone())),
                 }
             } else {
                 // An object's hold: the attribute goes, the object stays.
                 TransactAction::Update {
                     key: key.clone(),
                     actions: vec![UpdateAction::Remove(attr.clone())],
-                    condition: Condition::equals(attr.clone(), lock.clone()),
+                    condition: unchanged(attr.clone(), Some(lock.clone())),
                 }
             };
             let tx = vec![
@@ -283,8 +284,7 @@ async fn repair_one<S: Storage + 'static>(
         }
         (Class::Expired, Some(p)) => {
             let now = now_secs();
-            let still =
-                Condition::Compare(layout.ttl_attr(), Comparison::Lt, Value::N(now.to_string()));
+            let still = layout.expired_at(now);
             match cx.io().delete_item(&layout.object_key(&p), still).await {
                 // Put again meanwhile with a later expiry: no longer expired.
                 Err(e) if e.kind() == ErrorKind::ConditionFailed => return Ok(Outcome::Fixed),
@@ -298,10 +298,7 @@ async fn repair_one<S: Storage + 'static>(
         (Class::Unreachable, Some(p)) => {
             let anchor = TransactAction::ConditionCheck {
                 key: layout.object_key(&p),
-                condition: Condition::And(vec![
-                    Condition::Exists,
-                    Condition::attr_not_exists(layout.fence_attr()),
-                ]),
+                condition: all(layout.real_object()),
             };
             relink(cx, &p, anchor).await
         }
@@ -347,21 +344,8 @@ async fn repair_one<S: Storage + 'static>(
             }
             // Only onto the row as read: its user attributes (what index values follow
             // from) unchanged.
-            let mut unchanged = vec![Condition::Exists];
-            for name in row.names() {
-                if !name.starts_with(layout.reserved())
-                    && name != crate::storage::HASH_KEY
-                    && name != crate::storage::RANGE_KEY
-                    && let Some(v) = row.get(name)
-                {
-                    unchanged.push(Condition::equals(name, v.clone()));
-                }
-            }
-            match cx
-                .io()
-                .update_item(&key, set, Condition::And(unchanged))
-                .await
-            {
+            let unchanged = layout.user_attrs_unchanged(&row);
+            match cx.io().update_item(&key, set, unchanged).await {
                 // Written or deleted meanwhile: a dynatree write sets its own index
                 // attributes; a foreign one is found by the next check.
                 Err(e) if e.kind() == ErrorKind::ConditionFailed => Ok(Outcome::Left(
@@ -401,7 +385,7 @@ async fn remove_malformed<S: Storage + 'static>(cx: &Ctx<S>, v: &Violation) -> R
     let Some(value) = row.get(attr).cloned() else {
         return Ok(Outcome::Fixed);
     };
-    let exactly = Condition::equals(attr, value.clone());
+    let exactly = unchanged(attr.to_owned(), Some(value.clone()));
     let tombstone = key.range == format!("{}sv", layout.reserved());
     let remove = if tombstone {
         TransactAction::Delete {
@@ -521,10 +505,7 @@ async fn refresh_stale<S: Storage + 'static>(
                 layout.source_version_attr(),
                 Value::N(v.to_string()),
             )];
-            let unchanged = Condition::And(vec![
-                Condition::Exists,
-                denorm::same_versions(cx, &source, &row),
-            ]);
+            let unchanged = exists_and(denorm::same_versions(cx, &source, &row));
             match cx.io().update_item(&key, stamp, unchanged).await {
                 // Written meanwhile: that write propagates (or this intent does).
                 Err(e) if e.kind() == ErrorKind::ConditionFailed => {}

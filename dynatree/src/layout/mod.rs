@@ -14,7 +14,11 @@
 
 mod guards;
 
-pub(crate) use guards::{below, unchanged};
+#[cfg(feature = "streams")]
+pub(crate) use guards::no_later_checkpoint;
+pub(crate) use guards::{
+    all, at_version, below, both, exists_and, unchanged, unchanged_since, versions_below,
+};
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::item::{Item, MAX_ITEM_BYTES, Value};

@@ -11,7 +11,7 @@
 //!
 #![doc = include_str!("denorm.md")]
 
-use crate::layout::{below, unchanged};
+use crate::layout::{all, below, both, unchanged, unchanged_since, versions_below};
 use crate::tree::{Ctx, intent, read, write};
 use std::sync::RwLock;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -123,10 +123,7 @@ fn version_below(attr: String, v: u64) -> Condition {
 
 /// `condition` and `fence`.
 fn with_fence(condition: &Condition, fence: Condition) -> Condition {
-    match condition {
-        Condition::Always => fence,
-        c => Condition::And(vec![c.clone(), fence]),
-    }
+    both(condition, fence)
 }
 
 /// A number attribute as a version (0 when absent or not a number).
@@ -302,15 +299,7 @@ pub(crate) fn same_versions<S: Storage + 'static>(
     path: &Path,
     row: &Item,
 ) -> Condition {
-    Condition::And(
-        version_attrs(cx, path)
-            .into_iter()
-            .map(|a| {
-                let seen = row.get(&a).cloned();
-                unchanged(a, seen)
-            })
-            .collect(),
-    )
+    unchanged_since(row, version_attrs(cx, path))
 }
 
 /// As [`before_source_write`](before_source_write), by the path (for the untyped
@@ -420,10 +409,7 @@ pub(crate) fn fenced_source<S: Storage + 'static>(
         return condition.clone();
     };
     let newer = stored_version_below(cx, path, v);
-    match condition {
-        Condition::Always => newer,
-        c => Condition::And(vec![c.clone(), newer]),
-    }
+    both(condition, newer)
 }
 
 /// After a fenced write failed its condition: the stored row's version, if it is the
@@ -473,12 +459,7 @@ pub(crate) fn source_fence<S: Storage + 'static>(
 /// The fence of a source write stamped `v` at `path`: every version the stored row holds
 /// (its own, and when each chained copy of it changed) is older.
 fn stored_version_below<S: Storage + 'static>(cx: &Ctx<S>, path: &Path, v: u64) -> Condition {
-    Condition::And(
-        version_attrs(cx, path)
-            .into_iter()
-            .map(|attr| version_below(attr, v))
-            .collect(),
-    )
+    versions_below(version_attrs(cx, path), v)
 }
 
 /// Whether writes propagate themselves (not the stream).
@@ -699,12 +680,7 @@ pub(crate) async fn fill_checked<S: Storage + 'static>(
             None => {
                 // Missing: filled after its tombstone, which must not move either.
                 let tombstone = layout.tombstone_key(source);
-                let unchanged = match self::tombstone(cx, source).await? {
-                    Some(t) => {
-                        Condition::equals(layout.source_version_attr(), Value::N(t.to_string()))
-                    }
-                    None => Condition::NotExists,
-                };
+                let unchanged = layout.tombstone_as_read(self::tombstone(cx, source).await?);
                 checks.push(TransactAction::ConditionCheck {
                     key: tombstone,
                     condition: unchanged,
@@ -713,17 +689,12 @@ pub(crate) async fn fill_checked<S: Storage + 'static>(
             }
             Some(r) if r.contains(layout.link_attr()) => {
                 // A link there: no source, as if missing; its tombstone must not move.
-                let unchanged = match self::tombstone(cx, source).await? {
-                    Some(t) => {
-                        Condition::equals(layout.source_version_attr(), Value::N(t.to_string()))
-                    }
-                    None => Condition::NotExists,
-                };
+                let unchanged = layout.tombstone_as_read(self::tombstone(cx, source).await?);
                 checks.push(TransactAction::ConditionCheck {
                     key: layout.tombstone_key(source),
                     condition: unchanged,
                 });
-                Condition::attr_exists(layout.link_attr())
+                layout.any_link()
             }
             Some(r) => {
                 // Its own version, and when each copy of it that is copied here last
@@ -736,15 +707,7 @@ pub(crate) async fn fill_checked<S: Storage + 'static>(
                         attrs.push(layout.change_version_attr(d.source_attr()));
                     }
                 }
-                Condition::And(
-                    attrs
-                        .into_iter()
-                        .map(|a| {
-                            let seen = r.get(&a).cloned();
-                            unchanged(a, seen)
-                        })
-                        .collect(),
-                )
+                unchanged_since(r, attrs)
             }
         };
         checks.push(TransactAction::ConditionCheck { key, condition });
@@ -939,11 +902,7 @@ async fn copy_to_target<S: Storage + 'static>(
             }
             actions.push(UpdateAction::Set(cv.clone(), bumped.clone()));
         }
-        match cx
-            .io()
-            .update_item(&key, actions, Condition::And(conditions))
-            .await
-        {
+        match cx.io().update_item(&key, actions, all(conditions)).await {
             Ok(_) => return Ok(Copied::Applied(chained.then_some(bumped))),
             Err(e) if e.kind() == ErrorKind::ConditionFailed => {
                 if !chained {
@@ -1203,17 +1162,10 @@ async fn clear_target<S: Storage + 'static>(
                 .to_string(),
             );
             conditions.push(unchanged(cv.clone(), seen_cv));
-            conditions.push(Condition::Or(vec![
-                Condition::attr_not_exists(sv.clone()),
-                Condition::Compare(sv.clone(), Comparison::Lt, bumped.clone()),
-            ]));
+            conditions.push(below(sv.clone(), Comparison::Lt, bumped.clone()));
             actions.push(UpdateAction::Set(cv.clone(), bumped));
         }
-        match cx
-            .io()
-            .update_item(&key, actions, Condition::And(conditions))
-            .await
-        {
+        match cx.io().update_item(&key, actions, all(conditions)).await {
             Ok(after) => return Ok(Some(after)),
             Err(e) if e.kind() == ErrorKind::ConditionFailed => {
                 // A copy landed meanwhile (a write of the source that raced its removal):

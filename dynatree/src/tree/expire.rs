@@ -4,9 +4,8 @@
 
 use crate::error::{ErrorKind, Result};
 use crate::expiry::now_secs;
-use crate::item::Value;
 use crate::path::{IntoPath, Path};
-use crate::storage::{Comparison, Condition, RANGE_KEY, Storage};
+use crate::storage::{RANGE_KEY, Storage};
 use crate::tree::{Ctx, read, removal};
 
 use super::Tree;
@@ -92,7 +91,6 @@ async fn sweep_under<S: Storage + 'static>(cx: &Ctx<S>, root: Path) -> Result<us
     }
     // Deepest first, so that a directory emptied by the sweep is swept too.
     let now = now_secs();
-    let ttl = cx.inner.layout.ttl_attr();
     let mut removed = 0;
     for level in levels.iter().rev() {
         let objects = read::objects_of(cx, level, true).await?;
@@ -104,8 +102,7 @@ async fn sweep_under<S: Storage + 'static>(cx: &Ctx<S>, root: Path) -> Result<us
                 }
                 // Still expired at the moment of the delete: a value put again meanwhile
                 // stays.
-                let still =
-                    Condition::Compare(ttl.clone(), Comparison::Lt, Value::N(now.to_string()));
+                let still = cx.inner.layout.expired_at(now);
                 match cx
                     .io()
                     .delete_item(&cx.inner.layout.object_key(path), still)

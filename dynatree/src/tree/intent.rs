@@ -517,14 +517,10 @@ pub(crate) async fn claim<S: Storage + 'static>(cx: &Ctx<S>, id: &str) -> Result
         // Exactly the record read: a slow owner that is still alive moves its phase on or
         // renews its lease without changing its token, and taking over from a stale read
         // would write an older phase back over its progress (and roll it back).
-        let mut unchanged: Vec<Condition> = item
-            .iter()
-            .map(|(name, value)| Condition::equals(name, value.clone()))
-            .collect();
-        if intent.owner.is_none() {
-            unchanged.push(Condition::attr_not_exists(owner_attr(cx)));
-        }
-        let condition = Condition::And(unchanged);
+        let condition = cx
+            .inner
+            .layout
+            .intent_as_read(&item, intent.owner.is_none());
         let mut mine = intent.clone();
         mine.owner = Some(token.clone());
         mine.lease = after_ms(cx.inner.config.lease);
@@ -673,7 +669,7 @@ pub(crate) fn owner_attr<S: Storage + 'static>(cx: &Ctx<S>) -> String {
 }
 
 pub(crate) fn owned_by<S: Storage + 'static>(cx: &Ctx<S>, token: &str) -> Condition {
-    Condition::equals(owner_attr(cx), Value::S(token.to_owned()))
+    cx.inner.layout.intent_owned_by(token)
 }
 
 pub(crate) fn encode_intent<S: Storage + 'static>(cx: &Ctx<S>, intent: &Intent) -> Item {

@@ -5,7 +5,7 @@ use futures::TryStreamExt;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::item::{Item, Value};
-use crate::layout::{HASH_KEY, RANGE_KEY};
+use crate::layout::{HASH_KEY, RANGE_KEY, exists_and};
 use crate::path::{IntoPath, Path};
 use crate::retry::Backoff;
 use crate::storage::batch::{TRANSACT_MAX, get_all};
@@ -1466,7 +1466,7 @@ async fn release_objects<S: Storage + 'static>(
                 let row = rows
                     .get(&cx.inner.layout.object_key(p).hash)
                     .filter(|r| r.get(&held) == Some(&id))?;
-                let ours = Condition::equals(held.clone(), id.clone());
+                let ours = cx.inner.layout.held_by(&id);
                 // A fence the operation wrote where no object was (fenced puts) goes: the
                 // listing row is still there, so a PutItem landing now is reachable.
                 Some(if cx.inner.layout.is_fence(row) {
@@ -1549,10 +1549,7 @@ async fn rewrite_links<S: Storage + 'static>(
             let Ok(row) = dest_of(&intent, target).and_then(|t| cx.link_row_for(link, &t)) else {
                 continue;
             };
-            let unchanged = Condition::equals(
-                cx.inner.layout.link_attr(),
-                Value::S(cx.inner.layout.encode_target(target)),
-            );
+            let unchanged = cx.inner.layout.links_to(target);
             // The link's object exists (the put is conditional on its old target), so a
             // removal mark on its listing row cannot end in the row's deletion: only a
             // lock matters. A re-parenting's lock is no obstacle either: it never copies
@@ -1564,7 +1561,7 @@ async fn rewrite_links<S: Storage + 'static>(
                 let actions = vec![
                     TransactAction::ConditionCheck {
                         key: cx.inner.layout.listing_key(link),
-                        condition: Condition::And(vec![Condition::Exists, check]),
+                        condition: exists_and(check),
                     },
                     TransactAction::Put {
                         item: row.clone(),

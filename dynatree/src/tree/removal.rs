@@ -5,6 +5,7 @@
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::item::Item;
+use crate::layout::all;
 use crate::path::Path;
 use crate::retry::Backoff;
 use crate::storage::{Condition, Key, Query, Storage, TransactAction};
@@ -413,11 +414,7 @@ async fn fence_unlisted<S: Storage + 'static>(
         },
         TransactAction::Put {
             item: layout.fence_row(path, guard::fence_expiry(), None),
-            condition: Condition::And(vec![
-                Condition::Exists,
-                Condition::attr_not_exists(layout.fence_attr()),
-                object.clone(),
-            ]),
+            condition: all(layout.real_object().into_iter().chain([object.clone()])),
         },
     ];
     let e = match cx.io().transact_write(tx).await {

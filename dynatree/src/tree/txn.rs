@@ -327,7 +327,7 @@ fn plan_transaction<S: Storage + 'static>(
             },
             Guard::Unlocked => TransactAction::ConditionCheck {
                 key,
-                condition: Condition::attr_not_exists(layout.moving_attr()),
+                condition: layout.unlocked_or(None),
             },
         })
         .collect();

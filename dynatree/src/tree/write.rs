@@ -2,6 +2,7 @@
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::item::Item;
+use crate::layout;
 use crate::path::Path;
 use crate::retry::Backoff;
 use crate::storage::{Condition, Storage, TransactAction};
@@ -46,7 +47,7 @@ pub(crate) async fn write_object_checked<S: Storage + 'static>(
         if !condition.is_always() {
             all.push(condition.clone());
         }
-        match cx.io().put_item(row.clone(), Condition::And(all)).await {
+        match cx.io().put_item(row.clone(), layout::all(all)).await {
             Ok(()) => return Ok(true),
             Err(e) if e.kind() == ErrorKind::ConditionFailed => {
                 cx.inner.known.remove(&object_key);
@@ -151,7 +152,7 @@ async fn put_fenced<S: Storage + 'static>(
     match cx
         .inner
         .storage
-        .put_item(row.clone(), Condition::And(all))
+        .put_item(row.clone(), layout::all(all))
         .await
     {
         // Nothing was applied; resending could outlive the trust.
