@@ -345,6 +345,19 @@ impl Backoff {
         self.next_retry().is_some()
     }
 
+    /// The policy's number of retries, apart from any call's budget: for a loop whose every
+    /// retry follows another writer's progress on the same row (a denormalized copy whose
+    /// version moved meanwhile), whose giving up leaves that writer's work in place rather than
+    /// failing the call. Its requests still draw from the call's budget when resent.
+    pub(crate) fn alone(policy: RetryPolicy) -> Self {
+        Self {
+            policy,
+            call: None,
+            retries: 0,
+            waits: 0,
+        }
+    }
+
     /// The tries of a loop that reads the row again instead of sleeping between them: the
     /// first is free, each later one counts as a lost race ([`spend`](Self::spend)).
     pub(crate) fn tries(mut self) -> impl Iterator<Item = ()> {

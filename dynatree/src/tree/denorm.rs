@@ -888,7 +888,7 @@ async fn copy_to_target<S: Storage + 'static>(
     let sv = layout.source_version_attr();
     let cv = layout.change_version_attr(d.target());
     let mut stored = number(filled.get(&sv)).max(number(filled.get(&cv)));
-    for () in Backoff::new(cx.inner.config.retry).tries() {
+    for () in Backoff::alone(cx.inner.config.retry).tries() {
         let mut conditions = layout.plain_object();
         conditions.push(below(version_attr.clone(), Comparison::Lt, version.clone()));
         let mut actions = vec![
@@ -1118,7 +1118,7 @@ async fn clear_target<S: Storage + 'static>(
     let cv = layout.change_version_attr(d.target());
     let key = layout.object_key(path);
     let mut current = item.clone();
-    for () in Backoff::new(cx.inner.config.retry).tries() {
+    for () in Backoff::alone(cx.inner.config.retry).tries() {
         let seen = current.get(&version_attr).cloned();
         let seen_version = number(seen.as_ref());
         let cleared = matches!(current.get(d.target()), None | Some(Value::Null));
