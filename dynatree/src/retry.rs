@@ -34,7 +34,10 @@ use crate::error::{Error, ErrorKind, Result};
 /// budget again: an operation's intent recorded or its phase advanced, an object locked,
 /// copied, deleted or refreshed, a transaction of a bulk write or an import settled, a page of
 /// a check, a change applied. A call that makes no progress sends at most its requests plus
-/// `max_attempts - 1`; a long one is not failed by throttling spread over its length. Streams
+/// `max_attempts - 1`; a long one is not failed by throttling spread over its length. Two
+/// loops keep the policy's number of tries of their own, because each of their retries follows
+/// another writer's progress: a denormalized copy read again after its version moved, and a
+/// move's further rounds of link rewriting after links were created meanwhile. Streams
 /// (`list`, `scan`, `descendants`, `export`) and the public [`storage::get_all`] and
 /// [`storage::write_all`] are not calls: they retry each request, each batch chunk, on the
 /// policy's budget.

@@ -1540,7 +1540,9 @@ async fn rewrite_links<S: Storage + 'static>(
 ) -> Result<()> {
     let intent = g.snapshot();
     let mut pending: Vec<(Path, Path)> = links.to_vec();
-    let mut rounds = Backoff::new(cx.inner.config.retry);
+    // Each round follows links created meanwhile by other calls (their progress): bounded by
+    // the policy alone, not cut short by this call's other retries.
+    let mut rounds = Backoff::alone(cx.inner.config.retry);
     let mut blockers = std::collections::BTreeSet::new();
     loop {
         let mut held_elsewhere = false;
