@@ -270,13 +270,18 @@ impl CallBudget {
 ///
 /// The call's future is boxed: a public operation that runs others as its steps (a
 /// re-parenting's moves) would otherwise nest their futures inline, deeper than the compiler's
-/// type-layout limit lets a caller's crate build.
-pub(crate) async fn call<F: Future>(policy: RetryPolicy, op: F) -> F::Output {
+/// type-layout limit lets a caller's crate build, and larger on the stack.
+pub(crate) fn call<F: Future>(policy: RetryPolicy, op: F) -> impl Future<Output = F::Output> {
+    // Boxed at once, and this is no `async fn`: the future returned holds a pointer, not
+    // `op` itself, so that a call nested in a call (a re-parenting's moves) costs its
+    // caller's future and stack one pointer, not another copy of everything below it.
     let op = Box::pin(op);
-    if CallBudget::current().is_some() {
-        op.await
-    } else {
-        CALL.scope(Arc::new(CallBudget::new(policy)), op).await
+    async move {
+        if CallBudget::current().is_some() {
+            op.await
+        } else {
+            CALL.scope(Arc::new(CallBudget::new(policy)), op).await
+        }
     }
 }
 

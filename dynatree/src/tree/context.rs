@@ -51,8 +51,11 @@ impl<S> Clone for Ctx<S> {
 
 impl<S> Tree<S> {
     /// [`Ctx::call`]: what each public operation runs its body in.
-    pub(crate) async fn call<F: std::future::Future>(&self, op: F) -> F::Output {
-        self.cx.call(op).await
+    pub(crate) fn call<F: std::future::Future>(
+        &self,
+        op: F,
+    ) -> impl std::future::Future<Output = F::Output> + use<F, S> {
+        self.cx.call(op)
     }
 }
 
@@ -306,8 +309,11 @@ impl<S> Ctx<S> {
 
     /// Runs `op` as one user call: every retry loop inside draws from one budget (see
     /// `retry::call`). What each public operation runs its body in.
-    pub(crate) async fn call<F: std::future::Future>(&self, op: F) -> F::Output {
-        crate::retry::call(self.inner.config.retry, op).await
+    pub(crate) fn call<F: std::future::Future>(
+        &self,
+        op: F,
+    ) -> impl std::future::Future<Output = F::Output> + use<F, S> {
+        crate::retry::call(self.inner.config.retry, op)
     }
 
     /// Tells the observer, if any, how far `op` has come in `phase`: a step of progress,

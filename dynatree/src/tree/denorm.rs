@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use futures::TryStreamExt;
 
 use crate::denorm::{Denormalized, TypeInfo};
-use crate::error::{ErrorKind, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::item::{Item, Value};
 use crate::path::Path;
 use crate::retry::Backoff;
@@ -323,9 +323,16 @@ pub(crate) async fn write_fenced<S: Storage + 'static>(
     row: &mut Item,
     condition: &Condition,
 ) -> Result<()> {
-    write_fenced_checked(cx, path, row, condition, &[])
-        .await
-        .map(drop)
+    // With no checks, `false` means the source kept being written behind its tombstone
+    // until the retries ran out: nothing was written, which the caller must hear.
+    if write_fenced_checked(cx, path, row, condition, &[]).await? {
+        Ok(())
+    } else {
+        Err(Error::new(
+            ErrorKind::Conflict,
+            format!("{path} kept changing while it was written"),
+        ))
+    }
 }
 
 /// [`write_fenced`](write_fenced) with `checks` on the sources the row's copies were

@@ -615,7 +615,10 @@ pub(crate) async fn set_phase<S: Storage + 'static>(
     let mut intent = g.snapshot();
     intent.phase = phase;
     intent.lease = after_ms(cx.inner.config.lease);
-    write_intent(cx, g, intent).await
+    write_intent(cx, g, intent).await?;
+    // A phase recorded: a step of the call (a lease renewed is none).
+    crate::retry::progressed();
+    Ok(())
 }
 
 /// Renews the lease when half of it has run out.
@@ -641,8 +644,6 @@ pub(crate) async fn write_intent<S: Storage + 'static>(
     {
         Ok(()) => {
             g.set(intent);
-            // A phase recorded or the lease renewed: a step of the call.
-            crate::retry::progressed();
             Ok(())
         }
         Err(e) if e.kind() == ErrorKind::ConditionFailed => Err(taken_over().with_source(e)),
