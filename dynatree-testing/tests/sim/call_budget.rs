@@ -3,13 +3,15 @@
 //! throttled requests (as any throttling does) right before a loop that retries a lost race,
 //! and checks that the call reports success only for what it did.
 //!
-//! These run on the fake table directly (one process, no interleaving to explore): the race
-//! that the loop retries is set up by hand before the call.
+//! The put runs on the fake table directly (one process: the race its loop retries is set up
+//! by hand before the call); the move is a simulator scenario against a second move, on a
+//! table that throttles every other read.
 
 use std::time::Duration;
 
 use dynatree::storage::{Condition, RANGE_KEY, Storage, Value};
 use dynatree::{Hierarchical, RetryPolicy, Tree};
+use dynatree_testing::sim::Sim;
 use dynatree_testing::{FakeTable, Fault, FaultRule, Op};
 use serde::{Deserialize, Serialize};
 
@@ -122,4 +124,55 @@ async fn a_put_of_a_source_behind_a_tombstone_ahead_is_stamped_again_and_written
     tree.put(["F", "f"], &forum("new")).await.expect("put");
     let stored: Option<Forum> = tree.get(["F", "f"]).await.expect("get");
     assert_eq!(stored, Some(forum("new")));
+}
+
+/// `move s->d Rewrite` against `move x->y` with the link `x/l -> s/1`, on a table that
+/// throttles every other GetItem (each read costs one retry), policy of 5 tries (a call's
+/// budget: 4 retries). In every serial order the link ends at `y/l -> d/1`: the Rewrite finds
+/// the link held by the other move, waits for it (`drive`), and must look again to find it at
+/// `y/l`. Its reads in that round (the holder's lock, whether it is a re-parenting, the other
+/// intent while it waits) spend the call's whole budget, no step of progress comes between them
+/// and `rounds.next_retry()` in `rewrite_links` (tree/moves.rs:1608), which then finds no retry
+/// left and `break`s: the Rewrite returns `Ok(())` without looking again, and `y/l` keeps
+/// pointing at `s/1`, where nothing is. (Before one budget per call, `rounds` had its own
+/// retries; a throttled read spent only its own request's.)
+#[test]
+fn a_rewrite_move_that_returns_ok_leaves_no_link_into_its_source_when_reads_are_throttled() {
+    use crate::acts::{Act, p};
+    const READ_ATTEMPTS: u32 = 5;
+    let base = Sim::new(
+        "move s->d Rewrite vs move x->y (link x/l->s/1), every other GetItem throttled",
+        || {
+            let table = FakeTable::new();
+            table.inject_rule(
+                FaultRule::new(Fault::Throttle)
+                    .operation(Op::GetItem)
+                    .every(2),
+            );
+            table
+        },
+    )
+    .schedules(200)
+    .tree(|s| {
+        Tree::builder(s)
+            .retry_policy(RetryPolicy::new(READ_ATTEMPTS, Duration::ZERO, Duration::ZERO))
+            .build()
+            .expect("tree")
+    })
+    .setup(|t| async move {
+        t.put(p(&["s", "1"]), &crate::acts::V { v: 1 }).await?;
+        t.put(p(&["x", "o"]), &crate::acts::V { v: 2 }).await?;
+        t.put_link(p(&["x", "l"]), p(&["s", "1"])).await?;
+        Ok(())
+    });
+    crate::acts::with_acts(
+        base,
+        &[
+            Act::Move(p(&["s"]), p(&["d"]), dynatree::ops::LinkPolicy::Rewrite),
+            Act::Move(p(&["x"]), p(&["y"]), dynatree::ops::LinkPolicy::Report),
+        ],
+        true,
+        Act::run,
+    )
+    .run();
 }
