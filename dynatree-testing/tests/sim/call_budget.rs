@@ -76,15 +76,15 @@ async fn tombstone_ahead(fake: &FakeTable) {
         << 16;
     let mut moved = stone.clone();
     moved.insert(sv.clone(), Value::N(ahead.to_string()));
-    fake.put_item(moved, Condition::Always).await.expect("tombstone");
+    fake.put_item(moved, Condition::Always)
+        .await
+        .expect("tombstone");
 }
 
-/// `Tree::put` of a denormalized source (`tree/write.rs::put_object` ->
-/// `denorm::write_fenced`): the write fails its tombstone check once (the tombstone is ahead of
-/// this process's clock) and is stamped again after it. With the call's budget spent by two
-/// throttled transactions just before, `write_fenced_checked` (tree/denorm.rs:358-365) gives
-/// up with `Ok(false)`, and `write_fenced` (tree/denorm.rs:326-328) turns it into `Ok(())`:
-/// the put reports success and nothing is written.
+/// `Tree::put` of a denormalized source: the write fails its tombstone check once (the
+/// tombstone is ahead of this process's clock) and is stamped again after it. With the call's
+/// budget spent by two throttled transactions just before, the put may fail (a typed error,
+/// nothing written) but never report success for a source it did not store.
 #[tokio::test]
 async fn a_put_of_a_source_that_reports_success_has_written_it_when_its_budget_runs_out() {
     let fake = FakeTable::new();
@@ -129,13 +129,11 @@ async fn a_put_of_a_source_behind_a_tombstone_ahead_is_stamped_again_and_written
 /// `move s->d Rewrite` against `move x->y` with the link `x/l -> s/1`, on a table that
 /// throttles every other GetItem (each read costs one retry), policy of 5 tries (a call's
 /// budget: 4 retries). In every serial order the link ends at `y/l -> d/1`: the Rewrite finds
-/// the link held by the other move, waits for it (`drive`), and must look again to find it at
-/// `y/l`. Its reads in that round (the holder's lock, whether it is a re-parenting, the other
-/// intent while it waits) spend the call's whole budget, no step of progress comes between them
-/// and `rounds.next_retry()` in `rewrite_links` (tree/moves.rs:1608), which then finds no retry
-/// left and `break`s: the Rewrite returns `Ok(())` without looking again, and `y/l` keeps
-/// pointing at `s/1`, where nothing is. (Before one budget per call, `rounds` had its own
-/// retries; a throttled read spent only its own request's.)
+/// the link held by the other move, waits for it, and must look again to find it at `y/l`.
+/// Its reads in that round (the holder's lock, whether it is a re-parenting, the other intent
+/// while it waits) spend the call's budget with no step of progress between them; the rounds
+/// of looking again are bounded by the policy alone, so the Rewrite still looks again and a
+/// move that returns `Ok` leaves no link pointing into its source.
 #[test]
 fn a_rewrite_move_that_returns_ok_leaves_no_link_into_its_source_when_reads_are_throttled() {
     use crate::acts::{Act, p};
@@ -155,7 +153,11 @@ fn a_rewrite_move_that_returns_ok_leaves_no_link_into_its_source_when_reads_are_
     .schedules(200)
     .tree(|s| {
         Tree::builder(s)
-            .retry_policy(RetryPolicy::new(READ_ATTEMPTS, Duration::ZERO, Duration::ZERO))
+            .retry_policy(RetryPolicy::new(
+                READ_ATTEMPTS,
+                Duration::ZERO,
+                Duration::ZERO,
+            ))
             .build()
             .expect("tree")
     })
