@@ -53,6 +53,17 @@ async fn setup() -> (FakeTable, Tree) {
     (fake, tree)
 }
 
+/// A fresh handle on `fake` with `attempts` tries per request: nothing cached from the
+/// preparation.
+async fn fresh(fake: &FakeTable, attempts: u32) -> Tree {
+    let tree = Tree::builder(fake.clone())
+        .retry_policy(RetryPolicy::new(attempts, Duration::ZERO, Duration::ZERO))
+        .build()
+        .unwrap();
+    tree.verify().await.unwrap();
+    tree
+}
+
 /// For each request kind, throttled always: the requests the call sends, with the kind, and
 /// the call's error kind.
 async fn worst<F, Fut>(prepare: impl AsyncFn(&Tree), call: F) -> Vec<(Op, u64, Option<ErrorKind>)>
@@ -64,12 +75,7 @@ where
     for kind in KINDS {
         let (fake, tree) = setup().await;
         prepare(&tree).await;
-        // A fresh handle: nothing cached from the preparation.
-        let fresh = Tree::builder(fake.clone())
-            .retry_policy(RetryPolicy::new(ATTEMPTS, Duration::ZERO, Duration::ZERO))
-            .build()
-            .unwrap();
-        fresh.verify().await.unwrap();
+        let fresh = fresh(&fake, ATTEMPTS).await;
         fake.reset_metrics();
         fake.inject_rule(FaultRule::new(Fault::Throttle).operation(kind).always());
         let result = call(fresh).await;
@@ -167,11 +173,7 @@ where
 {
     let (fake, tree) = setup().await;
     prepare(&tree).await;
-    let fresh = Tree::builder(fake.clone())
-        .retry_policy(RetryPolicy::new(attempts, Duration::ZERO, Duration::ZERO))
-        .build()
-        .unwrap();
-    fresh.verify().await.unwrap();
+    let fresh = fresh(&fake, attempts).await;
     fake.reset_metrics();
     fake.inject_rule(FaultRule::new(Fault::Throttle).every(2));
     let result = call(fresh).await;

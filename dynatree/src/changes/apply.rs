@@ -66,7 +66,7 @@ impl<S: Storage + 'static> Tree<S> {
     ///
     /// Cancelling leaves some changes applied and the rest not: deliver the batch again.
     pub async fn apply_changes(&self, changes: &[Change]) -> Applied {
-        self.call(apply_all(&self.cx, changes)).await
+        self.cx.call(apply_all(&self.cx, changes)).await
     }
 }
 

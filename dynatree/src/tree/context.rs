@@ -49,16 +49,6 @@ impl<S> Clone for Ctx<S> {
     }
 }
 
-impl<S> Tree<S> {
-    /// [`Ctx::call`]: what each public operation runs its body in.
-    pub(crate) fn call<F: std::future::Future>(
-        &self,
-        op: F,
-    ) -> impl std::future::Future<Output = F::Output> + use<F, S> {
-        self.cx.call(op)
-    }
-}
-
 impl<S> Ctx<S> {
     /// The tree over this context taking and returning absolute paths, for a protocol that
     /// runs a public operation as a step of its own (a re-parenting's moves).

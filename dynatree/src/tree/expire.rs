@@ -57,12 +57,13 @@ impl<S: Storage + 'static> Tree<S> {
     /// Cancel safe in effect: a dropped sweep leaves each name either swept or not (a mark it
     /// set is released after the removal lease); sweeping again finishes it.
     pub async fn sweep_expired(&self, path: impl IntoPath) -> Result<usize> {
-        self.call(async {
-            let root = self.enter(path)?;
-            let span = tracing::debug_span!("dynatree.sweep_expired", path = %root);
-            tracing::Instrument::instrument(sweep_under(&self.cx, root), span).await
-        })
-        .await
+        self.cx
+            .call(async {
+                let root = self.enter(path)?;
+                let span = tracing::debug_span!("dynatree.sweep_expired", path = %root);
+                tracing::Instrument::instrument(sweep_under(&self.cx, root), span).await
+            })
+            .await
     }
 }
 

@@ -169,19 +169,20 @@ impl<S: Storage + 'static> Tree<S> {
     /// Through a [scope](Tree::scope): the operations whose source and destination are inside
     /// it, with relative paths (the records of every scope share one partition).
     pub async fn pending(&self) -> Result<Vec<Intent>> {
-        self.call(async {
-            let q = Query::new(self.cx.inner.layout.intents_hash()).consistent(true);
-            let rows: Vec<crate::storage::Page> =
-                query_pages(self.cx.io(), q, None).try_collect().await?;
-            let all = rows
-                .into_iter()
-                .flat_map(|p| p.items)
-                .map(|item| decode_intent(&self.cx, &item))
-                .collect::<Result<Vec<_>>>()?;
-            // Through a scope: its own operations, with relative paths.
-            self.scoped_intents(all)
-        })
-        .await
+        self.cx
+            .call(async {
+                let q = Query::new(self.cx.inner.layout.intents_hash()).consistent(true);
+                let rows: Vec<crate::storage::Page> =
+                    query_pages(self.cx.io(), q, None).try_collect().await?;
+                let all = rows
+                    .into_iter()
+                    .flat_map(|p| p.items)
+                    .map(|item| decode_intent(&self.cx, &item))
+                    .collect::<Result<Vec<_>>>()?;
+                // Through a scope: its own operations, with relative paths.
+                self.scoped_intents(all)
+            })
+            .await
     }
 
     /// Finishes every recorded operation (after a crash, from any process): moves, copies,
@@ -226,15 +227,17 @@ impl<S: Storage + 'static> Tree<S> {
     ///
     /// As [`move_subtree`](Tree::move_subtree).
     pub async fn resume(&self) -> Result<Vec<MoveReport>> {
-        self.call(async {
-            let (reports, first_error) = drive_all(&self.base().cx, self.pending().await?).await;
-            let out = reports
-                .into_iter()
-                .map(|r| self.leave_report(r))
-                .collect::<Result<Vec<_>>>()?;
-            first_error.map_or(Ok(out), Err)
-        })
-        .await
+        self.cx
+            .call(async {
+                let (reports, first_error) =
+                    drive_all(&self.base().cx, self.pending().await?).await;
+                let out = reports
+                    .into_iter()
+                    .map(|r| self.leave_report(r))
+                    .collect::<Result<Vec<_>>>()?;
+                first_error.map_or(Ok(out), Err)
+            })
+            .await
     }
 }
 

@@ -362,7 +362,7 @@ impl<S: Storage + 'static> Tree<S> {
     ///
     /// Cancel safe: calling it again finishes the job.
     pub async fn create_table(&self) -> Result<()> {
-        self.call(async { table::create(&self.cx).await }).await
+        self.cx.call(async { table::create(&self.cx).await }).await
     }
 
     /// Checks that this tree can use its table, as it does once before its first request:
@@ -408,7 +408,7 @@ impl<S: Storage + 'static> Tree<S> {
     ///
     /// Cancel safe: it only reads.
     pub async fn verify(&self) -> Result<()> {
-        self.call(async { table::verify(&self.cx).await }).await
+        self.cx.call(async { table::verify(&self.cx).await }).await
     }
 
     /// Stores `value` (any type that serializes to a map) at `path`, creating the listing rows
@@ -442,18 +442,19 @@ impl<S: Storage + 'static> Tree<S> {
     /// A dropped future may or may not have written the object; every state it leaves keeps
     /// every object reachable, and calling `put` again completes it.
     pub async fn put<T: Serialize + ?Sized>(&self, path: impl IntoPath, value: &T) -> Result<()> {
-        self.call(async {
-            let path = self.enter(path)?;
-            let span = tracing::debug_span!("dynatree.put", path = %path);
-            async {
-                self.cx.refuse_root(&path, "put")?;
-                let row = self.cx.object_row_for(&path, value)?;
-                write::put_object(&self.cx, &path, row).await
-            }
-            .instrument(span)
+        self.cx
+            .call(async {
+                let path = self.enter(path)?;
+                let span = tracing::debug_span!("dynatree.put", path = %path);
+                async {
+                    self.cx.refuse_root(&path, "put")?;
+                    let row = self.cx.object_row_for(&path, value)?;
+                    write::put_object(&self.cx, &path, row).await
+                }
+                .instrument(span)
+                .await
+            })
             .await
-        })
-        .await
     }
 
     /// Stores a symbolic link at `path` pointing at `target` (which need not exist).
@@ -479,21 +480,23 @@ impl<S: Storage + 'static> Tree<S> {
     ///
     /// As [`put`](Tree::put).
     pub async fn put_link(&self, path: impl IntoPath, target: impl IntoPath) -> Result<()> {
-        self.call(async {
-            let path = self.enter(path)?;
-            let target = self.enter(target)?;
-            let span = tracing::debug_span!("dynatree.put_link", path = %path, target = %target);
-            async {
-                self.cx.refuse_root(&path, "put_link")?;
-                self.cx.inner.layout.check_object_path(&path)?;
-                self.cx.inner.layout.check_object_path(&target)?;
-                let row = self.cx.link_row_for(&path, &target)?;
-                write::put_link(&self.cx, &path, row).await
-            }
-            .instrument(span)
+        self.cx
+            .call(async {
+                let path = self.enter(path)?;
+                let target = self.enter(target)?;
+                let span =
+                    tracing::debug_span!("dynatree.put_link", path = %path, target = %target);
+                async {
+                    self.cx.refuse_root(&path, "put_link")?;
+                    self.cx.inner.layout.check_object_path(&path)?;
+                    self.cx.inner.layout.check_object_path(&target)?;
+                    let row = self.cx.link_row_for(&path, &target)?;
+                    write::put_link(&self.cx, &path, row).await
+                }
+                .instrument(span)
+                .await
+            })
             .await
-        })
-        .await
     }
 
     /// Reads the object at `path`, following links (at most
@@ -523,20 +526,21 @@ impl<S: Storage + 'static> Tree<S> {
     ///
     /// Cancel safe.
     pub async fn get<T: DeserializeOwned>(&self, path: impl IntoPath) -> Result<Option<T>> {
-        self.call(async {
-            let path = self.enter(path)?;
-            let span = tracing::debug_span!("dynatree.get", path = %path);
-            async {
-                self.cx.inner.layout.check_object_path(&path)?;
-                match read::resolve(&self.cx, &path).await? {
-                    Some(item) => self.cx.to_value(item).map(Some),
-                    None => Ok(None),
+        self.cx
+            .call(async {
+                let path = self.enter(path)?;
+                let span = tracing::debug_span!("dynatree.get", path = %path);
+                async {
+                    self.cx.inner.layout.check_object_path(&path)?;
+                    match read::resolve(&self.cx, &path).await? {
+                        Some(item) => self.cx.to_value(item).map(Some),
+                        None => Ok(None),
+                    }
                 }
-            }
-            .instrument(span)
+                .instrument(span)
+                .await
+            })
             .await
-        })
-        .await
     }
 
     /// The target of the link at `path`, without following it.
@@ -564,12 +568,13 @@ impl<S: Storage + 'static> Tree<S> {
     ///
     /// Cancel safe.
     pub async fn read_link(&self, path: impl IntoPath) -> Result<Path> {
-        self.call(async {
-            let path = self.enter(path)?;
-            let span = tracing::debug_span!("dynatree.read_link", path = %path);
-            self.leave(read::link_at(&self.cx, &path).instrument(span).await?)
-        })
-        .await
+        self.cx
+            .call(async {
+                let path = self.enter(path)?;
+                let span = tracing::debug_span!("dynatree.read_link", path = %path);
+                self.leave(read::link_at(&self.cx, &path).instrument(span).await?)
+            })
+            .await
     }
 
     /// The names of the children of `prefix` (the root: an empty path), in DynamoDB's order

@@ -101,7 +101,8 @@ impl<S: Storage + 'static> Tree<S> {
     /// A dropped future leaves the operation recorded: the same call again, or `resume`,
     /// finishes it.
     pub async fn move_subtree(&self, from: impl IntoPath, to: impl IntoPath) -> Result<MoveReport> {
-        self.call(async { self.move_subtree_with(from, to, LinkPolicy::Report).await })
+        self.cx
+            .call(async { self.move_subtree_with(from, to, LinkPolicy::Report).await })
             .await
     }
 
@@ -139,12 +140,13 @@ impl<S: Storage + 'static> Tree<S> {
         to: impl IntoPath,
         links: LinkPolicy,
     ) -> Result<MoveReport> {
-        self.call(async {
-            let (from, to) = self.enter_move(from, to, "move")?;
-            let report = start(&self.base().cx, Operation::Move, from, to, links).await?;
-            self.leave_report(report)
-        })
-        .await
+        self.cx
+            .call(async {
+                let (from, to) = self.enter_move(from, to, "move")?;
+                let report = start(&self.base().cx, Operation::Move, from, to, links).await?;
+                self.leave_report(report)
+            })
+            .await
     }
 
     /// Copies the node at `from` and every descendant to `to`, as one state of the source:
@@ -174,7 +176,8 @@ impl<S: Storage + 'static> Tree<S> {
     ///
     /// As [`move_subtree`](Tree::move_subtree).
     pub async fn copy_subtree(&self, from: impl IntoPath, to: impl IntoPath) -> Result<MoveReport> {
-        self.call(async { self.copy_subtree_with(from, to, LinkPolicy::Ignore).await })
+        self.cx
+            .call(async { self.copy_subtree_with(from, to, LinkPolicy::Ignore).await })
             .await
     }
 
@@ -219,12 +222,13 @@ impl<S: Storage + 'static> Tree<S> {
         to: impl IntoPath,
         links: LinkPolicy,
     ) -> Result<MoveReport> {
-        self.call(async {
-            let (from, to) = self.enter_move(from, to, "copy")?;
-            let report = start(&self.base().cx, Operation::Copy, from, to, links).await?;
-            self.leave_report(report)
-        })
-        .await
+        self.cx
+            .call(async {
+                let (from, to) = self.enter_move(from, to, "copy")?;
+                let report = start(&self.base().cx, Operation::Copy, from, to, links).await?;
+                self.leave_report(report)
+            })
+            .await
     }
 
     /// Deletes the node at `path` deciding what happens to its children: refuse (the default
@@ -270,18 +274,19 @@ impl<S: Storage + 'static> Tree<S> {
     /// again, finishes it. A dropped refusing or recursive delete may or may not have applied;
     /// the same call again completes it.
     pub async fn delete_node(&self, path: impl IntoPath, on_children: OnChildren) -> Result<()> {
-        self.call(async {
-            let path = self.enter(path)?;
-            self.cx.inner.layout.check_object_path(&path)?;
-            self.cx.refuse_root(&path, "delete")?;
-            let base = self.base();
-            match on_children {
-                OnChildren::Recursive => base.delete_subtree(&path).await.map(|_| ()),
-                OnChildren::Refuse => removal::delete_leaf(&base.cx, &path).await,
-                OnChildren::Reparent => reparent(&base.cx, &path).await,
-            }
-        })
-        .await
+        self.cx
+            .call(async {
+                let path = self.enter(path)?;
+                self.cx.inner.layout.check_object_path(&path)?;
+                self.cx.refuse_root(&path, "delete")?;
+                let base = self.base();
+                match on_children {
+                    OnChildren::Recursive => base.delete_subtree(&path).await.map(|_| ()),
+                    OnChildren::Refuse => removal::delete_leaf(&base.cx, &path).await,
+                    OnChildren::Reparent => reparent(&base.cx, &path).await,
+                }
+            })
+            .await
     }
 }
 

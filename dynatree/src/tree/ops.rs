@@ -128,14 +128,15 @@ impl<S: Storage + 'static> Tree<S> {
         &self,
         path: impl IntoPath,
     ) -> Result<Vec<(Path, T)>> {
-        self.call(async {
-            self.ancestor_items(path)
-                .await?
-                .into_iter()
-                .map(|(p, item)| Ok((p, self.cx.to_value(item)?)))
-                .collect()
-        })
-        .await
+        self.cx
+            .call(async {
+                self.ancestor_items(path)
+                    .await?
+                    .into_iter()
+                    .map(|(p, item)| Ok((p, self.cx.to_value(item)?)))
+                    .collect()
+            })
+            .await
     }
 
     /// [`ancestors`](Tree::ancestors) as raw rows, for trees whose levels hold different types
@@ -172,15 +173,16 @@ impl<S: Storage + 'static> Tree<S> {
     ///
     /// Cancel safe.
     pub async fn ancestor_items(&self, path: impl IntoPath) -> Result<Vec<(Path, Item)>> {
-        self.call(async {
-            let path = self.enter(path)?;
-            ancestors_of(&self.cx, &path)
-                .await?
-                .into_iter()
-                .map(|(p, item)| Ok((self.leave(p)?, item)))
-                .collect()
-        })
-        .await
+        self.cx
+            .call(async {
+                let path = self.enter(path)?;
+                ancestors_of(&self.cx, &path)
+                    .await?
+                    .into_iter()
+                    .map(|(p, item)| Ok((self.leave(p)?, item)))
+                    .collect()
+            })
+            .await
     }
 
     /// The descendant objects of `prefix` (the root: everything), lazily; see [`Descendants`].
@@ -254,21 +256,22 @@ impl<S: Storage + 'static> Tree<S> {
     /// A dropped future leaves the deletion recorded, possibly part-way (bottom-up):
     /// `resume`, or the same call again, finishes it.
     pub async fn delete_subtree(&self, path: impl IntoPath) -> Result<usize> {
-        self.call(async {
-            let path = self.enter(path)?;
-            self.cx.inner.layout.check_object_path(&path)?;
-            self.cx.refuse_root(&path, "delete_subtree")?;
-            let report = moves::start(
-                &self.cx,
-                super::Operation::Delete,
-                path.clone(),
-                path,
-                super::LinkPolicy::Ignore,
-            )
-            .await?;
-            Ok(report.objects)
-        })
-        .await
+        self.cx
+            .call(async {
+                let path = self.enter(path)?;
+                self.cx.inner.layout.check_object_path(&path)?;
+                self.cx.refuse_root(&path, "delete_subtree")?;
+                let report = moves::start(
+                    &self.cx,
+                    super::Operation::Delete,
+                    path.clone(),
+                    path,
+                    super::LinkPolicy::Ignore,
+                )
+                .await?;
+                Ok(report.objects)
+            })
+            .await
     }
 }
 /// The path-index GSI definition, when the tree has one.

@@ -48,20 +48,21 @@ impl<S: Storage + 'static> Tree<S> {
     /// A dropped future may or may not have deleted the object; a listing row it marked is
     /// released after the removal lease. Calling `delete` again completes it.
     pub async fn delete(&self, path: impl crate::IntoPath) -> Result<()> {
-        self.call(async {
-            let path = self.enter(path)?;
-            let span = tracing::debug_span!("dynatree.delete", path = %path);
-            tracing::Instrument::instrument(
-                async {
-                    self.cx.inner.layout.check_object_path(&path)?;
-                    self.cx.refuse_root(&path, "delete")?;
-                    delete(&self.cx, &path).await
-                },
-                span,
-            )
+        self.cx
+            .call(async {
+                let path = self.enter(path)?;
+                let span = tracing::debug_span!("dynatree.delete", path = %path);
+                tracing::Instrument::instrument(
+                    async {
+                        self.cx.inner.layout.check_object_path(&path)?;
+                        self.cx.refuse_root(&path, "delete")?;
+                        delete(&self.cx, &path).await
+                    },
+                    span,
+                )
+                .await
+            })
             .await
-        })
-        .await
     }
 }
 
