@@ -5,16 +5,16 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use dynatree::storage::{
     BatchGetOutput, Comparison, Condition, IndexPage, IndexQuery, IndexSpec, Key,
-    MAX_HASH_KEY_BYTES, MAX_PROJECTION_NAMES, MAX_RANGE_KEY_BYTES, Page, Query, ScanSegment,
-    Storage, TRANSACT_MAX_BYTES, TableDescription, TableStatus, TransactAction, UpdateAction,
-    WriteRequest,
+    MAX_HASH_KEY_BYTES, MAX_PROJECTION_NAMES, MAX_RANGE_KEY_BYTES, Op, Page, Query, Request,
+    Response, ScanSegment, Storage, TRANSACT_MAX_BYTES, TableDescription, TableStatus,
+    TransactAction, UpdateAction, WriteRequest,
 };
 use dynatree::{
     Error, ErrorKind, Result, error::CancellationReason, storage::Billing, storage::Item,
     storage::MAX_ITEM_BYTES, storage::Value,
 };
 
-use crate::fault::{Fault, FaultPlan, FaultRule, Op};
+use crate::fault::{Fault, FaultPlan, FaultRule};
 use crate::stream::StreamLog;
 
 /// DynamoDB's 1 MB page limit for Query and Scan.
@@ -1463,28 +1463,83 @@ impl FakeTable {
 }
 
 impl Storage for FakeTable {
-    async fn get_item(&self, key: &Key, consistent: bool) -> Result<Option<Item>> {
-        self.get(key, consistent, &[]).await
+    async fn send(&self, request: Request) -> Result<Response> {
+        let none = &[][..];
+        Ok(match request {
+            Request::GetItem {
+                key,
+                consistent,
+                projection,
+            } => Response::Item(
+                self.get(&key, consistent, projection.as_deref().unwrap_or(none))
+                    .await?,
+            ),
+            Request::PutItem { item, condition } => {
+                self.put_item(item, condition).await?;
+                Response::Done
+            }
+            Request::DeleteItem { key, condition } => {
+                self.delete_item(&key, condition).await?;
+                Response::Done
+            }
+            Request::UpdateItem {
+                key,
+                actions,
+                condition,
+            } => Response::Updated(self.update_item(&key, actions, condition).await?),
+            Request::Query { query, start } => {
+                Response::Page(self.query_page(&query, start).await?)
+            }
+            Request::Scan {
+                segment,
+                limit,
+                start,
+            } => {
+                let segment = segment.unwrap_or_else(ScanSegment::whole);
+                Response::Page(self.scan_segment_page(segment, limit, start).await?)
+            }
+            Request::QueryIndex { query, start } => {
+                Response::IndexPage(self.query_index_page(&query, start).await?)
+            }
+            Request::BatchGet {
+                keys,
+                consistent,
+                projection,
+            } => Response::BatchGet(
+                self.batch(keys, consistent, projection.as_deref().unwrap_or(none))
+                    .await?,
+            ),
+            Request::BatchWrite { requests } => {
+                Response::Unprocessed(self.batch_write(requests).await?)
+            }
+            Request::TransactGet { keys } => Response::Items(self.transact_get(keys).await?),
+            Request::TransactWrite { actions, token } => {
+                self.transact(actions, token.as_deref()).await?;
+                Response::Done
+            }
+            Request::CreateTable { billing, indexes } => {
+                Response::Created(self.create_table(billing, &indexes).await?)
+            }
+            Request::AddIndex { billing, index } => {
+                self.add_index(billing, &index).await?;
+                Response::Done
+            }
+            Request::DescribeTable => Response::Table(self.describe_table().await?),
+            Request::EnableTtl { attribute } => {
+                self.enable_ttl(&attribute).await?;
+                Response::Done
+            }
+            Request::TtlAttribute => Response::TtlAttribute(self.ttl_attribute().await?),
+            Request::EnableStream => {
+                self.enable_stream().await?;
+                Response::Done
+            }
+        })
     }
+}
 
-    async fn get_item_projected(
-        &self,
-        key: &Key,
-        consistent: bool,
-        projection: &[String],
-    ) -> Result<Option<Item>> {
-        self.get(key, consistent, projection).await
-    }
-
-    async fn batch_get_projected(
-        &self,
-        keys: Vec<Key>,
-        consistent: bool,
-        projection: &[String],
-    ) -> Result<BatchGetOutput> {
-        self.batch(keys, consistent, projection).await
-    }
-
+/// Each request, as [`Storage::send`] dispatches it.
+impl FakeTable {
     async fn put_item(&self, item: Item, condition: Condition) -> Result<()> {
         tokio::task::yield_now().await;
         let mut inner = self.lock();
@@ -1590,11 +1645,6 @@ impl Storage for FakeTable {
         Self::finish(fault.as_ref(), "Query", Page { items, last_key })
     }
 
-    async fn scan_page(&self, limit: Option<u32>, start: Option<Key>) -> Result<Page> {
-        self.scan_segment_page(ScanSegment::whole(), limit, start)
-            .await
-    }
-
     async fn scan_segment_page(
         &self,
         segment: ScanSegment,
@@ -1636,10 +1686,6 @@ impl Storage for FakeTable {
         );
         inner.metrics.read_units += read_units(bytes, false);
         Self::finish(fault.as_ref(), "Scan", Page { items, last_key })
-    }
-
-    async fn batch_get(&self, keys: Vec<Key>, consistent: bool) -> Result<BatchGetOutput> {
-        self.batch(keys, consistent, &[]).await
     }
 
     async fn transact_get(&self, keys: Vec<Key>) -> Result<Vec<Option<Item>>> {
@@ -1749,10 +1795,6 @@ impl Storage for FakeTable {
             inner.note_write(&hash, units);
         }
         Self::finish(fault.as_ref(), "BatchWriteItem", unprocessed)
-    }
-
-    async fn transact_write(&self, actions: Vec<TransactAction>) -> Result<()> {
-        self.transact(actions, None).await
     }
 
     async fn create_table(&self, billing: Billing, indexes: &[IndexSpec]) -> Result<bool> {
@@ -1965,14 +2007,6 @@ impl Storage for FakeTable {
         t.put(key.clone(), new.clone());
         inner.note_write(&key.hash, units);
         Self::finish(fault.as_ref(), "UpdateItem", new)
-    }
-
-    async fn transact_write_idempotent(
-        &self,
-        actions: Vec<TransactAction>,
-        token: &str,
-    ) -> Result<()> {
-        self.transact(actions, Some(token)).await
     }
 
     async fn enable_ttl(&self, attribute: &str) -> Result<()> {

@@ -3,10 +3,9 @@
 //! says "the transaction that writes under `a`" rather than "request number 3", and does not
 //! depend on how many requests dynatree sends before it.
 
-use std::fmt;
 use std::sync::{Mutex, MutexGuard};
 
-use dynatree::storage::Key;
+use dynatree::storage::{Key, Op};
 
 /// A failure to inject into a request of a [`FakeTable`](crate::FakeTable) or a
 /// [`Faulty`](crate::Faulty) backend.
@@ -78,91 +77,6 @@ pub enum Fault {
     /// ```
     Conflict,
 }
-
-/// A DynamoDB operation, as [`FaultRule::operation`] matches it and
-/// [`FaultPlan::fired`] reports it.
-///
-/// A Query on the table and a Query on a secondary index are both [`Op::Query`], as in
-/// DynamoDB (and in [`Metrics::requests`](crate::Metrics::requests)).
-///
-/// # Examples
-///
-/// ```
-/// use dynatree_testing::Op;
-///
-/// assert_eq!(Op::TransactWriteItems.name(), "TransactWriteItems");
-/// assert_eq!(Op::Query.to_string(), "Query");
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-#[non_exhaustive]
-pub enum Op {
-    /// GetItem.
-    GetItem,
-    /// PutItem.
-    PutItem,
-    /// DeleteItem.
-    DeleteItem,
-    /// Query, on the table or on a secondary index.
-    Query,
-    /// Scan.
-    Scan,
-    /// BatchGetItem.
-    BatchGetItem,
-    /// BatchWriteItem.
-    BatchWriteItem,
-    /// TransactWriteItems.
-    TransactWriteItems,
-    /// TransactGetItems.
-    TransactGetItems,
-    /// CreateTable.
-    CreateTable,
-    /// UpdateTable (adding an index).
-    UpdateTable,
-    /// DescribeTable.
-    DescribeTable,
-    /// UpdateItem.
-    UpdateItem,
-    /// UpdateTimeToLive.
-    UpdateTimeToLive,
-    /// DescribeTimeToLive.
-    DescribeTimeToLive,
-}
-
-impl Op {
-    /// The operation's name in DynamoDB's API (`"GetItem"`, `"TransactWriteItems"`, …).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// assert_eq!(dynatree_testing::Op::BatchWriteItem.name(), "BatchWriteItem");
-    /// ```
-    pub fn name(self) -> &'static str {
-        match self {
-            Op::GetItem => "GetItem",
-            Op::PutItem => "PutItem",
-            Op::DeleteItem => "DeleteItem",
-            Op::Query => "Query",
-            Op::Scan => "Scan",
-            Op::BatchGetItem => "BatchGetItem",
-            Op::BatchWriteItem => "BatchWriteItem",
-            Op::TransactWriteItems => "TransactWriteItems",
-            Op::TransactGetItems => "TransactGetItems",
-            Op::CreateTable => "CreateTable",
-            Op::UpdateTable => "UpdateTable",
-            Op::DescribeTable => "DescribeTable",
-            Op::UpdateItem => "UpdateItem",
-            Op::UpdateTimeToLive => "UpdateTimeToLive",
-            Op::DescribeTimeToLive => "DescribeTimeToLive",
-        }
-    }
-}
-
-impl fmt::Display for Op {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
 /// Where a [`Fault`] strikes: requests of one operation, touching one key or keys under a
 /// hash-key prefix, the `nth` such request, `times` times.
 ///

@@ -3,13 +3,10 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use dynatree::storage::{
-    BatchGetOutput, Condition, IndexPage, IndexQuery, IndexSpec, Key, Page, Query, Storage,
-    TableDescription, TransactAction, UpdateAction, WriteRequest,
-};
-use dynatree::{Error, ErrorKind, Result, storage::Billing, storage::Item};
+use dynatree::storage::{Key, Op, Request, Response, Storage};
+use dynatree::{Error, ErrorKind, Result};
 
-use crate::fault::{Fault, FaultPlan, FaultRule, Op};
+use crate::fault::{Fault, FaultPlan, FaultRule};
 
 /// Wraps any backend and makes chosen requests fail, before or after they are applied, or
 /// leaves batch items unprocessed, so crash-safety tests run against the real service too.
@@ -257,251 +254,27 @@ impl<S: Storage + 'static> Faulty<S> {
     }
 }
 
-/// How many of `n` batch items a fault lets through.
-fn processed(fault: Option<&Fault>, n: usize) -> usize {
-    match fault {
-        Some(Fault::Unprocessed { processed }) => (*processed).min(n),
-        _ => n,
-    }
-}
-
-macro_rules! faulty {
-    ($self:ident, $op:expr, $keys:expr, $call:expr) => {{
-        let fault = $self.begin($op, $keys)?;
-        let r = $call.await;
-        Self::end(fault.as_ref(), $op, r)
-    }};
-}
-
 impl<S: Storage + 'static> Storage for Faulty<S> {
-    async fn get_item(&self, key: &Key, consistent: bool) -> Result<Option<Item>> {
-        faulty!(
-            self,
-            Op::GetItem,
-            std::slice::from_ref(key),
-            self.shared.inner.get_item(key, consistent)
-        )
-    }
-    async fn put_item(&self, item: Item, condition: Condition) -> Result<()> {
-        let key = Key::from_item(&item);
-        faulty!(
-            self,
-            Op::PutItem,
-            key.as_slice(),
-            self.shared.inner.put_item(item, condition)
-        )
-    }
-    async fn delete_item(&self, key: &Key, condition: Condition) -> Result<()> {
-        faulty!(
-            self,
-            Op::DeleteItem,
-            std::slice::from_ref(key),
-            self.shared.inner.delete_item(key, condition)
-        )
-    }
-    async fn query_page(&self, query: &Query, start: Option<Key>) -> Result<Page> {
-        faulty!(
-            self,
-            Op::Query,
-            &[Key::new(query.hash.clone(), "")],
-            self.shared.inner.query_page(query, start)
-        )
-    }
-    async fn scan_page(&self, limit: Option<u32>, start: Option<Key>) -> Result<Page> {
-        faulty!(
-            self,
-            Op::Scan,
-            &[],
-            self.shared.inner.scan_page(limit, start)
-        )
-    }
-    async fn transact_get(&self, keys: Vec<Key>) -> Result<Vec<Option<Item>>> {
-        let ks = keys.clone();
-        faulty!(
-            self,
-            Op::TransactGetItems,
-            &ks,
-            self.shared.inner.transact_get(keys)
-        )
-    }
-    async fn scan_segment_page(
-        &self,
-        segment: dynatree::storage::ScanSegment,
-        limit: Option<u32>,
-        start: Option<Key>,
-    ) -> Result<Page> {
-        faulty!(
-            self,
-            Op::Scan,
-            &[],
-            self.shared.inner.scan_segment_page(segment, limit, start)
-        )
-    }
-    async fn batch_get(&self, mut keys: Vec<Key>, consistent: bool) -> Result<BatchGetOutput> {
-        let op = Op::BatchGetItem;
-        let fault = self.begin(op, &keys)?;
-        let rest = keys.split_off(processed(fault.as_ref(), keys.len()));
-        let r = if keys.is_empty() && !rest.is_empty() {
-            Ok(BatchGetOutput::default())
-        } else {
-            self.shared.inner.batch_get(keys, consistent).await
+    async fn send(&self, mut request: Request) -> Result<Response> {
+        let op = request.op();
+        let fault = self.begin(op, &request.keys())?;
+        let held = match fault {
+            Some(Fault::Unprocessed { processed }) => request.split_batch(processed),
+            _ => None,
         };
-        let r = r.map(|mut out| {
-            out.unprocessed.extend(rest);
-            out
-        });
-        Self::end(fault.as_ref(), op, r)
-    }
-    async fn get_item_projected(
-        &self,
-        key: &Key,
-        consistent: bool,
-        projection: &[String],
-    ) -> Result<Option<Item>> {
-        faulty!(
-            self,
-            Op::GetItem,
-            std::slice::from_ref(key),
-            self.shared
+        let r = match held {
+            Some(rest) if request.batch_len() == Some(0) && !rest.is_empty() => {
+                Ok(rest.into_response())
+            }
+            Some(rest) => self
+                .shared
                 .inner
-                .get_item_projected(key, consistent, projection)
-        )
-    }
-    async fn batch_get_projected(
-        &self,
-        mut keys: Vec<Key>,
-        consistent: bool,
-        projection: &[String],
-    ) -> Result<BatchGetOutput> {
-        let op = Op::BatchGetItem;
-        let fault = self.begin(op, &keys)?;
-        let rest = keys.split_off(processed(fault.as_ref(), keys.len()));
-        let r = if keys.is_empty() && !rest.is_empty() {
-            Ok(BatchGetOutput::default())
-        } else {
-            self.shared
-                .inner
-                .batch_get_projected(keys, consistent, projection)
+                .send(request)
                 .await
+                .map(|r| rest.add_to(r)),
+            None => self.shared.inner.send(request).await,
         };
-        let r = r.map(|mut out| {
-            out.unprocessed.extend(rest);
-            out
-        });
         Self::end(fault.as_ref(), op, r)
-    }
-    async fn batch_write(&self, mut requests: Vec<WriteRequest>) -> Result<Vec<WriteRequest>> {
-        let op = Op::BatchWriteItem;
-        let keys: Vec<Key> = requests
-            .iter()
-            .filter_map(|r| match r {
-                WriteRequest::Put(item) => Key::from_item(item),
-                WriteRequest::Delete(k) => Some(k.clone()),
-            })
-            .collect();
-        let fault = self.begin(op, &keys)?;
-        let rest = requests.split_off(processed(fault.as_ref(), requests.len()));
-        let r = if requests.is_empty() && !rest.is_empty() {
-            Ok(Vec::new())
-        } else {
-            self.shared.inner.batch_write(requests).await
-        };
-        let r = r.map(|mut unprocessed| {
-            unprocessed.extend(rest);
-            unprocessed
-        });
-        Self::end(fault.as_ref(), op, r)
-    }
-    async fn transact_write(&self, actions: Vec<TransactAction>) -> Result<()> {
-        let keys: Vec<Key> = actions.iter().filter_map(TransactAction::key).collect();
-        faulty!(
-            self,
-            Op::TransactWriteItems,
-            &keys,
-            self.shared.inner.transact_write(actions)
-        )
-    }
-    async fn create_table(&self, billing: Billing, indexes: &[IndexSpec]) -> Result<bool> {
-        faulty!(
-            self,
-            Op::CreateTable,
-            &[],
-            self.shared.inner.create_table(billing, indexes)
-        )
-    }
-    async fn add_index(&self, billing: Billing, index: &IndexSpec) -> Result<()> {
-        faulty!(
-            self,
-            Op::UpdateTable,
-            &[],
-            self.shared.inner.add_index(billing, index)
-        )
-    }
-    async fn query_index_page(&self, query: &IndexQuery, start: Option<Item>) -> Result<IndexPage> {
-        faulty!(
-            self,
-            Op::Query,
-            &[],
-            self.shared.inner.query_index_page(query, start)
-        )
-    }
-    async fn describe_table(&self) -> Result<Option<TableDescription>> {
-        faulty!(
-            self,
-            Op::DescribeTable,
-            &[],
-            self.shared.inner.describe_table()
-        )
-    }
-    async fn update_item(
-        &self,
-        key: &Key,
-        actions: Vec<UpdateAction>,
-        condition: Condition,
-    ) -> Result<Item> {
-        faulty!(
-            self,
-            Op::UpdateItem,
-            std::slice::from_ref(key),
-            self.shared.inner.update_item(key, actions, condition)
-        )
-    }
-    async fn transact_write_idempotent(
-        &self,
-        actions: Vec<TransactAction>,
-        token: &str,
-    ) -> Result<()> {
-        let keys: Vec<Key> = actions.iter().filter_map(TransactAction::key).collect();
-        faulty!(
-            self,
-            Op::TransactWriteItems,
-            &keys,
-            self.shared.inner.transact_write_idempotent(actions, token)
-        )
-    }
-    async fn enable_ttl(&self, attribute: &str) -> Result<()> {
-        faulty!(
-            self,
-            Op::UpdateTimeToLive,
-            &[],
-            self.shared.inner.enable_ttl(attribute)
-        )
-    }
-    async fn ttl_attribute(&self) -> Result<Option<String>> {
-        faulty!(
-            self,
-            Op::DescribeTimeToLive,
-            &[],
-            self.shared.inner.ttl_attribute()
-        )
-    }
-    async fn enable_stream(&self) -> Result<()> {
-        faulty!(
-            self,
-            Op::UpdateTable,
-            &[],
-            self.shared.inner.enable_stream()
-        )
     }
 }
 
@@ -513,7 +286,10 @@ mod tests {
     #[tokio::test]
     async fn projected_reads_suffer_the_faults_of_their_operation() {
         let table = Faulty::new(FakeTable::new());
-        table.create_table(Billing::OnDemand, &[]).await.unwrap();
+        table
+            .create_table(dynatree::storage::Billing::OnDemand, &[])
+            .await
+            .unwrap();
         let (k, other) = (Key::new("h", "r"), Key::new("h", "s"));
         let names = ["a".to_owned()];
         table.inject_rule(FaultRule::new(Fault::Throttle).operation(Op::GetItem));

@@ -33,9 +33,11 @@ pub mod sim;
 pub mod stream;
 
 pub use crate::fake::{FakeTable, Metrics, PAGE_BYTES};
-pub use crate::fault::{Fault, FaultPlan, FaultRule, Op};
+pub use crate::fault::{Fault, FaultPlan, FaultRule};
 pub use crate::faulty::Faulty;
 #[cfg(feature = "local")]
 #[cfg_attr(docsrs, doc(cfg(feature = "local")))]
 pub use crate::local::{DynamoDbLocal, LaunchError, NPM_PACKAGE, client_for};
 pub use crate::stream::{FakeStream, StreamFaults};
+/// The DynamoDB operations a [`FaultRule`] matches (the same as `dynatree::storage::Op`).
+pub use dynatree::storage::Op;

@@ -78,11 +78,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use dynatree::storage::{
-    BatchGetOutput, Condition, IndexPage, IndexQuery, IndexSpec, Key, Page, Query, Storage,
-    TableDescription, TransactAction, WriteRequest,
-};
-use dynatree::{Error, ErrorKind, IntoPath, Result, Tree, storage::Billing, storage::Item};
+use dynatree::storage::{Key, Op, Request, Response, Storage, TransactAction, WriteRequest};
+use dynatree::{Error, ErrorKind, IntoPath, Result, Tree, storage::Item};
 use futures::FutureExt;
 use futures::future::LocalBoxFuture;
 
@@ -465,18 +462,8 @@ impl<B: Storage + 'static> SimStorage<B> {
         unreachable!("a crashed operation is never polled to completion")
     }
 
-    async fn gated<T>(
-        &self,
-        request: &'static str,
-        write: bool,
-        detail: impl FnOnce() -> String,
-        call: impl Future<Output = Result<T>>,
-    ) -> Result<T> {
-        self.gated_actions(request, write, 1, detail, call).await
-    }
-
-    /// [`gated`](Self::gated) for a request of `actions` actions (a transaction's cancellation
-    /// reasons are one per action).
+    /// Parks a request of `actions` actions at the gate, then sends it (`call`) or applies
+    /// its fault.
     async fn gated_actions<T>(
         &self,
         request: &'static str,
@@ -581,275 +568,75 @@ fn action_str(a: &TransactAction) -> String {
     }
 }
 
-impl<B: Storage + 'static> Storage for SimStorage<B> {
-    async fn get_item(&self, key: &Key, consistent: bool) -> Result<Option<Item>> {
-        self.gated(
-            "GetItem",
-            false,
-            || key_str(key),
-            self.backend.get_item(key, consistent),
-        )
-        .await
-    }
-    async fn put_item(&self, item: Item, condition: Condition) -> Result<()> {
-        let d = item_key(&item);
-        self.gated(
-            "PutItem",
-            true,
-            || d,
-            self.backend.put_item(item, condition),
-        )
-        .await
-    }
-    async fn delete_item(&self, key: &Key, condition: Condition) -> Result<()> {
-        self.gated(
-            "DeleteItem",
-            true,
-            || key_str(key),
-            self.backend.delete_item(key, condition),
-        )
-        .await
-    }
-    async fn query_page(&self, query: &Query, start: Option<Key>) -> Result<Page> {
-        self.gated(
-            "Query",
-            false,
-            || query.hash.clone(),
-            self.backend.query_page(query, start),
-        )
-        .await
-    }
-    async fn scan_page(&self, limit: Option<u32>, start: Option<Key>) -> Result<Page> {
-        self.gated(
-            "Scan",
-            false,
-            String::new,
-            self.backend.scan_page(limit, start),
-        )
-        .await
-    }
-    async fn transact_get(&self, keys: Vec<Key>) -> Result<Vec<Option<Item>>> {
-        let detail = keys.iter().map(key_str).collect::<Vec<_>>().join(", ");
-        self.gated_actions(
-            "TransactGetItems",
-            false,
-            keys.len(),
-            move || detail,
-            self.backend.transact_get(keys),
-        )
-        .await
-    }
-    async fn scan_segment_page(
-        &self,
-        segment: dynatree::storage::ScanSegment,
-        limit: Option<u32>,
-        start: Option<Key>,
-    ) -> Result<Page> {
-        self.gated(
-            "Scan",
-            false,
-            String::new,
-            self.backend.scan_segment_page(segment, limit, start),
-        )
-        .await
-    }
-    async fn batch_get(&self, keys: Vec<Key>, consistent: bool) -> Result<BatchGetOutput> {
-        let detail = keys.iter().map(key_str).collect::<Vec<_>>().join(", ");
-        let (processed, guard) = self.enter_batch("BatchGetItem", false, detail).await?;
-        let r = match processed {
-            Some(n) if n < keys.len() => {
-                let mut keys = keys;
-                let rest = keys.split_off(n);
-                self.backend.batch_get(keys, consistent).await.map(|mut o| {
-                    o.unprocessed.extend(rest);
-                    o
-                })
-            }
-            _ => self.backend.batch_get(keys, consistent).await,
-        };
-        drop(guard);
-        self.note_result(&r);
-        r
-    }
-    async fn get_item_projected(
-        &self,
-        key: &Key,
-        consistent: bool,
-        projection: &[String],
-    ) -> Result<Option<Item>> {
-        self.gated(
-            "GetItem",
-            false,
-            || key_str(key),
-            self.backend.get_item_projected(key, consistent, projection),
-        )
-        .await
-    }
-    async fn batch_get_projected(
-        &self,
-        keys: Vec<Key>,
-        consistent: bool,
-        projection: &[String],
-    ) -> Result<BatchGetOutput> {
-        let detail = keys.iter().map(key_str).collect::<Vec<_>>().join(", ");
-        let (processed, guard) = self.enter_batch("BatchGetItem", false, detail).await?;
-        let r = match processed {
-            Some(n) if n < keys.len() => {
-                let mut keys = keys;
-                let rest = keys.split_off(n);
-                self.backend
-                    .batch_get_projected(keys, consistent, projection)
-                    .await
-                    .map(|mut o| {
-                        o.unprocessed.extend(rest);
-                        o
-                    })
-            }
-            _ => {
-                self.backend
-                    .batch_get_projected(keys, consistent, projection)
-                    .await
-            }
-        };
-        drop(guard);
-        self.note_result(&r);
-        r
-    }
-    async fn batch_write(&self, requests: Vec<WriteRequest>) -> Result<Vec<WriteRequest>> {
-        let detail = requests
+/// What the schedule's log shows of a request: the keys it names, or its index.
+fn request_detail(request: &Request) -> String {
+    let keys = |keys: &[Key]| keys.iter().map(key_str).collect::<Vec<_>>().join(", ");
+    match request {
+        Request::GetItem { key, .. }
+        | Request::DeleteItem { key, .. }
+        | Request::UpdateItem { key, .. } => key_str(key),
+        Request::PutItem { item, .. } => item_key(item),
+        Request::Query { query, .. } => query.hash.clone(),
+        Request::QueryIndex { query, .. } => format!("index {}", query.index.name),
+        Request::BatchGet { keys: k, .. } | Request::TransactGet { keys: k } => keys(k),
+        Request::BatchWrite { requests } => requests
             .iter()
             .map(|r| match r {
                 WriteRequest::Put(i) => format!("Put {}", item_key(i)),
                 WriteRequest::Delete(k) => format!("Del {}", key_str(k)),
             })
             .collect::<Vec<_>>()
-            .join(", ");
-        let (processed, guard) = self.enter_batch("BatchWriteItem", true, detail).await?;
-        let r = match processed {
-            Some(n) if n < requests.len() => {
-                let mut requests = requests;
-                let rest = requests.split_off(n);
-                self.backend.batch_write(requests).await.map(|mut u| {
-                    u.extend(rest);
-                    u
-                })
-            }
-            _ => self.backend.batch_write(requests).await,
+            .join(", "),
+        Request::TransactWrite { actions, .. } => actions
+            .iter()
+            .map(action_str)
+            .collect::<Vec<_>>()
+            .join(", "),
+        _ => String::new(),
+    }
+}
+
+impl<B: Storage + 'static> Storage for SimStorage<B> {
+    async fn send(&self, mut request: Request) -> Result<Response> {
+        let op = request.op();
+        if op == Op::DescribeTable {
+            // Not a scheduling point: the table's description reads no row, so no order of it
+            // against other requests can matter (a tree describes its table once, before its
+            // first request). Counted as running, so the scheduler waits for it rather than
+            // taking the process for a sleeper.
+            let _running = self.op.map(|op| {
+                self.gate.lock().in_flight += 1;
+                InFlight(Arc::clone(&self.gate), op)
+            });
+            return self.backend.send(request).await;
+        }
+        let write = request.writes()
+            || matches!(op, Op::CreateTable | Op::UpdateTable | Op::UpdateTimeToLive);
+        let detail = request_detail(&request);
+        if request.batch_len().is_some() {
+            let (processed, guard) = self.enter_batch(op.name(), write, detail).await?;
+            let held = processed.and_then(|n| request.split_batch(n));
+            let r = self.backend.send(request).await;
+            let r = r.map(|r| match held {
+                Some(rest) => rest.add_to(r),
+                None => r,
+            });
+            drop(guard);
+            self.note_result(&r);
+            return r;
+        }
+        // A transaction's cancellation reasons are one per action.
+        let actions = match &request {
+            Request::TransactGet { keys } => keys.len(),
+            Request::TransactWrite { actions, .. } => actions.len(),
+            _ => 1,
         };
-        drop(guard);
-        self.note_result(&r);
-        r
-    }
-    async fn transact_write(&self, actions: Vec<TransactAction>) -> Result<()> {
-        let detail = actions
-            .iter()
-            .map(action_str)
-            .collect::<Vec<_>>()
-            .join(", ");
         self.gated_actions(
-            "TransactWriteItems",
-            true,
-            actions.len(),
+            op.name(),
+            write,
+            actions,
             || detail,
-            self.backend.transact_write(actions),
-        )
-        .await
-    }
-    async fn create_table(&self, billing: Billing, indexes: &[IndexSpec]) -> Result<bool> {
-        self.gated(
-            "CreateTable",
-            true,
-            String::new,
-            self.backend.create_table(billing, indexes),
-        )
-        .await
-    }
-    async fn add_index(&self, billing: Billing, index: &IndexSpec) -> Result<()> {
-        self.gated(
-            "UpdateTable",
-            true,
-            String::new,
-            self.backend.add_index(billing, index),
-        )
-        .await
-    }
-    async fn query_index_page(&self, query: &IndexQuery, start: Option<Item>) -> Result<IndexPage> {
-        self.gated(
-            "Query",
-            false,
-            || format!("index {}", query.index.name),
-            self.backend.query_index_page(query, start),
-        )
-        .await
-    }
-    async fn describe_table(&self) -> Result<Option<TableDescription>> {
-        // Not a scheduling point: the table's description reads no row, so no order of it
-        // against other requests can matter (a tree describes its table once, before its
-        // first request). Counted as running, so the scheduler waits for it rather than
-        // taking the process for a sleeper.
-        let _running = self.op.map(|op| {
-            self.gate.lock().in_flight += 1;
-            InFlight(Arc::clone(&self.gate), op)
-        });
-        self.backend.describe_table().await
-    }
-    async fn update_item(
-        &self,
-        key: &Key,
-        actions: Vec<dynatree::storage::UpdateAction>,
-        condition: Condition,
-    ) -> Result<Item> {
-        self.gated(
-            "UpdateItem",
-            true,
-            || key_str(key),
-            self.backend.update_item(key, actions, condition),
-        )
-        .await
-    }
-    async fn transact_write_idempotent(
-        &self,
-        actions: Vec<TransactAction>,
-        token: &str,
-    ) -> Result<()> {
-        let detail = actions
-            .iter()
-            .map(action_str)
-            .collect::<Vec<_>>()
-            .join(", ");
-        self.gated_actions(
-            "TransactWriteItems",
-            true,
-            actions.len(),
-            || detail,
-            self.backend.transact_write_idempotent(actions, token),
-        )
-        .await
-    }
-    async fn enable_ttl(&self, attribute: &str) -> Result<()> {
-        self.gated(
-            "UpdateTimeToLive",
-            true,
-            String::new,
-            self.backend.enable_ttl(attribute),
-        )
-        .await
-    }
-    async fn ttl_attribute(&self) -> Result<Option<String>> {
-        self.gated(
-            "DescribeTimeToLive",
-            false,
-            String::new,
-            self.backend.ttl_attribute(),
-        )
-        .await
-    }
-    async fn enable_stream(&self) -> Result<()> {
-        self.gated(
-            "UpdateTable",
-            true,
-            String::new,
-            self.backend.enable_stream(),
+            self.backend.send(request),
         )
         .await
     }

@@ -27,11 +27,8 @@ use std::time::Duration;
 
 use crate::pair_reads;
 
-use dynatree::storage::{
-    BatchGetOutput, Condition, IndexPage, IndexQuery, IndexSpec, Key, Page, Query, ScanSegment,
-    Storage, TableDescription, TransactAction, UpdateAction, WriteRequest,
-};
-use dynatree::{ErrorKind, Path, Result, Tree, ops::LinkPolicy, storage::Billing, storage::Item};
+use dynatree::storage::{Request, Response, Storage};
+use dynatree::{ErrorKind, Path, Result, Tree, ops::LinkPolicy};
 use dynatree_testing::FakeTable;
 use dynatree_testing::sim::{Calls, Model, Sim, SimFault, Stored};
 use futures::TryStreamExt;
@@ -153,139 +150,11 @@ impl Lagging {
 }
 
 impl Storage for Lagging {
-    fn get_item(
-        &self,
-        key: &Key,
-        consistent: bool,
-    ) -> impl Future<Output = Result<Option<Item>>> + Send {
-        self.0.get_item(key, consistent)
-    }
-    fn put_item(
-        &self,
-        item: Item,
-        condition: Condition,
-    ) -> impl Future<Output = Result<()>> + Send {
-        self.0.put_item(item, condition)
-    }
-    fn delete_item(
-        &self,
-        key: &Key,
-        condition: Condition,
-    ) -> impl Future<Output = Result<()>> + Send {
-        self.0.delete_item(key, condition)
-    }
-    fn query_page(
-        &self,
-        query: &Query,
-        start: Option<Key>,
-    ) -> impl Future<Output = Result<Page>> + Send {
-        self.0.query_page(query, start)
-    }
-    fn scan_page(
-        &self,
-        limit: Option<u32>,
-        start: Option<Key>,
-    ) -> impl Future<Output = Result<Page>> + Send {
-        self.0.settle();
-        self.0.scan_page(limit, start)
-    }
-    fn scan_segment_page(
-        &self,
-        segment: ScanSegment,
-        limit: Option<u32>,
-        start: Option<Key>,
-    ) -> impl Future<Output = Result<Page>> + Send {
-        self.0.settle();
-        self.0.scan_segment_page(segment, limit, start)
-    }
-    fn batch_get(
-        &self,
-        keys: Vec<Key>,
-        consistent: bool,
-    ) -> impl Future<Output = Result<BatchGetOutput>> + Send {
-        self.0.batch_get(keys, consistent)
-    }
-    fn transact_get(
-        &self,
-        keys: Vec<Key>,
-    ) -> impl Future<Output = Result<Vec<Option<Item>>>> + Send {
-        self.0.transact_get(keys)
-    }
-    fn get_item_projected(
-        &self,
-        key: &Key,
-        consistent: bool,
-        projection: &[String],
-    ) -> impl Future<Output = Result<Option<Item>>> + Send {
-        self.0.get_item_projected(key, consistent, projection)
-    }
-    fn batch_get_projected(
-        &self,
-        keys: Vec<Key>,
-        consistent: bool,
-        projection: &[String],
-    ) -> impl Future<Output = Result<BatchGetOutput>> + Send {
-        self.0.batch_get_projected(keys, consistent, projection)
-    }
-    fn batch_write(
-        &self,
-        requests: Vec<WriteRequest>,
-    ) -> impl Future<Output = Result<Vec<WriteRequest>>> + Send {
-        self.0.batch_write(requests)
-    }
-    fn transact_write(
-        &self,
-        actions: Vec<TransactAction>,
-    ) -> impl Future<Output = Result<()>> + Send {
-        self.0.transact_write(actions)
-    }
-    fn create_table(
-        &self,
-        billing: Billing,
-        indexes: &[IndexSpec],
-    ) -> impl Future<Output = Result<bool>> + Send {
-        self.0.create_table(billing, indexes)
-    }
-    fn add_index(
-        &self,
-        billing: Billing,
-        index: &IndexSpec,
-    ) -> impl Future<Output = Result<()>> + Send {
-        self.0.add_index(billing, index)
-    }
-    fn query_index_page(
-        &self,
-        query: &IndexQuery,
-        start: Option<Item>,
-    ) -> impl Future<Output = Result<IndexPage>> + Send {
-        self.0.query_index_page(query, start)
-    }
-    fn describe_table(&self) -> impl Future<Output = Result<Option<TableDescription>>> + Send {
-        self.0.describe_table()
-    }
-    fn update_item(
-        &self,
-        key: &Key,
-        actions: Vec<UpdateAction>,
-        condition: Condition,
-    ) -> impl Future<Output = Result<Item>> + Send {
-        self.0.update_item(key, actions, condition)
-    }
-    fn transact_write_idempotent(
-        &self,
-        actions: Vec<TransactAction>,
-        token: &str,
-    ) -> impl Future<Output = Result<()>> + Send {
-        self.0.transact_write_idempotent(actions, token)
-    }
-    fn enable_ttl(&self, attribute: &str) -> impl Future<Output = Result<()>> + Send {
-        self.0.enable_ttl(attribute)
-    }
-    fn ttl_attribute(&self) -> impl Future<Output = Result<Option<String>>> + Send {
-        self.0.ttl_attribute()
-    }
-    fn enable_stream(&self) -> impl Future<Output = Result<()>> + Send {
-        self.0.enable_stream()
+    fn send(&self, request: Request) -> impl Future<Output = Result<Response>> + Send {
+        if matches!(request, Request::Scan { .. }) {
+            self.0.settle();
+        }
+        self.0.send(request)
     }
 }
 

@@ -25,8 +25,8 @@ use crate::item::{Item, Value};
 use crate::storage::expr::Expr;
 use crate::storage::{
     BatchGetOutput, Billing, Condition, IndexPage, IndexQuery, IndexSpec, Key, Page, Query,
-    ScanSegment, Storage, TableDescription, TableStatus, TransactAction, UpdateAction,
-    WriteRequest,
+    Request, Response, ScanSegment, Storage, TableDescription, TableStatus, TransactAction,
+    UpdateAction, WriteRequest,
 };
 
 /// One DynamoDB table, through an `aws_sdk_dynamodb::Client` built by the caller.
@@ -537,28 +537,82 @@ impl DynamoDbTable {
 }
 
 impl Storage for DynamoDbTable {
-    async fn get_item(&self, key: &Key, consistent: bool) -> Result<Option<Item>> {
-        self.get(key, consistent, &[]).await
+    async fn send(&self, request: Request) -> Result<Response> {
+        Ok(match request {
+            Request::GetItem {
+                key,
+                consistent,
+                projection,
+            } => Response::Item(
+                self.get(&key, consistent, projection.as_deref().unwrap_or_default())
+                    .await?,
+            ),
+            Request::PutItem { item, condition } => {
+                self.put_item(item, condition).await?;
+                Response::Done
+            }
+            Request::DeleteItem { key, condition } => {
+                self.delete_item(&key, condition).await?;
+                Response::Done
+            }
+            Request::UpdateItem {
+                key,
+                actions,
+                condition,
+            } => Response::Updated(self.update_item(&key, actions, condition).await?),
+            Request::Query { query, start } => {
+                Response::Page(self.query_page(&query, start).await?)
+            }
+            Request::Scan {
+                segment,
+                limit,
+                start,
+            } => Response::Page(
+                self.scan_segment_page(segment.unwrap_or_else(ScanSegment::whole), limit, start)
+                    .await?,
+            ),
+            Request::QueryIndex { query, start } => {
+                Response::IndexPage(self.query_index_page(&query, start).await?)
+            }
+            Request::BatchGet {
+                keys,
+                consistent,
+                projection,
+            } => Response::BatchGet(
+                self.batch(keys, consistent, projection.as_deref().unwrap_or_default())
+                    .await?,
+            ),
+            Request::BatchWrite { requests } => {
+                Response::Unprocessed(self.batch_write(requests).await?)
+            }
+            Request::TransactGet { keys } => Response::Items(self.transact_get(keys).await?),
+            Request::TransactWrite { actions, token } => {
+                self.transact_write(actions, token.as_deref()).await?;
+                Response::Done
+            }
+            Request::CreateTable { billing, indexes } => {
+                Response::Created(self.create_table(billing, &indexes).await?)
+            }
+            Request::AddIndex { billing, index } => {
+                self.add_index(billing, &index).await?;
+                Response::Done
+            }
+            Request::DescribeTable => Response::Table(self.describe_table().await?),
+            Request::EnableTtl { attribute } => {
+                self.enable_ttl(&attribute).await?;
+                Response::Done
+            }
+            Request::TtlAttribute => Response::TtlAttribute(self.ttl_attribute().await?),
+            Request::EnableStream => {
+                self.enable_stream().await?;
+                Response::Done
+            }
+        })
     }
+}
 
-    async fn get_item_projected(
-        &self,
-        key: &Key,
-        consistent: bool,
-        projection: &[String],
-    ) -> Result<Option<Item>> {
-        self.get(key, consistent, projection).await
-    }
-
-    async fn batch_get_projected(
-        &self,
-        keys: Vec<Key>,
-        consistent: bool,
-        projection: &[String],
-    ) -> Result<BatchGetOutput> {
-        self.batch(keys, consistent, projection).await
-    }
-
+/// Each request, as [`Storage::send`] dispatches it.
+impl DynamoDbTable {
     async fn put_item(&self, item: Item, condition: Condition) -> Result<()> {
         async {
             let mut expr = Expr::default();
@@ -644,11 +698,6 @@ impl Storage for DynamoDbTable {
         .await
     }
 
-    async fn scan_page(&self, limit: Option<u32>, start: Option<Key>) -> Result<Page> {
-        self.scan_segment_page(ScanSegment::whole(), limit, start)
-            .await
-    }
-
     async fn scan_segment_page(
         &self,
         segment: ScanSegment,
@@ -684,10 +733,6 @@ impl Storage for DynamoDbTable {
         }
         .instrument(op_span!(self.table, "Scan"))
         .await
-    }
-
-    async fn batch_get(&self, keys: Vec<Key>, consistent: bool) -> Result<BatchGetOutput> {
-        self.batch(keys, consistent, &[]).await
     }
 
     async fn transact_get(&self, keys: Vec<Key>) -> Result<Vec<Option<Item>>> {
@@ -777,18 +822,12 @@ impl Storage for DynamoDbTable {
         .await
     }
 
-    async fn transact_write(&self, actions: Vec<TransactAction>) -> Result<()> {
-        self.transact(actions, None)
-            .instrument(op_span!(self.table, "TransactWriteItems"))
-            .await
-    }
-
-    async fn transact_write_idempotent(
+    async fn transact_write(
         &self,
         actions: Vec<TransactAction>,
-        token: &str,
+        token: Option<&str>,
     ) -> Result<()> {
-        self.transact(actions, Some(token))
+        self.transact(actions, token)
             .instrument(op_span!(self.table, "TransactWriteItems"))
             .await
     }

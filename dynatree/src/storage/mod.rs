@@ -13,6 +13,7 @@ pub(crate) mod batch;
 pub(crate) mod dynamodb;
 mod expr;
 mod number;
+mod request;
 mod settings;
 
 use std::any::Any;
@@ -24,6 +25,7 @@ use std::sync::Arc;
 
 use crate::error::{Error, ErrorKind, Result};
 pub use batch::{BATCH_GET_MAX, BATCH_WRITE_MAX, TRANSACT_MAX, get_all, write_all};
+pub use request::{Op, Request, Response, Unprocessed};
 pub use settings::{IndexSettings, TableSettings};
 
 pub use crate::item::{Item, MAX_ATTRIBUTE_NAME_BYTES, MAX_ITEM_BYTES, Value};
@@ -1761,45 +1763,119 @@ impl TableDescription {
     note = "use `dynatree::DynamoDbTable` or `dynatree_testing::FakeTable`"
 )]
 pub trait Storage: Send + Sync {
+    /// Sends one request and returns its answer: the one method a backend, or a layer around
+    /// one, implements. Every other method builds a [`Request`] and calls this; do not
+    /// override them, since a layer around this table sends it requests through `send`.
+    ///
+    /// A backend answers each kind of request with its kind of [`Response`] (a wrong kind
+    /// is reported to the caller as [`ErrorKind::Backend`]). A simple backend may ignore a
+    /// projection (whole items are a superset, metered the same), answer segment 0 of a
+    /// parallel Scan with the whole table and the other segments with nothing, and answer a
+    /// TransactGetItems with consistent reads one after the other (not a snapshot);
+    /// [`DynamoDbTable`](crate::DynamoDbTable) and `dynatree_testing::FakeTable` do each
+    /// as DynamoDB does.
+    ///
+    /// # Cancel safety
+    ///
+    /// As for the whole trait: a dropped write may or may not have been applied.
+    ///
+    /// # Examples
+    ///
+    /// A layer that refuses every write, around any table:
+    ///
+    /// ```
+    /// use dynatree::{Error, ErrorKind, Result};
+    /// use dynatree::storage::{Condition, Item, Key, Request, Response, Storage, Value};
+    ///
+    /// struct ReadOnly<S>(S);
+    ///
+    /// impl<S: Storage> Storage for ReadOnly<S> {
+    ///     async fn send(&self, request: Request) -> Result<Response> {
+    ///         if request.writes() {
+    ///             return Err(Error::new(ErrorKind::Validation, "read-only table"));
+    ///         }
+    ///         self.0.send(request).await
+    ///     }
+    /// }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<()> {
+    /// let table = ReadOnly(dynatree_testing::FakeTable::new());
+    /// table.create_table(Default::default(), &[]).await?;
+    /// let mut item = Item::new();
+    /// item.insert("Key", Value::S("a".into()));
+    /// item.insert("Child", Value::S("b".into()));
+    /// let e = table.put_item(item, Condition::None).await.unwrap_err();
+    /// assert_eq!(e.kind(), ErrorKind::Validation);
+    /// assert_eq!(table.get_item(&Key::new("a", "b"), true).await?, None);
+    /// # Ok(()) }
+    /// ```
+    fn send(&self, request: Request) -> impl Future<Output = Result<Response>> + Send;
+
     /// GetItem.
     fn get_item(
         &self,
         key: &Key,
         consistent: bool,
-    ) -> impl Future<Output = Result<Option<Item>>> + Send;
+    ) -> impl Future<Output = Result<Option<Item>>> + Send {
+        let request = Request::GetItem {
+            key: key.clone(),
+            consistent,
+            projection: None,
+        };
+        async move { self.send(request).await?.into_item() }
+    }
 
     /// PutItem with a condition ([`ErrorKind::ConditionFailed`] when it does not hold).
-    fn put_item(&self, item: Item, condition: Condition)
-    -> impl Future<Output = Result<()>> + Send;
+    fn put_item(
+        &self,
+        item: Item,
+        condition: Condition,
+    ) -> impl Future<Output = Result<()>> + Send {
+        let request = Request::PutItem { item, condition };
+        async move { self.send(request).await?.into_done() }
+    }
 
     /// DeleteItem with a condition ([`ErrorKind::ConditionFailed`] when it does not hold).
     fn delete_item(
         &self,
         key: &Key,
         condition: Condition,
-    ) -> impl Future<Output = Result<()>> + Send;
+    ) -> impl Future<Output = Result<()>> + Send {
+        let request = Request::DeleteItem {
+            key: key.clone(),
+            condition,
+        };
+        async move { self.send(request).await?.into_done() }
+    }
 
     /// One page of a Query, starting after `start`.
     fn query_page(
         &self,
         query: &Query,
         start: Option<Key>,
-    ) -> impl Future<Output = Result<Page>> + Send;
+    ) -> impl Future<Output = Result<Page>> + Send {
+        let request = Request::Query {
+            query: query.clone(),
+            start,
+        };
+        async move { self.send(request).await?.into_page() }
+    }
 
     /// One page of a Scan of the whole table, starting after `start`.
     fn scan_page(
         &self,
         limit: Option<u32>,
         start: Option<Key>,
-    ) -> impl Future<Output = Result<Page>> + Send;
+    ) -> impl Future<Output = Result<Page>> + Send {
+        let request = Request::Scan {
+            segment: None,
+            limit,
+            start,
+        };
+        async move { self.send(request).await?.into_page() }
+    }
 
     /// One page of one segment of a parallel Scan (`Segment`/`TotalSegments`), starting after
     /// `start`: the segments of one `total` together hold every item exactly once.
-    ///
-    /// The default implementation gives segment 0 the whole table (through
-    /// [`scan_page`](Storage::scan_page)) and the other segments nothing, which is correct
-    /// but not parallel; [`DynamoDbTable`](crate::DynamoDbTable) and
-    /// `dynatree_testing::FakeTable` split the table.
     ///
     /// ```
     /// # use dynatree::Tree; use dynatree::storage::{ScanSegment, Storage};
@@ -1824,13 +1900,12 @@ pub trait Storage: Send + Sync {
         limit: Option<u32>,
         start: Option<Key>,
     ) -> impl Future<Output = Result<Page>> + Send {
-        async move {
-            if segment.index() == 0 {
-                self.scan_page(limit, start).await
-            } else {
-                Ok(Page::default())
-            }
-        }
+        let request = Request::Scan {
+            segment: Some(segment),
+            limit,
+            start,
+        };
+        async move { self.send(request).await?.into_page() }
     }
 
     /// BatchGetItem of at most 100 keys; returns the items found and unprocessed keys.
@@ -1838,15 +1913,18 @@ pub trait Storage: Send + Sync {
         &self,
         keys: Vec<Key>,
         consistent: bool,
-    ) -> impl Future<Output = Result<BatchGetOutput>> + Send;
+    ) -> impl Future<Output = Result<BatchGetOutput>> + Send {
+        let request = Request::BatchGet {
+            keys,
+            consistent,
+            projection: None,
+        };
+        async move { self.send(request).await?.into_batch_get() }
+    }
 
     /// TransactGetItems: the items at `keys` (1 to 100, none twice) as one serializable
     /// snapshot, in the order of `keys` (`None` where nothing is). Billed as transactional
     /// reads: 2 read units per 4 KB of each item.
-    ///
-    /// The default implementation reads the keys one after the other with consistent
-    /// GetItems, which is not a snapshot; [`DynamoDbTable`](crate::DynamoDbTable) and
-    /// `dynatree_testing::FakeTable` read a snapshot.
     ///
     /// ```
     /// # use dynatree::Tree; use dynatree::storage::{Key, Storage};
@@ -1867,13 +1945,8 @@ pub trait Storage: Send + Sync {
         &self,
         keys: Vec<Key>,
     ) -> impl Future<Output = Result<Vec<Option<Item>>>> + Send {
-        async move {
-            let mut out = Vec::with_capacity(keys.len());
-            for key in &keys {
-                out.push(self.get_item(key, true).await?);
-            }
-            Ok(out)
-        }
+        let request = Request::TransactGet { keys };
+        async move { self.send(request).await?.into_items() }
     }
 
     /// GetItem with a `ProjectionExpression`: only the named top-level attributes of the item
@@ -1889,11 +1962,6 @@ pub trait Storage: Send + Sync {
     /// Refused like DynamoDB refuses it ([`ErrorKind::Validation`]): a name given twice ("two
     /// document paths overlap"), an empty name, more names than fit in DynamoDB's 4 KB
     /// expression string (more than [`MAX_PROJECTION_NAMES`]).
-    ///
-    /// The default implementation ignores `projection` and returns the whole item (a superset
-    /// of the projection, metered the same), so a backend written before projections keeps
-    /// working; [`DynamoDbTable`](crate::DynamoDbTable) and `dynatree_testing::FakeTable`
-    /// implement it.
     ///
     /// # Examples
     ///
@@ -1921,8 +1989,12 @@ pub trait Storage: Send + Sync {
         consistent: bool,
         projection: &[String],
     ) -> impl Future<Output = Result<Option<Item>>> + Send {
-        let _ = projection;
-        self.get_item(key, consistent)
+        let request = Request::GetItem {
+            key: key.clone(),
+            consistent,
+            projection: Some(projection.to_vec()),
+        };
+        async move { self.send(request).await?.into_item() }
     }
 
     /// BatchGetItem of at most 100 keys with a `ProjectionExpression` (the same for every key;
@@ -1931,8 +2003,6 @@ pub trait Storage: Send + Sync {
     ///
     /// Items come back in no particular order: to tell which key an item belongs to, name the
     /// key attributes ([`HASH_KEY`], [`RANGE_KEY`]) in `projection`; they are not added.
-    ///
-    /// The default implementation ignores `projection` and returns whole items.
     ///
     /// # Examples
     ///
@@ -1964,21 +2034,34 @@ pub trait Storage: Send + Sync {
         consistent: bool,
         projection: &[String],
     ) -> impl Future<Output = Result<BatchGetOutput>> + Send {
-        let _ = projection;
-        self.batch_get(keys, consistent)
+        let request = Request::BatchGet {
+            keys,
+            consistent,
+            projection: Some(projection.to_vec()),
+        };
+        async move { self.send(request).await?.into_batch_get() }
     }
 
     /// BatchWriteItem of at most 25 requests; returns the unprocessed requests.
     fn batch_write(
         &self,
         requests: Vec<WriteRequest>,
-    ) -> impl Future<Output = Result<Vec<WriteRequest>>> + Send;
+    ) -> impl Future<Output = Result<Vec<WriteRequest>>> + Send {
+        let request = Request::BatchWrite { requests };
+        async move { self.send(request).await?.into_unprocessed() }
+    }
 
     /// TransactWriteItems of at most 100 actions, no two on one item, atomically.
     fn transact_write(
         &self,
         actions: Vec<TransactAction>,
-    ) -> impl Future<Output = Result<()>> + Send;
+    ) -> impl Future<Output = Result<()>> + Send {
+        let request = Request::TransactWrite {
+            actions,
+            token: None,
+        };
+        async move { self.send(request).await?.into_done() }
+    }
 
     /// CreateTable with the tree schema and these global secondary indexes. `Ok(false)` if the
     /// table already exists (the caller then checks its schema with
@@ -1987,24 +2070,45 @@ pub trait Storage: Send + Sync {
         &self,
         billing: Billing,
         indexes: &[IndexSpec],
-    ) -> impl Future<Output = Result<bool>> + Send;
+    ) -> impl Future<Output = Result<bool>> + Send {
+        let request = Request::CreateTable {
+            billing,
+            indexes: indexes.to_vec(),
+        };
+        async move { self.send(request).await?.into_created() }
+    }
 
     /// UpdateTable: adds a global secondary index to an existing table.
     fn add_index(
         &self,
         billing: Billing,
         index: &IndexSpec,
-    ) -> impl Future<Output = Result<()>> + Send;
+    ) -> impl Future<Output = Result<()>> + Send {
+        let request = Request::AddIndex {
+            billing,
+            index: index.clone(),
+        };
+        async move { self.send(request).await?.into_done() }
+    }
 
     /// One page of a Query on a global secondary index, starting after `start`.
     fn query_index_page(
         &self,
         query: &IndexQuery,
         start: Option<Item>,
-    ) -> impl Future<Output = Result<IndexPage>> + Send;
+    ) -> impl Future<Output = Result<IndexPage>> + Send {
+        let request = Request::QueryIndex {
+            query: query.clone(),
+            start,
+        };
+        async move { self.send(request).await?.into_index_page() }
+    }
 
     /// DescribeTable; `None` if the table does not exist.
-    fn describe_table(&self) -> impl Future<Output = Result<Option<TableDescription>>> + Send;
+    fn describe_table(&self) -> impl Future<Output = Result<Option<TableDescription>>> + Send {
+        let request = Request::DescribeTable;
+        async move { self.send(request).await?.into_table() }
+    }
 
     /// UpdateItem with `ReturnValues` `ALL_NEW`: applies `actions` (see [`UpdateAction`]) if
     /// `condition` holds, creating the item if it is absent, and returns the item after the
@@ -2040,7 +2144,14 @@ pub trait Storage: Send + Sync {
         key: &Key,
         actions: Vec<UpdateAction>,
         condition: Condition,
-    ) -> impl Future<Output = Result<Item>> + Send;
+    ) -> impl Future<Output = Result<Item>> + Send {
+        let request = Request::UpdateItem {
+            key: key.clone(),
+            actions,
+            condition,
+        };
+        async move { self.send(request).await?.into_updated() }
+    }
 
     /// TransactWriteItems with a `ClientRequestToken` (1 to 36 characters): within 10
     /// minutes, sending the same actions with the same token again succeeds without applying
@@ -2072,7 +2183,13 @@ pub trait Storage: Send + Sync {
         &self,
         actions: Vec<TransactAction>,
         token: &str,
-    ) -> impl Future<Output = Result<()>> + Send;
+    ) -> impl Future<Output = Result<()>> + Send {
+        let request = Request::TransactWrite {
+            actions,
+            token: Some(token.to_owned()),
+        };
+        async move { self.send(request).await?.into_done() }
+    }
 
     /// UpdateTimeToLive: enables DynamoDB's time to live on `attribute` (items whose
     /// attribute is a number of epoch seconds in the past are deleted in the background, some
@@ -2093,11 +2210,19 @@ pub trait Storage: Send + Sync {
     /// assert!(table.enable_ttl("other").await.is_err());
     /// # Ok(()) }
     /// ```
-    fn enable_ttl(&self, attribute: &str) -> impl Future<Output = Result<()>> + Send;
+    fn enable_ttl(&self, attribute: &str) -> impl Future<Output = Result<()>> + Send {
+        let request = Request::EnableTtl {
+            attribute: attribute.to_owned(),
+        };
+        async move { self.send(request).await?.into_done() }
+    }
 
     /// DescribeTimeToLive: the time-to-live attribute if time to live is enabled (or being
     /// enabled), else `None`.
-    fn ttl_attribute(&self) -> impl Future<Output = Result<Option<String>>> + Send;
+    fn ttl_attribute(&self) -> impl Future<Output = Result<Option<String>>> + Send {
+        let request = Request::TtlAttribute;
+        async move { self.send(request).await?.into_ttl_attribute() }
+    }
 
     /// UpdateTable: enables the table's stream with the view type `NEW_AND_OLD_IMAGES` (what
     /// [`Tree::apply_changes`](crate::Tree::apply_changes) needs). Nothing happens if it is
@@ -2115,93 +2240,18 @@ pub trait Storage: Send + Sync {
     /// table.enable_stream().await?; // already on: nothing to do
     /// # Ok(()) }
     /// ```
-    fn enable_stream(&self) -> impl Future<Output = Result<()>> + Send;
+    fn enable_stream(&self) -> impl Future<Output = Result<()>> + Send {
+        let request = Request::EnableStream;
+        async move { self.send(request).await?.into_done() }
+    }
 }
 
-/// Forwards every method to `**self`.
+/// Forwards each request to `**self`.
 macro_rules! forward_storage {
     ($($target:ty),*) => {$(
         impl<S: Storage + ?Sized> Storage for $target {
-            fn get_item(&self, key: &Key, consistent: bool)
-                -> impl Future<Output = Result<Option<Item>>> + Send {
-                (**self).get_item(key, consistent)
-            }
-            fn put_item(&self, item: Item, condition: Condition)
-                -> impl Future<Output = Result<()>> + Send {
-                (**self).put_item(item, condition)
-            }
-            fn delete_item(&self, key: &Key, condition: Condition)
-                -> impl Future<Output = Result<()>> + Send {
-                (**self).delete_item(key, condition)
-            }
-            fn query_page(&self, query: &Query, start: Option<Key>)
-                -> impl Future<Output = Result<Page>> + Send {
-                (**self).query_page(query, start)
-            }
-            fn scan_page(&self, limit: Option<u32>, start: Option<Key>)
-                -> impl Future<Output = Result<Page>> + Send {
-                (**self).scan_page(limit, start)
-            }
-            fn scan_segment_page(&self, segment: ScanSegment, limit: Option<u32>, start: Option<Key>)
-                -> impl Future<Output = Result<Page>> + Send {
-                (**self).scan_segment_page(segment, limit, start)
-            }
-            fn batch_get(&self, keys: Vec<Key>, consistent: bool)
-                -> impl Future<Output = Result<BatchGetOutput>> + Send {
-                (**self).batch_get(keys, consistent)
-            }
-            fn transact_get(&self, keys: Vec<Key>)
-                -> impl Future<Output = Result<Vec<Option<Item>>>> + Send {
-                (**self).transact_get(keys)
-            }
-            fn get_item_projected(&self, key: &Key, consistent: bool, projection: &[String])
-                -> impl Future<Output = Result<Option<Item>>> + Send {
-                (**self).get_item_projected(key, consistent, projection)
-            }
-            fn batch_get_projected(&self, keys: Vec<Key>, consistent: bool, projection: &[String])
-                -> impl Future<Output = Result<BatchGetOutput>> + Send {
-                (**self).batch_get_projected(keys, consistent, projection)
-            }
-            fn batch_write(&self, requests: Vec<WriteRequest>)
-                -> impl Future<Output = Result<Vec<WriteRequest>>> + Send {
-                (**self).batch_write(requests)
-            }
-            fn transact_write(&self, actions: Vec<TransactAction>)
-                -> impl Future<Output = Result<()>> + Send {
-                (**self).transact_write(actions)
-            }
-            fn create_table(&self, billing: Billing, indexes: &[IndexSpec])
-                -> impl Future<Output = Result<bool>> + Send {
-                (**self).create_table(billing, indexes)
-            }
-            fn add_index(&self, billing: Billing, index: &IndexSpec)
-                -> impl Future<Output = Result<()>> + Send {
-                (**self).add_index(billing, index)
-            }
-            fn query_index_page(&self, query: &IndexQuery, start: Option<Item>)
-                -> impl Future<Output = Result<IndexPage>> + Send {
-                (**self).query_index_page(query, start)
-            }
-            fn describe_table(&self)
-                -> impl Future<Output = Result<Option<TableDescription>>> + Send {
-                (**self).describe_table()
-            }
-            fn update_item(&self, key: &Key, actions: Vec<UpdateAction>, condition: Condition)
-                -> impl Future<Output = Result<Item>> + Send {
-                (**self).update_item(key, actions, condition)
-            }
-            fn transact_write_idempotent(&self, actions: Vec<TransactAction>, token: &str)
-                -> impl Future<Output = Result<()>> + Send {
-                (**self).transact_write_idempotent(actions, token)
-            }
-            fn enable_ttl(&self, attribute: &str) -> impl Future<Output = Result<()>> + Send {
-                (**self).enable_ttl(attribute)
-            }
-            fn ttl_attribute(&self) -> impl Future<Output = Result<Option<String>>> + Send {
-                (**self).ttl_attribute()
-            }
-            fn enable_stream(&self) -> impl Future<Output = Result<()>> + Send {
-                (**self).enable_stream()
+            fn send(&self, request: Request) -> impl Future<Output = Result<Response>> + Send {
+                (**self).send(request)
             }
         }
     )*};
@@ -2213,163 +2263,15 @@ forward_storage!(&S, std::sync::Arc<S>);
 
 type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T>> + Send + 'a>>;
 
-/// [`Storage`] with boxed futures, so that it can be a trait object.
+/// [`Storage`] with a boxed future, so that it can be a trait object.
 trait ErasedStorage: Send + Sync + 'static {
-    fn get_item<'a>(&'a self, key: &'a Key, consistent: bool) -> BoxFuture<'a, Option<Item>>;
-    fn put_item(&self, item: Item, condition: Condition) -> BoxFuture<'_, ()>;
-    fn delete_item<'a>(&'a self, key: &'a Key, condition: Condition) -> BoxFuture<'a, ()>;
-    fn query_page<'a>(&'a self, query: &'a Query, start: Option<Key>) -> BoxFuture<'a, Page>;
-    fn scan_page(&self, limit: Option<u32>, start: Option<Key>) -> BoxFuture<'_, Page>;
-    fn scan_segment_page(
-        &self,
-        segment: ScanSegment,
-        limit: Option<u32>,
-        start: Option<Key>,
-    ) -> BoxFuture<'_, Page>;
-    fn batch_get(&self, keys: Vec<Key>, consistent: bool) -> BoxFuture<'_, BatchGetOutput>;
-    fn transact_get(&self, keys: Vec<Key>) -> BoxFuture<'_, Vec<Option<Item>>>;
-    fn get_item_projected<'a>(
-        &'a self,
-        key: &'a Key,
-        consistent: bool,
-        projection: &'a [String],
-    ) -> BoxFuture<'a, Option<Item>>;
-    fn batch_get_projected<'a>(
-        &'a self,
-        keys: Vec<Key>,
-        consistent: bool,
-        projection: &'a [String],
-    ) -> BoxFuture<'a, BatchGetOutput>;
-    fn batch_write(&self, requests: Vec<WriteRequest>) -> BoxFuture<'_, Vec<WriteRequest>>;
-    fn transact_write(&self, actions: Vec<TransactAction>) -> BoxFuture<'_, ()>;
-    fn create_table<'a>(
-        &'a self,
-        billing: Billing,
-        indexes: &'a [IndexSpec],
-    ) -> BoxFuture<'a, bool>;
-    fn add_index<'a>(&'a self, billing: Billing, index: &'a IndexSpec) -> BoxFuture<'a, ()>;
-    fn query_index_page<'a>(
-        &'a self,
-        query: &'a IndexQuery,
-        start: Option<Item>,
-    ) -> BoxFuture<'a, IndexPage>;
-    fn describe_table(&self) -> BoxFuture<'_, Option<TableDescription>>;
-    fn update_item<'a>(
-        &'a self,
-        key: &'a Key,
-        actions: Vec<UpdateAction>,
-        condition: Condition,
-    ) -> BoxFuture<'a, Item>;
-    fn transact_write_idempotent<'a>(
-        &'a self,
-        actions: Vec<TransactAction>,
-        token: &'a str,
-    ) -> BoxFuture<'a, ()>;
-    fn enable_ttl<'a>(&'a self, attribute: &'a str) -> BoxFuture<'a, ()>;
-    fn ttl_attribute(&self) -> BoxFuture<'_, Option<String>>;
-    fn enable_stream(&self) -> BoxFuture<'_, ()>;
+    fn send(&self, request: Request) -> BoxFuture<'_, Response>;
     fn as_any(&self) -> &dyn Any;
 }
 
 impl<S: Storage + 'static> ErasedStorage for S {
-    fn get_item<'a>(&'a self, key: &'a Key, consistent: bool) -> BoxFuture<'a, Option<Item>> {
-        Box::pin(Storage::get_item(self, key, consistent))
-    }
-    fn put_item(&self, item: Item, condition: Condition) -> BoxFuture<'_, ()> {
-        Box::pin(Storage::put_item(self, item, condition))
-    }
-    fn delete_item<'a>(&'a self, key: &'a Key, condition: Condition) -> BoxFuture<'a, ()> {
-        Box::pin(Storage::delete_item(self, key, condition))
-    }
-    fn query_page<'a>(&'a self, query: &'a Query, start: Option<Key>) -> BoxFuture<'a, Page> {
-        Box::pin(Storage::query_page(self, query, start))
-    }
-    fn scan_page(&self, limit: Option<u32>, start: Option<Key>) -> BoxFuture<'_, Page> {
-        Box::pin(Storage::scan_page(self, limit, start))
-    }
-    fn scan_segment_page(
-        &self,
-        segment: ScanSegment,
-        limit: Option<u32>,
-        start: Option<Key>,
-    ) -> BoxFuture<'_, Page> {
-        Box::pin(Storage::scan_segment_page(self, segment, limit, start))
-    }
-    fn batch_get(&self, keys: Vec<Key>, consistent: bool) -> BoxFuture<'_, BatchGetOutput> {
-        Box::pin(Storage::batch_get(self, keys, consistent))
-    }
-    fn transact_get(&self, keys: Vec<Key>) -> BoxFuture<'_, Vec<Option<Item>>> {
-        Box::pin(Storage::transact_get(self, keys))
-    }
-    fn get_item_projected<'a>(
-        &'a self,
-        key: &'a Key,
-        consistent: bool,
-        projection: &'a [String],
-    ) -> BoxFuture<'a, Option<Item>> {
-        Box::pin(Storage::get_item_projected(
-            self, key, consistent, projection,
-        ))
-    }
-    fn batch_get_projected<'a>(
-        &'a self,
-        keys: Vec<Key>,
-        consistent: bool,
-        projection: &'a [String],
-    ) -> BoxFuture<'a, BatchGetOutput> {
-        Box::pin(Storage::batch_get_projected(
-            self, keys, consistent, projection,
-        ))
-    }
-    fn batch_write(&self, requests: Vec<WriteRequest>) -> BoxFuture<'_, Vec<WriteRequest>> {
-        Box::pin(Storage::batch_write(self, requests))
-    }
-    fn transact_write(&self, actions: Vec<TransactAction>) -> BoxFuture<'_, ()> {
-        Box::pin(Storage::transact_write(self, actions))
-    }
-    fn create_table<'a>(
-        &'a self,
-        billing: Billing,
-        indexes: &'a [IndexSpec],
-    ) -> BoxFuture<'a, bool> {
-        Box::pin(Storage::create_table(self, billing, indexes))
-    }
-    fn add_index<'a>(&'a self, billing: Billing, index: &'a IndexSpec) -> BoxFuture<'a, ()> {
-        Box::pin(Storage::add_index(self, billing, index))
-    }
-    fn query_index_page<'a>(
-        &'a self,
-        query: &'a IndexQuery,
-        start: Option<Item>,
-    ) -> BoxFuture<'a, IndexPage> {
-        Box::pin(Storage::query_index_page(self, query, start))
-    }
-    fn describe_table(&self) -> BoxFuture<'_, Option<TableDescription>> {
-        Box::pin(Storage::describe_table(self))
-    }
-    fn update_item<'a>(
-        &'a self,
-        key: &'a Key,
-        actions: Vec<UpdateAction>,
-        condition: Condition,
-    ) -> BoxFuture<'a, Item> {
-        Box::pin(Storage::update_item(self, key, actions, condition))
-    }
-    fn transact_write_idempotent<'a>(
-        &'a self,
-        actions: Vec<TransactAction>,
-        token: &'a str,
-    ) -> BoxFuture<'a, ()> {
-        Box::pin(Storage::transact_write_idempotent(self, actions, token))
-    }
-    fn enable_ttl<'a>(&'a self, attribute: &'a str) -> BoxFuture<'a, ()> {
-        Box::pin(Storage::enable_ttl(self, attribute))
-    }
-    fn ttl_attribute(&self) -> BoxFuture<'_, Option<String>> {
-        Box::pin(Storage::ttl_attribute(self))
-    }
-    fn enable_stream(&self) -> BoxFuture<'_, ()> {
-        Box::pin(Storage::enable_stream(self))
+    fn send(&self, request: Request) -> BoxFuture<'_, Response> {
+        Box::pin(Storage::send(self, request))
     }
     fn as_any(&self) -> &dyn Any {
         self
@@ -2448,141 +2350,8 @@ impl fmt::Debug for SharedStorage {
 // blocks so that each borrowed argument keeps its own lifetime.
 #[allow(clippy::manual_async_fn)]
 impl Storage for SharedStorage {
-    fn get_item(
-        &self,
-        key: &Key,
-        consistent: bool,
-    ) -> impl Future<Output = Result<Option<Item>>> + Send {
-        async move { self.0.get_item(key, consistent).await }
-    }
-    fn put_item(
-        &self,
-        item: Item,
-        condition: Condition,
-    ) -> impl Future<Output = Result<()>> + Send {
-        async move { self.0.put_item(item, condition).await }
-    }
-    fn delete_item(
-        &self,
-        key: &Key,
-        condition: Condition,
-    ) -> impl Future<Output = Result<()>> + Send {
-        async move { self.0.delete_item(key, condition).await }
-    }
-    fn query_page(
-        &self,
-        query: &Query,
-        start: Option<Key>,
-    ) -> impl Future<Output = Result<Page>> + Send {
-        async move { self.0.query_page(query, start).await }
-    }
-    fn scan_page(
-        &self,
-        limit: Option<u32>,
-        start: Option<Key>,
-    ) -> impl Future<Output = Result<Page>> + Send {
-        async move { self.0.scan_page(limit, start).await }
-    }
-    fn scan_segment_page(
-        &self,
-        segment: ScanSegment,
-        limit: Option<u32>,
-        start: Option<Key>,
-    ) -> impl Future<Output = Result<Page>> + Send {
-        async move { self.0.scan_segment_page(segment, limit, start).await }
-    }
-    fn batch_get(
-        &self,
-        keys: Vec<Key>,
-        consistent: bool,
-    ) -> impl Future<Output = Result<BatchGetOutput>> + Send {
-        async move { self.0.batch_get(keys, consistent).await }
-    }
-    fn transact_get(
-        &self,
-        keys: Vec<Key>,
-    ) -> impl Future<Output = Result<Vec<Option<Item>>>> + Send {
-        async move { self.0.transact_get(keys).await }
-    }
-    fn get_item_projected(
-        &self,
-        key: &Key,
-        consistent: bool,
-        projection: &[String],
-    ) -> impl Future<Output = Result<Option<Item>>> + Send {
-        async move { self.0.get_item_projected(key, consistent, projection).await }
-    }
-    fn batch_get_projected(
-        &self,
-        keys: Vec<Key>,
-        consistent: bool,
-        projection: &[String],
-    ) -> impl Future<Output = Result<BatchGetOutput>> + Send {
-        async move {
-            self.0
-                .batch_get_projected(keys, consistent, projection)
-                .await
-        }
-    }
-    fn batch_write(
-        &self,
-        requests: Vec<WriteRequest>,
-    ) -> impl Future<Output = Result<Vec<WriteRequest>>> + Send {
-        async move { self.0.batch_write(requests).await }
-    }
-    fn transact_write(
-        &self,
-        actions: Vec<TransactAction>,
-    ) -> impl Future<Output = Result<()>> + Send {
-        async move { self.0.transact_write(actions).await }
-    }
-    fn create_table(
-        &self,
-        billing: Billing,
-        indexes: &[IndexSpec],
-    ) -> impl Future<Output = Result<bool>> + Send {
-        async move { self.0.create_table(billing, indexes).await }
-    }
-    fn add_index(
-        &self,
-        billing: Billing,
-        index: &IndexSpec,
-    ) -> impl Future<Output = Result<()>> + Send {
-        async move { self.0.add_index(billing, index).await }
-    }
-    fn query_index_page(
-        &self,
-        query: &IndexQuery,
-        start: Option<Item>,
-    ) -> impl Future<Output = Result<IndexPage>> + Send {
-        async move { self.0.query_index_page(query, start).await }
-    }
-    fn describe_table(&self) -> impl Future<Output = Result<Option<TableDescription>>> + Send {
-        async move { self.0.describe_table().await }
-    }
-    fn update_item(
-        &self,
-        key: &Key,
-        actions: Vec<UpdateAction>,
-        condition: Condition,
-    ) -> impl Future<Output = Result<Item>> + Send {
-        async move { self.0.update_item(key, actions, condition).await }
-    }
-    fn transact_write_idempotent(
-        &self,
-        actions: Vec<TransactAction>,
-        token: &str,
-    ) -> impl Future<Output = Result<()>> + Send {
-        async move { self.0.transact_write_idempotent(actions, token).await }
-    }
-    fn enable_ttl(&self, attribute: &str) -> impl Future<Output = Result<()>> + Send {
-        async move { self.0.enable_ttl(attribute).await }
-    }
-    fn ttl_attribute(&self) -> impl Future<Output = Result<Option<String>>> + Send {
-        async move { self.0.ttl_attribute().await }
-    }
-    fn enable_stream(&self) -> impl Future<Output = Result<()>> + Send {
-        async move { self.0.enable_stream().await }
+    fn send(&self, request: Request) -> impl Future<Output = Result<Response>> + Send {
+        self.0.send(request)
     }
 }
 

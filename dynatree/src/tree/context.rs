@@ -13,8 +13,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::item::Item;
 use crate::layout::{Layout, RANGE_KEY};
 use crate::path::Path;
-use crate::retry::RetryPolicy;
-use crate::storage::{Billing, Key, Query, Storage, TransactAction};
+use crate::storage::{Key, Query, Request, Response, Storage, TransactAction};
 use crate::stream::query_pages;
 
 use super::{Config, OpProgress, Operation, Phase, Tree, denorm, ops};
@@ -105,183 +104,44 @@ impl<S> Clone for Io<S> {
 }
 
 impl<S: Storage + 'static> Storage for Io<S> {
-    async fn get_item(&self, key: &Key, consistent: bool) -> Result<Option<Item>> {
-        self.0.ensure_verified().await?;
-        self.policy()
-            .retry_transient(move || self.raw().get_item(key, consistent))
-            .await
-    }
-    async fn put_item(&self, item: Item, condition: crate::storage::Condition) -> Result<()> {
-        self.0.ensure_verified().await?;
-        self.policy()
-            .retry_transient(move || self.raw().put_item(item.clone(), condition.clone()))
-            .await
-    }
-    async fn delete_item(&self, key: &Key, condition: crate::storage::Condition) -> Result<()> {
-        self.0.ensure_verified().await?;
-        self.policy()
-            .retry_transient(move || self.raw().delete_item(key, condition.clone()))
-            .await
-    }
-    async fn query_page(&self, query: &Query, start: Option<Key>) -> Result<crate::storage::Page> {
-        self.0.ensure_verified().await?;
-        self.policy()
-            .retry_transient(move || self.raw().query_page(query, start.clone()))
-            .await
-    }
-    async fn scan_page(
-        &self,
-        limit: Option<u32>,
-        start: Option<Key>,
-    ) -> Result<crate::storage::Page> {
-        self.0.ensure_verified().await?;
-        self.policy()
-            .retry_transient(move || self.raw().scan_page(limit, start.clone()))
-            .await
-    }
-    async fn transact_get(&self, keys: Vec<Key>) -> Result<Vec<Option<Item>>> {
-        self.0.ensure_verified().await?;
-        // A read: a cancellation for a conflict or throttling is as safe to resend as a
-        // throttled request.
-        self.policy()
-            .retry_if(
-                |e| {
-                    matches!(e.kind(), ErrorKind::Throttled | ErrorKind::Conflict)
-                        || (e.kind() == ErrorKind::TransactionCanceled && e.is_retryable())
-                },
-                move || self.raw().transact_get(keys.clone()),
-            )
-            .await
-    }
-    async fn scan_segment_page(
-        &self,
-        segment: crate::storage::ScanSegment,
-        limit: Option<u32>,
-        start: Option<Key>,
-    ) -> Result<crate::storage::Page> {
-        self.0.ensure_verified().await?;
-        self.policy()
-            .retry_transient(move || self.raw().scan_segment_page(segment, limit, start.clone()))
-            .await
-    }
-    async fn batch_get(
-        &self,
-        keys: Vec<Key>,
-        consistent: bool,
-    ) -> Result<crate::storage::BatchGetOutput> {
-        self.0.ensure_verified().await?;
-        self.raw().batch_get(keys, consistent).await
-    }
-    async fn get_item_projected(
-        &self,
-        key: &Key,
-        consistent: bool,
-        projection: &[String],
-    ) -> Result<Option<Item>> {
-        self.0.ensure_verified().await?;
-        self.policy()
-            .retry_transient(move || self.raw().get_item_projected(key, consistent, projection))
-            .await
-    }
-    async fn batch_get_projected(
-        &self,
-        keys: Vec<Key>,
-        consistent: bool,
-        projection: &[String],
-    ) -> Result<crate::storage::BatchGetOutput> {
-        self.0.ensure_verified().await?;
-        self.raw()
-            .batch_get_projected(keys, consistent, projection)
-            .await
-    }
-    async fn batch_write(
-        &self,
-        requests: Vec<crate::storage::WriteRequest>,
-    ) -> Result<Vec<crate::storage::WriteRequest>> {
-        self.0.ensure_verified().await?;
-        self.raw().batch_write(requests).await
-    }
-    async fn transact_write(&self, actions: Vec<crate::storage::TransactAction>) -> Result<()> {
-        self.0.ensure_verified().await?;
-        self.policy()
-            .retry_transient(move || self.raw().transact_write(actions.clone()))
-            .await
-    }
-    fn create_table(
-        &self,
-        billing: Billing,
-        indexes: &[crate::storage::IndexSpec],
-    ) -> impl Future<Output = Result<bool>> + Send {
-        self.raw().create_table(billing, indexes)
-    }
-    fn add_index(
-        &self,
-        billing: Billing,
-        index: &crate::storage::IndexSpec,
-    ) -> impl Future<Output = Result<()>> + Send {
-        self.raw().add_index(billing, index)
-    }
-    async fn query_index_page(
-        &self,
-        query: &crate::storage::IndexQuery,
-        start: Option<Item>,
-    ) -> Result<crate::storage::IndexPage> {
-        self.0.ensure_verified().await?;
-        self.policy()
-            .retry_transient(move || self.raw().query_index_page(query, start.clone()))
-            .await
-    }
-    fn describe_table(
-        &self,
-    ) -> impl Future<Output = Result<Option<crate::storage::TableDescription>>> + Send {
-        self.policy()
-            .retry_transient(move || self.raw().describe_table())
-    }
-    async fn update_item(
-        &self,
-        key: &Key,
-        actions: Vec<crate::storage::UpdateAction>,
-        condition: crate::storage::Condition,
-    ) -> Result<Item> {
-        self.0.ensure_verified().await?;
-        self.policy()
-            .retry_transient(move || {
-                self.raw()
-                    .update_item(key, actions.clone(), condition.clone())
-            })
-            .await
-    }
-    async fn transact_write_idempotent(
-        &self,
-        actions: Vec<crate::storage::TransactAction>,
-        token: &str,
-    ) -> Result<()> {
-        self.0.ensure_verified().await?;
-        self.policy()
-            .retry_transient(move || self.raw().transact_write_idempotent(actions.clone(), token))
-            .await
-    }
-    fn enable_ttl(&self, attribute: &str) -> impl Future<Output = Result<()>> + Send {
-        self.policy()
-            .retry_transient(move || self.raw().enable_ttl(attribute))
-    }
-    fn ttl_attribute(&self) -> impl Future<Output = Result<Option<String>>> + Send {
-        self.policy()
-            .retry_transient(move || self.raw().ttl_attribute())
-    }
-    fn enable_stream(&self) -> impl Future<Output = Result<()>> + Send {
-        self.policy()
-            .retry_transient(move || self.raw().enable_stream())
-    }
-}
-
-impl<S> Io<S> {
-    fn raw(&self) -> &S {
-        &self.0.inner.storage
-    }
-
-    fn policy(&self) -> &RetryPolicy {
-        &self.0.inner.config.retry
+    async fn send(&self, request: Request) -> Result<Response> {
+        let raw = &self.0.inner.storage;
+        let policy = &self.0.inner.config.retry;
+        // Requests on the table itself go out before it is verified (verifying sends them).
+        let on_items = !matches!(
+            request,
+            Request::CreateTable { .. }
+                | Request::AddIndex { .. }
+                | Request::DescribeTable
+                | Request::EnableTtl { .. }
+                | Request::TtlAttribute
+                | Request::EnableStream
+        );
+        if on_items {
+            self.0.ensure_verified().await?;
+        }
+        match request {
+            // Creating a table or an index is not resent: its caller waits for it and looks.
+            // A batch's caller runs the budget over throttling and unprocessed items together.
+            Request::CreateTable { .. }
+            | Request::AddIndex { .. }
+            | Request::BatchGet { .. }
+            | Request::BatchWrite { .. } => raw.send(request).await,
+            // A read: a cancellation for a conflict or throttling is as safe to resend as a
+            // throttled request.
+            Request::TransactGet { .. } => {
+                policy
+                    .retry_if(
+                        |e| {
+                            matches!(e.kind(), ErrorKind::Throttled | ErrorKind::Conflict)
+                                || (e.kind() == ErrorKind::TransactionCanceled && e.is_retryable())
+                        },
+                        || raw.send(request.clone()),
+                    )
+                    .await
+            }
+            _ => policy.retry_transient(|| raw.send(request.clone())).await,
+        }
     }
 }
 
