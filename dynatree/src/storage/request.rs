@@ -512,7 +512,7 @@ impl Response {
 fn mismatch(op: Op, got: &Response) -> Error {
     Error::new(
         ErrorKind::Backend,
-        format!("storage answered {op} with {}", got.kind()),
+        format!("a {op} answered with {}", got.kind()),
     )
 }
 
@@ -553,7 +553,10 @@ mod tests {
     fn a_response_of_the_wrong_kind_is_a_backend_error() {
         let e = Response::Done.into_item().unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Backend);
-        assert_eq!(e.to_string(), "storage answered GetItem with done");
+        assert_eq!(
+            e.to_string(),
+            "storage backend error: a GetItem answered with done"
+        );
         assert_eq!(Response::Item(None).into_item().unwrap(), None);
     }
 

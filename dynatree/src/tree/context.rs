@@ -58,6 +58,14 @@ impl<S> Ctx<S> {
         }
     }
 
+    /// This context, scoped to the absolute `root` (see [`Tree::scope`]).
+    pub(crate) fn scoped(&self, root: Path) -> Ctx<S> {
+        Ctx {
+            root: Some(Arc::new(root)),
+            ..self.clone()
+        }
+    }
+
     /// This context, inside the operation whose intent is at `intent` and owned by `token`:
     /// what runs the operations it starts (see [`enclosing`](Self::enclosing)).
     pub(crate) fn inside(&self, intent: Key, token: String) -> Ctx<S> {

@@ -11,6 +11,7 @@ use crate::storage::{Condition, Key, Storage, TransactAction};
 use crate::tree::Ctx;
 
 use super::clock::{after_ms, now_ms};
+use super::move_plan::Removal;
 
 /// Outcome of one attempt of a write.
 pub(crate) enum Attempt {
@@ -36,16 +37,17 @@ pub(crate) fn remove_object<S: Storage + 'static>(
     path: &Path,
     condition: Condition,
 ) -> TransactAction {
+    removal(cx).action(&cx.inner.layout, path, condition)
+}
+
+/// How this tree removes an object: deleted, or replaced by a fence (fenced puts).
+pub(crate) fn removal<S: Storage + 'static>(cx: &Ctx<S>) -> Removal {
     if cx.inner.config.fenced_puts {
-        TransactAction::Put {
-            item: cx.inner.layout.fence_row(path, fence_expiry(), None),
-            condition,
+        Removal::Fence {
+            expiry: fence_expiry(),
         }
     } else {
-        TransactAction::Delete {
-            key: cx.inner.layout.object_key(path),
-            condition,
-        }
+        Removal::Delete
     }
 }
 

@@ -169,19 +169,9 @@ impl<S: Storage + 'static> Tree<S> {
     /// Through a [scope](Tree::scope): the operations whose source and destination are inside
     /// it, with relative paths (the records of every scope share one partition).
     pub async fn pending(&self) -> Result<Vec<Intent>> {
+        // Through a scope: its own operations, with relative paths.
         self.cx
-            .call(async {
-                let q = Query::new(self.cx.inner.layout.intents_hash()).consistent(true);
-                let rows: Vec<crate::storage::Page> =
-                    query_pages(self.cx.io(), q, None).try_collect().await?;
-                let all = rows
-                    .into_iter()
-                    .flat_map(|p| p.items)
-                    .map(|item| decode_intent(&self.cx, &item))
-                    .collect::<Result<Vec<_>>>()?;
-                // Through a scope: its own operations, with relative paths.
-                self.scoped_intents(all)
-            })
+            .call(async { self.scoped_intents(recorded(&self.cx).await?) })
             .await
     }
 
@@ -239,6 +229,17 @@ impl<S: Storage + 'static> Tree<S> {
             })
             .await
     }
+}
+
+/// Every operation recorded in the table (absolute paths), read consistently.
+async fn recorded<S: Storage + 'static>(cx: &Ctx<S>) -> Result<Vec<Intent>> {
+    let q = Query::new(cx.inner.layout.intents_hash()).consistent(true);
+    let pages: Vec<crate::storage::Page> = query_pages(cx.io(), q, None).try_collect().await?;
+    pages
+        .into_iter()
+        .flat_map(|p| p.items)
+        .map(|item| decode_intent(cx, &item))
+        .collect()
 }
 
 /// Drives every one of `intents` to its end (see [`drive`]): the reports of those that

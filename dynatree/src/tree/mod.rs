@@ -32,6 +32,7 @@ pub(crate) mod expire;
 pub(crate) mod guard;
 pub(crate) mod intent;
 pub(crate) mod many;
+pub(crate) mod move_plan;
 pub(crate) mod moves;
 pub(crate) mod ops;
 pub(crate) mod plan;
@@ -290,6 +291,25 @@ impl<S> Tree<S> {
 }
 
 impl<S: Storage + 'static> Tree<S> {
+    /// Runs `op` as one call (every retry inside draws from one budget, see `Ctx::call`) on
+    /// `path` made absolute, inside the span `span` names for it: the shape of every public
+    /// operation on one path.
+    fn call_at<'a, T, Fut>(
+        &'a self,
+        path: impl IntoPath + 'a,
+        span: fn(&Path) -> tracing::Span,
+        op: impl FnOnce(Path) -> Fut + 'a,
+    ) -> impl Future<Output = Result<T>> + 'a
+    where
+        Fut: Future<Output = Result<T>> + 'a,
+    {
+        self.cx.call(async move {
+            let path = self.enter(path)?;
+            let span = span(&path);
+            op(path).instrument(span).await
+        })
+    }
+
     /// The storage backend (a [`SharedStorage`] for a `Tree`; use
     /// [`SharedStorage::downcast_ref`] to reach the concrete one).
     ///
@@ -442,18 +462,8 @@ impl<S: Storage + 'static> Tree<S> {
     /// A dropped future may or may not have written the object; every state it leaves keeps
     /// every object reachable, and calling `put` again completes it.
     pub async fn put<T: Serialize + ?Sized>(&self, path: impl IntoPath, value: &T) -> Result<()> {
-        self.cx
-            .call(async {
-                let path = self.enter(path)?;
-                let span = tracing::debug_span!("dynatree.put", path = %path);
-                async {
-                    self.cx.refuse_root(&path, "put")?;
-                    let row = self.cx.object_row_for(&path, value)?;
-                    write::put_object(&self.cx, &path, row).await
-                }
-                .instrument(span)
-                .await
-            })
+        let span = |p: &Path| tracing::debug_span!("dynatree.put", path = %p);
+        self.call_at(path, span, |path| write::put_value(&self.cx, path, value))
             .await
     }
 
@@ -482,19 +492,12 @@ impl<S: Storage + 'static> Tree<S> {
     pub async fn put_link(&self, path: impl IntoPath, target: impl IntoPath) -> Result<()> {
         self.cx
             .call(async {
-                let path = self.enter(path)?;
-                let target = self.enter(target)?;
+                let (path, target) = (self.enter(path)?, self.enter(target)?);
                 let span =
                     tracing::debug_span!("dynatree.put_link", path = %path, target = %target);
-                async {
-                    self.cx.refuse_root(&path, "put_link")?;
-                    self.cx.inner.layout.check_object_path(&path)?;
-                    self.cx.inner.layout.check_object_path(&target)?;
-                    let row = self.cx.link_row_for(&path, &target)?;
-                    write::put_link(&self.cx, &path, row).await
-                }
-                .instrument(span)
-                .await
+                write::put_link_to(&self.cx, path, target)
+                    .instrument(span)
+                    .await
             })
             .await
     }
@@ -526,20 +529,8 @@ impl<S: Storage + 'static> Tree<S> {
     ///
     /// Cancel safe.
     pub async fn get<T: DeserializeOwned>(&self, path: impl IntoPath) -> Result<Option<T>> {
-        self.cx
-            .call(async {
-                let path = self.enter(path)?;
-                let span = tracing::debug_span!("dynatree.get", path = %path);
-                async {
-                    self.cx.inner.layout.check_object_path(&path)?;
-                    match read::resolve(&self.cx, &path).await? {
-                        Some(item) => self.cx.to_value(item).map(Some),
-                        None => Ok(None),
-                    }
-                }
-                .instrument(span)
-                .await
-            })
+        let span = |p: &Path| tracing::debug_span!("dynatree.get", path = %p);
+        self.call_at(path, span, |path| read::get_value(&self.cx, path))
             .await
     }
 

@@ -1,6 +1,8 @@
 #![doc = include_str!("moves.md")]
 
-use crate::tree::{Ctx, denorm, guard, ops, read, removal};
+use std::collections::HashSet;
+
+use crate::tree::{Ctx, denorm, guard, move_plan, ops, read, removal};
 use futures::TryStreamExt;
 
 use crate::error::{Error, ErrorKind, Result};
@@ -9,7 +11,7 @@ use crate::layout::{HASH_KEY, RANGE_KEY, exists_and};
 use crate::path::{IntoPath, Path};
 use crate::retry::Backoff;
 use crate::storage::batch::{TRANSACT_MAX, get_all};
-use crate::storage::{Condition, Key, Storage, TransactAction, UpdateAction};
+use crate::storage::{Condition, Key, Storage, TransactAction};
 
 use super::Tree;
 use super::clock::after_ms;
@@ -274,19 +276,49 @@ impl<S: Storage + 'static> Tree<S> {
     /// again, finishes it. A dropped refusing or recursive delete may or may not have applied;
     /// the same call again completes it.
     pub async fn delete_node(&self, path: impl IntoPath, on_children: OnChildren) -> Result<()> {
-        self.cx
-            .call(async {
-                let path = self.enter(path)?;
-                self.cx.inner.layout.check_object_path(&path)?;
-                self.cx.refuse_root(&path, "delete")?;
-                let base = self.base();
-                match on_children {
-                    OnChildren::Recursive => base.delete_subtree(&path).await.map(|_| ()),
-                    OnChildren::Refuse => removal::delete_leaf(&base.cx, &path).await,
-                    OnChildren::Reparent => reparent(&base.cx, &path).await,
-                }
-            })
+        let span = |p: &Path| tracing::debug_span!("dynatree.delete_node", path = %p);
+        self.call_at(path, span, |path| delete_node(&self.cx, path, on_children))
             .await
+    }
+}
+
+/// [`Tree::delete_subtree`] at the absolute `path`: checked, refused at the root, then run
+/// as a subtree deletion. Returns how many objects it deleted.
+pub(crate) async fn delete_subtree<S: Storage + 'static>(cx: &Ctx<S>, path: Path) -> Result<usize> {
+    cx.inner.layout.check_object_path(&path)?;
+    cx.refuse_root(&path, "delete_subtree")?;
+    let report = start(
+        cx,
+        Operation::Delete,
+        path.clone(),
+        path,
+        LinkPolicy::Ignore,
+    )
+    .await?;
+    Ok(report.objects)
+}
+
+/// [`Tree::delete_node`] at the absolute `path`: checked, refused at the scope's root, then
+/// deleted as `on_children` says.
+async fn delete_node<S: Storage + 'static>(
+    cx: &Ctx<S>,
+    path: Path,
+    on_children: OnChildren,
+) -> Result<()> {
+    cx.inner.layout.check_object_path(&path)?;
+    cx.refuse_root(&path, "delete")?;
+    match on_children {
+        OnChildren::Recursive => start(
+            cx,
+            Operation::Delete,
+            path.clone(),
+            path,
+            LinkPolicy::Ignore,
+        )
+        .await
+        .map(|_| ()),
+        OnChildren::Refuse => removal::delete_leaf(cx, &path).await,
+        OnChildren::Reparent => reparent(cx, &path).await,
     }
 }
 
@@ -1107,94 +1139,68 @@ async fn copy_levels<S: Storage + 'static>(
 ) -> Result<(usize, usize, Vec<Path>, Vec<(Path, Path)>)> {
     let intent = g.snapshot();
     let lock = Value::S(intent.id.clone());
-    let ours_or_new = cx.inner.layout.absent_or_locked_by(&lock);
     let (mut nodes, mut objects) = (0, 0);
     let mut links = Vec::new();
     let total: usize = levels.iter().map(Vec::len).sum();
     // Source nodes not copied (they name nothing), and those copied without an object.
-    let mut skipped: std::collections::HashSet<Path> = std::collections::HashSet::new();
+    let mut skipped: HashSet<Path> = HashSet::new();
     let mut objectless: Vec<(usize, Path)> = Vec::new();
     let parent = intent.to.parent().filter(|p| !p.is_root());
     for (depth, level) in levels.iter().enumerate() {
         renew_if_due(cx, g).await?;
         let sources = read::objects_of(cx, level, true).await?;
-        // Nodes below the root that name nothing (no object, no child: a removal that
-        // met the lock left them to the operation) are not carried to the destination.
-        let parents: std::collections::HashSet<Path> = levels
-            .get(depth + 1)
-            .map(|next| next.iter().filter_map(Path::parent).collect())
-            .unwrap_or_default();
-        let mut kept: Vec<&Path> = Vec::with_capacity(level.len());
-        for p in level {
-            let object = sources.contains_key(&cx.inner.layout.object_key(p).hash);
-            if depth == 0 || object || parents.contains(p) {
-                kept.push(p);
-                if depth > 0 && !object {
-                    objectless.push((depth, p.clone()));
-                }
-            } else {
-                skipped.insert(p.clone());
-            }
-        }
-        // In slices, each reported: a level can hold most of the subtree. (Only the
-        // root's level checks the destination's parent, and it is one node.)
-        for slice in kept.chunks(PROGRESS_SLICE) {
-            let mut attempts = Backoff::new(cx.inner.config.retry);
-            loop {
-                let mut actions = Vec::with_capacity(slice.len() * 2 + 1);
-                if depth == 0
-                    && let Some(parent) = &parent
-                {
-                    ensure_listing(cx, g, parent).await?;
-                    // The destination's parent exists and is neither locked nor being removed.
-                    actions.push(TransactAction::ConditionCheck {
-                        key: cx.inner.layout.listing_key(parent),
-                        condition: guard::free_row(cx),
-                    });
-                }
-                let first_dest = actions.len();
-                let (mut level_nodes, mut level_objects) = (0, 0);
-                let mut level_links = Vec::new();
-                for &p in slice {
-                    let dest = dest_of(&intent, p)?;
-                    let mut row = cx.inner.layout.listing_row(&dest);
-                    row.insert(cx.inner.layout.moving_attr(), lock.clone());
-                    actions.push(TransactAction::Put {
-                        item: row,
-                        condition: ours_or_new.clone(),
-                    });
-                    level_nodes += 1;
-                    if let Some(src) = sources.get(&cx.inner.layout.object_key(p).hash) {
-                        actions.push(TransactAction::Put {
-                            item: copied_row(cx, &intent, src, &dest)?,
-                            condition: Condition::Always,
-                        });
-                        level_objects += 1;
+        let object_of = |p: &Path| sources.get(&cx.inner.layout.object_key(p).hash);
+        let next = levels.get(depth + 1).map(Vec::as_slice);
+        let carried = move_plan::carried(depth, level, next, |p| object_of(p).is_some());
+        skipped.extend(carried.skipped.into_iter().cloned());
+        objectless.extend(carried.objectless.into_iter().map(|p| (depth, p.clone())));
+        // Only the root's level checks the destination's parent, and it is one node.
+        let check = if depth == 0 { parent.as_ref() } else { None };
+        // In slices, each reported: a level can hold most of the subtree.
+        for slice in carried.kept.chunks(PROGRESS_SLICE) {
+            let mut copies = Vec::with_capacity(slice.len());
+            let mut slice_links = Vec::new();
+            for &p in slice {
+                let dest = dest_of(&intent, p)?;
+                let object = match object_of(p) {
+                    Some(src) => {
                         if intent.op == Operation::Copy
                             && intent.links != LinkPolicy::Ignore
                             && let Some(target) = link_into(cx, src, &intent.from)
                         {
-                            level_links.push((dest.clone(), target));
+                            slice_links.push((dest.clone(), target));
                         }
+                        Some(copied_row(cx, &intent, src, &dest)?)
                     }
+                    None => None,
+                };
+                copies.push(move_plan::CopiedNode { dest, object });
+            }
+            let slice_objects = copies.iter().filter(|c| c.object.is_some()).count();
+            let mut attempts = Backoff::new(cx.inner.config.retry);
+            loop {
+                if let Some(parent) = check {
+                    ensure_listing(cx, g, parent).await?;
                 }
+                let (actions, first_dest) =
+                    move_plan::copy_slice(&cx.inner.layout, &lock, check, copies.clone());
                 let failed = fenced(cx, g, actions, false).await?;
                 let Some(&i) = failed.first() else {
-                    nodes += level_nodes;
-                    objects += level_objects;
-                    links.append(&mut level_links);
+                    nodes += slice.len();
+                    objects += slice_objects;
+                    links.append(&mut slice_links);
                     cx.tell(intent.op, Phase::Copy, nodes, Some(total));
                     break;
                 };
-                if i >= first_dest {
+                // A listing row failed: something is at the destination. Else the parent's
+                // check failed: held by another operation (refused), or removed or being
+                // removed meanwhile (create it again, or wait for the removal).
+                let Some(parent) = check.filter(|_| i < first_dest) else {
                     return Err(Error::new(
                         ErrorKind::AlreadyExists,
                         format!("something is already at {}", intent.to),
                     ));
-                }
-                // The parent's check failed: held by another operation (refused), or removed
-                // or being removed meanwhile (create it again, or wait for the removal).
-                let parent = parent.as_ref().expect("a check of the parent was sent");
+                };
                 let key = cx.inner.layout.listing_key(parent);
                 cx.inner.known.remove(&key);
                 if cx
@@ -1217,25 +1223,12 @@ async fn copy_levels<S: Storage + 'static>(
             }
         }
     }
-    // Bottom-up: an objectless node is hollow when every child was skipped or is hollow.
-    let mut hollow: std::collections::HashSet<Path> = std::collections::HashSet::new();
-    let mut out = Vec::new();
-    for (depth, p) in objectless.iter().rev() {
-        let children = levels
-            .get(depth + 1)
-            .into_iter()
-            .flatten()
-            .filter(|c| c.parent().as_ref() == Some(p));
-        if children
-            .into_iter()
-            .all(|c| skipped.contains(c) || hollow.contains(c))
-        {
-            hollow.insert(p.clone());
-            out.push(dest_of(&intent, p)?);
-        }
-    }
+    let hollow = move_plan::hollow(levels, &skipped, &objectless)
+        .iter()
+        .map(|p| dest_of(&intent, p))
+        .collect::<Result<Vec<_>>>()?;
     links.sort();
-    Ok((nodes, objects, out, links))
+    Ok((nodes, objects, hollow, links))
 }
 
 /// The row `src` copied to `dest` ([`moved_row`](moved_row)); a copy with
@@ -1332,7 +1325,7 @@ async fn delete_levels<S: Storage + 'static>(
     // Nodes that keep their listing row: a child of theirs was not ours to delete (its
     // lock was erased by a writer that ignores locks, which may have written since), so
     // removing the row would break upward closure. Their own rows are only unlocked.
-    let mut keep: std::collections::HashSet<Path> = std::collections::HashSet::new();
+    let mut keep: HashSet<Path> = HashSet::new();
     let mut kept: Vec<Path> = Vec::new();
     for level in levels.iter().rev() {
         if count {
@@ -1341,36 +1334,15 @@ async fn delete_levels<S: Storage + 'static>(
         // In slices, each reported (a node's row is kept or not by its children, one
         // level down, never by its own level).
         for slice in level.chunks(DELETE_SLICE) {
-            let mut actions = Vec::with_capacity(slice.len() * 2);
             for p in slice {
-                let key = cx.inner.layout.listing_key(p);
-                cx.inner.known.remove(&key);
-                actions.push(guard::remove_object(cx, p, Condition::Always));
-                let ours = cx.inner.layout.locked_by(&lock);
-                actions.push(if keep.contains(p) {
-                    TransactAction::Put {
-                        item: cx.inner.layout.listing_row(p),
-                        condition: ours,
-                    }
-                } else {
-                    TransactAction::Delete {
-                        key,
-                        condition: ours,
-                    }
-                });
+                cx.inner.known.remove(&cx.inner.layout.listing_key(p));
             }
+            let removal = guard::removal(cx);
+            let actions = move_plan::delete_slice(&cx.inner.layout, &lock, removal, slice, &keep);
             // A node whose lock is gone keeps its object too: only rows still proven ours are
             // deleted.
             let failed = fenced_groups(cx, g, actions, true, 2).await?;
-            for (i, p) in slice.iter().enumerate() {
-                let not_ours = failed.iter().any(|&f| f / 2 == i);
-                if not_ours {
-                    kept.push(p.clone());
-                }
-                if not_ours || keep.contains(p) {
-                    keep.extend(p.parent());
-                }
-            }
+            kept.extend(move_plan::after_delete(slice, &failed, &mut keep));
             done += slice.len();
             cx.tell(op, Phase::Delete, done, Some(total));
         }
@@ -1390,8 +1362,6 @@ async fn hold_objects<S: Storage + 'static>(
     g: &Guard,
     levels: &[Vec<Path>],
 ) -> Result<()> {
-    let id = Value::S(g.id());
-    let held = cx.inner.layout.held_attr();
     let fenced = cx.inner.config.fenced_puts;
     let op = g.snapshot().op;
     let total: usize = levels.iter().map(Vec::len).sum();
@@ -1402,42 +1372,22 @@ async fn hold_objects<S: Storage + 'static>(
         loop {
             renew_if_due(cx, g).await?;
             let objects = read::objects_of(cx, level, true).await?;
-            let actions: Vec<TransactAction> = level
-                .iter()
-                .filter_map(|p| {
-                    let key = cx.inner.layout.object_key(p);
-                    cx.inner.known.remove(&key);
-                    if objects.contains_key(&key.hash) {
-                        Some(TransactAction::Update {
-                            key,
-                            actions: vec![UpdateAction::Set(held.clone(), id.clone())],
-                            condition: Condition::Exists,
-                        })
-                    } else if fenced {
-                        // Fenced puts: no object here, so a held fence, which a PutItem
-                        // trusting an earlier look at the (now locked) listing row cannot
-                        // pass; an object written meanwhile fails it, and is held instead.
-                        Some(TransactAction::Put {
-                            item: cx.inner.layout.fence_row(
-                                p,
-                                guard::fence_expiry(),
-                                Some(&g.id()),
-                            ),
-                            condition: guard::no_object(cx),
-                        })
-                    } else {
-                        None
-                    }
-                })
-                .collect();
-            // An object gone meanwhile (only a writer that ignores locks can do that) is not
-            // held: nothing to copy there either.
-            let fences: Vec<usize> = actions
-                .iter()
-                .enumerate()
-                .filter(|(_, a)| matches!(a, TransactAction::Put { .. }))
-                .map(|(i, _)| i)
-                .collect();
+            for p in level {
+                cx.inner.known.remove(&cx.inner.layout.object_key(p));
+            }
+            // Fenced puts: where no object is, a held fence, which a PutItem trusting an
+            // earlier look at the (now locked) listing row cannot pass; an object written
+            // meanwhile fails it, and the level is held again. An object gone meanwhile
+            // (only a writer that ignores locks can do that) is not held: nothing to copy
+            // there either.
+            let fence = fenced.then(|| (guard::fence_expiry(), crate::expiry::now_secs()));
+            let (actions, fences) = move_plan::hold(
+                &cx.inner.layout,
+                &g.id(),
+                level,
+                |k| objects.contains_key(&k.hash),
+                fence,
+            );
             let failed = self::fenced(cx, g, actions, true).await?;
             if !failed.iter().any(|i| fences.contains(i)) {
                 break;
@@ -1462,32 +1412,11 @@ async fn release_objects<S: Storage + 'static>(
     paths: &[Path],
 ) -> Result<()> {
     let id = Value::S(g.id());
-    let held = cx.inner.layout.held_attr();
     for chunk in paths.chunks(crate::storage::batch::TRANSACT_MAX) {
         let rows = read::rows_of(cx, chunk, true).await?;
-        let actions: Vec<TransactAction> = chunk
-            .iter()
-            .filter_map(|p| {
-                let row = rows
-                    .get(&cx.inner.layout.object_key(p).hash)
-                    .filter(|r| r.get(&held) == Some(&id))?;
-                let ours = cx.inner.layout.held_by(&id);
-                // A fence the operation wrote where no object was (fenced puts) goes: the
-                // listing row is still there, so a PutItem landing now is reachable.
-                Some(if cx.inner.layout.is_fence(row) {
-                    TransactAction::Delete {
-                        key: cx.inner.layout.object_key(p),
-                        condition: ours,
-                    }
-                } else {
-                    TransactAction::Update {
-                        key: cx.inner.layout.object_key(p),
-                        actions: vec![UpdateAction::Remove(held.clone())],
-                        condition: ours,
-                    }
-                })
-            })
-            .collect();
+        // A fence the operation wrote where no object was (fenced puts) goes: the listing
+        // row is still there, so a PutItem landing now is reachable.
+        let actions = move_plan::release(&cx.inner.layout, &id, chunk, &rows);
         fenced(cx, g, actions, true).await?;
     }
     Ok(())
@@ -1496,13 +1425,7 @@ async fn release_objects<S: Storage + 'static>(
 /// Takes the operation's locks off the listing rows of `paths` (rows not held are left).
 async fn unlock_paths<S: Storage + 'static>(cx: &Ctx<S>, g: &Guard, paths: &[Path]) -> Result<()> {
     let lock = Value::S(g.id());
-    let actions: Vec<TransactAction> = paths
-        .iter()
-        .map(|p| TransactAction::Put {
-            item: cx.inner.layout.listing_row(p),
-            condition: cx.inner.layout.locked_by(&lock),
-        })
-        .collect();
+    let actions = move_plan::unlock(&cx.inner.layout, &lock, paths);
     fenced(cx, g, actions, true).await?;
     Ok(())
 }

@@ -256,21 +256,8 @@ impl<S: Storage + 'static> Tree<S> {
     /// A dropped future leaves the deletion recorded, possibly part-way (bottom-up):
     /// `resume`, or the same call again, finishes it.
     pub async fn delete_subtree(&self, path: impl IntoPath) -> Result<usize> {
-        self.cx
-            .call(async {
-                let path = self.enter(path)?;
-                self.cx.inner.layout.check_object_path(&path)?;
-                self.cx.refuse_root(&path, "delete_subtree")?;
-                let report = moves::start(
-                    &self.cx,
-                    super::Operation::Delete,
-                    path.clone(),
-                    path,
-                    super::LinkPolicy::Ignore,
-                )
-                .await?;
-                Ok(report.objects)
-            })
+        let span = |p: &Path| tracing::debug_span!("dynatree.delete_subtree", path = %p);
+        self.call_at(path, span, |path| moves::delete_subtree(&self.cx, path))
             .await
     }
 }

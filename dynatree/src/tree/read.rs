@@ -162,6 +162,19 @@ pub(crate) async fn entries_with<S: Storage + 'static, T: DeserializeOwned>(
         .collect()
 }
 
+/// [`Tree::get`](crate::Tree::get) at the absolute `path`: checked as an object's path,
+/// resolved through a link, decoded.
+pub(crate) async fn get_value<S: Storage + 'static, T: DeserializeOwned>(
+    cx: &Ctx<S>,
+    path: Path,
+) -> Result<Option<T>> {
+    cx.inner.layout.check_object_path(&path)?;
+    match resolve(cx, &path).await? {
+        Some(item) => cx.to_value(item).map(Some),
+        None => Ok(None),
+    }
+}
+
 /// Follows links from `path` to an object row (the tree's default read).
 pub(crate) async fn resolve<S: Storage + 'static>(
     cx: &Ctx<S>,

@@ -48,22 +48,18 @@ impl<S: Storage + 'static> Tree<S> {
     /// A dropped future may or may not have deleted the object; a listing row it marked is
     /// released after the removal lease. Calling `delete` again completes it.
     pub async fn delete(&self, path: impl crate::IntoPath) -> Result<()> {
-        self.cx
-            .call(async {
-                let path = self.enter(path)?;
-                let span = tracing::debug_span!("dynatree.delete", path = %path);
-                tracing::Instrument::instrument(
-                    async {
-                        self.cx.inner.layout.check_object_path(&path)?;
-                        self.cx.refuse_root(&path, "delete")?;
-                        delete(&self.cx, &path).await
-                    },
-                    span,
-                )
-                .await
-            })
+        let span = |p: &Path| tracing::debug_span!("dynatree.delete", path = %p);
+        self.call_at(path, span, |path| delete_at(&self.cx, path))
             .await
     }
+}
+
+/// [`Tree::delete`] at the absolute `path`: checked as an object's path, refused at the root,
+/// then [`delete`].
+async fn delete_at<S: Storage + 'static>(cx: &Ctx<S>, path: Path) -> Result<()> {
+    cx.inner.layout.check_object_path(&path)?;
+    cx.refuse_root(&path, "delete")?;
+    delete(cx, &path).await
 }
 
 /// [`Tree::delete`] of a checked path: a plain delete, or for a source of denormalized

@@ -97,7 +97,6 @@
 #![doc = include_str!("scope.md")]
 
 use crate::tree::Ctx;
-use std::sync::Arc;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::item::Item;
@@ -168,15 +167,8 @@ impl<S> Tree<S> {
         if root.is_root() {
             return Ok(self.clone());
         }
-        Ok(Tree {
-            cx: Ctx {
-                inner: Arc::clone(&self.cx.inner),
-                root: Some(Arc::new(root)),
-                observer: self.cx.observer.clone(),
-                enclosing: Arc::clone(&self.cx.enclosing),
-            },
-            relative: true,
-        })
+        let cx = self.cx.scoped(root);
+        Ok(Tree { cx, relative: true })
     }
 
     /// The absolute path of this tree's root: [`Path::root`] for a tree that is not a

@@ -307,6 +307,32 @@ pub(crate) async fn link_with_state<S: Storage + 'static>(
     Ok(Attempt::Done)
 }
 
+/// [`Tree::put`](crate::Tree::put) at the absolute `path`: refused at the root, the value
+/// checked and converted, then [`put_object`].
+pub(crate) async fn put_value<S: Storage + 'static, T: serde::Serialize + ?Sized>(
+    cx: &Ctx<S>,
+    path: Path,
+    value: &T,
+) -> Result<()> {
+    cx.refuse_root(&path, "put")?;
+    let row = cx.object_row_for(&path, value)?;
+    put_object(cx, &path, row).await
+}
+
+/// [`Tree::put_link`](crate::Tree::put_link) at the absolute `path` to the absolute
+/// `target`: both checked as objects' paths, then [`put_link`].
+pub(crate) async fn put_link_to<S: Storage + 'static>(
+    cx: &Ctx<S>,
+    path: Path,
+    target: Path,
+) -> Result<()> {
+    cx.refuse_root(&path, "put_link")?;
+    cx.inner.layout.check_object_path(&path)?;
+    cx.inner.layout.check_object_path(&target)?;
+    let row = cx.link_row_for(&path, &target)?;
+    put_link(cx, &path, row).await
+}
+
 /// [`Tree::put`] of a checked object row: one write for a plain object; a source of
 /// denormalized fields is stamped with a new version, written fenced, and propagated.
 pub(crate) async fn put_object<S: Storage + 'static>(
