@@ -601,3 +601,31 @@ fn sim_explores_small_scenarios_exhaustively() {
     assert!(report.exhaustive);
     assert!(report.schedules >= 2 && report.schedules < 100, "{report}");
 }
+
+/// A tree whose policy tries each request once: no retry of any loop.
+fn one_attempt_tree(s: SimStorage<FakeTable>) -> T {
+    Tree::builder(s)
+        .retry_policy(dynatree::RetryPolicy::new(1, Duration::ZERO, Duration::ZERO))
+        .build()
+        .expect("a tree with one attempt per request")
+}
+
+/// A Rewrite move whose policy allows no second round of rewriting: a link it finds held by
+/// another move is moved by that move, old target and all. The move looks once more before
+/// it reports success; a link still pointing into its source fails it (left recorded, for
+/// `resume`) instead of being left behind under an `Ok`.
+#[test]
+fn a_rewrite_move_without_retries_reports_success_only_with_no_link_left_into_its_source() {
+    scenario_with(
+        "move s->d Rewrite vs move x->y Report (link x/l->s/1), one attempt per request",
+        one_attempt_tree,
+        paths(&[(&["s", "1"], 1), (&["x", "o"], 2)]),
+        vec![(p(&["x", "l"]), p(&["s", "1"]))],
+        &[
+            Act::Move(p(&["s"]), p(&["d"]), LinkPolicy::Rewrite),
+            Act::Move(p(&["x"]), p(&["y"]), LinkPolicy::Report),
+        ],
+    )
+    .schedules(300)
+    .run();
+}
