@@ -636,16 +636,17 @@ pub(crate) async fn renew_if_due<S: Storage + 'static>(cx: &Ctx<S>, g: &Guard) -
     write_intent(cx, g, intent).await
 }
 
+/// Writes the intent record of `g` as `intent` (a new phase, a renewed lease), conditional on
+/// this call still owning it; inside other operations (a re-parenting's child move), also on
+/// their still being the caller's ([`write_inside`]), so that a caller whose enclosing
+/// operation was taken over stops renewing the leases of its child moves and the new owner
+/// can take them over as soon as they run out.
 pub(crate) async fn write_intent<S: Storage + 'static>(
     cx: &Ctx<S>,
     g: &Guard,
     intent: Intent,
 ) -> Result<()> {
-    match cx
-        .io()
-        .put_item(encode_intent(cx, &intent), owned_by(cx, &g.token))
-        .await
-    {
+    match write_inside(cx, encode_intent(cx, &intent), owned_by(cx, &g.token)).await {
         Ok(()) => {
             g.set(intent);
             Ok(())
