@@ -1217,7 +1217,8 @@ impl<B: Storage + 'static> Sim<B> {
     /// is applied (and its model succeeds there), one that failed with a transient error or
     /// crashed is applied or not, one refused by a concurrency error ([`ErrorKind::Locked`],
     /// [`ErrorKind::Conflict`], see [`refusals`](Sim::refusals)) is not applied, one taken
-    /// over by another call ([`ErrorKind::TakenOver`]) may or may not be, and any
+    /// over by another call ([`ErrorKind::TakenOver`]) or left recorded unfinished
+    /// ([`ErrorKind::Unfinished`], finished by recovery) may or may not be, and any
     /// other error must be the model's error at that position.
     ///
     /// # Examples
@@ -2128,7 +2129,9 @@ impl<B: Storage + 'static> Sim<B> {
                 | ErrorKind::Unprocessed
                 | ErrorKind::TransactionCanceled
                 // Another call took the operation over: its outcome is that call's.
-                | ErrorKind::TakenOver => {
+                | ErrorKind::TakenOver
+                // Recorded, partly done: recovery (`resume`) finishes it.
+                | ErrorKind::Unfinished => {
                     self.serial_from(state, actual, outcomes, rest) || {
                         let (m, r) = applied();
                         r.is_ok() && self.serial_from(&m, actual, outcomes, rest)

@@ -182,6 +182,7 @@ fn kind_of(name: &str) -> ErrorKind {
         K::TransactionCanceled,
         K::Conflict,
         K::TakenOver,
+        K::Unfinished,
         K::Throttled,
         K::LimitExceeded,
         K::Unprocessed,

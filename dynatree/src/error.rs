@@ -150,6 +150,12 @@ pub enum ErrorKind {
     /// wrote nothing more after that; the operation's outcome is the other call's (see
     /// [`Tree::pending`](crate::Tree::pending)).
     TakenOver,
+    /// Data: the operation did its work but other operations kept it from finishing a last
+    /// step within the tree's [`RetryPolicy`](crate::RetryPolicy) (a move with
+    /// [`LinkPolicy::Rewrite`](crate::ops::LinkPolicy::Rewrite) whose links into its source
+    /// kept being carried away by other moves). It stays recorded:
+    /// [`Tree::resume`](crate::Tree::resume), or the same call again, finishes it.
+    Unfinished,
     /// Service: DynamoDB throttled the request for throughput (`ThrottlingException`,
     /// `ProvisionedThroughputExceededException`, the account's `RequestLimitExceeded`), every
     /// try that the tree's [`RetryPolicy`](crate::RetryPolicy) allowed.
@@ -195,6 +201,7 @@ impl ErrorKind {
             ErrorKind::TransactionCanceled => "transaction canceled",
             ErrorKind::Conflict => "conflicting concurrent write",
             ErrorKind::TakenOver => "operation taken over by another call",
+            ErrorKind::Unfinished => "operation recorded but not finished",
             ErrorKind::Throttled => "request throttled",
             ErrorKind::LimitExceeded => "service limit exceeded",
             ErrorKind::Unprocessed => "batch items left unprocessed",
@@ -239,7 +246,8 @@ impl ErrorKind {
             | ErrorKind::HasChildren
             | ErrorKind::TransactionCanceled
             | ErrorKind::Conflict
-            | ErrorKind::TakenOver => Party::Data,
+            | ErrorKind::TakenOver
+            | ErrorKind::Unfinished => Party::Data,
             ErrorKind::Throttled
             | ErrorKind::LimitExceeded
             | ErrorKind::Unprocessed
@@ -1094,6 +1102,7 @@ mod tests {
             TransactionCanceled,
             Conflict,
             TakenOver,
+            Unfinished,
         ];
         let service = [
             Throttled,

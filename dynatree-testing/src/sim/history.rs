@@ -330,6 +330,8 @@ fn unknown_kind(k: ErrorKind) -> bool {
             | ErrorKind::TransactionCanceled
             // Another call took the operation over: its outcome is that call's.
             | ErrorKind::TakenOver
+            // Recorded, partly done: recovery (`resume`) finishes it.
+            | ErrorKind::Unfinished
     )
 }
 

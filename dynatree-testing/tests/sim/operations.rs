@@ -605,7 +605,11 @@ fn sim_explores_small_scenarios_exhaustively() {
 /// A tree whose policy tries each request once: no retry of any loop.
 fn one_attempt_tree(s: SimStorage<FakeTable>) -> T {
     Tree::builder(s)
-        .retry_policy(dynatree::RetryPolicy::new(1, Duration::ZERO, Duration::ZERO))
+        .retry_policy(dynatree::RetryPolicy::new(
+            1,
+            Duration::ZERO,
+            Duration::ZERO,
+        ))
         .build()
         .expect("a tree with one attempt per request")
 }

@@ -95,8 +95,11 @@ impl<S: Storage + 'static> Tree<S> {
     /// back, nothing applied); [`ErrorKind::InvalidPath`] or [`ErrorKind::ItemTooLarge`] if
     /// the moved rows or rewritten links would break a limit (rolled back too);
     /// [`ErrorKind::TakenOver`] if this call was so slow that its lease ran out and another
-    /// call took the move over (the outcome is that call's); backend errors (then call it
-    /// again, or [`resume`](Tree::resume)).
+    /// call took the move over (the outcome is that call's); [`ErrorKind::Unfinished`] if,
+    /// with [`LinkPolicy::Rewrite`], other moves kept carrying links into the source away
+    /// while this one rewrote them (the objects are moved; the move stays recorded and
+    /// `resume` rewrites the rest); backend errors (then call it again, or
+    /// [`resume`](Tree::resume)).
     ///
     /// # Cancel safety
     ///
@@ -1536,7 +1539,19 @@ async fn rewrite_links<S: Storage + 'static>(
             break;
         }
         let Some(retry) = rounds.next_retry() else {
-            break;
+            // Out of rounds: done only if a last look finds no link left. Else the move
+            // fails, still recorded in its last phase, so that `resume` (or the same call
+            // again) rewrites the rest: never an `Ok` with a link left into the source.
+            if links_into(cx, &intent.from).await?.is_empty() {
+                break;
+            }
+            return Err(Error::new(
+                ErrorKind::Unfinished,
+                format!(
+                    "links into {} kept moving while the move rewrote them; the move is recorded and `resume` rewrites the rest",
+                    intent.from
+                ),
+            ));
         };
         if held_elsewhere {
             owner_nap(cx, g, cx.inner.config.retry.delay(retry)).await?;
