@@ -7,6 +7,13 @@
 //! `dynatree_testing::FakeTable`. Both give DynamoDB's semantics: UTF-8 byte order of keys, 1 MB
 //! query pages, 25/100-item batches with partial results, atomic transactions with per-action
 //! cancellation reasons.
+//!
+//! A backend, or a layer around one (retries, fault injection, a simulator's scheduler),
+//! implements one method, [`Storage::send`], over a [`Request`] answered with a [`Response`];
+//! the typed methods callers use ([`Storage::get_item`], [`Storage::transact_write`], ...)
+//! build the request. Requests are values, so a layer is one function over every kind:
+//! `dynatree_testing::Faulty` injects faults, the simulator parks requests, the tree's own
+//! retry layer resends them, each without a method per kind.
 
 pub(crate) mod batch;
 #[cfg(feature = "dynamodb")]
