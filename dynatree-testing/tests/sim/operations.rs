@@ -633,3 +633,46 @@ fn a_rewrite_move_without_retries_reports_success_only_with_no_link_left_into_it
     .schedules(300)
     .run();
 }
+
+/// A re-parenting whose child move runs out of link-rewrite rounds fails with `Unfinished`
+/// (documented: "`resume`, or the same call again, finishes it"). The same call again joins
+/// the recorded re-parenting, finds no child left under the node (the child's objects were
+/// moved before its rewrite phase) and returns `Ok`, while the child move stays recorded in
+/// its rewrite phase, with its link still pointing into the old child: a child move left
+/// recorded outside its re-parenting, under an `Ok`.
+#[test]
+fn a_reparent_called_again_after_unfinished_finishes_its_child_move() {
+    scenario_base(
+        "reparent s (again after Unfinished) vs move x->y Report (link x/l->s/c/1), one attempt per request",
+        one_attempt_tree,
+        paths(&[(&["s", "c", "1"], 1), (&["x", "o"], 2)]),
+        vec![(p(&["x", "l"]), p(&["s", "c", "1"]))],
+    )
+    .op("reparent s, again after Unfinished", |t| async move {
+        match t.delete_node(["s"], OnChildren::Reparent).await {
+            Err(e) if e.kind() == ErrorKind::Unfinished => {
+                t.delete_node(["s"], OnChildren::Reparent).await?;
+                let s = dynatree::Path::new(["s"]).expect("a path");
+                let left: Vec<_> = t
+                    .pending()
+                    .await?
+                    .into_iter()
+                    .filter(|i| i.from.starts_with(&s))
+                    .collect();
+                assert!(
+                    left.is_empty(),
+                    "the same call again returned Ok with {left:?} still recorded"
+                );
+                Ok("second call".to_owned())
+            }
+            other => other.map(|()| String::new()),
+        }
+    })
+    .op("move x->y Report", |t| async move {
+        t.move_subtree_with(["x"], ["y"], LinkPolicy::Report)
+            .await
+            .map(|r| format!("{} objects", r.objects))
+    })
+    .schedules(600)
+    .run();
+}
