@@ -676,3 +676,39 @@ fn a_reparent_called_again_after_unfinished_finishes_its_child_move() {
     .schedules(600)
     .run();
 }
+
+/// A Rewrite move with one attempt per request, no other move running: a link put into its
+/// source while it runs, whose new target would break the key limit under the destination,
+/// is documented to be "left pointing at the old place" (the move still succeeds). But the
+/// move's one round rewrote the other link, so its rounds are out, and the last look finds
+/// the limit-breaking link (which no round can ever rewrite): the move fails with
+/// `Unfinished`, documented only for links "carried away by other moves", although `resume`
+/// then finishes it with nothing more to do.
+#[test]
+fn a_rewrite_move_is_not_unfinished_for_a_link_it_may_not_rewrite() {
+    let (a, b) = ("a".repeat(1000), "b".repeat(1000));
+    let dest = "d".repeat(60);
+    scenario_base(
+        "move s->d... Rewrite vs put_link x/m->s/a../b.. (too long under d...), one attempt per request",
+        one_attempt_tree,
+        paths(&[(&["s", "1"], 1)]),
+        vec![(p(&["x", "l"]), p(&["s", "1"]))],
+    )
+    .op("move s->d... Rewrite", move |t| {
+        let dest = dest.clone();
+        async move {
+            match t.move_subtree_with(["s"], [dest.as_str()], LinkPolicy::Rewrite).await {
+                Err(e) if e.kind() == ErrorKind::Unfinished => {
+                    panic!("Unfinished with no other move running: {e}")
+                }
+                other => other.map(|r| format!("{} objects", r.objects)),
+            }
+        }
+    })
+    .op("put_link x/m -> s/a../b..", move |t| {
+        let target = vec!["s".to_owned(), a.clone(), b.clone()];
+        async move { t.put_link(["x", "m"], target).await.map(|()| String::new()) }
+    })
+    .schedules(600)
+    .run();
+}
