@@ -320,3 +320,30 @@ async fn numbered_faults_still_work() {
     }
     assert_eq!(fake.fired(), [(Op::GetItem, Fault::Fail)]);
 }
+
+/// A backend (or layer) that answers with the wrong kind of response is reported as a
+/// `Backend` error naming the operation that got it ("a {op} answered with ..."). The
+/// typed methods name the wrong one: every request answered `Done` (DeleteItem,
+/// TransactWriteItems, UpdateTable, ...) is reported as a PutItem, and a Scan as a Query.
+#[tokio::test]
+async fn a_wrong_response_names_the_operation_that_got_it() {
+    use dynatree::storage::{Condition, Request, Response};
+
+    /// Answers every request with an item.
+    struct Wrong;
+    impl Storage for Wrong {
+        async fn send(&self, _request: Request) -> dynatree::Result<Response> {
+            Ok(Response::Item(None))
+        }
+    }
+    let e = Wrong
+        .delete_item(&Key::new("h", "r"), Condition::Always)
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Backend);
+    assert!(e.to_string().contains("DeleteItem"), "{e}");
+    let e = Wrong.transact_write(vec![]).await.unwrap_err();
+    assert!(e.to_string().contains("TransactWriteItems"), "{e}");
+    let e = Wrong.scan_page(None, None).await.unwrap_err();
+    assert!(e.to_string().contains("Scan"), "{e}");
+}
