@@ -712,27 +712,3 @@ fn a_rewrite_move_is_not_unfinished_for_a_link_it_may_not_rewrite() {
     .schedules(600)
     .run();
 }
-
-/// A Rewrite move over a table where the listing row of a link into its source was lost (a
-/// state `Tree::check` reports and repairs): every round fails the link's check ("held
-/// elsewhere", by no one), so the rounds run out and the move fails with `Unfinished`; and
-/// so does every `resume` after it (recovery here), which can never finish the move: it stays
-/// recorded, each resume scanning the table once per round. Before, the move returned `Ok`
-/// with that link left pointing at the old place.
-#[test]
-fn a_rewrite_move_over_a_link_without_its_listing_row_can_be_resumed_to_its_end() {
-    scenario_base(
-        "move s->d Rewrite, link x/l->s/1 without its listing row",
-        plain_tree,
-        paths(&[(&["s", "1"], 1)]),
-        vec![(p(&["x", "l"]), p(&["s", "1"]))],
-    )
-    .setup(|t| async move { write_raw(&t, &[Raw::Remove(listing_key(&p(&["x", "l"])))]).await })
-    .op("move s->d Rewrite", |t| async move {
-        t.move_subtree_with(["s"], ["d"], LinkPolicy::Rewrite)
-            .await
-            .map(|r| format!("{} objects", r.objects))
-    })
-    .schedules(5)
-    .run();
-}

@@ -1810,7 +1810,7 @@ pub trait Storage: Send + Sync {
     /// let mut item = Item::new();
     /// item.insert("Key", Value::S("a".into()));
     /// item.insert("Child", Value::S("b".into()));
-    /// let e = table.put_item(item, Condition::None).await.unwrap_err();
+    /// let e = table.put_item(item, Condition::Always).await.unwrap_err();
     /// assert_eq!(e.kind(), ErrorKind::Validation);
     /// assert_eq!(table.get_item(&Key::new("a", "b"), true).await?, None);
     /// # Ok(()) }
@@ -1828,7 +1828,8 @@ pub trait Storage: Send + Sync {
             consistent,
             projection: None,
         };
-        async move { self.send(request).await?.into_item() }
+        let op = request.op();
+        async move { self.send(request).await?.into_item(op) }
     }
 
     /// PutItem with a condition ([`ErrorKind::ConditionFailed`] when it does not hold).
@@ -1838,7 +1839,8 @@ pub trait Storage: Send + Sync {
         condition: Condition,
     ) -> impl Future<Output = Result<()>> + Send {
         let request = Request::PutItem { item, condition };
-        async move { self.send(request).await?.into_done() }
+        let op = request.op();
+        async move { self.send(request).await?.into_done(op) }
     }
 
     /// DeleteItem with a condition ([`ErrorKind::ConditionFailed`] when it does not hold).
@@ -1851,7 +1853,8 @@ pub trait Storage: Send + Sync {
             key: key.clone(),
             condition,
         };
-        async move { self.send(request).await?.into_done() }
+        let op = request.op();
+        async move { self.send(request).await?.into_done(op) }
     }
 
     /// One page of a Query, starting after `start`.
@@ -1864,7 +1867,8 @@ pub trait Storage: Send + Sync {
             query: query.clone(),
             start,
         };
-        async move { self.send(request).await?.into_page() }
+        let op = request.op();
+        async move { self.send(request).await?.into_page(op) }
     }
 
     /// One page of a Scan of the whole table, starting after `start`.
@@ -1878,7 +1882,8 @@ pub trait Storage: Send + Sync {
             limit,
             start,
         };
-        async move { self.send(request).await?.into_page() }
+        let op = request.op();
+        async move { self.send(request).await?.into_page(op) }
     }
 
     /// One page of one segment of a parallel Scan (`Segment`/`TotalSegments`), starting after
@@ -1912,7 +1917,8 @@ pub trait Storage: Send + Sync {
             limit,
             start,
         };
-        async move { self.send(request).await?.into_page() }
+        let op = request.op();
+        async move { self.send(request).await?.into_page(op) }
     }
 
     /// BatchGetItem of at most 100 keys; returns the items found and unprocessed keys.
@@ -1926,7 +1932,8 @@ pub trait Storage: Send + Sync {
             consistent,
             projection: None,
         };
-        async move { self.send(request).await?.into_batch_get() }
+        let op = request.op();
+        async move { self.send(request).await?.into_batch_get(op) }
     }
 
     /// TransactGetItems: the items at `keys` (1 to 100, none twice) as one serializable
@@ -1953,7 +1960,8 @@ pub trait Storage: Send + Sync {
         keys: Vec<Key>,
     ) -> impl Future<Output = Result<Vec<Option<Item>>>> + Send {
         let request = Request::TransactGet { keys };
-        async move { self.send(request).await?.into_items() }
+        let op = request.op();
+        async move { self.send(request).await?.into_items(op) }
     }
 
     /// GetItem with a `ProjectionExpression`: only the named top-level attributes of the item
@@ -2001,7 +2009,8 @@ pub trait Storage: Send + Sync {
             consistent,
             projection: Some(projection.to_vec()),
         };
-        async move { self.send(request).await?.into_item() }
+        let op = request.op();
+        async move { self.send(request).await?.into_item(op) }
     }
 
     /// BatchGetItem of at most 100 keys with a `ProjectionExpression` (the same for every key;
@@ -2046,7 +2055,8 @@ pub trait Storage: Send + Sync {
             consistent,
             projection: Some(projection.to_vec()),
         };
-        async move { self.send(request).await?.into_batch_get() }
+        let op = request.op();
+        async move { self.send(request).await?.into_batch_get(op) }
     }
 
     /// BatchWriteItem of at most 25 requests; returns the unprocessed requests.
@@ -2055,7 +2065,8 @@ pub trait Storage: Send + Sync {
         requests: Vec<WriteRequest>,
     ) -> impl Future<Output = Result<Vec<WriteRequest>>> + Send {
         let request = Request::BatchWrite { requests };
-        async move { self.send(request).await?.into_unprocessed() }
+        let op = request.op();
+        async move { self.send(request).await?.into_unprocessed(op) }
     }
 
     /// TransactWriteItems of at most 100 actions, no two on one item, atomically.
@@ -2067,7 +2078,8 @@ pub trait Storage: Send + Sync {
             actions,
             token: None,
         };
-        async move { self.send(request).await?.into_done() }
+        let op = request.op();
+        async move { self.send(request).await?.into_done(op) }
     }
 
     /// CreateTable with the tree schema and these global secondary indexes. `Ok(false)` if the
@@ -2082,7 +2094,8 @@ pub trait Storage: Send + Sync {
             billing,
             indexes: indexes.to_vec(),
         };
-        async move { self.send(request).await?.into_created() }
+        let op = request.op();
+        async move { self.send(request).await?.into_created(op) }
     }
 
     /// UpdateTable: adds a global secondary index to an existing table.
@@ -2095,7 +2108,8 @@ pub trait Storage: Send + Sync {
             billing,
             index: index.clone(),
         };
-        async move { self.send(request).await?.into_done() }
+        let op = request.op();
+        async move { self.send(request).await?.into_done(op) }
     }
 
     /// One page of a Query on a global secondary index, starting after `start`.
@@ -2108,13 +2122,15 @@ pub trait Storage: Send + Sync {
             query: query.clone(),
             start,
         };
-        async move { self.send(request).await?.into_index_page() }
+        let op = request.op();
+        async move { self.send(request).await?.into_index_page(op) }
     }
 
     /// DescribeTable; `None` if the table does not exist.
     fn describe_table(&self) -> impl Future<Output = Result<Option<TableDescription>>> + Send {
         let request = Request::DescribeTable;
-        async move { self.send(request).await?.into_table() }
+        let op = request.op();
+        async move { self.send(request).await?.into_table(op) }
     }
 
     /// UpdateItem with `ReturnValues` `ALL_NEW`: applies `actions` (see [`UpdateAction`]) if
@@ -2157,7 +2173,8 @@ pub trait Storage: Send + Sync {
             actions,
             condition,
         };
-        async move { self.send(request).await?.into_updated() }
+        let op = request.op();
+        async move { self.send(request).await?.into_updated(op) }
     }
 
     /// TransactWriteItems with a `ClientRequestToken` (1 to 36 characters): within 10
@@ -2195,7 +2212,8 @@ pub trait Storage: Send + Sync {
             actions,
             token: Some(token.to_owned()),
         };
-        async move { self.send(request).await?.into_done() }
+        let op = request.op();
+        async move { self.send(request).await?.into_done(op) }
     }
 
     /// UpdateTimeToLive: enables DynamoDB's time to live on `attribute` (items whose
@@ -2221,14 +2239,16 @@ pub trait Storage: Send + Sync {
         let request = Request::EnableTtl {
             attribute: attribute.to_owned(),
         };
-        async move { self.send(request).await?.into_done() }
+        let op = request.op();
+        async move { self.send(request).await?.into_done(op) }
     }
 
     /// DescribeTimeToLive: the time-to-live attribute if time to live is enabled (or being
     /// enabled), else `None`.
     fn ttl_attribute(&self) -> impl Future<Output = Result<Option<String>>> + Send {
         let request = Request::TtlAttribute;
-        async move { self.send(request).await?.into_ttl_attribute() }
+        let op = request.op();
+        async move { self.send(request).await?.into_ttl_attribute(op) }
     }
 
     /// UpdateTable: enables the table's stream with the view type `NEW_AND_OLD_IMAGES` (what
@@ -2249,7 +2269,8 @@ pub trait Storage: Send + Sync {
     /// ```
     fn enable_stream(&self) -> impl Future<Output = Result<()>> + Send {
         let request = Request::EnableStream;
-        async move { self.send(request).await?.into_done() }
+        let op = request.op();
+        async move { self.send(request).await?.into_done(op) }
     }
 }
 

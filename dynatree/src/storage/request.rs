@@ -274,7 +274,7 @@ impl Request {
     /// ```
     /// use dynatree::storage::{Condition, Key, Request};
     ///
-    /// let r = Request::DeleteItem { key: Key::new("a", "b"), condition: Condition::None };
+    /// let r = Request::DeleteItem { key: Key::new("a", "b"), condition: Condition::Always };
     /// assert_eq!(r.keys(), [Key::new("a", "b")]);
     /// ```
     pub fn keys(&self) -> Vec<Key> {
@@ -516,14 +516,16 @@ fn mismatch(op: Op, got: &Response) -> Error {
     )
 }
 
+/// The answer to a request of `op`, unpacked as its kind (each typed method of `Storage`
+/// names the operation it sent, so a wrong answer names it too).
 macro_rules! unpack {
-    ($($fn:ident, $op:ident: $pat:pat => $out:expr => $ty:ty;)*) => {
+    ($($fn:ident: $pat:pat => $out:expr => $ty:ty;)*) => {
         impl Response {
             $(
-                pub(crate) fn $fn(self) -> Result<$ty> {
+                pub(crate) fn $fn(self, op: Op) -> Result<$ty> {
                     match self {
                         $pat => Ok($out),
-                        other => Err(mismatch(Op::$op, &other)),
+                        other => Err(mismatch(op, &other)),
                     }
                 }
             )*
@@ -532,17 +534,17 @@ macro_rules! unpack {
 }
 
 unpack! {
-    into_item, GetItem: Response::Item(i) => i => Option<Item>;
-    into_done, PutItem: Response::Done => () => ();
-    into_updated, UpdateItem: Response::Updated(i) => i => Item;
-    into_page, Query: Response::Page(p) => p => Page;
-    into_index_page, Query: Response::IndexPage(p) => p => IndexPage;
-    into_batch_get, BatchGetItem: Response::BatchGet(o) => o => BatchGetOutput;
-    into_unprocessed, BatchWriteItem: Response::Unprocessed(u) => u => Vec<WriteRequest>;
-    into_items, TransactGetItems: Response::Items(i) => i => Vec<Option<Item>>;
-    into_created, CreateTable: Response::Created(c) => c => bool;
-    into_table, DescribeTable: Response::Table(t) => t => Option<TableDescription>;
-    into_ttl_attribute, DescribeTimeToLive: Response::TtlAttribute(a) => a => Option<String>;
+    into_item: Response::Item(i) => i => Option<Item>;
+    into_done: Response::Done => () => ();
+    into_updated: Response::Updated(i) => i => Item;
+    into_page: Response::Page(p) => p => Page;
+    into_index_page: Response::IndexPage(p) => p => IndexPage;
+    into_batch_get: Response::BatchGet(o) => o => BatchGetOutput;
+    into_unprocessed: Response::Unprocessed(u) => u => Vec<WriteRequest>;
+    into_items: Response::Items(i) => i => Vec<Option<Item>>;
+    into_created: Response::Created(c) => c => bool;
+    into_table: Response::Table(t) => t => Option<TableDescription>;
+    into_ttl_attribute: Response::TtlAttribute(a) => a => Option<String>;
 }
 
 #[cfg(test)]
@@ -551,13 +553,13 @@ mod tests {
 
     #[test]
     fn a_response_of_the_wrong_kind_is_a_backend_error() {
-        let e = Response::Done.into_item().unwrap_err();
+        let e = Response::Done.into_item(Op::GetItem).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Backend);
         assert_eq!(
             e.to_string(),
             "storage backend error: a GetItem answered with done"
         );
-        assert_eq!(Response::Item(None).into_item().unwrap(), None);
+        assert_eq!(Response::Item(None).into_item(Op::GetItem).unwrap(), None);
     }
 
     #[test]

@@ -232,7 +232,7 @@ impl<S: Storage + 'static> Tree<S> {
 }
 
 /// Every operation recorded in the table (absolute paths), read consistently.
-async fn recorded<S: Storage + 'static>(cx: &Ctx<S>) -> Result<Vec<Intent>> {
+pub(crate) async fn recorded<S: Storage + 'static>(cx: &Ctx<S>) -> Result<Vec<Intent>> {
     let q = Query::new(cx.inner.layout.intents_hash()).consistent(true);
     let pages: Vec<crate::storage::Page> = query_pages(cx.io(), q, None).try_collect().await?;
     pages

@@ -17,7 +17,7 @@ use super::Tree;
 use super::clock::after_ms;
 use super::intent::{
     Guard, Intent, Outcome, decode_refusal, drive, enclosing_checks, encode_refusal, finish,
-    is_reparenting, join, owned_by, owner_nap, owner_retry, owner_wait, record_and_run,
+    is_reparenting, join, owned_by, owner_nap, owner_retry, owner_wait, record_and_run, recorded,
     renew_if_due, renewing, set_phase, still_owned, taken_over, write_intent,
 };
 pub use super::intent::{Operation, Phase};
@@ -801,6 +801,16 @@ async fn run_reparent<S: Storage + 'static>(cx: &Ctx<S>, g: &Guard) -> Result<Ou
                     }
                     continue;
                 }
+                // A child move left recorded after its objects moved (`Unfinished`: links
+                // into it still to rewrite) is no longer among the children listed: it is
+                // this re-parenting's to finish before it ends.
+                for child in recorded(cx).await?.into_iter().filter(|i| {
+                    i.op == Operation::Move
+                        && i.from.parent().as_ref() == Some(&path)
+                        && i.to.parent().as_ref() == Some(&parent)
+                }) {
+                    renewing(cx, g, Box::pin(drive(&inside, &child.id))).await??;
+                }
                 set_phase(cx, g, Phase::Delete).await?;
             }
             Phase::Delete => {
@@ -1539,10 +1549,12 @@ async fn rewrite_links<S: Storage + 'static>(
             break;
         }
         let Some(retry) = rounds.next_retry() else {
-            // Out of rounds: done only if a last look finds no link left. Else the move
-            // fails, still recorded in its last phase, so that `resume` (or the same call
-            // again) rewrites the rest: never an `Ok` with a link left into the source.
-            if links_into(cx, &intent.from).await?.is_empty() {
+            // Out of rounds: done only if a last look finds no link left that this move
+            // could rewrite. Else the move fails, still recorded in its last phase, so that
+            // `resume` (or the same call again) rewrites the rest: never an `Ok` with such a
+            // link left into the source.
+            let left = links_into(cx, &intent.from).await?;
+            if rewritable(cx, &intent, left).await?.is_empty() {
                 break;
             }
             return Err(Error::new(
@@ -1562,6 +1574,31 @@ async fn rewrite_links<S: Storage + 'static>(
         }
     }
     Ok(())
+}
+
+/// Of the links `found` into the source, those this move could rewrite: a new target within
+/// DynamoDB's limits (else the link is left pointing at the old place, see above) and a
+/// listing row to check the link against (a link without one is a state `check` reports and
+/// `repair` restores; no round can rewrite it, so it is left too).
+async fn rewritable<S: Storage + 'static>(
+    cx: &Ctx<S>,
+    intent: &Intent,
+    found: Vec<(Path, Path)>,
+) -> Result<Vec<(Path, Path)>> {
+    let mut out = Vec::new();
+    for (link, target) in found {
+        if dest_of(intent, &target)
+            .and_then(|t| cx.link_row_for(&link, &t))
+            .is_err()
+        {
+            continue;
+        }
+        let key = cx.inner.layout.listing_key(&link);
+        if cx.io().get_item(&key, true).await?.is_some() {
+            out.push((link, target));
+        }
+    }
+    Ok(out)
 }
 
 /// Sends `actions` in transactions of at most 99, each with a check that this call still
