@@ -964,7 +964,8 @@ impl Error {
     }
 
     /// Whether retrying the same call later may succeed (throttling, service limits,
-    /// conflicts, unprocessed batch items, transaction conflicts, transient backend failures).
+    /// conflicts, unprocessed batch items, transaction conflicts, transient backend failures,
+    /// an operation left recorded unfinished).
     ///
     /// These were already retried within the tree's [`RetryPolicy`](crate::RetryPolicy)
     /// where dynatree retries them at all: retry the call later, not in a tight loop.
@@ -975,6 +976,7 @@ impl Error {
     /// use dynatree::{error::CancellationReason, Error, ErrorKind};
     ///
     /// assert!(Error::new(ErrorKind::Throttled, "").is_retryable());
+    /// assert!(Error::new(ErrorKind::Unfinished, "").is_retryable());
     /// assert!(!Error::new(ErrorKind::ConditionFailed, "").is_retryable());
     /// let conflict = Error::transaction_canceled(vec![CancellationReason::new("TransactionConflict", None)]);
     /// assert!(conflict.is_retryable());
@@ -985,6 +987,7 @@ impl Error {
             | ErrorKind::LimitExceeded
             | ErrorKind::Conflict
             | ErrorKind::Unprocessed
+            | ErrorKind::Unfinished
             | ErrorKind::Backend => true,
             ErrorKind::TransactionCanceled => self
                 .0
