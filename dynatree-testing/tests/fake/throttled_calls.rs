@@ -110,7 +110,9 @@ async fn a_put_of_a_new_name_sends_a_bounded_number_of_requests_when_throttled()
             "{kind:?}: {n} requests, {error:?}"
         );
     }
-    assert_eq!(largest(&counts), 5, "{counts:?}");
+    // A failed overwrite (this handle cannot tell a new name from another process's object)
+    // and the read of the listing rows, then 4 tries of the throttled transaction.
+    assert_eq!(largest(&counts), 6, "{counts:?}");
 }
 
 #[tokio::test]

@@ -210,6 +210,9 @@ pub(crate) async fn resolve_with<S: Storage + 'static>(
             if cx.inner.layout.is_absent(&item, crate::expiry::now_secs()) {
                 return Ok(None);
             }
+            // A belief for the next put of it, which then tries an overwrite first (never
+            // trusted for correctness: see the consistency docs, "Overwrites").
+            cx.inner.known.insert_all(Some(key));
             return Ok(Some(item));
         };
         current = cx.next_hop(path, target, &mut seen)?;
@@ -252,7 +255,12 @@ pub(crate) async fn resolve_many_with<S: Storage + 'static>(
                     next.push((i, target, seen));
                 }
                 None if cx.inner.layout.is_absent(&item, now) => {}
-                None => out[i] = Some(item),
+                None => {
+                    cx.inner
+                        .known
+                        .insert_all(Some(cx.inner.layout.object_key(&p)));
+                    out[i] = Some(item);
+                }
             }
         }
         pending = next;

@@ -38,7 +38,19 @@ pub(crate) async fn write_object_checked<S: Storage + 'static>(
     let object_key = cx.inner.layout.object_key(path);
     let own = cx.inner.layout.listing_key(path);
     let fenced = cx.inner.config.fenced_puts;
-    if checks.is_empty() && cx.inner.known.contains(&object_key) {
+    let object_known = cx.inner.known.contains(&object_key);
+    let own_known = cx.inner.known.contains(&own);
+    let known = |p: &Path| cx.inner.known.contains(&cx.inner.layout.listing_key(p));
+    let planned = plan::optimistic(path, known, checks.len());
+    // First try: under fenced puts only for a known object (a new name takes the fenced
+    // path); otherwise as `plan::first` decides.
+    let first = match plan::first(planned, object_known, own_known, checks.len(), condition) {
+        plan::First::Overwrite { .. } if fenced && !object_known => plan::First::Transaction,
+        first => first,
+    };
+    // First try the plan the cache suggests; after a failed check, read the real state.
+    let mut read_state = false;
+    if let plan::First::Overwrite { read } = first {
         // An overwrite: one PutItem, conditional on the object being there (not a fence)
         // and not held by a move or copy. An object row exists only while its listing row
         // does (invariant 2), so no check of the listing row is needed; anything else
@@ -48,9 +60,13 @@ pub(crate) async fn write_object_checked<S: Storage + 'static>(
             all.push(condition.clone());
         }
         match cx.io().put_item(row.clone(), layout::all(all)).await {
-            Ok(()) => return Ok(true),
+            Ok(()) => {
+                cx.inner.known.insert_all(Some(object_key));
+                return Ok(true);
+            }
             Err(e) if e.kind() == ErrorKind::ConditionFailed => {
                 cx.inner.known.remove(&object_key);
+                read_state = read;
             }
             Err(e) => return Err(e),
         }
@@ -94,8 +110,6 @@ pub(crate) async fn write_object_checked<S: Storage + 'static>(
         }
     }
     let mut backoff = Backoff::new(cx.inner.config.retry);
-    // First try the plan the cache suggests; after a failed check, read the real state.
-    let mut read_state = false;
     loop {
         let sent = tokio::time::Instant::now();
         let outcome = if read_state {
