@@ -121,6 +121,17 @@ struct Inner {
     /// The undo log of the latest write requests, oldest first, at most `lag` of them: for
     /// each, the rows it changed with their values before it.
     log: VecDeque<Vec<(Key, Option<Item>)>>,
+    /// While [`FakeTable::metered`] runs: the units each request consumed, by partition.
+    ledger: Option<Vec<Consumed>>,
+}
+
+/// Units one request consumed in one partition (`hash: None`: across partitions, a Scan or a
+/// secondary index), recorded for the service model.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Consumed {
+    pub(crate) hash: Option<String>,
+    pub(crate) read: f64,
+    pub(crate) write: f64,
 }
 
 #[derive(Debug)]
@@ -836,6 +847,15 @@ impl FakeTable {
     }
 
     /// Runs `f` on the stream's log (empty without a table), not as a request.
+    /// Runs `f` (requests to this table) and returns what they consumed, by partition: the
+    /// service model's metering. Requests of other callers in the meantime are counted too.
+    pub(crate) async fn metered<F: std::future::Future>(&self, f: F) -> (F::Output, Vec<Consumed>) {
+        self.lock().ledger = Some(Vec::new());
+        let out = f.await;
+        let consumed = self.lock().ledger.take().unwrap_or_default();
+        (out, consumed)
+    }
+
     pub(crate) fn with_stream_log<R>(&self, f: impl FnOnce(&StreamLog) -> R) -> R {
         let inner = self.lock();
         match inner.table.as_ref() {
@@ -973,7 +993,19 @@ impl Inner {
         })
     }
 
+    /// Records units consumed for [`FakeTable::metered`] (the metrics are kept apart).
+    fn consumed(&mut self, hash: Option<&str>, read: f64, write: f64) {
+        if let Some(ledger) = &mut self.ledger {
+            ledger.push(Consumed {
+                hash: hash.map(str::to_owned),
+                read,
+                write,
+            });
+        }
+    }
+
     fn note_write(&mut self, hash: &str, units: f64) {
+        self.consumed(Some(hash), 0.0, units);
         self.metrics.write_units += units;
         *self
             .metrics
@@ -1319,6 +1351,7 @@ impl FakeTable {
         // Capacity: every action twice its single-item cost, condition checks included.
         let mut writes = Vec::new();
         let mut units = 0.0;
+        let mut checked = Vec::new();
         let mut updated_sizes = updated
             .iter()
             .zip(&actions)
@@ -1334,7 +1367,10 @@ impl FakeTable {
                 TransactAction::Delete { .. } => {
                     writes.push((k.hash.clone(), 2.0 * write_units(old)))
                 }
-                TransactAction::ConditionCheck { .. } => units += 2.0 * write_units(old),
+                TransactAction::ConditionCheck { .. } => {
+                    units += 2.0 * write_units(old);
+                    checked.push((k.hash.clone(), 2.0 * write_units(old)));
+                }
                 TransactAction::Update { .. } => {
                     let new = updated_sizes.next().flatten().unwrap_or(0);
                     writes.push((k.hash.clone(), 2.0 * write_units(new.max(old))));
@@ -1343,6 +1379,9 @@ impl FakeTable {
         }
         if reasons.iter().any(CancellationReason::is_failure) {
             inner.metrics.write_units += units + writes.iter().map(|(_, u)| u).sum::<f64>();
+            for (hash, u) in checked.iter().chain(&writes) {
+                inner.consumed(Some(hash), 0.0, *u);
+            }
             return Err(Error::transaction_canceled(reasons));
         }
         for ((a, k), new) in actions.into_iter().zip(keys).zip(updated) {
@@ -1365,6 +1404,9 @@ impl FakeTable {
             t.tokens.insert(token, (actions, now));
         }
         inner.metrics.write_units += units;
+        for (hash, u) in checked {
+            inner.consumed(Some(&hash), 0.0, u);
+        }
         for (hash, u) in writes {
             inner.note_write(&hash, u);
         }
@@ -1392,7 +1434,9 @@ impl FakeTable {
         t.check_key(key)?;
         check_projection(projection)?;
         let item = stale.unwrap_or_else(|| t.get(key).cloned());
-        inner.metrics.read_units += read_units(item.as_ref().map_or(0, Item::size), consistent);
+        let units = read_units(item.as_ref().map_or(0, Item::size), consistent);
+        inner.metrics.read_units += units;
+        inner.consumed(Some(&key.hash), units, 0.0);
         let item = item.map(|item| project(item, projection));
         Self::finish(fault.as_ref(), "GetItem", item)
     }
@@ -1435,6 +1479,7 @@ impl FakeTable {
         };
         let mut out = BatchGetOutput::default();
         let mut units = 0.0;
+        let mut read = Vec::new();
         let mut bytes = 0;
         for (i, k) in keys.into_iter().enumerate() {
             if i >= processed {
@@ -1455,9 +1500,13 @@ impl FakeTable {
                 continue;
             }
             units += read_units(item.size(), consistent);
+            read.push((k.hash.clone(), read_units(item.size(), consistent)));
             out.items.push(project(item, projection));
         }
         inner.metrics.read_units += units;
+        for (hash, u) in read {
+            inner.consumed(Some(&hash), u, 0.0);
+        }
         Self::finish(fault.as_ref(), "BatchGetItem", out)
     }
 }
@@ -1642,6 +1691,7 @@ impl FakeTable {
         // 3.3.1): it would refuse that key as a start key, and nothing can follow it.
         let last_key = last_key.filter(|k| query.accepts_start(k));
         inner.metrics.read_units += read_units(bytes, query.consistent);
+        inner.consumed(Some(&query.hash), read_units(bytes, query.consistent), 0.0);
         Self::finish(fault.as_ref(), "Query", Page { items, last_key })
     }
 
@@ -1685,6 +1735,7 @@ impl FakeTable {
             &t.range_name,
         );
         inner.metrics.read_units += read_units(bytes, false);
+        inner.consumed(None, read_units(bytes, false), 0.0);
         Self::finish(fault.as_ref(), "Scan", Page { items, last_key })
     }
 
@@ -1721,6 +1772,10 @@ impl FakeTable {
             .map(|i| 2.0 * read_units(i.as_ref().map_or(0, Item::size), true))
             .sum();
         inner.metrics.read_units += units;
+        for (k, i) in keys.iter().zip(&items) {
+            let u = 2.0 * read_units(i.as_ref().map_or(0, Item::size), true);
+            inner.consumed(Some(&k.hash), u, 0.0);
+        }
         Self::finish(fault.as_ref(), "TransactGetItems", items)
     }
 
@@ -1948,6 +2003,7 @@ impl FakeTable {
             }
         }
         inner.metrics.read_units += read_units(bytes, false);
+        inner.consumed(None, read_units(bytes, false), 0.0);
         Self::finish(fault.as_ref(), "Query", IndexPage { items, last })
     }
 

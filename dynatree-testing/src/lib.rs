@@ -29,6 +29,7 @@ mod local;
 #[cfg(feature = "proptest")]
 #[cfg_attr(docsrs, doc(cfg(feature = "proptest")))]
 pub mod model;
+pub mod service;
 pub mod sim;
 pub mod stream;
 

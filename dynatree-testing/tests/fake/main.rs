@@ -13,6 +13,7 @@ mod faults;
 mod fenced_puts;
 mod link_rewrites;
 mod segments;
+mod service_model;
 mod stale_reads;
 mod stream;
 mod throttled_calls;
