@@ -42,14 +42,18 @@ pub(crate) async fn write_object_checked<S: Storage + 'static>(
     let own_known = cx.inner.known.contains(&own);
     let known = |p: &Path| cx.inner.known.contains(&cx.inner.layout.listing_key(p));
     let planned = plan::optimistic(path, known, checks.len());
-    // First try: under fenced puts only for a known object (a new name takes the fenced
-    // path); otherwise as `plan::first` decides.
-    let first = match plan::first(planned, object_known, own_known, checks.len(), condition) {
-        plan::First::Overwrite { .. } if fenced && !object_known => plan::First::Transaction,
-        first => first,
-    };
     // First try the plan the cache suggests; after a failed check, read the real state.
     let mut read_state = false;
+    let first = match plan::first(planned, object_known, own_known, checks.len(), condition) {
+        // Fenced puts write a new top-level name with two PutItems: a failed overwrite
+        // first would cost more than the Go library's put.
+        plan::First::Overwrite { .. }
+            if fenced && !object_known && planned == plan::Optimistic::TopLevel =>
+        {
+            plan::First::Transaction
+        }
+        first => first,
+    };
     if let plan::First::Overwrite { read } = first {
         // An overwrite: one PutItem, conditional on the object being there (not a fence)
         // and not held by a move or copy. An object row exists only while its listing row
@@ -70,7 +74,10 @@ pub(crate) async fn write_object_checked<S: Storage + 'static>(
             }
             Err(e) => return Err(e),
         }
-    } else if checks.is_empty() && fenced {
+    }
+    // Under fenced puts, a put of an object this process did not know (a failed overwrite
+    // above, or none tried) takes the fenced path; a known one that failed, the guarded path.
+    if checks.is_empty() && fenced && !object_known {
         // Fenced puts: make sure L(P) was verified free moments ago (creating it if this
         // process does not know it), then one PutItem conditional on no fence.
         let created = if cx.inner.known.fresh(&own) {
