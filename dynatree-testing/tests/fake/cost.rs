@@ -642,6 +642,133 @@ async fn move_of_a_thousand_nodes() {
     assert_eq!(names, ["dst"]);
 }
 
+/// A subtree of `fan` children per node, `depth` levels below its root `src`, an object at
+/// every node; one leaf is a link to another node of the subtree. Returns its node count.
+async fn fan_out(tree: &Tree, fan: usize, depth: usize) -> usize {
+    let mut level = vec![vec!["src".to_owned()]];
+    let mut nodes = 0;
+    for d in 0..=depth {
+        let mut next = Vec::new();
+        for p in &level {
+            if d == depth && p.iter().skip(1).all(|c| c.ends_with('0')) {
+                // The first leaf: a link into the subtree.
+                tree.put_link(p.clone(), ["src", "n1"]).await.unwrap();
+            } else {
+                tree.put(p.clone(), &V { v: d as u32 }).await.unwrap();
+            }
+            nodes += 1;
+            for c in 0..fan {
+                let mut child = p.clone();
+                child.push(format!("n{c}"));
+                next.push(child);
+            }
+        }
+        level = next;
+    }
+    nodes
+}
+
+/// What a move, copy or subtree deletion of `src` sends, on a fresh table holding
+/// [`fan_out`]`(fan, depth)`: its node count and the metrics of the operation alone.
+async fn measure_subtree_op(
+    op: &str,
+    fan: usize,
+    depth: usize,
+) -> (usize, dynatree_testing::Metrics) {
+    use dynatree::ops::LinkPolicy;
+    let (fake, tree) = setup().await;
+    let nodes = fan_out(&tree, fan, depth).await;
+    fake.reset_metrics();
+    match op {
+        "move" => {
+            let r = tree
+                .move_subtree_with(["src"], ["dst"], LinkPolicy::Ignore)
+                .await
+                .unwrap();
+            assert_eq!(r.nodes, nodes);
+        }
+        "move rewrite" => {
+            tree.move_subtree_with(["src"], ["dst"], LinkPolicy::Rewrite)
+                .await
+                .unwrap();
+        }
+        "copy" => {
+            let r = tree.copy_subtree(["src"], ["dst"]).await.unwrap();
+            assert_eq!(r.nodes, nodes);
+        }
+        "copy report" | "copy rewrite" => {
+            let policy = if op == "copy report" {
+                LinkPolicy::Report
+            } else {
+                LinkPolicy::Rewrite
+            };
+            let r = tree
+                .copy_subtree_with(["src"], ["dst"], policy)
+                .await
+                .unwrap();
+            assert_eq!(r.links.len(), 1);
+        }
+        "delete" => {
+            assert_eq!(tree.delete_subtree(["src"]).await.unwrap(), nodes);
+        }
+        other => panic!("no operation {other}"),
+    }
+    let m = fake.metrics();
+    println!(
+        "{op} of {nodes} nodes: {:?}, {} RCU, {} WCU",
+        m.requests_by_operation(),
+        m.read_units(),
+        m.write_units()
+    );
+    assert_invariants(&tree).await;
+    (nodes, m)
+}
+
+/// A copy of 111 nodes lists each node of its source once (one consistent Query each, the
+/// lock walk), whatever its link policy, and lists nothing else but the recorded intents
+/// (one Query, to join the same call if it is recorded): the phases after the lock walk reuse
+/// the nodes it found.
+#[tokio::test]
+async fn a_copy_lists_each_node_once() {
+    for op in ["copy", "copy report", "copy rewrite"] {
+        let (nodes, m) = measure_subtree_op(op, 10, 2).await;
+        assert_eq!(nodes, 111);
+        assert_eq!(
+            m.requests("Query"),
+            1 + nodes as u64,
+            "{op}: {:?}",
+            m.requests_by_operation()
+        );
+    }
+}
+
+/// A move of 111 nodes lists each node of its source once, whatever its link policy (links
+/// into the source are looked up by Scan, not by listing).
+#[tokio::test]
+async fn a_move_lists_each_node_once() {
+    for op in ["move", "move rewrite"] {
+        let (nodes, m) = measure_subtree_op(op, 10, 2).await;
+        assert_eq!(
+            m.requests("Query"),
+            1 + nodes as u64,
+            "{op}: {:?}",
+            m.requests_by_operation()
+        );
+    }
+}
+
+/// A subtree deletion of 111 nodes lists each node once.
+#[tokio::test]
+async fn a_subtree_deletion_lists_each_node_once() {
+    let (nodes, m) = measure_subtree_op("delete", 10, 2).await;
+    assert_eq!(
+        m.requests("Query"),
+        1 + nodes as u64,
+        "{:?}",
+        m.requests_by_operation()
+    );
+}
+
 /// A small typed object for the batch figures: 10 accounts × 100 links.
 #[derive(dynatree::Hierarchical, Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 #[dynatree(path = "Accounts/{account}/Links/{name}")]
