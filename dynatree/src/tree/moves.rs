@@ -440,8 +440,9 @@ pub(crate) async fn run<S: Storage + 'static>(cx: &Ctx<S>, g: &Guard) -> Result<
         ..MoveReport::default()
     };
     // The nodes held, once known in this call (a resumed call walks them again). A call
-    // that started at the lock phase copied everything under the destination itself, so
-    // it may unlock the destination from what it knows; a resumed one walks it.
+    // that started at the lock phase locked and held them itself and copied everything
+    // under the destination itself, so it may unlock the destination (and a copy its
+    // source) from what it knows; a resumed one walks them.
     let mut known: Option<Vec<Vec<Path>>> = None;
     // Destination nodes the copy wrote that name nothing (see `copy_levels`), removed after
     // the unlock (best effort: a resumed call does not know them).
@@ -569,7 +570,11 @@ pub(crate) async fn run<S: Storage + 'static>(cx: &Ctx<S>, g: &Guard) -> Result<
                 set_phase(cx, g, Phase::Unlock).await?;
             }
             Phase::Unlock => {
-                let dest = match known.take().filter(|_| fresh) {
+                // A call that ran the lock walk itself knows every row it locked and every
+                // object it held: the nodes of that walk, at the source and (re-keyed) at the
+                // destination. A resumed call walks them.
+                let walked = known.take().filter(|_| fresh);
+                let dest = match &walked {
                     Some(levels) => {
                         let intent = g.snapshot();
                         levels
@@ -598,8 +603,10 @@ pub(crate) async fn run<S: Storage + 'static>(cx: &Ctx<S>, g: &Guard) -> Result<
                     report.links = links_within(cx, g).await?;
                 }
                 if op == Operation::Copy {
-                    // A copy holds its source too, so that it copies one state of it.
-                    match &known {
+                    // A copy holds its source too, so that it copies one state of it. Its
+                    // locks and holds there are on the nodes of its lock walk and nowhere
+                    // else: a call that walked them releases them from what it knows.
+                    match &walked {
                         Some(levels) => {
                             let paths = levels.concat();
                             release_and_unlock(cx, g, &paths, &paths).await?;
