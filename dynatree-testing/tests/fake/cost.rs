@@ -524,6 +524,76 @@ async fn every_failure_point_of_a_move_recovers_with_resume() {
     }
 }
 
+/// A failure at every request index of a copy of 224 nodes, then `resume` or the same call
+/// again: the tree equals the model of the completed copy (the source as it was, its copy at
+/// the destination), with no lock or hold left at either end.
+#[tokio::test]
+async fn every_failure_point_of_a_copy_recovers_with_resume() {
+    let (model_fake, model) = setup().await;
+    build_org(&model).await;
+    model
+        .copy_subtree(["org", "eng"], ["org", "tech"])
+        .await
+        .unwrap();
+    let expected = snapshot(&model_fake).await;
+    assert_eq!(
+        expected
+            .iter()
+            .filter(|(k, _)| k.starts_with("¦org¦tech"))
+            .count(),
+        205
+    );
+
+    let (probe_fake, probe) = setup().await;
+    build_org(&probe).await;
+    probe_fake.reset_metrics();
+    probe
+        .copy_subtree(["org", "eng"], ["org", "tech"])
+        .await
+        .unwrap();
+    let requests = probe_fake.metrics().total_requests();
+    assert!(requests > 30, "{requests}");
+
+    for fault in [Fault::Fail, Fault::FailAfterApply] {
+        for at in 0..requests {
+            let (fake, tree) = setup().await;
+            build_org(&tree).await;
+            fake.reset_metrics();
+            fake.inject(at, fault.clone());
+            let first = tree.copy_subtree(["org", "eng"], ["org", "tech"]).await;
+            fake.clear_faults();
+            assert_invariants(&tree).await;
+            if first.is_err() {
+                if at % 2 == 0 {
+                    let other = Tree::builder(fake.clone())
+                        .retry_policy(fast())
+                        .build()
+                        .unwrap();
+                    assert!(other.resume().await.unwrap().len() <= 1);
+                }
+                // If the first call had completed all but its reply, the destination is taken.
+                match tree.copy_subtree(["org", "eng"], ["org", "tech"]).await {
+                    Ok(_) => {}
+                    Err(e) if e.kind() == ErrorKind::AlreadyExists => {}
+                    Err(e) => panic!("{fault:?} at request {at}: {e:?}"),
+                }
+            }
+            assert!(tree.pending().await.unwrap().is_empty());
+            assert_eq!(snapshot(&fake).await, expected, "{fault:?} at request {at}");
+            let bookkeeping: Vec<_> = fake
+                .rows()
+                .into_iter()
+                .filter(|r| r.contains("¦moving") || r.contains("¦held"))
+                .collect();
+            assert!(
+                bookkeeping.is_empty(),
+                "{fault:?} at request {at}: {bookkeeping:?}"
+            );
+            assert_invariants(&tree).await;
+        }
+    }
+}
+
 /// While a subtree is locked by a move, writers under it are refused with `Locked`, not lost;
 /// after `resume`, writes succeed again.
 #[tokio::test]
