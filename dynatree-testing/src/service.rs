@@ -25,9 +25,10 @@
 //!   A table-wide limit ([`table_write_units`](ServiceModel::table_write_units)) models a
 //!   provisioned table or an on-demand table's maximum.
 //! - **Time.** Every wait is a [`tokio::time::sleep`]: on a runtime with paused time
-//!   (`start_paused`), minutes of service time pass in milliseconds of real time, and with a
-//!   fixed [`seed`](ServiceModel::seed) every run gives the same figures. tokio's timer counts
-//!   whole milliseconds, so each latency is rounded to the nearest one.
+//!   (`start_paused`, tokio's `test-util` feature), minutes of service time pass in
+//!   milliseconds of real time, and with a fixed [`seed`](ServiceModel::seed) every run gives
+//!   the same figures. tokio's timer counts whole milliseconds, so each latency is rounded to
+//!   the nearest one.
 //!
 //! Requests are applied one at a time (they are atomic in the fake anyway), so the units each
 //! consumed are exact.

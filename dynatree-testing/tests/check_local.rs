@@ -15,7 +15,7 @@ use dynatree_testing::{DynamoDbLocal, FakeTable, Fault, FaultRule, Faulty, Op};
 use futures::TryStreamExt;
 
 // The value types, raw writes and report helpers of the fake's checker tests.
-#[path = "../../dynatree/tests/common/mod.rs"]
+#[path = "../../dynatree/tests/api/common/mod.rs"]
 mod common;
 use common::*;
 
@@ -354,7 +354,7 @@ fn outcome<T: std::fmt::Debug>(r: dynatree::Result<T>) -> String {
     }
 }
 
-/// Every malformed-bookkeeping case of `dynatree/tests/check_repair.rs`, on `table`: a removal
+/// Every malformed-bookkeeping case of `dynatree/tests/api/check_repair.rs`, on `table`: a removal
 /// mark and a lock that are numbers, a lock that is a boolean, a hold that is a number, a lock
 /// whose number is the id of a recorded operation, versions that are strings (a source's, a
 /// tombstone's, a copy's), and a link whose target is a number. The writes they block, the

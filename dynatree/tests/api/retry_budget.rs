@@ -52,6 +52,16 @@ fn tree(client: Client) -> Tree {
         .unwrap()
 }
 
+/// PutItem answers "condition failed": a cold handle's first try of a put as an overwrite
+/// finds no object, and the put goes on by its transaction.
+fn no_object() -> Rule {
+    mock!(Client::put_item)
+        .sequence()
+        .http_status(400, Some(body("ConditionalCheckFailedException")))
+        .repeatedly()
+        .build()
+}
+
 /// Reads answer "nothing there", so that a write's planning reads succeed.
 fn empty_reads() -> (Rule, Rule) {
     let get = mock!(Client::get_item)
@@ -108,10 +118,12 @@ async fn always_throttled_transaction_sends_max_attempts() {
         .repeatedly()
         .build();
     let (get, batch) = empty_reads();
-    let tree = tree(client(&[&rule, &get, &batch]));
+    let absent = no_object();
+    let tree = tree(client(&[&rule, &get, &batch, &absent]));
     let e = tree.put(["a"], &V { v: 1 }).await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Throttled, "{e:?}");
     assert_eq!(rule.num_calls(), ATTEMPTS as usize);
+    assert_eq!(absent.num_calls(), 1);
 }
 
 #[tokio::test]
@@ -153,9 +165,11 @@ async fn throttled_twice_then_done_sends_three() {
         .repeatedly()
         .build();
     let (reads, batch) = empty_reads();
-    let tree2 = tree(client(&[&tx, &reads, &batch]));
+    let absent = no_object();
+    let tree2 = tree(client(&[&tx, &reads, &batch, &absent]));
     tree2.put(["a"], &V { v: 1 }).await.unwrap();
     assert_eq!(tx.num_calls(), 3);
+    assert_eq!(absent.num_calls(), 1);
 
     let put = mock!(Client::put_item)
         .sequence()

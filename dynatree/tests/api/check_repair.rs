@@ -14,8 +14,7 @@ use dynatree_testing::{FakeTable, Fault, FaultRule, Op};
 use futures::TryStreamExt;
 use serde::{Deserialize, Serialize};
 
-mod common;
-use common::*;
+use crate::common::*;
 
 #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
 #[dynatree(path = "Forums/{forum}/Threads/{thread}/Posts/{post}")]
