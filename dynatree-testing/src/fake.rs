@@ -37,7 +37,7 @@ const TOKEN_LIFETIME: std::time::Duration = std::time::Duration::from_secs(10 * 
 /// map keys, index key attributes that are empty, too long or not strings, range conditions on
 /// empty or oversized values, `between` with reversed bounds, start keys outside the range
 /// condition. Numbers are stored in DynamoDB's canonical form (`"1.50"` reads back `"1.5"`).
-/// `tests/differential.rs` checks all this against DynamoDB Local with random requests. Where
+/// `tests/local/differential.rs` checks all this against DynamoDB Local with random requests. Where
 /// DynamoDB Local 3.3.1 answers in its own way, the fake follows it, documented here:
 ///
 /// - Inside TransactWriteItems, an oversized table key and an index key of another scalar

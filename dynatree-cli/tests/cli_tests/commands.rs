@@ -3,11 +3,9 @@
 //! recorded operation holds; the read commands on missing paths; `export -o json`; how paths
 //! are written and printed; the units of `check`'s JSON.
 
-mod common;
-
 use std::time::Duration;
 
-use common::Env;
+use crate::common::Env;
 use predicates::prelude::*;
 use serde_json::{Value, json};
 

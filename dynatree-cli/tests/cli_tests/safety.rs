@@ -3,9 +3,7 @@
 //! links that would replace something, dry runs that refuse what the real run refuses, the
 //! service's errors on one line, and `create-table` on a table that exists.
 
-mod common;
-
-use common::{Env, dynatree, one_error_line};
+use crate::common::{Env, dynatree, one_error_line};
 use dynatree_testing::DynamoDbLocal;
 use serde_json::json;
 
@@ -224,7 +222,7 @@ fn tables_of_another_key_schema_are_refused() {
     use aws_sdk_dynamodb::types::{
         AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
     };
-    let endpoint = common::endpoint();
+    let endpoint = crate::common::endpoint();
     let client = dynatree_testing::client_for(&endpoint);
     let rt = runtime();
     let key = |name: &str, kind: KeyType| {
@@ -242,9 +240,9 @@ fn tables_of_another_key_schema_are_refused() {
             .unwrap()
     };
     // A hash key `Key` and no range key: puts would succeed and lose objects.
-    let hash_only = common::fresh_name();
+    let hash_only = crate::common::fresh_name();
     // Another application's table.
-    let other = common::fresh_name();
+    let other = crate::common::fresh_name();
     rt.block_on(async {
         client
             .create_table()
@@ -400,7 +398,13 @@ fn service_errors_print_on_one_line() {
     // and the request id.
     let err = one_error_line(
         dynatree()
-            .args(["--endpoint-url", &common::endpoint(), "--table", "ab", "ls"])
+            .args([
+                "--endpoint-url",
+                &crate::common::endpoint(),
+                "--table",
+                "ab",
+                "ls",
+            ])
             .assert(),
         1,
     );

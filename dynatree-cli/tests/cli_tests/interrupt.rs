@@ -3,10 +3,6 @@
 //! command that resumes it, and that command, run as printed, finishes the import: the table
 //! then holds exactly the file's records.
 
-#![cfg(unix)]
-
-mod common;
-
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -20,7 +16,7 @@ const RECORDS: usize = 20_000;
 
 fn dynatree(endpoint: &str, table: &str) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_dynatree"));
-    common::isolated(&mut c).args(["--endpoint-url", endpoint, "--table", table]);
+    crate::common::isolated(&mut c).args(["--endpoint-url", endpoint, "--table", table]);
     c
 }
 
@@ -159,7 +155,7 @@ fn ctrl_c_on_import_says_how_to_resume_and_the_resume_finishes_it() {
     path.push(":");
     path.push(std::env::var_os("PATH").unwrap_or_default());
     let mut sh = Command::new("sh");
-    common::isolated(&mut sh)
+    crate::common::isolated(&mut sh)
         .env("PATH", path)
         .args(["-c", resume]);
     let done = ok(&mut sh);

@@ -1,8 +1,8 @@
 //! The harness the command-line tests share: the real `dynatree` binary, isolated from the
-//! machine's AWS configuration, against DynamoDB Local (one server per test binary, started on
+//! machine's AWS configuration, against DynamoDB Local (one server for the test binary, started on
 //! first use; a server that cannot start fails the tests with its reason), one table per test.
 
-// Each test binary uses part of this module.
+// Each subject uses part of this module.
 #![allow(dead_code)]
 
 use std::sync::OnceLock;

@@ -15,9 +15,7 @@ use dynatree_testing::{DynamoDbLocal, FakeTable, Fault, FaultRule, Faulty, Op};
 use futures::TryStreamExt;
 
 // The value types, raw writes and report helpers of the fake's checker tests.
-#[path = "../../dynatree/tests/api/common/mod.rs"]
-mod common;
-use common::*;
+use crate::common::*;
 
 const LEASE: Duration = Duration::from_millis(500);
 

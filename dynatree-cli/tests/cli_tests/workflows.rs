@@ -1,10 +1,8 @@
-//! The real `dynatree` binary against DynamoDB Local: one server for this test binary (started
-//! on first use; a server that cannot start fails the tests with its reason), one table per
-//! test, created with the command line's own `create-table` (the harness is `common`).
+//! Whole workflows of the real `dynatree` binary against DynamoDB Local: put, get, ls, tree and
+//! links; exit statuses; dry runs; rm, mv, cp, find and du; create-table, check and repair;
+//! export and import; tables with secondary indexes.
 
-mod common;
-
-use common::Env;
+use crate::common::Env;
 use predicates::prelude::*;
 use serde_json::{Value, json};
 
@@ -188,7 +186,7 @@ fn dry_runs_write_nothing() {
         .stdout("would import 2 records (1 object, 1 link)\n");
     t.run(&[
         "--table",
-        &common::fresh_name(),
+        &crate::common::fresh_name(),
         "create-table",
         "--dry-run",
         "--ttl",

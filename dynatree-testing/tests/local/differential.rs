@@ -6,7 +6,7 @@
 //! `DYNATREE_DIFF_REQUESTS` sets the number of requests per seed (default 3000),
 //! `DYNATREE_DIFF_SEED` the seed: a number, or `clock` for a new one each run (to explore;
 //! `for i in $(seq 100); do DYNATREE_DIFF_SEED=clock cargo test -p dynatree-testing --test
-//! differential || break; done`). Unset, the test runs a fixed seed and every seed that once
+//! local differential:: || break; done`). Unset, the test runs a fixed seed and every seed that once
 //! found a difference ([`SEEDS`]), so CI is deterministic. A failure prints the seed, the
 //! request number and both outcomes; run again with the seed to replay it, and add the seed
 //! to [`SEEDS`] with the fix.
