@@ -336,6 +336,9 @@ impl<S: Storage + 'static> Ctx<S> {
 #[derive(Debug, Default)]
 pub(crate) struct KnownRows {
     rows: Mutex<HashSet<Key>>,
+    /// The partitions of the rows ever inserted (a hint that outlives removals: this process
+    /// has written or seen names there).
+    partitions: Mutex<HashSet<String>>,
     verified: Mutex<std::collections::HashMap<Key, tokio::time::Instant>>,
 }
 
@@ -357,12 +360,26 @@ impl KnownRows {
     }
 
     pub(crate) fn insert_all(&self, keys: impl IntoIterator<Item = Key>) {
-        if let Ok(mut r) = self.rows.lock() {
+        if let (Ok(mut r), Ok(mut p)) = (self.rows.lock(), self.partitions.lock()) {
             if r.len() > KNOWN_ROWS_MAX {
                 r.clear();
             }
-            r.extend(keys);
+            if p.len() > KNOWN_ROWS_MAX {
+                p.clear();
+            }
+            for key in keys {
+                if !p.contains(&key.hash) {
+                    p.insert(key.hash.clone());
+                }
+                r.insert(key);
+            }
         }
+    }
+
+    /// Whether this process has known a row in the partition `hash` (for a listing row's
+    /// partition: a name in that directory).
+    pub(crate) fn knows_partition(&self, hash: &str) -> bool {
+        self.partitions.lock().is_ok_and(|p| p.contains(hash))
     }
 
     pub(crate) fn remove(&self, key: &Key) {

@@ -71,35 +71,41 @@ pub(crate) enum First {
     Transaction,
 }
 
-/// What a put tries first, given its optimistic `plan`, whether this process knows the object
-/// row (`object_known`) and the object's own listing row (`own_known`) exist, and how many
-/// `checks` of other rows ride along. A caller's `condition` that expects no object (a
-/// create) makes the overwrite pointless unless the object is known.
+/// What a put tries first, given its optimistic `plan`, what this process knows (`known`), and
+/// how many `checks` of other rows ride along. A caller's `condition` that expects no object
+/// (a create) makes the overwrite pointless unless the object is known.
 ///
 /// An overwrite is tried when the object is known (this process wrote or read it), and when
 /// the process knows nothing that suggests a new name: a top-level name, or nothing known on
 /// the path, or the object's own listing row known. A process that knows the parent's listing
-/// row or a row above it but not the object's is most likely adding names where it added
-/// names before ([`Optimistic::UnderParent`], [`Optimistic::Branch`]), and the transaction
-/// serves an overwrite too. A cold process's overwrite is then one PutItem at every depth; a
-/// new name it writes pays one failed PutItem before its transaction, in place of the failed
-/// optimistic transaction it sent before (a new top-level name: one more request).
-pub(crate) fn first(
-    plan: Optimistic,
-    object_known: bool,
-    own_known: bool,
-    checks: usize,
-    condition: &Condition,
-) -> First {
-    let guess =
-        matches!(plan, Optimistic::TopLevel | Optimistic::Assumed) && !expects_absent(condition);
-    if checks > 0 || !(object_known || guess) {
+/// row or a row above it but not the object's ([`Optimistic::UnderParent`],
+/// [`Optimistic::Branch`]), or a sibling's listing row (a name in the same directory), is most
+/// likely adding names where it added names before, and the transaction serves an overwrite
+/// too. A cold process's overwrite is then one PutItem at every depth; the first new name it
+/// writes pays one failed PutItem before its transaction, in place of the failed optimistic
+/// transaction it sent before (the first new top-level name: one more request).
+pub(crate) fn first(plan: Optimistic, known: Known, checks: usize, condition: &Condition) -> First {
+    let guess = matches!(plan, Optimistic::TopLevel | Optimistic::Assumed)
+        && !known.sibling
+        && !expects_absent(condition);
+    if checks > 0 || !(known.object || guess) {
         return First::Transaction;
     }
     First::Overwrite {
         // A guessed listing row (nothing on the path known): read instead of guessing.
-        read: !object_known && !own_known && plan == Optimistic::Assumed,
+        read: !known.object && !known.own && plan == Optimistic::Assumed,
     }
+}
+
+/// What a process knows of the path a put writes, beyond the listing rows of its prefixes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Known {
+    /// The object row exists (this process wrote or read it).
+    pub(crate) object: bool,
+    /// The object's own listing row exists.
+    pub(crate) own: bool,
+    /// A row in the partition of the object's listing row: a name in the same directory.
+    pub(crate) sibling: bool,
 }
 
 /// Whether `condition` expects the object to be absent (the condition of a create, with or
@@ -359,34 +365,47 @@ mod tests {
     #[test]
     fn an_overwrite_is_tried_first_unless_the_put_likely_adds_a_name() {
         use Optimistic::*;
-        // The object known: the overwrite, and after a failure the plan's transaction.
         let any = Condition::Always;
         let create = Condition::NotExists;
         let overwrite = First::Overwrite { read: false };
+        let nothing = Known::default();
+        let object = Known {
+            object: true,
+            own: true,
+            sibling: false,
+        };
+        let own = Known {
+            own: true,
+            ..nothing
+        };
+        let sibling = Known {
+            sibling: true,
+            ..nothing
+        };
+        // The object known: the overwrite, and after a failure the plan's transaction.
         for plan in [TopLevel, Branch(1), UnderParent, Assumed] {
-            assert_eq!(first(plan, true, true, 0, &any), overwrite);
-            assert_eq!(first(plan, true, true, 0, &create), overwrite);
+            assert_eq!(first(plan, object, 0, &any), overwrite);
+            assert_eq!(first(plan, object, 0, &create), overwrite);
         }
         // Nothing known: the overwrite, then a read (no guess of the listing row).
         let read = First::Overwrite { read: true };
-        assert_eq!(first(Assumed, false, false, 0, &any), read);
+        assert_eq!(first(Assumed, nothing, 0, &any), read);
         // A top-level name: the overwrite, then the plan's transaction.
-        assert_eq!(first(TopLevel, false, false, 0, &any), overwrite);
+        assert_eq!(first(TopLevel, nothing, 0, &any), overwrite);
         // The listing row known (children written), the object not: then the check of it.
-        assert_eq!(first(Assumed, false, true, 0, &any), overwrite);
-        // A name beside known ones, or a new branch below a known row: the transaction,
-        // which serves an overwrite too.
-        assert_eq!(
-            first(UnderParent, false, false, 0, &any),
-            First::Transaction
-        );
-        assert_eq!(first(Branch(2), false, false, 0, &any), First::Transaction);
+        assert_eq!(first(Assumed, own, 0, &any), overwrite);
+        // A name beside known ones (the parent's row, or a sibling's, known), or a new branch
+        // below a known row: the transaction, which serves an overwrite too.
+        assert_eq!(first(UnderParent, nothing, 0, &any), First::Transaction);
+        assert_eq!(first(Branch(2), nothing, 0, &any), First::Transaction);
+        assert_eq!(first(TopLevel, sibling, 0, &any), First::Transaction);
+        assert_eq!(first(Assumed, sibling, 0, &any), First::Transaction);
         // A create of an unknown object, or checks of other rows: the transaction.
         let live = Condition::Or(vec![Condition::NotExists, Condition::attr_exists("ttl")]);
         for c in [&create, &live, &Condition::And(vec![create.clone()])] {
-            assert_eq!(first(Assumed, false, false, 0, c), First::Transaction);
+            assert_eq!(first(Assumed, nothing, 0, c), First::Transaction);
         }
-        assert_eq!(first(Assumed, true, true, 1, &any), First::Transaction);
+        assert_eq!(first(Assumed, object, 1, &any), First::Transaction);
     }
 
     /// What each action is, in order: "put L(a/b)", "check L(a)", "put object", ...

@@ -39,19 +39,19 @@ pub(crate) async fn write_object_checked<S: Storage + 'static>(
     let own = cx.inner.layout.listing_key(path);
     let fenced = cx.inner.config.fenced_puts;
     let object_known = cx.inner.known.contains(&object_key);
-    let own_known = cx.inner.known.contains(&own);
     let known = |p: &Path| cx.inner.known.contains(&cx.inner.layout.listing_key(p));
     let planned = plan::optimistic(path, known, checks.len());
+    let what = plan::Known {
+        object: object_known,
+        own: cx.inner.known.contains(&own),
+        sibling: cx.inner.known.knows_partition(&own.hash),
+    };
     // First try the plan the cache suggests; after a failed check, read the real state.
     let mut read_state = false;
-    let first = match plan::first(planned, object_known, own_known, checks.len(), condition) {
-        // Fenced puts write a new top-level name with two PutItems: a failed overwrite
-        // first would cost more than the Go library's put.
-        plan::First::Overwrite { .. }
-            if fenced && !object_known && planned == plan::Optimistic::TopLevel =>
-        {
-            plan::First::Transaction
-        }
+    let first = match plan::first(planned, what, checks.len(), condition) {
+        // Fenced puts write an object this process does not know by the fenced path (its
+        // trust and fences are argued for that order; see "Fenced puts").
+        plan::First::Overwrite { .. } if fenced && !object_known => plan::First::Transaction,
         first => first,
     };
     if let plan::First::Overwrite { read } = first {
@@ -75,8 +75,8 @@ pub(crate) async fn write_object_checked<S: Storage + 'static>(
             Err(e) => return Err(e),
         }
     }
-    // Under fenced puts, a put of an object this process did not know (a failed overwrite
-    // above, or none tried) takes the fenced path; a known one that failed, the guarded path.
+    // Under fenced puts, a put of an object this process did not know takes the fenced path;
+    // a known one whose overwrite failed, the guarded path.
     if checks.is_empty() && fenced && !object_known {
         // Fenced puts: make sure L(P) was verified free moments ago (creating it if this
         // process does not know it), then one PutItem conditional on no fence.
