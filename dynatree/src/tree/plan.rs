@@ -114,7 +114,7 @@ fn expects_absent(condition: &Condition) -> bool {
     match condition {
         Condition::NotExists => true,
         Condition::And(all) => all.iter().any(expects_absent),
-        Condition::Or(any) => any.iter().any(|c| *c == Condition::NotExists),
+        Condition::Or(any) => any.contains(&Condition::NotExists),
         _ => false,
     }
 }
