@@ -16,7 +16,7 @@
 //!   (1,000 and 3,000 on the service, also after adaptive capacity), as token buckets that hold
 //!   at most [`burst`](ServiceModel::burst) of unused capacity. A request that reaches a
 //!   partition whose bucket is spent is throttled without being applied: its error is
-//!   [`ErrorKind::Throttled`](dynatree::ErrorKind::Throttled), with a [`ThrottlingReason`] as
+//!   [`dynatree::ErrorKind::Throttled`], with a [`ThrottlingReason`] as
 //!   its source (`TableWriteKeyRangeThroughputExceeded` for a hot partition, as the service
 //!   says). The units a request consumed are taken after it is applied (the fake's own
 //!   metering, so transactions count twice), so a bucket may go below zero and then throttles

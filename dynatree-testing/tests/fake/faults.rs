@@ -20,8 +20,8 @@ async fn tree_on<S: Storage + 'static>(storage: S) -> Tree {
     tree
 }
 
-/// The lost response of the write under `a` (a PutItem from the handle that wrote the object,
-/// a transaction from a new one): whatever reads precede it (none, some, listings of `a`
+/// The lost response of the write under `a` (a PutItem from the handle that wrote or read the
+/// object, a transaction from a new one that knows only its parent): whatever reads precede it (none, some, listings of `a`
 /// included), the rule strikes that write: the put reports the error, the write happened, and
 /// the same call again succeeds.
 #[tokio::test]
@@ -39,9 +39,10 @@ async fn a_rule_on_transactions_under_a_prefix_strikes_the_put_whatever_precedes
             } else {
                 tree
             };
-            // The handle that wrote the object overwrites it with one PutItem; a new handle
-            // sends a transaction.
-            let op = if cold {
+            // The handle that wrote the object, or one that read it, overwrites it with one
+            // PutItem; a new handle that has only written `a` (so knows the parent's listing
+            // row: it is adding names there) sends a transaction.
+            let op = if cold && reads == 0 {
                 Op::TransactWriteItems
             } else {
                 Op::PutItem
