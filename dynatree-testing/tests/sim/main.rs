@@ -23,6 +23,7 @@ mod pair_reads;
 mod steps;
 
 mod batches;
+mod bounds;
 mod call_budget;
 mod check;
 mod conflicts;
