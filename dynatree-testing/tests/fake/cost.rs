@@ -444,17 +444,44 @@ async fn build_org(tree: &Tree) {
         .unwrap();
 }
 
-/// A failure at every request index of a move of 224 nodes, then `resume`: the tree equals
-/// the model of the completed move, with nothing lost or duplicated.
-#[tokio::test]
-async fn every_failure_point_of_a_move_recovers_with_resume() {
-    // The model: the same tree, moved without faults.
+/// A subtree operation whose every failure point is tried.
+#[derive(Clone, Copy, Debug)]
+enum Subtree {
+    Move,
+    Copy,
+}
+
+impl Subtree {
+    async fn run(self, tree: &Tree) -> dynatree::Result<()> {
+        match self {
+            Subtree::Move => tree.move_subtree(["org", "eng"], ["org", "tech"]).await,
+            Subtree::Copy => tree.copy_subtree(["org", "eng"], ["org", "tech"]).await,
+        }
+        .map(drop)
+    }
+
+    /// The error a second call may meet when the first completed all but its reply: nothing
+    /// left at a move's source, a copy's destination taken.
+    fn done_already(self, e: &dynatree::Error) -> bool {
+        match self {
+            Subtree::Move => e.is_not_found(),
+            Subtree::Copy => e.kind() == ErrorKind::AlreadyExists,
+        }
+    }
+}
+
+/// A failure (before or after it applies) at every request index of `op` on the 224 nodes of
+/// `build_org`, then `resume` from another process (every other index) and the same call
+/// again: the tree equals the model of the completed operation, with nothing lost or
+/// duplicated and no lock or hold left at either end.
+async fn every_failure_point_recovers(op: Subtree) {
+    // The model: the same tree, the operation run without faults.
     let (model_fake, model) = setup().await;
     build_org(&model).await;
-    model
-        .move_subtree(["org", "eng"], ["org", "tech"])
-        .await
-        .unwrap();
+    model_fake.reset_metrics();
+    op.run(&model).await.unwrap();
+    let requests = model_fake.metrics().total_requests();
+    assert!(requests > 30, "{requests}");
     let expected = snapshot(&model_fake).await;
     assert_eq!(
         expected
@@ -464,23 +491,13 @@ async fn every_failure_point_of_a_move_recovers_with_resume() {
         205
     );
 
-    let (probe_fake, probe) = setup().await;
-    build_org(&probe).await;
-    probe_fake.reset_metrics();
-    probe
-        .move_subtree(["org", "eng"], ["org", "tech"])
-        .await
-        .unwrap();
-    let requests = probe_fake.metrics().total_requests();
-    assert!(requests > 30, "{requests}");
-
     for fault in [Fault::Fail, Fault::FailAfterApply] {
         for at in 0..requests {
             let (fake, tree) = setup().await;
             build_org(&tree).await;
             fake.reset_metrics();
             fake.inject(at, fault.clone());
-            let first = tree.move_subtree(["org", "eng"], ["org", "tech"]).await;
+            let first = op.run(&tree).await;
             fake.clear_faults();
             assert_invariants(&tree).await;
             if first.is_err() {
@@ -492,12 +509,11 @@ async fn every_failure_point_of_a_move_recovers_with_resume() {
                         .unwrap();
                     assert!(other.resume().await.unwrap().len() <= 1);
                 }
-                // ...and the same call again finishes (or starts) the rest; if the first call had
-                // completed all but its reply, there is nothing left at the source.
-                match tree.move_subtree(["org", "eng"], ["org", "tech"]).await {
-                    Ok(_) => {}
-                    Err(e) if e.is_not_found() => {}
-                    Err(e) => panic!("{fault:?} at request {at}: {e:?}"),
+                // ...and the same call again finishes (or starts) the rest.
+                match op.run(&tree).await {
+                    Ok(()) => {}
+                    Err(e) if op.done_already(&e) => {}
+                    Err(e) => panic!("{op:?}: {fault:?} at request {at}: {e:?}"),
                 }
             }
             assert!(tree.pending().await.unwrap().is_empty());
@@ -514,72 +530,11 @@ async fn every_failure_point_of_a_move_recovers_with_resume() {
                     .take(3)
                     .collect();
                 panic!(
-                    "{fault:?} at request {at}: {} objects, expected {}; missing {missing:?}, extra {extra:?}",
+                    "{op:?}: {fault:?} at request {at}: {} objects, expected {}; missing {missing:?}, extra {extra:?}",
                     got.len(),
                     expected.len()
                 );
             }
-            assert_invariants(&tree).await;
-        }
-    }
-}
-
-/// A failure at every request index of a copy of 224 nodes, then `resume` or the same call
-/// again: the tree equals the model of the completed copy (the source as it was, its copy at
-/// the destination), with no lock or hold left at either end.
-#[tokio::test]
-async fn every_failure_point_of_a_copy_recovers_with_resume() {
-    let (model_fake, model) = setup().await;
-    build_org(&model).await;
-    model
-        .copy_subtree(["org", "eng"], ["org", "tech"])
-        .await
-        .unwrap();
-    let expected = snapshot(&model_fake).await;
-    assert_eq!(
-        expected
-            .iter()
-            .filter(|(k, _)| k.starts_with("¦org¦tech"))
-            .count(),
-        205
-    );
-
-    let (probe_fake, probe) = setup().await;
-    build_org(&probe).await;
-    probe_fake.reset_metrics();
-    probe
-        .copy_subtree(["org", "eng"], ["org", "tech"])
-        .await
-        .unwrap();
-    let requests = probe_fake.metrics().total_requests();
-    assert!(requests > 30, "{requests}");
-
-    for fault in [Fault::Fail, Fault::FailAfterApply] {
-        for at in 0..requests {
-            let (fake, tree) = setup().await;
-            build_org(&tree).await;
-            fake.reset_metrics();
-            fake.inject(at, fault.clone());
-            let first = tree.copy_subtree(["org", "eng"], ["org", "tech"]).await;
-            fake.clear_faults();
-            assert_invariants(&tree).await;
-            if first.is_err() {
-                if at % 2 == 0 {
-                    let other = Tree::builder(fake.clone())
-                        .retry_policy(fast())
-                        .build()
-                        .unwrap();
-                    assert!(other.resume().await.unwrap().len() <= 1);
-                }
-                // If the first call had completed all but its reply, the destination is taken.
-                match tree.copy_subtree(["org", "eng"], ["org", "tech"]).await {
-                    Ok(_) => {}
-                    Err(e) if e.kind() == ErrorKind::AlreadyExists => {}
-                    Err(e) => panic!("{fault:?} at request {at}: {e:?}"),
-                }
-            }
-            assert!(tree.pending().await.unwrap().is_empty());
-            assert_eq!(snapshot(&fake).await, expected, "{fault:?} at request {at}");
             let bookkeeping: Vec<_> = fake
                 .rows()
                 .into_iter()
@@ -587,11 +542,21 @@ async fn every_failure_point_of_a_copy_recovers_with_resume() {
                 .collect();
             assert!(
                 bookkeeping.is_empty(),
-                "{fault:?} at request {at}: {bookkeeping:?}"
+                "{op:?}: {fault:?} at request {at}: {bookkeeping:?}"
             );
             assert_invariants(&tree).await;
         }
     }
+}
+
+#[tokio::test]
+async fn every_failure_point_of_a_move_recovers_with_resume() {
+    every_failure_point_recovers(Subtree::Move).await;
+}
+
+#[tokio::test]
+async fn every_failure_point_of_a_copy_recovers_with_resume() {
+    every_failure_point_recovers(Subtree::Copy).await;
 }
 
 /// While a subtree is locked by a move, writers under it are refused with `Locked`, not lost;
