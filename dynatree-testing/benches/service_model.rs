@@ -15,7 +15,8 @@
 //! Then the wide directory: 64 and 256 writers adding new names to one directory for 10 s of
 //! service time: names a second (one partition's ceiling). Then subtree operations of 1,000
 //! and 10,000 nodes (a root with 10 children of 100, or of 1,000): `move_subtree`,
-//! `copy_subtree`, `delete_subtree`, in service time.
+//! `copy_subtree`, `delete_subtree`, in service time, with one request of a phase at a time
+//! and with 16 in flight (`TreeBuilder::subtree_reads_in_flight`), side by side.
 //!
 //! Run: `cargo bench -p dynatree-testing --bench service_model`. Knobs:
 //! `DYNATREE_MODEL_OBJECTS` (default 1000), `DYNATREE_MODEL_SEED` (default 1),
@@ -398,10 +399,15 @@ async fn wide(way: Way, writers: usize, secs: u64) -> (f64, u64) {
 }
 
 /// A root with 10 children, each with `(n - 1) / 10 - 1` children (about n nodes, each an
-/// object); returns the node count and each operation's service time and requests.
-async fn subtree(nodes: usize) -> (usize, Vec<(&'static str, f64, u64)>) {
+/// object), moved, copied and deleted by a tree keeping `in_flight` requests of a phase in
+/// flight; returns the node count and each operation's service time and requests.
+async fn subtree(nodes: usize, in_flight: usize) -> (usize, Vec<(&'static str, f64, u64)>) {
     let ctx = Ctx::new(Way::Dynatree).await;
-    let tree = &ctx.tree;
+    let tree = &Tree::builder(ctx.table.clone())
+        .retry_policy(patient())
+        .subtree_reads_in_flight(in_flight)
+        .build()
+        .expect("tree");
     let per = (nodes - 1) / 10 - 1;
     let v = Link {
         url: "u".into(),
@@ -499,14 +505,23 @@ fn main() {
             println!("| {writers} | {} | {rate:.0} | {throttled} |", way_name(w));
         }
     }
-    println!("\nSubtree operations (dynatree), service time and requests:\n");
-    println!("| nodes | operation | seconds | requests |");
-    println!("|---|---|---|---|");
+    println!(
+        "\nSubtree operations (dynatree), service time and requests, one request of a phase \
+         at a time against 16 in flight (the default):\n"
+    );
+    println!(
+        "| nodes | operation | 1 in flight: s | 16 in flight: s | speed-up | requests (1 / 16) |"
+    );
+    println!("|---|---|---|---|---|---|");
     let largest = knob("DYNATREE_MODEL_SUBTREES", 10_000) as usize;
     for nodes in [1_000, 10_000].into_iter().filter(|n| *n <= largest) {
-        let (count, ops) = block_on(subtree(nodes));
-        for (name, secs, requests) in ops {
-            println!("| {count} | {name} | {secs:.1} | {requests} |");
+        let (count, one) = block_on(subtree(nodes, 1));
+        let (_, many) = block_on(subtree(nodes, 16));
+        for ((name, s1, r1), (_, s16, r16)) in one.into_iter().zip(many) {
+            println!(
+                "| {count} | {name} | {s1:.1} | {s16:.1} | {:.1}x | {r1} / {r16} |",
+                s1 / s16
+            );
         }
     }
 }

@@ -263,3 +263,87 @@ async fn a_tree_on_a_throttling_partition_retries_until_its_puts_land() {
     assert_eq!(names.len(), 500);
     assert!(table.stats().throttled() > 0);
 }
+
+/// A subtree operation sends the reads of a phase concurrently (its transactions one at a
+/// time): on a tree of 1,001 objects (a root, 10 children, 99 grandchildren each) a move, a
+/// copy and a subtree deletion each take at most half the summed latencies of their requests
+/// (a deletion, with fewer transactions, a quarter), and send as many requests as they do one
+/// at a time. The transactions bound the rest: a move's 101 take most of its time.
+#[tokio::test(start_paused = true)]
+async fn subtree_operations_send_their_requests_concurrently() {
+    let table = table(ServiceModel::published().seed(3)).await;
+    let tree = Tree::new(table.clone());
+    tree.put(["r"], &V { v: 0 }).await.unwrap();
+    let mut paths = Vec::new();
+    for c in 0..10 {
+        paths.push(vec!["r".to_owned(), format!("c{c}")]);
+        for g in 0..99 {
+            paths.push(vec!["r".to_owned(), format!("c{c}"), format!("g{g:02}")]);
+        }
+    }
+    // Children first (their puts create the grandchildren's parents' rows).
+    for depth in [2, 3] {
+        futures::stream::iter(paths.iter().filter(|p| p.len() == depth))
+            .for_each_concurrent(16, |p| {
+                let tree = tree.clone();
+                async move { tree.put(p.clone(), &V { v: 1 }).await.unwrap() }
+            })
+            .await;
+    }
+    let ops = [
+        Op::GetItem,
+        Op::Query,
+        Op::BatchGetItem,
+        Op::TransactWriteItems,
+        Op::UpdateItem,
+        Op::PutItem,
+        Op::DeleteItem,
+        Op::Scan,
+    ];
+    // (elapsed, busy, requests by kind) of one operation.
+    async fn measure<F: std::future::Future>(
+        table: &ServiceTable,
+        ops: &[Op],
+        f: F,
+    ) -> (Duration, Duration, Vec<u64>) {
+        table.reset_stats();
+        let started = Instant::now();
+        f.await;
+        let elapsed = started.elapsed();
+        let stats = table.stats();
+        let counts = ops.iter().map(|&op| stats.requests_of(op)).collect();
+        (elapsed, stats.busy(), counts)
+    }
+    let moved = measure(&table, &ops, async {
+        tree.move_subtree(["r"], ["m"]).await.unwrap();
+    })
+    .await;
+    let copied = measure(&table, &ops, async {
+        tree.copy_subtree(["m"], ["c"]).await.unwrap();
+    })
+    .await;
+    let deleted = measure(&table, &ops, async {
+        assert_eq!(tree.delete_subtree(["c"]).await.unwrap(), 1001);
+    })
+    .await;
+    for (name, (elapsed, busy, counts)) in
+        [("move", &moved), ("copy", &copied), ("delete", &deleted)]
+    {
+        eprintln!("{name}: {elapsed:?} elapsed, {busy:?} busy, {ops:?} = {counts:?}");
+    }
+    // What each sends, by kind, as it did one request at a time.
+    // [GetItem, Query, BatchGetItem, TransactWriteItems, UpdateItem, PutItem, DeleteItem, Scan]
+    assert_eq!(moved.2, [3, 1002, 47, 101, 0, 4, 1, 1], "move");
+    assert_eq!(copied.2, [3, 1002, 58, 110, 0, 3, 1, 0], "copy");
+    assert_eq!(deleted.2, [1, 1002, 12, 35, 0, 2, 1, 0], "delete");
+    for (name, (elapsed, busy, _), times) in [
+        ("move", moved, 2),
+        ("copy", copied, 2),
+        ("delete", deleted, 4),
+    ] {
+        assert!(
+            elapsed * times <= busy,
+            "{name}: {elapsed:?} elapsed for {busy:?} of requests"
+        );
+    }
+}

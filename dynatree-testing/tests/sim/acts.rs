@@ -337,6 +337,15 @@ pub fn plain_tree(s: SimStorage<FakeTable>) -> T {
     Tree::new(s)
 }
 
+/// A plain tree whose subtree operations send one read at a time (as their transactions), so that a bounded
+/// search can place another operation's requests at every point between them.
+pub fn sequential_tree(s: SimStorage<FakeTable>) -> T {
+    Tree::builder(s)
+        .subtree_reads_in_flight(1)
+        .build()
+        .expect("a tree with one request in flight")
+}
+
 pub fn pix_tree(s: SimStorage<FakeTable>) -> T {
     Tree::builder(s)
         .path_index(1)

@@ -32,6 +32,7 @@ mod fences;
 mod history;
 mod operations;
 mod overwrite;
+mod parallel_phases;
 mod protocols;
 mod readers;
 mod repair;

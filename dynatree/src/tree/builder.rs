@@ -19,6 +19,8 @@ pub(crate) struct Config {
     pub(crate) retry: RetryPolicy,
     pub(crate) billing: Billing,
     pub(crate) lease: Duration,
+    /// Requests a phase of a subtree operation keeps in flight at once.
+    pub(crate) in_flight: usize,
     pub(crate) page_size: Option<u32>,
     pub(crate) table_wait: Duration,
     pub(crate) indexes: Vec<crate::keys::IndexDef>,
@@ -57,6 +59,7 @@ impl Default for Config {
             retry: RetryPolicy::default(),
             billing: Billing::OnDemand,
             lease: Duration::from_secs(30),
+            in_flight: 16,
             page_size: None,
             table_wait: Duration::from_secs(300),
             indexes: Vec::new(),
@@ -237,6 +240,31 @@ impl<S: Storage + 'static> TreeBuilder<S> {
     /// ```
     pub fn removal_lease(mut self, lease: Duration) -> Self {
         self.config.lease = lease;
+        self
+    }
+
+    /// How many reads a phase of a move, copy or subtree deletion keeps in flight at once;
+    /// default 16, and 0 counts as 1.
+    ///
+    /// A phase's independent reads (the consistent Queries listing the nodes of one level, one
+    /// per node, and the BatchGetItems reading a level's objects) go out together, up to this
+    /// many; its transactions still go one at a time, in order (see "Requests in flight" in
+    /// the [`consistency`](crate::consistency) docs of moves). The requests and their cost are
+    /// the same at every setting; only the time changes. Lower it to draw read capacity more
+    /// slowly from a provisioned table, or set 1 to send one request at a time.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::Tree;
+    /// use dynatree_testing::FakeTable;
+    ///
+    /// let tree = Tree::builder(FakeTable::new()).subtree_reads_in_flight(4).build()?;
+    /// assert!(format!("{tree:?}").contains("in_flight: 4"));
+    /// # Ok::<(), dynatree::Error>(())
+    /// ```
+    pub fn subtree_reads_in_flight(mut self, n: usize) -> Self {
+        self.config.in_flight = n.max(1);
         self
     }
 

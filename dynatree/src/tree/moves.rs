@@ -3,7 +3,7 @@
 use std::collections::HashSet;
 
 use crate::tree::{Ctx, denorm, guard, move_plan, ops, read, removal};
-use futures::TryStreamExt;
+use futures::{FutureExt, TryStreamExt};
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::item::{Item, Value};
@@ -848,7 +848,7 @@ async fn run_reparent<S: Storage + 'static>(cx: &Ctx<S>, g: &Guard) -> Result<Ou
                         condition: cx.inner.layout.locked_by(&lock),
                     },
                 ];
-                fenced_groups(cx, g, actions, true, 2).await?;
+                fenced_groups(cx, g, actions, true, 2, 1).await?;
                 cx.inner.known.remove(&key);
                 removal::prune_above(cx, &path).await?;
                 finish(cx, g).await?;
@@ -927,7 +927,7 @@ async fn validate<S: Storage + 'static>(
     let intent = g.snapshot();
     for level in levels {
         renew_if_due(cx, g).await?;
-        let sources = read::objects_of(cx, level, true).await?;
+        let sources = objects_of(cx, level).await?;
         for p in level {
             let dest = dest_of(&intent, p)?;
             cx.inner.layout.check_object_path(&dest)?;
@@ -972,7 +972,8 @@ async fn lock_walk<S: Storage + 'static>(cx: &Ctx<S>, g: &Guard) -> Result<Vec<V
                 }
             })
             .collect();
-        let failed = self::fenced(cx, g, actions, true).await?;
+        // A level's locks go several transactions at once: each lock is its row's alone.
+        let failed = fenced_groups(cx, g, actions, true, 1, TRANSACTIONS_IN_FLIGHT).await?;
         let mut held = Vec::with_capacity(level.len());
         let mut again = Vec::new();
         for (i, p) in level.into_iter().enumerate() {
@@ -1025,15 +1026,30 @@ async fn lock_walk<S: Storage + 'static>(cx: &Ctx<S>, g: &Guard) -> Result<Vec<V
             continue;
         }
         held.sort();
+        // The whole level is locked: its nodes are listed, several at once. Each node is
+        // reported once its children are known (in the level's order): a level can be most
+        // of the subtree, and listing it one Query per node.
+        let mut listed = 0;
+        let names = bounded(
+            held.iter(),
+            in_flight(cx),
+            |dir| {
+                cx.list_names(dir, true)
+                    .try_collect::<Vec<String>>()
+                    .boxed()
+            },
+            |_| {
+                listed += 1;
+                cx.tell(op, Phase::Lock, locked + listed, None);
+                false
+            },
+        )
+        .await?;
         let mut next = Vec::new();
-        for (i, dir) in held.iter().enumerate() {
-            let names: Vec<String> = cx.list_names(dir, true).try_collect().await?;
+        for (dir, names) in held.iter().zip(names) {
             for n in names {
                 next.push(dir.child(n)?);
             }
-            // Each node reported once its children are known: a level can be most of the
-            // subtree, and listing it one Query per node.
-            cx.tell(op, Phase::Lock, locked + i + 1, None);
         }
         locked += held.len();
         levels.push(held);
@@ -1057,8 +1073,7 @@ async fn walk_nodes<S: Storage + 'static>(cx: &Ctx<S>, root: &Path) -> Result<Ve
     let mut level = vec![root.clone()];
     while !level.is_empty() {
         let mut next = Vec::new();
-        for dir in &level {
-            let names: Vec<String> = cx.list_names(dir, true).try_collect().await?;
+        for (dir, names) in level.iter().zip(list_all(cx, &level).await?) {
             for n in names {
                 next.push(dir.child(n)?);
             }
@@ -1093,8 +1108,8 @@ async fn walk_held<S: Storage + 'static>(
     };
     while !level.is_empty() {
         let mut children = Vec::new();
-        for (dir, _) in &level {
-            let names: Vec<String> = cx.list_names(dir, true).try_collect().await?;
+        let dirs: Vec<Path> = level.iter().map(|(p, _)| p.clone()).collect();
+        for (dir, names) in dirs.iter().zip(list_all(cx, &dirs).await?) {
             for n in names {
                 children.push(dir.child(n)?);
             }
@@ -1168,7 +1183,7 @@ async fn copy_levels<S: Storage + 'static>(
     let parent = intent.to.parent().filter(|p| !p.is_root());
     for (depth, level) in levels.iter().enumerate() {
         renew_if_due(cx, g).await?;
-        let sources = read::objects_of(cx, level, true).await?;
+        let sources = objects_of(cx, level).await?;
         let object_of = |p: &Path| sources.get(&cx.inner.layout.object_key(p).hash);
         let next = levels.get(depth + 1).map(Vec::as_slice);
         let carried = move_plan::carried(depth, level, next, |p| object_of(p).is_some());
@@ -1176,71 +1191,90 @@ async fn copy_levels<S: Storage + 'static>(
         objectless.extend(carried.objectless.into_iter().map(|p| (depth, p.clone())));
         // Only the root's level checks the destination's parent, and it is one node.
         let check = if depth == 0 { parent.as_ref() } else { None };
-        // In slices, each reported: a level can hold most of the subtree.
-        for slice in carried.kept.chunks(PROGRESS_SLICE) {
-            let mut copies = Vec::with_capacity(slice.len());
-            let mut slice_links = Vec::new();
-            for &p in slice {
-                let dest = dest_of(&intent, p)?;
-                let object = match object_of(p) {
-                    Some(src) => {
-                        if intent.op == Operation::Copy
-                            && intent.links != LinkPolicy::Ignore
-                            && let Some(target) = link_into(cx, src, &intent.from)
-                        {
-                            slice_links.push((dest.clone(), target));
-                        }
-                        Some(copied_row(cx, &intent, src, &dest)?)
+        // In slices, each reported: a level can hold most of the subtree. The slices of a
+        // level go several at once (their parents' rows are all written: the level above is
+        // complete); the first that fails stops the level, once those in flight are done.
+        let done = bounded(
+            carried.kept.chunks(PROGRESS_SLICE),
+            TRANSACTIONS_IN_FLIGHT,
+            |slice| {
+                let (intent, lock, object_of) = (&intent, &lock, &object_of);
+                async move {
+                    let mut copies = Vec::with_capacity(slice.len());
+                    let mut slice_links = Vec::new();
+                    for &p in slice {
+                        let dest = dest_of(intent, p)?;
+                        let object = match object_of(p) {
+                            Some(src) => {
+                                if intent.op == Operation::Copy
+                                    && intent.links != LinkPolicy::Ignore
+                                    && let Some(target) = link_into(cx, src, &intent.from)
+                                {
+                                    slice_links.push((dest.clone(), target));
+                                }
+                                Some(copied_row(cx, intent, src, &dest)?)
+                            }
+                            None => None,
+                        };
+                        copies.push(move_plan::CopiedNode { dest, object });
                     }
-                    None => None,
-                };
-                copies.push(move_plan::CopiedNode { dest, object });
-            }
-            let slice_objects = copies.iter().filter(|c| c.object.is_some()).count();
-            let mut attempts = Backoff::new(cx.inner.config.retry);
-            loop {
-                if let Some(parent) = check {
-                    ensure_listing(cx, g, parent).await?;
+                    let slice_objects = copies.iter().filter(|c| c.object.is_some()).count();
+                    let mut attempts = Backoff::new(cx.inner.config.retry);
+                    loop {
+                        if let Some(parent) = check {
+                            ensure_listing(cx, g, parent).await?;
+                        }
+                        let (actions, first_dest) =
+                            move_plan::copy_slice(&cx.inner.layout, lock, check, copies.clone());
+                        let failed = fenced(cx, g, actions, false).await?;
+                        let Some(&i) = failed.first() else {
+                            return Ok((slice.len(), slice_objects, slice_links));
+                        };
+                        // A listing row failed: something is at the destination. Else the
+                        // parent's check failed: held by another operation (refused), or
+                        // removed or being removed meanwhile (create it again, or wait for the
+                        // removal).
+                        let Some(parent) = check.filter(|_| i < first_dest) else {
+                            return Err(Error::new(
+                                ErrorKind::AlreadyExists,
+                                format!("something is already at {}", intent.to),
+                            ));
+                        };
+                        let key = cx.inner.layout.listing_key(parent);
+                        cx.inner.known.remove(&key);
+                        if cx
+                            .io()
+                            .get_item(&key, true)
+                            .await?
+                            .is_some_and(|r| r.contains(cx.inner.layout.moving_attr()))
+                        {
+                            return Err(Error::new(
+                                ErrorKind::Locked,
+                                format!(
+                                    "the destination's parent {parent} is held by another operation"
+                                ),
+                            ));
+                        }
+                        if !owner_retry(cx, g, &mut attempts).await? {
+                            return Err(Error::new(
+                                ErrorKind::Conflict,
+                                format!("the destination's parent {parent} kept being removed"),
+                            ));
+                        }
+                    }
                 }
-                let (actions, first_dest) =
-                    move_plan::copy_slice(&cx.inner.layout, &lock, check, copies.clone());
-                let failed = fenced(cx, g, actions, false).await?;
-                let Some(&i) = failed.first() else {
-                    nodes += slice.len();
-                    objects += slice_objects;
-                    links.append(&mut slice_links);
-                    cx.tell(intent.op, Phase::Copy, nodes, Some(total));
-                    break;
-                };
-                // A listing row failed: something is at the destination. Else the parent's
-                // check failed: held by another operation (refused), or removed or being
-                // removed meanwhile (create it again, or wait for the removal).
-                let Some(parent) = check.filter(|_| i < first_dest) else {
-                    return Err(Error::new(
-                        ErrorKind::AlreadyExists,
-                        format!("something is already at {}", intent.to),
-                    ));
-                };
-                let key = cx.inner.layout.listing_key(parent);
-                cx.inner.known.remove(&key);
-                if cx
-                    .io()
-                    .get_item(&key, true)
-                    .await?
-                    .is_some_and(|r| r.contains(cx.inner.layout.moving_attr()))
-                {
-                    return Err(Error::new(
-                        ErrorKind::Locked,
-                        format!("the destination's parent {parent} is held by another operation"),
-                    ));
-                }
-                if !owner_retry(cx, g, &mut attempts).await? {
-                    return Err(Error::new(
-                        ErrorKind::Conflict,
-                        format!("the destination's parent {parent} kept being removed"),
-                    ));
-                }
-            }
+                .boxed()
+            },
+            |(n, _, _)| {
+                nodes += n;
+                cx.tell(intent.op, Phase::Copy, nodes, Some(total));
+                false
+            },
+        )
+        .await?;
+        for (_, slice_objects, mut slice_links) in done {
+            objects += slice_objects;
+            links.append(&mut slice_links);
         }
     }
     let hollow = move_plan::hollow(levels, &skipped, &objectless)
@@ -1289,7 +1323,7 @@ async fn links_within<S: Storage + 'static>(cx: &Ctx<S>, g: &Guard) -> Result<Ve
     let intent = g.snapshot();
     let mut out = Vec::new();
     for level in walk_held(cx, &intent.from, &intent.id, true).await? {
-        let sources = read::objects_of(cx, &level, true).await?;
+        let sources = objects_of(cx, &level).await?;
         for p in &level {
             if let Some(target) = sources
                 .get(&cx.inner.layout.object_key(p).hash)
@@ -1349,22 +1383,40 @@ async fn delete_levels<S: Storage + 'static>(
     let mut kept: Vec<Path> = Vec::new();
     for level in levels.iter().rev() {
         if count {
-            deleted += read::objects_of(cx, level, true).await?.len();
+            deleted += objects_of(cx, level).await?.len();
         }
-        // In slices, each reported (a node's row is kept or not by its children, one
-        // level down, never by its own level).
-        for slice in level.chunks(DELETE_SLICE) {
-            for p in slice {
-                cx.inner.known.remove(&cx.inner.layout.listing_key(p));
-            }
-            let removal = guard::removal(cx);
-            let actions = move_plan::delete_slice(&cx.inner.layout, &lock, removal, slice, &keep);
-            // A node whose lock is gone keeps its object too: only rows still proven ours are
-            // deleted.
-            let failed = fenced_groups(cx, g, actions, true, 2).await?;
+        for p in level {
+            cx.inner.known.remove(&cx.inner.layout.listing_key(p));
+        }
+        // In slices, each reported, several at once: a node's row is kept or not by its
+        // children, one level down (all deleted or kept before this level starts), never by
+        // its own level, so the slices of a level are independent.
+        let keep_below = &keep;
+        let lock = &lock;
+        let results = bounded(
+            level.chunks(DELETE_SLICE),
+            TRANSACTIONS_IN_FLIGHT,
+            |slice| {
+                async move {
+                    let removal = guard::removal(cx);
+                    let actions =
+                        move_plan::delete_slice(&cx.inner.layout, lock, removal, slice, keep_below);
+                    // A node whose lock is gone keeps its object too: only rows still proven
+                    // ours are deleted.
+                    let failed = fenced_groups(cx, g, actions, true, 2, 1).await?;
+                    Ok((slice, failed))
+                }
+                .boxed()
+            },
+            |(slice, _)| {
+                done += slice.len();
+                cx.tell(op, Phase::Delete, done, Some(total));
+                false
+            },
+        )
+        .await?;
+        for (slice, failed) in results {
             kept.extend(move_plan::after_delete(slice, &failed, &mut keep));
-            done += slice.len();
-            cx.tell(op, Phase::Delete, done, Some(total));
         }
     }
     // The objects kept (their rows were no longer ours) lose our hold.
@@ -1372,8 +1424,8 @@ async fn delete_levels<S: Storage + 'static>(
     Ok(deleted)
 }
 
-/// Holds the object rows of the locked source (`SC held` = the operation's id), level by
-/// level, so that an overwrite sent as one PutItem (conditional on no hold) cannot land
+/// Holds the object rows of the locked source (`SC held` = the operation's id), in slices
+/// (several at once), so that an overwrite sent as one PutItem (conditional on no hold) cannot land
 /// between the copy and the delete of its object. Objects cannot appear or go under the
 /// locks meanwhile (creations and deletions check the listing rows), so the set read here
 /// is the set held.
@@ -1386,42 +1438,55 @@ async fn hold_objects<S: Storage + 'static>(
     let op = g.snapshot().op;
     let total: usize = levels.iter().map(Vec::len).sum();
     let mut done = 0;
-    // In slices, each reported (still the lock phase, its total known now).
-    for level in levels.iter().flat_map(|l| l.chunks(PROGRESS_SLICE)) {
-        let mut attempts = Backoff::new(cx.inner.config.retry);
-        loop {
-            renew_if_due(cx, g).await?;
-            let objects = read::objects_of(cx, level, true).await?;
-            for p in level {
-                cx.inner.known.remove(&cx.inner.layout.object_key(p));
+    // In slices, each reported (still the lock phase, its total known now), several at
+    // once: every row is locked, and a hold is one object's, so no order between them matters.
+    bounded(
+        levels.iter().flat_map(|l| l.chunks(PROGRESS_SLICE)),
+        TRANSACTIONS_IN_FLIGHT,
+        |level| {
+            async move {
+                let mut attempts = Backoff::new(cx.inner.config.retry);
+                loop {
+                    renew_if_due(cx, g).await?;
+                    let objects = read::objects_of(cx, level, true).await?;
+                    for p in level {
+                        cx.inner.known.remove(&cx.inner.layout.object_key(p));
+                    }
+                    // Fenced puts: where no object is, a held fence, which a PutItem trusting an
+                    // earlier look at the (now locked) listing row cannot pass; an object written
+                    // meanwhile fails it, and the level is held again. An object gone meanwhile
+                    // (only a writer that ignores locks can do that) is not held: nothing to copy
+                    // there either.
+                    let fence = fenced.then(|| (guard::fence_expiry(), crate::expiry::now_secs()));
+                    let (actions, fences) = move_plan::hold(
+                        &cx.inner.layout,
+                        &g.id(),
+                        level,
+                        |k| objects.contains_key(&k.hash),
+                        fence,
+                    );
+                    let failed = self::fenced(cx, g, actions, true).await?;
+                    if !failed.iter().any(|i| fences.contains(i)) {
+                        break;
+                    }
+                    if !attempts.spend() {
+                        return Err(Error::new(
+                            ErrorKind::Conflict,
+                            "objects kept appearing under the operation's locks",
+                        ));
+                    }
+                }
+                Ok(level.len())
             }
-            // Fenced puts: where no object is, a held fence, which a PutItem trusting an
-            // earlier look at the (now locked) listing row cannot pass; an object written
-            // meanwhile fails it, and the level is held again. An object gone meanwhile
-            // (only a writer that ignores locks can do that) is not held: nothing to copy
-            // there either.
-            let fence = fenced.then(|| (guard::fence_expiry(), crate::expiry::now_secs()));
-            let (actions, fences) = move_plan::hold(
-                &cx.inner.layout,
-                &g.id(),
-                level,
-                |k| objects.contains_key(&k.hash),
-                fence,
-            );
-            let failed = self::fenced(cx, g, actions, true).await?;
-            if !failed.iter().any(|i| fences.contains(i)) {
-                break;
-            }
-            if !attempts.spend() {
-                return Err(Error::new(
-                    ErrorKind::Conflict,
-                    "objects kept appearing under the operation's locks",
-                ));
-            }
-        }
-        done += level.len();
-        cx.tell(op, Phase::Lock, done, Some(total));
-    }
+            .boxed()
+        },
+        |n| {
+            done += n;
+            cx.tell(op, Phase::Lock, done, Some(total));
+            false
+        },
+    )
+    .await?;
     Ok(())
 }
 
@@ -1431,14 +1496,34 @@ async fn release_objects<S: Storage + 'static>(
     g: &Guard,
     paths: &[Path],
 ) -> Result<()> {
-    let id = Value::S(g.id());
-    for chunk in paths.chunks(crate::storage::batch::TRANSACT_MAX) {
-        let rows = read::rows_of(cx, chunk, true).await?;
-        // A fence the operation wrote where no object was (fenced puts) goes: the listing
-        // row is still there, so a PutItem landing now is reachable.
-        let actions = move_plan::release(&cx.inner.layout, &id, chunk, &rows);
-        fenced(cx, g, actions, true).await?;
-    }
+    release_chunks(cx, g, paths, TRANSACTIONS_IN_FLIGHT).await
+}
+
+/// [`release_objects`](release_objects), at most `in_flight` chunks of 100 objects at once
+/// (each read, then written).
+async fn release_chunks<S: Storage + 'static>(
+    cx: &Ctx<S>,
+    g: &Guard,
+    paths: &[Path],
+    in_flight: usize,
+) -> Result<()> {
+    let id = &Value::S(g.id());
+    bounded(
+        paths.chunks(crate::storage::batch::TRANSACT_MAX),
+        in_flight,
+        |chunk| {
+            async move {
+                let rows = read::rows_of(cx, chunk, true).await?;
+                // A fence the operation wrote where no object was (fenced puts) goes: the
+                // listing row is still there, so a PutItem landing now is reachable.
+                let actions = move_plan::release(&cx.inner.layout, id, chunk, &rows);
+                fenced(cx, g, actions, true).await
+            }
+            .boxed()
+        },
+        |_| false,
+    )
+    .await?;
     Ok(())
 }
 
@@ -1446,7 +1531,8 @@ async fn release_objects<S: Storage + 'static>(
 async fn unlock_paths<S: Storage + 'static>(cx: &Ctx<S>, g: &Guard, paths: &[Path]) -> Result<()> {
     let lock = Value::S(g.id());
     let actions = move_plan::unlock(&cx.inner.layout, &lock, paths);
-    fenced(cx, g, actions, true).await?;
+    // Several transactions at once: each unlock is its row's alone.
+    fenced_groups(cx, g, actions, true, 1, TRANSACTIONS_IN_FLIGHT).await?;
     Ok(())
 }
 
@@ -1461,16 +1547,27 @@ async fn release_and_unlock<S: Storage + 'static>(
     let op = g.snapshot().op;
     let total = holds.len() + paths.len();
     let mut done = 0;
-    for slice in holds.chunks(RELEASE_SLICE) {
-        release_objects(cx, g, slice).await?;
-        done += slice.len();
-        cx.tell(op, Phase::Unlock, done, Some(total));
-    }
-    for slice in paths.chunks(PROGRESS_SLICE) {
-        unlock_paths(cx, g, slice).await?;
-        done += slice.len();
-        cx.tell(op, Phase::Unlock, done, Some(total));
-    }
+    // Every hold is released before the first lock comes off; within each, the slices go
+    // several at once (each one request at a time).
+    let tell = |done: &mut usize, n: usize| {
+        *done += n;
+        cx.tell(op, Phase::Unlock, *done, Some(total));
+        false
+    };
+    bounded(
+        holds.chunks(RELEASE_SLICE),
+        TRANSACTIONS_IN_FLIGHT,
+        |slice| async move { release_chunks(cx, g, slice, 1).await.map(|()| slice.len()) }.boxed(),
+        |&n| tell(&mut done, n),
+    )
+    .await?;
+    bounded(
+        paths.chunks(PROGRESS_SLICE),
+        TRANSACTIONS_IN_FLIGHT,
+        |slice| async move { unlock_paths(cx, g, slice).await.map(|()| slice.len()) }.boxed(),
+        |&n| tell(&mut done, n),
+    )
+    .await?;
     Ok(())
 }
 
@@ -1608,91 +1705,112 @@ async fn rewritable<S: Storage + 'static>(
     Ok(out)
 }
 
-/// Sends `actions` in transactions of at most 99, each with a check that this call still
-/// owns the intent (so a call that lost its lease, or a stale resume, can write nothing).
-/// Returns the indexes of actions whose condition failed; with `resend_rest`, the other
-/// actions of such a transaction are sent again without them, else the operation stops
-/// at the first such transaction.
+/// Sends `actions` in transactions of at most 99, one after the other (a later action may
+/// need an earlier one: a copied object its listing row), each with a check that this call
+/// still owns the intent (so a call that lost its lease, or a stale resume, can write
+/// nothing). Returns the indexes of actions whose condition failed, in order; with
+/// `resend_rest`, the other actions of such a transaction are sent again without them,
+/// else the operation stops at the first such transaction.
 async fn fenced<S: Storage + 'static>(
     cx: &Ctx<S>,
     g: &Guard,
     actions: Vec<TransactAction>,
     resend_rest: bool,
 ) -> Result<Vec<usize>> {
-    fenced_groups(cx, g, actions, resend_rest, 1).await
+    fenced_groups(cx, g, actions, resend_rest, 1, 1).await
 }
 
 /// [`fenced`](fenced) for actions that go in groups of `group` consecutive actions
 /// (an object and its listing row): a group is never split between transactions, and
-/// when one action of a group fails, the whole group is dropped.
+/// when one action of a group fails, the whole group is dropped. With `in_flight` above
+/// one, up to that many transactions at once, for actions independent of each other (the
+/// first failed transaction without `resend_rest` starts no more; those in flight are
+/// awaited, and their failed actions returned too).
 async fn fenced_groups<S: Storage + 'static>(
     cx: &Ctx<S>,
     g: &Guard,
     actions: Vec<TransactAction>,
     resend_rest: bool,
     group: usize,
+    in_flight: usize,
 ) -> Result<Vec<usize>> {
     let group = group.max(1);
     let intent_key = cx.inner.layout.intent_key(&g.id());
-    let mut failed_all = Vec::new();
     let indexed: Vec<(usize, TransactAction)> = actions.into_iter().enumerate().collect();
     // One check of our own intent, and one of each enclosing operation's.
     let checks = 1 + cx.enclosing.len();
     let chunk_size = (TRANSACT_MAX - checks) / group * group;
-    for chunk in indexed.chunks(chunk_size) {
-        let mut pending: Vec<(usize, TransactAction)> = chunk.to_vec();
-        let mut backoff = Backoff::new(cx.inner.config.retry);
-        while !pending.is_empty() {
-            renew_if_due(cx, g).await?;
-            let mut tx: Vec<TransactAction> = pending.iter().map(|(_, a)| a.clone()).collect();
-            tx.push(TransactAction::ConditionCheck {
-                key: intent_key.clone(),
-                condition: owned_by(cx, &g.token),
-            });
-            tx.extend(enclosing_checks(cx));
-            cx.ensure_verified().await?;
-            match cx.inner.storage.transact_write(tx).await {
-                Ok(()) => break,
-                Err(e) if e.kind() == ErrorKind::TransactionCanceled => {
-                    let reasons = e.cancellation_reasons();
-                    if reasons
-                        .iter()
-                        .skip(pending.len())
-                        .any(crate::error::CancellationReason::is_condition_failed)
-                    {
-                        return Err(taken_over().with_source(e));
-                    }
-                    let failed: Vec<usize> = reasons
-                        .iter()
-                        .take(pending.len())
-                        .enumerate()
-                        .filter(|(_, r)| r.is_condition_failed())
-                        .map(|(i, _)| i)
-                        .collect();
-                    if !failed.is_empty() {
-                        failed_all.extend(failed.iter().map(|&i| pending[i].0));
-                        if !resend_rest {
-                            return Ok(failed_all);
+    let intent_key = &intent_key;
+    // With `in_flight` above one, the transactions go several at once: only for actions that
+    // do not depend on each other (no order between them matters), each transaction its own
+    // actions' and checking our ownership. Without `resend_rest`, the first with a failed
+    // condition starts no more (those in flight are awaited).
+    let failed = bounded(
+        indexed.chunks(chunk_size),
+        in_flight,
+        |chunk| {
+            async move {
+                let mut failed_all = Vec::new();
+                let mut pending: Vec<(usize, TransactAction)> = chunk.to_vec();
+                let mut backoff = Backoff::new(cx.inner.config.retry);
+                while !pending.is_empty() {
+                    renew_if_due(cx, g).await?;
+                    let mut tx: Vec<TransactAction> =
+                        pending.iter().map(|(_, a)| a.clone()).collect();
+                    tx.push(TransactAction::ConditionCheck {
+                        key: intent_key.clone(),
+                        condition: owned_by(cx, &g.token),
+                    });
+                    tx.extend(enclosing_checks(cx));
+                    cx.ensure_verified().await?;
+                    match cx.inner.storage.transact_write(tx).await {
+                        Ok(()) => break,
+                        Err(e) if e.kind() == ErrorKind::TransactionCanceled => {
+                            let reasons = e.cancellation_reasons();
+                            if reasons
+                                .iter()
+                                .skip(pending.len())
+                                .any(crate::error::CancellationReason::is_condition_failed)
+                            {
+                                return Err(taken_over().with_source(e));
+                            }
+                            let failed: Vec<usize> = reasons
+                                .iter()
+                                .take(pending.len())
+                                .enumerate()
+                                .filter(|(_, r)| r.is_condition_failed())
+                                .map(|(i, _)| i)
+                                .collect();
+                            if !failed.is_empty() {
+                                failed_all.extend(failed.iter().map(|&i| pending[i].0));
+                                if !resend_rest {
+                                    return Ok(failed_all);
+                                }
+                                let dropped: std::collections::HashSet<usize> =
+                                    failed.iter().map(|&i| pending[i].0 / group).collect();
+                                pending.retain(|(i, _)| !dropped.contains(&(i / group)));
+                                continue;
+                            }
+                            if !backoff.retry().await {
+                                return Err(e);
+                            }
                         }
-                        let dropped: std::collections::HashSet<usize> =
-                            failed.iter().map(|&i| pending[i].0 / group).collect();
-                        pending.retain(|(i, _)| !dropped.contains(&(i / group)));
-                        continue;
-                    }
-                    if !backoff.retry().await {
-                        return Err(e);
-                    }
-                }
-                Err(e) if e.kind() == ErrorKind::Throttled => {
-                    if !backoff.retry().await {
-                        return Err(e);
+                        Err(e) if e.kind() == ErrorKind::Throttled => {
+                            if !backoff.retry().await {
+                                return Err(e);
+                            }
+                        }
+                        Err(e) => return Err(e),
                     }
                 }
-                Err(e) => return Err(e),
+                Ok(failed_all)
             }
-        }
-    }
-    Ok(failed_all)
+            .boxed()
+        },
+        |failed| !resend_rest && !failed.is_empty(),
+    )
+    .await?;
+    Ok(failed.concat())
 }
 
 /// Creates the listing rows of `path` and its ancestors that are missing, fenced by our
@@ -1752,6 +1870,121 @@ async fn links_into<S: Storage + 'static>(cx: &Ctx<S>, from: &Path) -> Result<Ve
     }
     out.sort();
     Ok(out)
+}
+
+/// Reads a phase of a move, copy or subtree deletion keeps in flight at once
+/// ([`TreeBuilder::subtree_reads_in_flight`](crate::TreeBuilder::subtree_reads_in_flight),
+/// default 16): the consistent Queries listing a level's nodes and the BatchGetItems reading
+/// a level's objects.
+fn in_flight<S: Storage>(cx: &Ctx<S>) -> usize {
+    cx.inner.config.in_flight.max(1)
+}
+
+/// Transactions a phase keeps in flight: one. Every transaction of an operation checks its
+/// intent row (and an enclosing operation's), and DynamoDB cancels a transaction that meets
+/// another one in progress on any of its items, a ConditionCheck's included
+/// (`TransactionConflict`), and refuses the lease's renewal while one is; and the unlocks of
+/// a parent and of its child must land in that order (see "Requests in flight" in
+/// `moves.md`).
+const TRANSACTIONS_IN_FLIGHT: usize = 1;
+
+/// Runs `step` on each of `items`, at most `limit` at once, and returns their results in
+/// the order of `items`; `seen` is called on each result in that order, as soon as it and
+/// every result before it are in, and returning `true` starts no more steps. At the first
+/// error (the first to happen, wherever it is in the order) no more steps start either:
+/// those in flight are awaited (a request already sent lands or fails before this returns,
+/// so nothing of the call's is still on its way when it goes on, rolls back or fails), then
+/// that error is returned.
+fn bounded<'a, T, R, I, F, G>(
+    items: I,
+    limit: usize,
+    mut step: F,
+    mut seen: G,
+) -> futures::future::BoxFuture<'a, Result<Vec<R>>>
+where
+    I: IntoIterator<Item = T>,
+    I::IntoIter: Send + 'a,
+    T: Send + 'a,
+    R: Send + 'a,
+    F: FnMut(T) -> futures::future::BoxFuture<'a, Result<R>> + Send + 'a,
+    G: FnMut(&R) -> bool + Send + 'a,
+{
+    // Boxed: the future of a generic function holding closures that borrow is otherwise
+    // not provably `Send` where the operation is spawned.
+    let mut items = items.into_iter().enumerate();
+    async move {
+        use futures::StreamExt;
+        let mut running = futures::stream::FuturesUnordered::new();
+        // Results that came in before one ahead of them in the order.
+        let mut waiting = std::collections::BTreeMap::new();
+        let mut out = Vec::new();
+        let mut first_err = None;
+        let mut stopped = false;
+        loop {
+            while !stopped && first_err.is_none() && running.len() < limit.max(1) {
+                match items.next() {
+                    Some((i, item)) => {
+                        let fut = step(item);
+                        running.push(async move { (i, fut.await) });
+                    }
+                    None => break,
+                }
+            }
+            match running.next().await {
+                None => break,
+                Some((_, Err(e))) => {
+                    first_err.get_or_insert(e);
+                }
+                Some((i, Ok(r))) => {
+                    if first_err.is_some() {
+                        continue;
+                    }
+                    waiting.insert(i, r);
+                    while let Some(r) = waiting.remove(&out.len()) {
+                        stopped |= seen(&r);
+                        out.push(r);
+                    }
+                }
+            }
+        }
+        match first_err {
+            Some(e) => Err(e),
+            None => Ok(out),
+        }
+    }
+    .boxed()
+}
+
+/// The objects at `paths` (a level), read consistently in BatchGetItems of 100 keys,
+/// [`in_flight`] at once, by hash key.
+async fn objects_of<S: Storage + 'static>(
+    cx: &Ctx<S>,
+    paths: &[Path],
+) -> Result<std::collections::HashMap<String, Item>> {
+    let parts = bounded(
+        paths.chunks(crate::storage::batch::BATCH_GET_MAX),
+        in_flight(cx),
+        |chunk| read::objects_of(cx, chunk, true).boxed(),
+        |_| false,
+    )
+    .await?;
+    Ok(parts.into_iter().flatten().collect())
+}
+
+/// The names of the children of each of `dirs`, in order, listed with consistent reads,
+/// [`in_flight`] nodes at once.
+async fn list_all<S: Storage + 'static>(cx: &Ctx<S>, dirs: &[Path]) -> Result<Vec<Vec<String>>> {
+    bounded(
+        dirs,
+        in_flight(cx),
+        |dir| {
+            cx.list_names(dir, true)
+                .try_collect::<Vec<String>>()
+                .boxed()
+        },
+        |_| false,
+    )
+    .await
 }
 
 /// Nodes per progress report of a phase that writes a level in slices, each slice whole
