@@ -64,7 +64,7 @@ async fn run(
         match name {
             "copy_subtree" => drop(tree.copy_subtree(["src"], ["copy"]).await.expect("copy")),
             "move_subtree" => drop(tree.move_subtree(["src"], ["moved"]).await.expect("move")),
-            _ => tree.delete_subtree(["moved"]).await.expect("delete"),
+            _ => drop(tree.delete_subtree(["moved"]).await.expect("delete")),
         }
         out.push((
             name,
