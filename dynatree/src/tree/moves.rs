@@ -1388,9 +1388,9 @@ async fn delete_levels<S: Storage + 'static>(
         for p in level {
             cx.inner.known.remove(&cx.inner.layout.listing_key(p));
         }
-        // In slices, each reported, several at once: a node's row is kept or not by its
-        // children, one level down (all deleted or kept before this level starts), never by
-        // its own level, so the slices of a level are independent.
+        // In slices, each reported, one transaction at a time (see `TRANSACTIONS_IN_FLIGHT`):
+        // a node's row is kept or not by its children, one level down (all deleted or kept
+        // before this level starts), never by its own level.
         let keep_below = &keep;
         let lock = &lock;
         let results = bounded(
@@ -1741,10 +1741,9 @@ async fn fenced_groups<S: Storage + 'static>(
     let checks = 1 + cx.enclosing.len();
     let chunk_size = (TRANSACT_MAX - checks) / group * group;
     let intent_key = &intent_key;
-    // With `in_flight` above one, the transactions go several at once: only for actions that
-    // do not depend on each other (no order between them matters), each transaction its own
-    // actions' and checking our ownership. Without `resend_rest`, the first with a failed
-    // condition starts no more (those in flight are awaited).
+    // Every caller passes `TRANSACTIONS_IN_FLIGHT` (one): transactions in flight together
+    // would meet on the intent rows they all check. Without `resend_rest`, the first with a
+    // failed condition starts no more.
     let failed = bounded(
         indexed.chunks(chunk_size),
         in_flight,
