@@ -1411,7 +1411,11 @@ impl<B: Storage + 'static> Sim<B> {
     }
 
     /// Runs on a real clock and I/O (for a real backend such as DynamoDB Local) instead of
-    /// paused time. Requests are still serialized in the chosen order.
+    /// paused time. Requests are still serialized in the chosen order. Timers then fire when
+    /// the clock says (a lease renewal after a slow response), so a rerun of a schedule's
+    /// prefix may offer other alternatives: the bounded search becomes a sample (a step whose
+    /// chosen alternative is gone takes the last one left) instead of failing with
+    /// "nondeterminism", which on paused time points at a defect.
     ///
     /// # Examples
     ///
@@ -1582,6 +1586,7 @@ impl<B: Storage + 'static> Sim<B> {
                 }
                 let mut c = Dfs {
                     prefix: std::mem::take(&mut prefix),
+                    real_time: self.real_time,
                     taken: Vec::new(),
                     bound: (p != usize::MAX).then_some(p),
                     max_faults: f,
@@ -2303,6 +2308,10 @@ trait Chooser {
 
 struct Dfs {
     prefix: Vec<usize>,
+    /// On a real clock, timers (a lease renewal, a backoff) make a rerun's alternatives differ
+    /// from the first run's: a step whose chosen alternative is gone takes the last one left,
+    /// and the search goes on as a sample. On paused time that is a defect and fails.
+    real_time: bool,
     taken: Vec<(usize, usize)>,
     bound: Option<usize>,
     max_faults: usize,
@@ -2323,7 +2332,10 @@ impl Chooser for Dfs {
     fn choose(&mut self, view: &View<'_>) -> std::result::Result<Choice, String> {
         let alts = view.alternatives(self.bound, self.max_faults, &self.kinds, self.allow_wait);
         let step = self.taken.len();
-        let c = self.prefix.get(step).copied().unwrap_or(0);
+        let mut c = self.prefix.get(step).copied().unwrap_or(0);
+        if self.real_time && !alts.is_empty() {
+            c = c.min(alts.len() - 1);
+        }
         let choice = alts.get(c).cloned().ok_or_else(|| {
             "nondeterminism: the schedule's alternatives changed on rerun".to_owned()
         })?;

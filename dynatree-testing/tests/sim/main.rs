@@ -28,6 +28,7 @@ mod call_budget;
 mod check;
 mod conflicts;
 mod denorm;
+mod explorer;
 mod fences;
 mod history;
 mod operations;
