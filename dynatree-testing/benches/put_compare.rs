@@ -246,6 +246,8 @@ enum Kind {
     Fenced,
     Go,
     Raw,
+    /// The raw SDK sending dynatree's conditional overwrite (the HTTP section only).
+    RawConditional,
 }
 
 const KINDS: [Kind; 4] = [Kind::Dynatree, Kind::Fenced, Kind::Go, Kind::Raw];
@@ -257,6 +259,7 @@ impl Kind {
             Kind::Fenced => "dynatree fenced",
             Kind::Go => "Go algorithm",
             Kind::Raw => "raw SDK",
+            Kind::RawConditional => "raw SDK, dynatree's condition",
         }
     }
 }
@@ -265,6 +268,10 @@ enum Imp {
     Dynatree(Tree),
     Go(Client, String),
     Raw(Client, String),
+    /// The raw SDK's PutItem with the condition dynatree's overwrite sends (the object is
+    /// there, no fence, no hold), without the consumed capacity as dynatree sends it when no
+    /// subscriber records its spans: the request the guarantees need, without dynatree.
+    RawConditional(Client, String),
 }
 
 impl Imp {
@@ -311,6 +318,20 @@ impl Imp {
                     .await
                     .expect("PutItem");
             }
+            Imp::RawConditional(c, table) => {
+                c.put_item()
+                    .table_name(table)
+                    .set_item(Some(to_sdk(raw_item(depth, o, &l))))
+                    .condition_expression(
+                        "attribute_exists(#k) AND attribute_not_exists(#f) AND attribute_not_exists(#h)",
+                    )
+                    .expression_attribute_names("#k", "Key")
+                    .expression_attribute_names("#f", format!("{SC}fence"))
+                    .expression_attribute_names("#h", format!("{SC}held"))
+                    .send()
+                    .await
+                    .expect("conditional PutItem");
+            }
         }
     }
 
@@ -321,7 +342,7 @@ impl Imp {
                 .await
                 .expect("dynatree get")
                 .expect("object"),
-            Imp::Go(c, table) | Imp::Raw(c, table) => {
+            Imp::Go(c, table) | Imp::Raw(c, table) | Imp::RawConditional(c, table) => {
                 let key = if matches!(self, Imp::Go(..)) {
                     sdk_key(go_object_hash(&full_path(depth, o)), SC.to_owned())
                 } else {
@@ -347,7 +368,7 @@ impl Imp {
                 .try_fold(0usize, |n, _| async move { Ok(n + 1) })
                 .await
                 .expect("dynatree list"),
-            Imp::Go(c, table) | Imp::Raw(c, table) => {
+            Imp::Go(c, table) | Imp::Raw(c, table) | Imp::RawConditional(c, table) => {
                 let (hash, project) = if matches!(self, Imp::Go(..)) {
                     (go_listing_hash(parent), false)
                 } else {
@@ -448,15 +469,17 @@ fn connections(server: u16) -> (Vec<u16>, usize) {
     (ports, established)
 }
 
-/// Samples the connections to the server every 5 ms on a thread of its own.
+/// Samples the connections to the server every 5 ms on a thread of its own, and keeps that
+/// thread's own CPU time, which the client's CPU per put leaves out (reading `/proc/net/tcp`
+/// costs more with every socket open or in TIME_WAIT; it is the bench's, not the client's).
 struct ConnWatch {
-    state: Arc<Mutex<(BTreeSet<u16>, usize)>>,
+    state: Arc<Mutex<(BTreeSet<u16>, usize, f64)>>,
     stop: Arc<AtomicBool>,
 }
 
 impl ConnWatch {
     fn start(server: u16) -> Self {
-        let state = Arc::new(Mutex::new((BTreeSet::new(), 0usize)));
+        let state = Arc::new(Mutex::new((BTreeSet::new(), 0usize, 0.0)));
         let stop = Arc::new(AtomicBool::new(false));
         let (s, halt) = (Arc::clone(&state), Arc::clone(&stop));
         std::thread::spawn(move || {
@@ -465,6 +488,7 @@ impl ConnWatch {
                 let mut g = s.lock().unwrap();
                 g.0.extend(ports);
                 g.1 = g.1.max(est);
+                g.2 = cpu_seconds("thread-self");
                 drop(g);
                 std::thread::sleep(Duration::from_millis(5));
             }
@@ -486,6 +510,11 @@ impl ConnWatch {
         while connections(server).1 > 0 && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+    }
+
+    /// The watching thread's CPU seconds so far.
+    fn cpu(&self) -> f64 {
+        self.state.lock().unwrap().2
     }
 
     /// (connections seen so far, peak established since the last mark).
@@ -524,19 +553,22 @@ struct Sample {
 
 struct Meter<'a> {
     server_pid: Option<&'a str>,
+    /// A connection watcher running meanwhile, whose CPU is not the client's.
+    watch: Option<&'a ConnWatch>,
 }
 
 impl Meter<'_> {
     async fn run<F: Future<Output = usize>>(&self, f: F) -> Sample {
+        let watcher = || self.watch.map_or(0.0, ConnWatch::cpu);
         let (c0, s0) = (
-            cpu_seconds("self"),
+            cpu_seconds("self") - watcher(),
             self.server_pid.map_or(0.0, cpu_seconds),
         );
         let start = Instant::now();
         let n = f.await as f64;
         let secs = start.elapsed().as_secs_f64();
         let (c1, s1) = (
-            cpu_seconds("self"),
+            cpu_seconds("self") - watcher(),
             self.server_pid.map_or(0.0, cpu_seconds),
         );
         Sample {
@@ -601,6 +633,7 @@ async fn cell(kind: Kind, client: &Client, depth: usize, k: &Knobs, m: &Meter<'_
         Kind::Dynatree | Kind::Fenced => Imp::Dynatree(tree),
         Kind::Go => Imp::Go(client.clone(), name.clone()),
         Kind::Raw => Imp::Raw(client.clone(), name.clone()),
+        Kind::RawConditional => Imp::RawConditional(client.clone(), name.clone()),
     };
     let (s0, s1) = (
         objects(0, k.objects, k.accounts),
@@ -690,7 +723,10 @@ async fn compare(local: &DynamoDbLocal, k: &Knobs, server: Option<&str>) {
         .iter()
         .map(|&kind| (kind, client_without_retries(&endpoint)))
         .collect();
-    let m = Meter { server_pid: server };
+    let m = Meter {
+        server_pid: server,
+        watch: None,
+    };
     // Warm-up, not recorded: the JVM's JIT, the connection pools.
     let warm = Knobs {
         objects: k.objects.min(500),
@@ -809,7 +845,10 @@ async fn compare(local: &DynamoDbLocal, k: &Knobs, server: Option<&str>) {
 async fn http(local: &DynamoDbLocal, k: &Knobs, server: Option<&str>, port: u16) {
     let endpoint = local.endpoint();
     let watch = ConnWatch::start(port);
-    let m = Meter { server_pid: server };
+    let m = Meter {
+        server_pid: server,
+        watch: Some(&watch),
+    };
     println!(
         "## HTTP client: overwrite puts at depth 4 with more in flight\n\n\
          {} puts per cell (to {} objects under existing accounts, each written once before); \
@@ -821,17 +860,24 @@ async fn http(local: &DynamoDbLocal, k: &Knobs, server: Option<&str>, port: u16)
         "| implementation | in flight | puts/s | connections opened | peak established | client µs/put | server µs/put |"
     );
     println!("|---|---|---|---|---|---|---|");
-    for kind in [Kind::Dynatree, Kind::Raw] {
+    for kind in [Kind::Dynatree, Kind::Raw, Kind::RawConditional] {
         watch.wait_idle(port).await;
         let client = client_without_retries(&endpoint);
         let (tree, name) = create(&client, false).await;
         let imp = match kind {
             Kind::Dynatree => Imp::Dynatree(tree),
+            Kind::RawConditional => Imp::RawConditional(client.clone(), name.clone()),
             _ => Imp::Raw(client.clone(), name.clone()),
         };
         let objs = objects(0, k.objects.min(k.http_puts), k.accounts);
+        // Written once before: by the tree itself (it then knows them), by a plain PutItem
+        // for the raw SDK (the conditional one needs them there).
+        let first = match &imp {
+            Imp::Dynatree(_) => &imp,
+            _ => &Imp::Raw(client.clone(), name.clone()),
+        };
         for o in &objs {
-            imp.put(4, o, 0).await;
+            first.put(4, o, 0).await;
         }
         for (round, flight) in HTTP_IN_FLIGHT.into_iter().enumerate() {
             let before = watch.mark();
@@ -979,7 +1025,8 @@ async fn fake_phase(
                     .await
                     .expect("go put");
             }
-            Kind::Raw => fake
+            // The conditional variant is measured on DynamoDB Local only (the HTTP section).
+            Kind::Raw | Kind::RawConditional => fake
                 .put_item(raw_item(depth, o, &l), Condition::Always)
                 .await
                 .expect("raw put"),

@@ -2,7 +2,7 @@
 //!
 //! The SDK's types stay in this module. Every call opens one span named
 //! `DynamoDB.<Operation>` with OpenTelemetry's database fields and records the consumed
-//! capacity once the response arrives. Keys are never logged with item bodies.
+//! capacity once the response arrives (asked for only while a subscriber records the span). Keys are never logged with item bodies.
 
 use std::collections::HashMap;
 
@@ -167,6 +167,13 @@ macro_rules! op_span {
             aws.dynamodb.consumed_capacity = tracing::field::Empty,
         )
     };
+}
+
+/// The consumed capacity to ask for: the total when the call's span is recorded (a
+/// subscriber listens at its level), else none, so that a process without one neither sends
+/// nor parses it.
+fn capacity() -> Option<ReturnConsumedCapacity> {
+    (!tracing::Span::current().is_disabled()).then_some(ReturnConsumedCapacity::Total)
 }
 
 fn record_capacity<'a>(caps: impl IntoIterator<Item = &'a ConsumedCapacity>) {
@@ -425,7 +432,7 @@ impl DynamoDbTable {
                 .transact_write_items()
                 .set_transact_items(Some(items))
                 .set_client_request_token(token.map(str::to_owned))
-                .return_consumed_capacity(ReturnConsumedCapacity::Total)
+                .set_return_consumed_capacity(capacity())
                 .send()
                 .await;
             match out {
@@ -475,7 +482,7 @@ impl DynamoDbTable {
                 .consistent_read(consistent)
                 .set_projection_expression(expr.projection(projection))
                 .set_expression_attribute_names(expr.names())
-                .return_consumed_capacity(ReturnConsumedCapacity::Total)
+                .set_return_consumed_capacity(capacity())
                 .send()
                 .await
                 .map_err(map_err)?;
@@ -509,7 +516,7 @@ impl DynamoDbTable {
                 .client
                 .batch_get_item()
                 .request_items(&self.table, ka)
-                .return_consumed_capacity(ReturnConsumedCapacity::Total)
+                .set_return_consumed_capacity(capacity())
                 .send()
                 .await
                 .map_err(map_err)?;
@@ -625,7 +632,7 @@ impl DynamoDbTable {
                 .set_condition_expression(cond)
                 .set_expression_attribute_names(expr.names())
                 .set_expression_attribute_values(av_values(&expr))
-                .return_consumed_capacity(ReturnConsumedCapacity::Total)
+                .set_return_consumed_capacity(capacity())
                 .send()
                 .await
                 .map_err(map_err)?;
@@ -648,7 +655,7 @@ impl DynamoDbTable {
                 .set_condition_expression(cond)
                 .set_expression_attribute_names(expr.names())
                 .set_expression_attribute_values(av_values(&expr))
-                .return_consumed_capacity(ReturnConsumedCapacity::Total)
+                .set_return_consumed_capacity(capacity())
                 .send()
                 .await
                 .map_err(map_err)?;
@@ -679,7 +686,7 @@ impl DynamoDbTable {
                 .consistent_read(query.consistent)
                 .set_limit(query.limit.map(|l| i32::try_from(l).unwrap_or(i32::MAX)))
                 .set_exclusive_start_key(start.as_ref().map(key_map))
-                .return_consumed_capacity(ReturnConsumedCapacity::Total)
+                .set_return_consumed_capacity(capacity())
                 .send()
                 .await
                 .map_err(map_err)?;
@@ -716,7 +723,7 @@ impl DynamoDbTable {
                 )
                 .set_limit(limit.map(|l| i32::try_from(l).unwrap_or(i32::MAX)))
                 .set_exclusive_start_key(start.as_ref().map(key_map))
-                .return_consumed_capacity(ReturnConsumedCapacity::Total)
+                .set_return_consumed_capacity(capacity())
                 .send()
                 .await
                 .map_err(map_err)?;
@@ -752,7 +759,7 @@ impl DynamoDbTable {
                 .client
                 .transact_get_items()
                 .set_transact_items(Some(gets))
-                .return_consumed_capacity(ReturnConsumedCapacity::Total)
+                .set_return_consumed_capacity(capacity())
                 .send()
                 .await
                 .map_err(map_err)?;
@@ -799,7 +806,7 @@ impl DynamoDbTable {
                 .client
                 .batch_write_item()
                 .request_items(&self.table, reqs)
-                .return_consumed_capacity(ReturnConsumedCapacity::Total)
+                .set_return_consumed_capacity(capacity())
                 .send()
                 .await
                 .map_err(map_err)?;
@@ -852,7 +859,7 @@ impl DynamoDbTable {
                 .set_expression_attribute_names(expr.names())
                 .set_expression_attribute_values(av_values(&expr))
                 .return_values(t::ReturnValue::AllNew)
-                .return_consumed_capacity(ReturnConsumedCapacity::Total)
+                .set_return_consumed_capacity(capacity())
                 .send()
                 .await
                 .map_err(map_err)?;
@@ -1090,7 +1097,7 @@ impl DynamoDbTable {
                 .scan_index_forward(query.forward)
                 .set_limit(query.limit.map(|l| i32::try_from(l).unwrap_or(i32::MAX)))
                 .set_exclusive_start_key(start.map(to_map))
-                .return_consumed_capacity(ReturnConsumedCapacity::Total)
+                .set_return_consumed_capacity(capacity())
                 .send()
                 .await
                 .map_err(map_err)?;

@@ -1,5 +1,6 @@
 //! Every DynamoDB call opens one span named `DynamoDB.<Operation>` with OpenTelemetry's database
-//! fields and the consumed capacity; no item body ever reaches a span.
+//! fields and the consumed capacity (asked for only while a subscriber records the span); no
+//! item body ever reaches a span.
 
 use std::fmt::Debug;
 use std::sync::{Arc, Mutex};
@@ -9,7 +10,7 @@ use aws_sdk_dynamodb::operation::describe_table::DescribeTableOutput;
 use aws_sdk_dynamodb::operation::get_item::GetItemOutput;
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, AttributeValue, ConsumedCapacity, KeySchemaElement, KeyType,
-    ScalarAttributeType, TableDescription, TableStatus,
+    ReturnConsumedCapacity, ScalarAttributeType, TableDescription, TableStatus,
 };
 use aws_smithy_mocks::{RuleMode, mock, mock_client};
 use dynatree::{DynamoDbTable, Tree};
@@ -57,33 +58,7 @@ fn get_item_span_has_otel_fields_and_no_item_body() {
             .build()
     });
     // The tree describes its table once, before its first request.
-    let describe = mock!(Client::describe_table).then_output(|| {
-        let key = |name: &str, kind| {
-            KeySchemaElement::builder()
-                .attribute_name(name)
-                .key_type(kind)
-                .build()
-                .unwrap()
-        };
-        let attr = |name: &str| {
-            AttributeDefinition::builder()
-                .attribute_name(name)
-                .attribute_type(ScalarAttributeType::S)
-                .build()
-                .unwrap()
-        };
-        DescribeTableOutput::builder()
-            .table(
-                TableDescription::builder()
-                    .table_status(TableStatus::Active)
-                    .key_schema(key("Key", KeyType::Hash))
-                    .key_schema(key("Child", KeyType::Range))
-                    .attribute_definitions(attr("Key"))
-                    .attribute_definitions(attr("Child"))
-                    .build(),
-            )
-            .build()
-    });
+    let describe = describe_rule();
     let client = mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, [&rule, &describe]);
     let captured = Captured::default();
     let subscriber = tracing_subscriber::registry().with(captured.clone());
@@ -125,4 +100,75 @@ fn get_item_span_has_otel_fields_and_no_item_body() {
         !fields.iter().any(|(_, _, v)| v.contains("s3cr3t")),
         "{fields:?}"
     );
+}
+
+/// The answer to the DescribeTable a tree sends once, before its first request.
+fn describe_rule() -> aws_smithy_mocks::Rule {
+    mock!(Client::describe_table).then_output(|| {
+        let key = |name: &str, kind| {
+            KeySchemaElement::builder()
+                .attribute_name(name)
+                .key_type(kind)
+                .build()
+                .unwrap()
+        };
+        let attr = |name: &str| {
+            AttributeDefinition::builder()
+                .attribute_name(name)
+                .attribute_type(ScalarAttributeType::S)
+                .build()
+                .unwrap()
+        };
+        DescribeTableOutput::builder()
+            .table(
+                TableDescription::builder()
+                    .table_status(TableStatus::Active)
+                    .key_schema(key("Key", KeyType::Hash))
+                    .key_schema(key("Child", KeyType::Range))
+                    .attribute_definitions(attr("Key"))
+                    .attribute_definitions(attr("Child"))
+                    .build(),
+            )
+            .build()
+    })
+}
+
+/// The consumed capacity is asked for only while a subscriber records the call's span: a
+/// process without one neither sends nor parses it.
+#[test]
+fn consumed_capacity_is_asked_for_only_while_a_subscriber_records_the_span() {
+    let asked = |with_subscriber: bool| {
+        let with = mock!(Client::get_item)
+            .match_requests(|r| {
+                r.return_consumed_capacity() == Some(&ReturnConsumedCapacity::Total)
+            })
+            .then_output(|| GetItemOutput::builder().build());
+        let without = mock!(Client::get_item)
+            .match_requests(|r| r.return_consumed_capacity().is_none())
+            .then_output(|| GetItemOutput::builder().build());
+        let describe = describe_rule();
+        let client = mock_client!(
+            aws_sdk_dynamodb,
+            RuleMode::MatchAny,
+            [&with, &without, &describe]
+        );
+        let run = || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            let tree = Tree::new(DynamoDbTable::new(client, "tbl"));
+            let v: Option<serde_json::Value> = rt.block_on(tree.get(["a"])).unwrap();
+            assert!(v.is_none());
+        };
+        if with_subscriber {
+            let subscriber = tracing_subscriber::registry().with(Captured::default());
+            tracing::subscriber::with_default(subscriber, run);
+        } else {
+            tracing::subscriber::with_default(tracing::subscriber::NoSubscriber::default(), run);
+        }
+        (with.num_calls(), without.num_calls())
+    };
+    assert_eq!(asked(true), (1, 0));
+    assert_eq!(asked(false), (0, 1));
 }
