@@ -24,7 +24,7 @@ fn flickering(name: &str, runs: &'static AtomicUsize) -> Sim<FakeTable> {
         .op("two puts", move |t: Tree| async move {
             let a = V { v: 1 };
             let b = V { v: 2 };
-            if runs.fetch_add(1, Ordering::Relaxed) % 2 == 0 {
+            if runs.fetch_add(1, Ordering::Relaxed).is_multiple_of(2) {
                 let (x, y) = futures::join!(t.put(["a"], &a), t.put(["b"], &b));
                 x.and(y)
             } else {
