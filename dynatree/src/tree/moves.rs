@@ -848,7 +848,7 @@ async fn run_reparent<S: Storage + 'static>(cx: &Ctx<S>, g: &Guard) -> Result<Ou
                         condition: cx.inner.layout.locked_by(&lock),
                     },
                 ];
-                fenced_groups(cx, g, actions, true, 2, 1).await?;
+                fenced_groups(cx, g, actions, true, 2).await?;
                 cx.inner.known.remove(&key);
                 removal::prune_above(cx, &path).await?;
                 finish(cx, g).await?;
@@ -973,7 +973,7 @@ async fn lock_walk<S: Storage + 'static>(cx: &Ctx<S>, g: &Guard) -> Result<Vec<V
             })
             .collect();
         // A level's locks go several transactions at once: each lock is its row's alone.
-        let failed = fenced_groups(cx, g, actions, true, 1, TRANSACTIONS_IN_FLIGHT).await?;
+        let failed = fenced_groups(cx, g, actions, true, 1).await?;
         let mut held = Vec::with_capacity(level.len());
         let mut again = Vec::new();
         for (i, p) in level.into_iter().enumerate() {
@@ -1403,7 +1403,7 @@ async fn delete_levels<S: Storage + 'static>(
                         move_plan::delete_slice(&cx.inner.layout, lock, removal, slice, keep_below);
                     // A node whose lock is gone keeps its object too: only rows still proven
                     // ours are deleted.
-                    let failed = fenced_groups(cx, g, actions, true, 2, 1).await?;
+                    let failed = fenced_groups(cx, g, actions, true, 2).await?;
                     Ok((slice, failed))
                 }
                 .boxed()
@@ -1496,21 +1496,10 @@ async fn release_objects<S: Storage + 'static>(
     g: &Guard,
     paths: &[Path],
 ) -> Result<()> {
-    release_chunks(cx, g, paths, TRANSACTIONS_IN_FLIGHT).await
-}
-
-/// [`release_objects`](release_objects), at most `in_flight` chunks of 100 objects at once
-/// (each read, then written).
-async fn release_chunks<S: Storage + 'static>(
-    cx: &Ctx<S>,
-    g: &Guard,
-    paths: &[Path],
-    in_flight: usize,
-) -> Result<()> {
     let id = &Value::S(g.id());
     bounded(
         paths.chunks(crate::storage::batch::TRANSACT_MAX),
-        in_flight,
+        TRANSACTIONS_IN_FLIGHT,
         |chunk| {
             async move {
                 let rows = read::rows_of(cx, chunk, true).await?;
@@ -1532,7 +1521,7 @@ async fn unlock_paths<S: Storage + 'static>(cx: &Ctx<S>, g: &Guard, paths: &[Pat
     let lock = Value::S(g.id());
     let actions = move_plan::unlock(&cx.inner.layout, &lock, paths);
     // Several transactions at once: each unlock is its row's alone.
-    fenced_groups(cx, g, actions, true, 1, TRANSACTIONS_IN_FLIGHT).await?;
+    fenced_groups(cx, g, actions, true, 1).await?;
     Ok(())
 }
 
@@ -1548,7 +1537,7 @@ async fn release_and_unlock<S: Storage + 'static>(
     let total = holds.len() + paths.len();
     let mut done = 0;
     // Every hold is released before the first lock comes off; within each, the slices go
-    // several at once (each one request at a time).
+    // one transaction at a time (see `TRANSACTIONS_IN_FLIGHT`).
     let tell = |done: &mut usize, n: usize| {
         *done += n;
         cx.tell(op, Phase::Unlock, *done, Some(total));
@@ -1557,7 +1546,7 @@ async fn release_and_unlock<S: Storage + 'static>(
     bounded(
         holds.chunks(RELEASE_SLICE),
         TRANSACTIONS_IN_FLIGHT,
-        |slice| async move { release_chunks(cx, g, slice, 1).await.map(|()| slice.len()) }.boxed(),
+        |slice| async move { release_objects(cx, g, slice).await.map(|()| slice.len()) }.boxed(),
         |&n| tell(&mut done, n),
     )
     .await?;
@@ -1717,22 +1706,18 @@ async fn fenced<S: Storage + 'static>(
     actions: Vec<TransactAction>,
     resend_rest: bool,
 ) -> Result<Vec<usize>> {
-    fenced_groups(cx, g, actions, resend_rest, 1, 1).await
+    fenced_groups(cx, g, actions, resend_rest, 1).await
 }
 
 /// [`fenced`](fenced) for actions that go in groups of `group` consecutive actions
 /// (an object and its listing row): a group is never split between transactions, and
-/// when one action of a group fails, the whole group is dropped. With `in_flight` above
-/// one, up to that many transactions at once, for actions independent of each other (the
-/// first failed transaction without `resend_rest` starts no more; those in flight are
-/// awaited, and their failed actions returned too).
+/// when one action of a group fails, the whole group is dropped.
 async fn fenced_groups<S: Storage + 'static>(
     cx: &Ctx<S>,
     g: &Guard,
     actions: Vec<TransactAction>,
     resend_rest: bool,
     group: usize,
-    in_flight: usize,
 ) -> Result<Vec<usize>> {
     let group = group.max(1);
     let intent_key = cx.inner.layout.intent_key(&g.id());
@@ -1741,12 +1726,12 @@ async fn fenced_groups<S: Storage + 'static>(
     let checks = 1 + cx.enclosing.len();
     let chunk_size = (TRANSACT_MAX - checks) / group * group;
     let intent_key = &intent_key;
-    // Every caller passes `TRANSACTIONS_IN_FLIGHT` (one): transactions in flight together
-    // would meet on the intent rows they all check. Without `resend_rest`, the first with a
-    // failed condition starts no more.
+    // One transaction at a time (`TRANSACTIONS_IN_FLIGHT`): transactions in flight together
+    // would meet on the intent rows they all check, and a later action may need an earlier
+    // one. Without `resend_rest`, the first with a failed condition starts no more.
     let failed = bounded(
         indexed.chunks(chunk_size),
-        in_flight,
+        TRANSACTIONS_IN_FLIGHT,
         |chunk| {
             async move {
                 let mut failed_all = Vec::new();
