@@ -34,11 +34,11 @@ fn ok_unless_faulted_or_locked(i: usize) -> impl Fn(&End<'_>) -> Result<(), Stri
 }
 
 // ------------------------------------------------------------------------------------------
-// Regressions of the observed defects.
+// Races of moves, subtree deletions and `resume` with writers, each once a defect.
 
-/// Defect 1: a put deep under `x` while `x` is deleted: Ok but unreachable.
+/// A put deep under `x` while `x` is deleted: never Ok with the object unreachable.
 #[test]
-fn d1_put_deep_vs_delete_subtree() {
+fn put_deep_under_a_subtree_being_deleted() {
     scenario(
         "put x/new/deep vs delete_subtree x",
         &[(&["x", "a"], 1)],
@@ -50,9 +50,9 @@ fn d1_put_deep_vs_delete_subtree() {
     .run();
 }
 
-/// Defect 1: a put under an existing child of `x` while `x` is deleted.
+/// A put under an existing child of `x` while `x` is deleted.
 #[test]
-fn d1_put_under_child_vs_delete_subtree() {
+fn put_under_a_child_of_a_subtree_being_deleted() {
     scenario(
         "put x/b/new vs delete_subtree x",
         &[(&["x", "a"], 1), (&["x", "b"], 2), (&["x", "b", "c"], 3)],
@@ -64,10 +64,10 @@ fn d1_put_under_child_vs_delete_subtree() {
     .run();
 }
 
-/// Defect 2: a move fails in its delete phase; a second move into the old source then returns
+/// A move fails in its delete phase; a second move into the old source then returns
 /// Ok, and `resume()` must not delete what it moved there.
 #[test]
-fn d2_failed_move_then_move_into_its_source() {
+fn failed_move_then_move_into_its_source() {
     with_faults(scenario(
         "move src->dst (faulted) vs move p->src/p2",
         &[(&["src", "a"], 1), (&["p", "q1"], 2), (&["p", "q2"], 3)],
@@ -79,10 +79,10 @@ fn d2_failed_move_then_move_into_its_source() {
     .run();
 }
 
-/// Defect 3: a `resume()` from a second process races the move it resumes, and a write at the
+/// A `resume()` from a second process races the move it resumes, and a write at the
 /// destination after the move must not be reverted by a stale copy.
 #[test]
-fn d3_resume_races_the_move_it_resumes() {
+fn resume_races_the_move_it_resumes() {
     scenario(
         "move s->d vs resume vs put d/2=99",
         &[(&["s", "1"], 1), (&["s", "2"], 2)],
@@ -96,9 +96,9 @@ fn d3_resume_races_the_move_it_resumes() {
     .run();
 }
 
-/// Defect 3, the pair: the move and a `resume()` from a second tree.
+/// The pair of the one above: the move and a `resume()` from a second tree.
 #[test]
-fn d3_move_vs_resume() {
+fn move_vs_resume_of_its_intent_from_another_tree() {
     with_faults(scenario(
         "move s->d vs resume",
         &[(&["s", "1"], 1), (&["s", "2", "x"], 2)],
@@ -110,9 +110,9 @@ fn d3_move_vs_resume() {
     .run();
 }
 
-/// Defect 4: a put at the destination during a move must not be overwritten by the copy.
+/// A put at the destination during a move must not be overwritten by the copy.
 #[test]
-fn d4_put_at_destination_during_move() {
+fn put_at_destination_during_move() {
     scenario(
         "move s->d vs put d/1=9",
         &[(&["s", "1"], 1), (&["s", "2"], 2)],
@@ -124,9 +124,9 @@ fn d4_put_at_destination_during_move() {
     .run();
 }
 
-/// Defect 4: a put of the destination node itself during a move.
+/// A put of the destination node itself during a move.
 #[test]
-fn d4_put_destination_node_during_move() {
+fn put_of_the_destination_node_during_move() {
     scenario(
         "move s->d vs put d=9",
         &[(&["s", "1"], 1)],
@@ -138,10 +138,10 @@ fn d4_put_destination_node_during_move() {
     .run();
 }
 
-/// Defects 5/6: a move refused (Locked: its source is inside a moving subtree) leaves no intent
+/// A move refused (Locked: its source is inside a moving subtree) leaves no intent
 /// or lock, and `resume()` does not carry it out.
 #[test]
-fn d5_refused_move_leaves_nothing() {
+fn refused_move_leaves_nothing() {
     scenario(
         "move a->b vs move a/x->c",
         &[(&["a", "x", "1"], 1), (&["a", "y"], 2)],
@@ -153,9 +153,9 @@ fn d5_refused_move_leaves_nothing() {
     .run();
 }
 
-/// Defects 5/6: a move refused because its destination is taken meanwhile.
+/// A move refused because its destination is taken meanwhile.
 #[test]
-fn d6_move_refused_at_taken_destination() {
+fn move_refused_at_taken_destination() {
     scenario(
         "move a->d vs put d/z",
         &[(&["a", "1"], 1)],
@@ -168,10 +168,10 @@ fn d6_move_refused_at_taken_destination() {
     .run();
 }
 
-/// Defect 11: a writer meeting a removal mark left by a dead process waits for the removal
+/// A writer meeting a removal mark left by a dead process waits for the removal
 /// lease (paused time: no real waiting), it does not fail with Conflict.
 #[test]
-fn d11_writer_meets_mark_of_dead_deleter() {
+fn writer_meets_mark_of_dead_deleter() {
     scenario(
         "delete x/a (may crash) vs put x/b",
         &[(&["x", "a"], 1)],
@@ -184,10 +184,10 @@ fn d11_writer_meets_mark_of_dead_deleter() {
     .run();
 }
 
-/// Defect 11 with delete_subtree: its marks outlive a crash, and a writer under the subtree
+/// The same with delete_subtree: its marks outlive a crash, and a writer under the subtree
 /// waits them out.
 #[test]
-fn d11_writer_meets_marks_of_dead_delete_subtree() {
+fn writer_meets_marks_of_dead_delete_subtree() {
     scenario(
         "delete_subtree x (may crash) vs put x/a/b",
         &[(&["x", "a"], 1), (&["x", "c"], 2)],

@@ -335,11 +335,17 @@ impl<S: Storage + 'static> Ctx<S> {
 /// consistency docs, "Fenced puts").
 #[derive(Debug, Default)]
 pub(crate) struct KnownRows {
-    rows: Mutex<HashSet<Key>>,
+    /// The rows and their partitions, under one lock (every insert updates both).
+    known: Mutex<Known>,
+    verified: Mutex<std::collections::HashMap<Key, tokio::time::Instant>>,
+}
+
+#[derive(Debug, Default)]
+struct Known {
+    rows: HashSet<Key>,
     /// The partitions of the rows ever inserted (a hint that outlives removals: this process
     /// has written or seen names there).
-    partitions: Mutex<HashSet<String>>,
-    verified: Mutex<std::collections::HashMap<Key, tokio::time::Instant>>,
+    partitions: HashSet<String>,
 }
 
 /// How long after a request verified a listing row free a process trusts it to write the
@@ -356,22 +362,23 @@ const KNOWN_ROWS_MAX: usize = 100_000;
 
 impl KnownRows {
     pub(crate) fn contains(&self, key: &Key) -> bool {
-        self.rows.lock().is_ok_and(|r| r.contains(key))
+        self.known.lock().is_ok_and(|k| k.rows.contains(key))
     }
 
     pub(crate) fn insert_all(&self, keys: impl IntoIterator<Item = Key>) {
-        if let (Ok(mut r), Ok(mut p)) = (self.rows.lock(), self.partitions.lock()) {
-            if r.len() > KNOWN_ROWS_MAX {
-                r.clear();
+        if let Ok(mut k) = self.known.lock() {
+            let Known { rows, partitions } = &mut *k;
+            if rows.len() > KNOWN_ROWS_MAX {
+                rows.clear();
             }
-            if p.len() > KNOWN_ROWS_MAX {
-                p.clear();
+            if partitions.len() > KNOWN_ROWS_MAX {
+                partitions.clear();
             }
             for key in keys {
-                if !p.contains(&key.hash) {
-                    p.insert(key.hash.clone());
+                if !partitions.contains(&key.hash) {
+                    partitions.insert(key.hash.clone());
                 }
-                r.insert(key);
+                rows.insert(key);
             }
         }
     }
@@ -379,12 +386,12 @@ impl KnownRows {
     /// Whether this process has known a row in the partition `hash` (for a listing row's
     /// partition: a name in that directory).
     pub(crate) fn knows_partition(&self, hash: &str) -> bool {
-        self.partitions.lock().is_ok_and(|p| p.contains(hash))
+        self.known.lock().is_ok_and(|k| k.partitions.contains(hash))
     }
 
     pub(crate) fn remove(&self, key: &Key) {
-        if let Ok(mut r) = self.rows.lock() {
-            r.remove(key);
+        if let Ok(mut k) = self.known.lock() {
+            k.rows.remove(key);
         }
         if let Ok(mut v) = self.verified.lock() {
             v.remove(key);
