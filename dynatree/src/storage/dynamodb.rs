@@ -2,7 +2,8 @@
 //!
 //! The SDK's types stay in this module. Every call opens one span named
 //! `DynamoDB.<Operation>` with OpenTelemetry's database fields and records the consumed
-//! capacity once the response arrives (asked for only while a subscriber records the span). Keys are never logged with item bodies.
+//! capacity once the response arrives (asked for only while a subscriber records the span).
+//! Keys are never logged with item bodies.
 
 use std::collections::HashMap;
 

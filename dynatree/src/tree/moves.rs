@@ -972,7 +972,7 @@ async fn lock_walk<S: Storage + 'static>(cx: &Ctx<S>, g: &Guard) -> Result<Vec<V
                 }
             })
             .collect();
-        // A level's locks go several transactions at once: each lock is its row's alone.
+        // A level's locks, one transaction at a time (see `TRANSACTIONS_IN_FLIGHT`).
         let failed = fenced_groups(cx, g, actions, true, 1).await?;
         let mut held = Vec::with_capacity(level.len());
         let mut again = Vec::new();
@@ -1192,8 +1192,8 @@ async fn copy_levels<S: Storage + 'static>(
         // Only the root's level checks the destination's parent, and it is one node.
         let check = if depth == 0 { parent.as_ref() } else { None };
         // In slices, each reported: a level can hold most of the subtree. The slices of a
-        // level go several at once (their parents' rows are all written: the level above is
-        // complete); the first that fails stops the level, once those in flight are done.
+        // level go one transaction at a time (see `TRANSACTIONS_IN_FLIGHT`); the first that
+        // fails stops the level.
         let done = bounded(
             carried.kept.chunks(PROGRESS_SLICE),
             TRANSACTIONS_IN_FLIGHT,
@@ -1425,8 +1425,8 @@ async fn delete_levels<S: Storage + 'static>(
 }
 
 /// Holds the object rows of the locked source (`SC held` = the operation's id), in slices
-/// (several at once), so that an overwrite sent as one PutItem (conditional on no hold) cannot land
-/// between the copy and the delete of its object. Objects cannot appear or go under the
+/// (one transaction at a time), so that an overwrite sent as one PutItem (conditional on no
+/// hold) cannot land between the copy and the delete of its object. Objects cannot appear or go under the
 /// locks meanwhile (creations and deletions check the listing rows), so the set read here
 /// is the set held.
 async fn hold_objects<S: Storage + 'static>(
@@ -1438,8 +1438,8 @@ async fn hold_objects<S: Storage + 'static>(
     let op = g.snapshot().op;
     let total: usize = levels.iter().map(Vec::len).sum();
     let mut done = 0;
-    // In slices, each reported (still the lock phase, its total known now), several at
-    // once: every row is locked, and a hold is one object's, so no order between them matters.
+    // In slices, each reported (still the lock phase, its total known now), one transaction
+    // at a time (see `TRANSACTIONS_IN_FLIGHT`).
     bounded(
         levels.iter().flat_map(|l| l.chunks(PROGRESS_SLICE)),
         TRANSACTIONS_IN_FLIGHT,
@@ -1520,7 +1520,7 @@ async fn release_objects<S: Storage + 'static>(
 async fn unlock_paths<S: Storage + 'static>(cx: &Ctx<S>, g: &Guard, paths: &[Path]) -> Result<()> {
     let lock = Value::S(g.id());
     let actions = move_plan::unlock(&cx.inner.layout, &lock, paths);
-    // Several transactions at once: each unlock is its row's alone.
+    // One transaction at a time (see `TRANSACTIONS_IN_FLIGHT`).
     fenced_groups(cx, g, actions, true, 1).await?;
     Ok(())
 }
