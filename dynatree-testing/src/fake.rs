@@ -890,6 +890,7 @@ impl FakeTable {
                 ErrorKind::Backend,
                 format!("injected failure of {op}"),
             )),
+            Some(Fault::InternalError) => Err(crate::fault::internal_error(op)),
             Some(Fault::Conflict) => match op {
                 Op::TransactWriteItems | Op::TransactGetItems => {
                     Err(conflict_cancellation(keys.len()))

@@ -39,6 +39,30 @@ pub enum Fault {
     /// case. A request that fails by itself (a condition, a cancelled transaction, a limit)
     /// returns its own error, as nothing was applied.
     FailAfterApply,
+    /// The service fails with an internal error, as DynamoDB's `InternalServerError` (HTTP
+    /// 500): [`ErrorKind::Backend`](dynatree::ErrorKind::Backend), transient
+    /// ([`Error::is_transient`](dynatree::Error::is_transient)). Nothing is applied. A tree
+    /// resends a read that fails so; a write's error reaches the caller.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::Tree;
+    /// use dynatree_testing::{FakeTable, Fault, FaultRule, Op};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// let table = FakeTable::new();
+    /// let tree = Tree::new(table.clone());
+    /// tree.create_table().await?;
+    /// table.inject_rule(FaultRule::new(Fault::InternalError).operation(Op::GetItem));
+    /// assert_eq!(tree.get::<serde_json::Value>(["a"]).await?, None); // resent, answered
+    /// table.inject_rule(FaultRule::new(Fault::InternalError).operation(Op::TransactWriteItems));
+    /// let e = tree.put(["b"], &serde_json::json!({})).await.unwrap_err();
+    /// assert!(e.is_transient());
+    /// assert_eq!(e.service_code(), Some("InternalServerError"));
+    /// # Ok(()) }
+    /// ```
+    InternalError,
     /// For BatchGetItem and BatchWriteItem: only the first `processed` items are processed, the
     /// rest come back unprocessed. Other requests run normally.
     Unprocessed {
@@ -592,4 +616,15 @@ impl FaultPlan {
         }
         fault
     }
+}
+
+/// The error of an injected [`Fault::InternalError`] on `op`.
+pub(crate) fn internal_error(op: impl std::fmt::Display) -> dynatree::Error {
+    dynatree::Error::new(
+        dynatree::ErrorKind::Backend,
+        format!("injected internal error of {op}"),
+    )
+    .with_service_code("InternalServerError")
+    .with_operation(op.to_string())
+    .with_transient()
 }

@@ -239,6 +239,7 @@ impl<S: Storage + 'static> Faulty<S> {
                 ErrorKind::Backend,
                 format!("injected failure of {op}"),
             )),
+            Some(Fault::InternalError) => Err(crate::fault::internal_error(op)),
             other => Ok(other),
         }
     }

@@ -94,7 +94,8 @@ use crate::Fault;
 pub enum SimFault {
     /// A request fault: [`Fault::Fail`] (nothing applied), [`Fault::FailAfterApply`] (applied,
     /// response lost), [`Fault::Throttle`], [`Fault::Conflict`] (transactions and single-item
-    /// writes only), or [`Fault::Unprocessed`] (batch requests only).
+    /// writes only), [`Fault::InternalError`] (nothing applied; opt-in, not in
+    /// [`all`](SimFault::all)), or [`Fault::Unprocessed`] (batch requests only).
     Request(Fault),
     /// The operation's process dies as it sends this request: nothing applied, the operation
     /// never returns (its future is dropped).
@@ -143,6 +144,7 @@ impl SimFault {
             SimFault::Request(Fault::FailAfterApply) => "L".into(),
             SimFault::Request(Fault::Throttle) => "T".into(),
             SimFault::Request(Fault::Conflict) => "K".into(),
+            SimFault::Request(Fault::InternalError) => "I".into(),
             SimFault::Request(Fault::Unprocessed { processed }) => format!("U{processed}"),
             SimFault::Crash => "C".into(),
             SimFault::CrashAfterApply => "X".into(),
@@ -156,6 +158,7 @@ impl SimFault {
             "L" => SimFault::Request(Fault::FailAfterApply),
             "T" => SimFault::Request(Fault::Throttle),
             "K" => SimFault::Request(Fault::Conflict),
+            "I" => SimFault::Request(Fault::InternalError),
             "C" => SimFault::Crash,
             "X" => SimFault::CrashAfterApply,
             p if p.starts_with('P') => {
@@ -498,6 +501,9 @@ impl<B: Storage + 'static> SimStorage<B> {
                 format!("simulated transaction conflict on {request}"),
             )
             .with_service_code("TransactionConflictException")),
+            Some(SimFault::Request(Fault::InternalError)) => {
+                Err(crate::fault::internal_error(request))
+            }
             Some(SimFault::Crash) => self.crash(guard).await,
             Some(SimFault::CrashAfterApply) => {
                 let _ = call.await;
@@ -541,6 +547,9 @@ impl<B: Storage + 'static> SimStorage<B> {
                 ErrorKind::Throttled,
                 format!("simulated throttle of {request}"),
             )),
+            Some(SimFault::Request(Fault::InternalError)) => {
+                Err(crate::fault::internal_error(request))
+            }
             Some(SimFault::Crash) => self.crash(guard).await,
             // Batches are never offered after-apply faults (see `SimFault::needs_write`).
             Some(_) => Err(Error::new(

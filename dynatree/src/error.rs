@@ -403,6 +403,7 @@ struct Inner {
     request_id: Option<String>,
     service_message: Option<String>,
     operation: Option<String>,
+    transient: bool,
 }
 
 impl Error {
@@ -429,6 +430,7 @@ impl Error {
             request_id: None,
             service_message: None,
             operation: None,
+            transient: false,
         }))
     }
 
@@ -468,6 +470,7 @@ impl Error {
             if self.0.operation.is_none() {
                 self.0.operation.clone_from(&inner.0.operation);
             }
+            self.0.transient |= inner.0.transient;
         }
         self.0.source = Some(source);
         self
@@ -540,6 +543,25 @@ impl Error {
     #[must_use]
     pub fn with_operation(mut self, operation: impl Into<String>) -> Self {
         self.0.operation = Some(operation.into());
+        self
+    }
+
+    /// Marks the error as a transient failure of the service or of the way to it (an HTTP 5xx
+    /// answer such as DynamoDB's `InternalServerError`, a timeout, a dropped connection),
+    /// reported by [`Error::is_transient`]. For backends and their tests.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::{Error, ErrorKind};
+    ///
+    /// let e = Error::new(ErrorKind::Backend, "").with_transient();
+    /// assert!(e.is_transient());
+    /// assert!(!Error::new(ErrorKind::Backend, "").is_transient());
+    /// ```
+    #[must_use]
+    pub fn with_transient(mut self) -> Self {
+        self.0.transient = true;
         self
     }
 
@@ -961,6 +983,29 @@ impl Error {
     /// ```
     pub fn is_serialization(&self) -> bool {
         self.kind() == ErrorKind::Serialization
+    }
+
+    /// Whether the service, or the way to it, failed for reasons of its own: an HTTP 5xx
+    /// answer (DynamoDB's `InternalServerError`, `ServiceUnavailable`), a timeout, a dropped
+    /// connection. Always of kind [`ErrorKind::Backend`].
+    ///
+    /// A read that fails so is resent within the tree's [`RetryPolicy`](crate::RetryPolicy)
+    /// (see [`RetryPolicy::retry_read`](crate::RetryPolicy::retry_read)). A write is not: it
+    /// may or may not have been applied, so the error reaches the caller, whose next call
+    /// finds out which.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::{Error, ErrorKind};
+    ///
+    /// let e = Error::new(ErrorKind::Backend, "").with_service_code("InternalServerError").with_transient();
+    /// assert!(e.is_transient() && e.is_retryable());
+    /// // Access denied is a backend error too, but not a transient one.
+    /// assert!(!Error::new(ErrorKind::Backend, "").with_service_code("AccessDeniedException").is_transient());
+    /// ```
+    pub fn is_transient(&self) -> bool {
+        self.0.transient && self.0.kind == ErrorKind::Backend
     }
 
     /// Whether retrying the same call later may succeed (throttling, service limits,

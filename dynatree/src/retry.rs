@@ -24,8 +24,11 @@ use crate::error::{Error, ErrorKind, Result};
 /// for a race lost every time). Nothing else resends it:
 /// [`DynamoDbTable`](crate::DynamoDbTable) turns the SDK's own retries off, so with the default
 /// policy one throttled request costs at most 10 requests, not the SDK's 3 attempts times 10.
-/// Other errors (a failed condition, a validation error, a missing table) are not retried:
-/// they are sent once.
+/// A request that only reads is also resent after a transient failure
+/// ([`Error::is_transient`](crate::Error::is_transient): an HTTP 5xx answer such as
+/// `InternalServerError`, a timeout, a dropped connection); a write is not, as it may have
+/// been applied, and its error reaches the caller. Other errors (a failed condition, a
+/// validation error, a missing table, access denied) are not retried: they are sent once.
 ///
 /// One call of the API (a `put`, a transaction's `commit`, a `move_subtree`, ...) has one
 /// budget of `max_attempts - 1` retries, whichever of its loops spends them: a request resent,
@@ -176,6 +179,48 @@ impl RetryPolicy {
     {
         self.retry_if(|e| e.kind() == ErrorKind::Throttled, op)
             .await
+    }
+
+    /// Runs one request that only reads, `op`, resending it while it is throttled, meets a
+    /// transaction in progress ([`ErrorKind::Conflict`]) or fails transiently
+    /// ([`Error::is_transient`]: an HTTP 5xx answer, a timeout, a dropped connection), at most
+    /// [`max_attempts`](Self::max_attempts) times in all: the loop the tree runs around each
+    /// of its reads. A write must not go through it: after a transient failure it may have
+    /// been applied.
+    ///
+    /// # Errors
+    ///
+    /// The first error it does not resend, at once; the last error after the last try.
+    ///
+    /// # Cancel safety
+    ///
+    /// As cancel safe as `op`: a dropped future may have sent any number of tries.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use dynatree::{RetryPolicy, Tree};
+    /// # use dynatree::storage::Storage;
+    /// # use dynatree_testing::FakeTable;
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// let table = FakeTable::new();
+    /// # Tree::new(table.clone()).create_table().await?;
+    /// let policy = RetryPolicy::new(4, Duration::from_millis(1), Duration::from_millis(5));
+    /// let description = policy.retry_read(|| table.describe_table()).await?;
+    /// assert!(description.is_some());
+    /// # Ok(()) }
+    /// ```
+    pub async fn retry_read<T, F, Fut>(&self, op: F) -> Result<T>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T>>,
+    {
+        self.retry_if(
+            |e| matches!(e.kind(), ErrorKind::Throttled | ErrorKind::Conflict) || e.is_transient(),
+            op,
+        )
+        .await
     }
 
     /// Calls `op` until it returns anything but an error `again` accepts, or until the budget

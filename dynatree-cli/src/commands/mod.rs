@@ -12,7 +12,7 @@ mod write;
 use std::future::Future;
 
 use dynatree::storage::{Storage, TableDescription, TableSettings};
-use dynatree::{DynamoDbTable, Path, Tree, TreeBuilder, storage::Item};
+use dynatree::{DynamoDbTable, Path, RetryPolicy, Tree, TreeBuilder, storage::Item};
 
 use crate::args::{Cli, Command, Global};
 use crate::error::{CliError, CliResult};
@@ -184,7 +184,12 @@ impl Ctx {
         let client = aws_sdk_dynamodb::Client::new(&config);
         let table = DynamoDbTable::new(client, table_name.clone());
         let on_table = |e: dynatree::Error| CliError::from(e).on_table(&table_name);
-        let description = table.describe_table().await.map_err(on_table)?;
+        // The command line's own reads go through the retry a tree's reads do (a throttled or
+        // transiently failed DescribeTable is resent).
+        let description = RetryPolicy::default()
+            .retry_read(|| table.describe_table())
+            .await
+            .map_err(on_table)?;
         let mut ctx = Self {
             tree: builder(&global, table.clone(), global.path_index).build()?,
             global,
@@ -198,11 +203,10 @@ impl Ctx {
             None if need == TableNeed::Existing => return Err(ctx.no_table()),
             Some(d) if !d.has_tree_schema() => return Err(ctx.not_a_tree(d)),
             // The settings row exists only for a table with indexes.
-            Some(d) if !d.indexes.is_empty() => {
-                TableSettings::read(&ctx.table, ctx.global.reserved)
-                    .await
-                    .map_err(on_table)?
-            }
+            Some(d) if !d.indexes.is_empty() => RetryPolicy::default()
+                .retry_read(|| TableSettings::read(&ctx.table, ctx.global.reserved))
+                .await
+                .map_err(on_table)?,
             _ => None,
         };
         ctx.layout = TableLayout::learn(

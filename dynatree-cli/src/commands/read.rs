@@ -103,7 +103,9 @@ async fn own_row(ctx: &Ctx, path: &Path) -> CliResult<Option<dynatree::storage::
         .flat_map(|c| std::iter::once(reserved.to_string()).chain(std::iter::once(c.clone())))
         .collect();
     let key = dynatree::storage::Key::new(hash, reserved.to_string());
-    Ok(ctx.table.get_item(&key, false).await?)
+    Ok(dynatree::RetryPolicy::default()
+        .retry_read(|| ctx.table.get_item(&key, false))
+        .await?)
 }
 
 /// Whether `path` has at least one child.

@@ -21,8 +21,8 @@ pub const TRANSACT_MAX: usize = 100;
 /// # Errors
 ///
 /// [`ErrorKind::Unprocessed`] with [`Error::unprocessed_count`] if keys were still unprocessed
-/// after `policy.max_attempts()` tries; any other backend error at once. Throttled requests are
-/// retried like unprocessed keys.
+/// after `policy.max_attempts()` tries; any other backend error at once. Throttled requests and
+/// transient failures ([`Error::is_transient`]) are retried like unprocessed keys.
 ///
 /// # Cancel safety
 ///
@@ -77,19 +77,23 @@ pub(crate) async fn get_all_projected<S: Storage>(
                     .batch_get_projected(pending.clone(), consistent, projection)
                     .await
             };
+            // A transient failure of the request is resent like a throttled one (it only
+            // reads); it is the error returned if it was the last try's.
+            let mut failed = None;
             match sent {
                 Ok(out) => {
                     found.extend(out.items);
                     pending = out.unprocessed;
                 }
                 Err(e) if e.kind() == ErrorKind::Throttled => {}
+                Err(e) if e.is_transient() => failed = Some(e),
                 Err(e) => return Err(e),
             }
             if pending.is_empty() {
                 break;
             }
             if !backoff.retry().await {
-                return Err(Error::unprocessed(pending.len(), "keys"));
+                return Err(failed.unwrap_or_else(|| Error::unprocessed(pending.len(), "keys")));
             }
         }
     }

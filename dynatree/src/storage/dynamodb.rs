@@ -340,7 +340,31 @@ where
         (ErrorKind::Validation, Some(m)) => m.to_owned(),
         _ => String::new(),
     };
-    with_metadata(Error::new(kind, detail), &err).with_source(err)
+    let mut e = with_metadata(Error::new(kind, detail), &err);
+    if kind == ErrorKind::Backend && transient(&err) {
+        e = e.with_transient();
+    }
+    e.with_source(err)
+}
+
+/// Whether the service, or the way to it, failed for reasons of its own: a timeout, a
+/// connection that failed or dropped, an answer that could not be read, an HTTP 5xx answer
+/// (DynamoDB's `InternalServerError` and `ServiceUnavailable`; DynamoDB Local says
+/// `InternalFailure`). The AWS SDKs' standard retry classifies the same as transient; a
+/// request refused for the caller's reasons (access denied, a bad signature) is not.
+fn transient<E: ProvideErrorMetadata>(err: &SdkError<E, HttpResponse>) -> bool {
+    match err {
+        SdkError::TimeoutError(_) | SdkError::ResponseError(_) => true,
+        SdkError::DispatchFailure(d) => d.is_io() || d.is_timeout(),
+        SdkError::ServiceError(s) => {
+            s.raw().status().is_server_error()
+                || matches!(
+                    err.code(),
+                    Some("InternalServerError" | "InternalFailure" | "ServiceUnavailable")
+                )
+        }
+        _ => false,
+    }
 }
 
 /// The SDK refused to build a request (a required field missing): nothing was sent.

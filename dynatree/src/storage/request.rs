@@ -265,6 +265,39 @@ impl Request {
         }
     }
 
+    /// Whether the request only reads: resending it cannot change the table.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::storage::{Condition, Key, Request};
+    ///
+    /// assert!(Request::DescribeTable.is_read());
+    /// let delete = Request::DeleteItem { key: Key::new("a", "b"), condition: Condition::Always };
+    /// assert!(!delete.is_read());
+    /// ```
+    pub fn is_read(&self) -> bool {
+        match self {
+            Request::GetItem { .. }
+            | Request::Query { .. }
+            | Request::QueryIndex { .. }
+            | Request::Scan { .. }
+            | Request::BatchGet { .. }
+            | Request::TransactGet { .. }
+            | Request::DescribeTable
+            | Request::TtlAttribute => true,
+            Request::PutItem { .. }
+            | Request::DeleteItem { .. }
+            | Request::UpdateItem { .. }
+            | Request::BatchWrite { .. }
+            | Request::TransactWrite { .. }
+            | Request::CreateTable { .. }
+            | Request::AddIndex { .. }
+            | Request::EnableTtl { .. }
+            | Request::EnableStream => false,
+        }
+    }
+
     /// The keys of the items this request names, in its order: a Query names its
     /// partition (with an empty range key); a Scan, an index query and a table's request name
     /// none.

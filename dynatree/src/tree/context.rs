@@ -136,18 +136,22 @@ impl<S: Storage + 'static> Storage for Io<S> {
             | Request::BatchGet { .. }
             | Request::BatchWrite { .. } => raw.send(request).await,
             // A read: a cancellation for a conflict or throttling is as safe to resend as a
-            // throttled request.
+            // throttled request, and so is a transient failure.
             Request::TransactGet { .. } => {
                 policy
                     .retry_if(
                         |e| {
                             matches!(e.kind(), ErrorKind::Throttled | ErrorKind::Conflict)
+                                || e.is_transient()
                                 || (e.kind() == ErrorKind::TransactionCanceled && e.is_retryable())
                         },
                         || raw.send(request.clone()),
                     )
                     .await
             }
+            // A read that failed transiently is resent; a write is not, as it may have been
+            // applied (its caller's next call finds out).
+            _ if request.is_read() => policy.retry_read(|| raw.send(request.clone())).await,
             _ => policy.retry_transient(|| raw.send(request.clone())).await,
         }
     }

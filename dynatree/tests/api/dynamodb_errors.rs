@@ -63,6 +63,8 @@ async fn service_errors_map_to_kinds() {
         // Every error DynamoDB answers with here is the service's fault, with its code kept.
         assert_eq!(e.party(), Party::Service, "{error_type}");
         assert_eq!(e.service_code(), Some(error_type));
+        // Only the service's own failures (HTTP 5xx) are transient: a read is resent.
+        assert_eq!(e.is_transient(), status >= 500, "{error_type}");
         // The SDK error is the source; Display does not repeat it (except a validation
         // message, which says what DynamoDB refused).
         assert!(std::error::Error::source(&e).is_some(), "{error_type}");

@@ -224,3 +224,121 @@ async fn errors_that_are_not_throttling_are_sent_once() {
     assert_eq!(e.kind(), ErrorKind::Backend, "{e:?}");
     assert_eq!(tx.num_calls(), 1);
 }
+
+/// A 500 as the service sends it (`InternalServerError`) and as DynamoDB Local does
+/// (`InternalFailure`).
+fn server_error(code: &str) -> String {
+    if code == "InternalFailure" {
+        // DynamoDB Local's generic failure has no `com.amazonaws.dynamodb` namespace.
+        format!(r#"{{"__type":"com.amazon.coral.service#{code}","message":"canned {code}"}}"#)
+    } else {
+        body(code)
+    }
+}
+
+#[tokio::test]
+async fn reads_that_fail_transiently_are_resent_within_the_budget() {
+    for code in [
+        "InternalServerError",
+        "InternalFailure",
+        "ServiceUnavailable",
+    ] {
+        // Twice, then an answer: the get returns it, after three requests.
+        let get = mock!(Client::get_item)
+            .sequence()
+            .http_status(500, Some(server_error(code)))
+            .times(2)
+            .output(|| GetItemOutput::builder().build())
+            .repeatedly()
+            .build();
+        let tree1 = tree(client(&[&get]));
+        assert_eq!(tree1.get::<V>(["a"]).await.unwrap(), None, "{code}");
+        assert_eq!(get.num_calls(), 3, "{code}");
+
+        // Always: the policy's number of tries, then the last error, transient.
+        let always = mock!(Client::get_item)
+            .sequence()
+            .http_status(500, Some(server_error(code)))
+            .repeatedly()
+            .build();
+        let tree2 = tree(client(&[&always]));
+        let e = tree2.get::<V>(["a"]).await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Backend, "{code}: {e:?}");
+        assert!(e.is_transient() && e.is_retryable(), "{code}: {e:?}");
+        assert_eq!(e.service_code(), Some(code));
+        assert_eq!(always.num_calls(), ATTEMPTS as usize, "{code}");
+    }
+
+    // A batch read, and the table's description through the public loop.
+    let batch = mock!(Client::batch_get_item)
+        .sequence()
+        .http_status(500, Some(server_error("InternalServerError")))
+        .times(1)
+        .output(|| BatchGetItemOutput::builder().build())
+        .repeatedly()
+        .build();
+    let table = DynamoDbTable::new(client(&[&batch]), "t");
+    let found = dynatree::storage::get_all(&table, vec![Key::new("a", "b")], true, &policy())
+        .await
+        .unwrap();
+    assert!(found.is_empty());
+    assert_eq!(batch.num_calls(), 2);
+    let always = mock!(Client::batch_get_item)
+        .sequence()
+        .http_status(500, Some(server_error("InternalServerError")))
+        .repeatedly()
+        .build();
+    let table = DynamoDbTable::new(client(&[&always]), "t");
+    let e = dynatree::storage::get_all(&table, vec![Key::new("a", "b")], true, &policy())
+        .await
+        .unwrap_err();
+    assert!(
+        e.is_transient(),
+        "the last try's error, not unprocessed keys: {e:?}"
+    );
+    assert_eq!(always.num_calls(), ATTEMPTS as usize);
+
+    let describe = mock!(Client::describe_table)
+        .sequence()
+        .http_status(500, Some(server_error("InternalFailure")))
+        .times(1)
+        .output(|| {
+            aws_sdk_dynamodb::operation::describe_table::DescribeTableOutput::builder().build()
+        })
+        .repeatedly()
+        .build();
+    let table = DynamoDbTable::new(client(&[&describe]), "t");
+    policy()
+        .retry_read(|| table.describe_table())
+        .await
+        .unwrap();
+    assert_eq!(describe.num_calls(), 2);
+}
+
+#[tokio::test]
+async fn writes_that_fail_transiently_are_not_resent() {
+    // The transaction may have been applied: its error reaches the caller after one try.
+    let tx = mock!(Client::transact_write_items)
+        .sequence()
+        .http_status(500, Some(server_error("InternalServerError")))
+        .repeatedly()
+        .build();
+    let (get, batch) = empty_reads();
+    let absent = no_object();
+    let tree = tree(client(&[&tx, &get, &batch, &absent]));
+    let e = tree.put(["a"], &V { v: 1 }).await.unwrap_err();
+    assert!(e.is_transient(), "{e:?}");
+    assert_eq!(tx.num_calls(), 1);
+
+    // Access denied is a backend error, but not transient: a read is not resent either.
+    let denied = mock!(Client::get_item)
+        .sequence()
+        .http_status(400, Some(body("AccessDeniedException")))
+        .repeatedly()
+        .build();
+    let tree = self::tree(client(&[&denied]));
+    let e = tree.get::<V>(["a"]).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Backend, "{e:?}");
+    assert!(!e.is_transient(), "{e:?}");
+    assert_eq!(denied.num_calls(), 1);
+}
