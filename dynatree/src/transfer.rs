@@ -292,7 +292,7 @@ impl<'de> Deserialize<'de> for Record {
 }
 
 /// An item in DynamoDB's JSON form.
-struct ItemJson<'a>(&'a Item);
+pub(crate) struct ItemJson<'a>(pub(crate) &'a Item);
 
 impl Serialize for ItemJson<'_> {
     fn serialize<Se: Serializer>(&self, s: Se) -> std::result::Result<Se::Ok, Se::Error> {
@@ -350,7 +350,7 @@ impl Serialize for ValueJson<'_> {
 }
 
 /// A value from DynamoDB's JSON form.
-fn value_from_json(v: &serde_json::Value) -> std::result::Result<Value, String> {
+pub(crate) fn value_from_json(v: &serde_json::Value) -> std::result::Result<Value, String> {
     use serde_json::Value as J;
     let J::Object(m) = v else {
         return Err("expected a map from a type (`S`, `N`, ...) to a value".into());

@@ -77,9 +77,11 @@ use std::time::Duration;
 use crate::path::Path;
 use crate::storage::Key;
 
+mod part;
 pub(crate) mod repair;
 pub(crate) mod scan;
 
+pub use part::CheckPart;
 pub use repair::Repair;
 pub use scan::Check;
 

@@ -8,6 +8,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use super::part::CheckPart;
 use super::{Class, Phase, Progress, ProgressFn, Report, Violation};
 use crate::error::{Error, ErrorKind, Result};
 use crate::expiry::now_secs;
@@ -40,12 +41,18 @@ use crate::tree::{Operation, Tree};
 /// ```
 #[must_use = "a check does nothing until `run` is awaited"]
 pub struct Check<S> {
-    tree: Tree<S>,
+    pub(super) tree: Tree<S>,
     segments: u32,
     rate: Option<f64>,
     page_size: Option<u32>,
     grace: Duration,
     progress: Option<ProgressFn>,
+    /// Only these segments, for [`run_part`](Check::run_part).
+    part: Option<std::ops::Range<u32>>,
+    /// A part to go on with, for [`run_part`](Check::run_part).
+    resume: Option<CheckPart>,
+    /// When [`run_part`](Check::run_part) stops sending pages.
+    time_limit: Option<Duration>,
 }
 
 impl<S> std::fmt::Debug for Check<S> {
@@ -55,6 +62,8 @@ impl<S> std::fmt::Debug for Check<S> {
             .field("read_units_per_second", &self.rate)
             .field("page_size", &self.page_size)
             .field("grace", &self.grace)
+            .field("part", &self.part)
+            .field("time_limit", &self.time_limit)
             .finish_non_exhaustive()
     }
 }
@@ -146,6 +155,136 @@ impl<S: Storage + 'static> Check<S> {
         self
     }
 
+    /// Scans only the segments `range` of the [`segments`](Self::segments) of the whole
+    /// check, for [`run_part`](Self::run_part): one worker's share of a check split across
+    /// machines. Every segment of the table is then in exactly one part, and
+    /// [`merge`](Self::merge) makes the report.
+    ///
+    /// # Examples
+    ///
+    /// See [`CheckPart`].
+    pub fn part(mut self, range: std::ops::Range<u32>) -> Self {
+        self.part = Some(range);
+        self
+    }
+
+    /// Goes on with `part`, a [`CheckPart`] that [`run_part`](Self::run_part) returned
+    /// unfinished (its time limit passed, or its run failed after saving): its segments and
+    /// total are the part's, each unfinished segment starts where it stopped, and what was
+    /// found so far is kept.
+    ///
+    /// # Examples
+    ///
+    /// See [`CheckPart`].
+    pub fn resume(mut self, part: CheckPart) -> Self {
+        self.resume = Some(part);
+        self
+    }
+
+    /// [`run_part`](Self::run_part) sends no Scan page after `limit` has passed since it
+    /// started, and returns the part unfinished (say, within a Lambda function's 15 minutes):
+    /// save it and [`resume`](Self::resume) it in the next invocation.
+    ///
+    /// # Examples
+    ///
+    /// See [`CheckPart`].
+    pub fn time_limit(mut self, limit: Duration) -> Self {
+        self.time_limit = Some(limit);
+        self
+    }
+
+    /// Scans this check's share of the table (all segments, or [`part`](Self::part)'s, or
+    /// the [resumed](Self::resume) part's) and returns what it found, to be merged with the
+    /// other parts by [`merge`](Self::merge). Nothing is confirmed or reported yet: a row
+    /// in this part may be judged by a row in another.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidArgument`]: the options [`run`](Self::run) refuses, a range that is
+    /// empty or outside the segments, a part to resume that another tree's reserved character
+    /// wrote. Backend errors: the part so far is lost (run it again, or save parts with a
+    /// [`time_limit`](Self::time_limit)).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    pub async fn run_part(self) -> Result<CheckPart> {
+        crate::retry::call(self.tree.cx.inner.config.retry, async move {
+            let span = tracing::info_span!("dynatree.check_part", segments = self.segments);
+            tracing::Instrument::instrument(self.run_part_inner(), span).await
+        })
+        .await
+    }
+
+    async fn run_part_inner(mut self) -> Result<CheckPart> {
+        self.validate()?;
+        let deadline = self.time_limit.map(|l| tokio::time::Instant::now() + l);
+        let mut state = match self.resume.take() {
+            Some(part) => part.into_state(&self.tree)?,
+            None => {
+                let total = self.segments;
+                let range = self.part.clone().unwrap_or(0..total);
+                if range.is_empty() || range.end > total {
+                    return Err(Error::new(
+                        ErrorKind::InvalidArgument,
+                        format!(
+                            "segments {}..{} are not a part of {total} segments",
+                            range.start, range.end
+                        ),
+                    ));
+                }
+                ScanState::new(&self.tree, total, range)?
+            }
+        };
+        self.scan(&mut state, deadline).await?;
+        Ok(CheckPart::from_state(&self.tree, state))
+    }
+
+    /// Makes the report of a check split into `parts` ([`run_part`](Self::run_part)):
+    /// checks that they are finished and cover every segment of one Scan once, joins what
+    /// they found, and confirms the suspects with consistent reads, as [`run`](Self::run)
+    /// does. The report's rows, read units and pages are the parts' sums; its elapsed time
+    /// is the longest part's scanning plus the merge.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidArgument`]: no parts, parts of different Scans (totals) or
+    /// reserved characters, an unfinished part, a segment in no part or in two. Backend
+    /// errors of the confirmation.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    ///
+    /// # Examples
+    ///
+    /// See [`CheckPart`].
+    pub async fn merge(self, parts: impl IntoIterator<Item = CheckPart>) -> Result<Report> {
+        let parts: Vec<CheckPart> = parts.into_iter().collect();
+        crate::retry::call(self.tree.cx.inner.config.retry, async move {
+            let span = tracing::info_span!("dynatree.check_merge", parts = parts.len());
+            tracing::Instrument::instrument(self.merge_inner(parts), span).await
+        })
+        .await
+    }
+
+    async fn merge_inner(self, parts: Vec<CheckPart>) -> Result<Report> {
+        let started = Instant::now();
+        self.validate()?;
+        let merged = super::part::merge(&self.tree, parts)?;
+        let mut report = self
+            .conclude(
+                merged.rows,
+                merged.read_units,
+                merged.pages,
+                merged.total,
+                started,
+            )
+            .await?;
+        report.elapsed += merged.scan_time;
+        Ok(report)
+    }
+
     /// Runs the check.
     ///
     /// # Errors
@@ -167,8 +306,24 @@ impl<S: Storage + 'static> Check<S> {
 
     async fn run_inner(self) -> Result<Report> {
         let started = Instant::now();
-        let tree = &self.tree;
-        if tree.is_scoped() {
+        self.validate()?;
+        if self.part.is_some() || self.resume.is_some() || self.time_limit.is_some() {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                "a check of some segments, or with a time limit, is run by run_part and its parts merged",
+            ));
+        }
+        let total = self.segments.max(1);
+        let mut state = ScanState::new(&self.tree, total, 0..total)?;
+        self.scan(&mut state, None).await?;
+        let pages = state.pages;
+        self.conclude(state.rows, state.read_units, pages, total, started)
+            .await
+    }
+
+    /// The checks of the options that every run makes before sending anything.
+    pub(super) fn validate(&self) -> Result<()> {
+        if self.tree.is_scoped() {
             return Err(Error::new(
                 ErrorKind::InvalidArgument,
                 "check reads the whole table: call it on the tree, not on a scope",
@@ -186,29 +341,36 @@ impl<S: Storage + 'static> Check<S> {
                 "the page size must be at least 1",
             ));
         }
-        let segments: Vec<ScanSegment> = (0..self.segments)
-            .map(|i| ScanSegment::new(i, self.segments))
-            .collect::<Result<_>>()
-            .and_then(|v: Vec<ScanSegment>| {
-                if v.is_empty() {
-                    ScanSegment::new(0, 0).map(|s| vec![s])
-                } else {
-                    Ok(v)
-                }
-            })?;
-        let rows = Mutex::new(Rows::new(tree));
-        let meter = Mutex::new(Meter {
-            started,
-            units: 0.0,
-            pages: 0,
-            segments_done: 0,
-        });
+        // DynamoDB's bounds on the number of segments.
+        ScanSegment::new(0, self.segments)?;
+        Ok(())
+    }
+
+    /// Scans the segments `state` has left, in parallel, from where each stopped, until all
+    /// are done or `deadline` passes (a segment then stops before its next page).
+    pub(super) async fn scan(
+        &self,
+        state: &mut ScanState,
+        deadline: Option<tokio::time::Instant>,
+    ) -> Result<()> {
+        let tree = &self.tree;
+        let started = Instant::now();
+        let total = state.total;
+        let pending: Vec<(u32, Option<Key>)> =
+            state.pending.iter().map(|(i, k)| (*i, k.clone())).collect();
+        let in_part = state.range.len() as u32;
+        let shared = Mutex::new(&mut *state);
+        let run_units = Mutex::new(0.0f64);
         let this = &self;
-        let scans = segments.iter().map(|&segment| {
-            let (rows, meter) = (&rows, &meter);
+        let scans = pending.into_iter().map(|(index, cursor)| {
+            let (shared, run_units) = (&shared, &run_units);
             async move {
-                let mut start = None;
+                let segment = ScanSegment::new(index, total)?;
+                let mut start = cursor;
                 loop {
+                    if deadline.is_some_and(|d| tokio::time::Instant::now() >= d) {
+                        return Ok::<(), Error>(());
+                    }
                     let page = tree
                         .cx
                         .io()
@@ -219,33 +381,33 @@ impl<S: Storage + 'static> Check<S> {
                     let bytes: usize = page.items.iter().map(Item::size).sum();
                     let units = bytes.div_ceil(4096).max(1) as f64 / 2.0;
                     let n = page.items.len() as u64;
-                    {
-                        let mut r = rows.lock().map_err(poisoned)?;
-                        for item in page.items {
-                            r.add(tree, item);
-                        }
-                        r.count += n;
-                    }
                     let last = page.last_key.is_none();
                     let wait = {
-                        let mut m = meter.lock().map_err(poisoned)?;
-                        m.units += units;
-                        m.pages += 1;
-                        if last {
-                            m.segments_done += 1;
+                        let mut st = shared.lock().map_err(poisoned)?;
+                        for item in page.items {
+                            st.rows.add(tree, item);
                         }
-                        let done = rows.lock().map_err(poisoned)?.count;
+                        st.rows.count += n;
+                        st.read_units += units;
+                        st.pages += 1;
+                        if last {
+                            st.pending.remove(&index);
+                        } else {
+                            st.pending.insert(index, page.last_key.clone());
+                        }
                         this.report(Progress {
                             phase: Phase::Scan,
-                            done,
+                            done: st.rows.count,
                             total: None,
-                            read_units: m.units,
-                            segments_done: m.segments_done,
-                            segments: segment.total(),
+                            read_units: st.read_units,
+                            segments_done: in_part - st.pending.len() as u32,
+                            segments: in_part,
                         });
-                        // Spaced out so that the average stays under the rate.
+                        let mut spent = run_units.lock().map_err(poisoned)?;
+                        *spent += units;
+                        // Spaced out so that this run's average stays under the rate.
                         this.rate.map(|r| {
-                            let due = m.started + Duration::from_secs_f64(m.units / r);
+                            let due = started + Duration::from_secs_f64(*spent / r);
                             due.saturating_duration_since(Instant::now())
                         })
                     };
@@ -253,19 +415,33 @@ impl<S: Storage + 'static> Check<S> {
                         crate::retry::sleep_for(wait).await;
                     }
                     if last {
-                        return Ok::<(), Error>(());
+                        return Ok(());
                     }
                     start = page.last_key;
                 }
             }
         });
-        futures::future::try_join_all(scans).await?;
-        let rows = rows.into_inner().map_err(poisoned)?;
-        let meter = meter.into_inner().map_err(poisoned)?;
+        let result = futures::future::try_join_all(scans).await;
+        drop(shared);
+        state.scan_time += started.elapsed();
+        result.map(drop)
+    }
+
+    /// Confirms the suspects of what the Scan found and makes the report.
+    pub(super) async fn conclude(
+        &self,
+        rows: Rows,
+        read_units: f64,
+        pages: u64,
+        segments: u32,
+        started: Instant,
+    ) -> Result<Report> {
+        let tree = &self.tree;
         let in_progress = rows.intents.values().filter(|i| !i.abandoned).count();
         let suspects = rows.suspects(tree);
         let ops: Vec<(Operation, Path, Path)> =
             rows.intents.values().map(|i| i.op.clone()).collect();
+        let segments_done = segments;
         let (mut violations, confirm_units) = confirm(
             &tree.cx,
             suspects,
@@ -276,9 +452,9 @@ impl<S: Storage + 'static> Check<S> {
                     phase: Phase::Confirm,
                     done,
                     total: Some(total),
-                    read_units: meter.units + units,
-                    segments_done: meter.segments_done,
-                    segments: segments.len() as u32,
+                    read_units: read_units + units,
+                    segments_done,
+                    segments,
                 });
             },
         )
@@ -289,10 +465,10 @@ impl<S: Storage + 'static> Check<S> {
         Ok(Report {
             violations,
             rows: rows.count,
-            read_units: meter.units,
+            read_units,
             confirm_read_units: confirm_units,
-            pages: meter.pages,
-            segments: segments.len() as u32,
+            pages,
+            segments,
             in_progress,
             elapsed: started.elapsed(),
         })
@@ -309,41 +485,68 @@ fn poisoned<T>(_: T) -> Error {
     Error::new(ErrorKind::Backend, "a check task panicked")
 }
 
-struct Meter {
-    started: Instant,
-    units: f64,
-    pages: u64,
-    segments_done: u32,
+/// Where a Scan of some segments stands: what it found, what it cost, and where each
+/// unfinished segment goes on (what a [`CheckPart`] carries between runs).
+pub(super) struct ScanState {
+    pub(super) rows: Rows,
+    /// The Scan's total segments.
+    pub(super) total: u32,
+    /// The segments this state covers.
+    pub(super) range: std::ops::Range<u32>,
+    /// The segments not finished, each with the key its next page starts after.
+    pub(super) pending: std::collections::BTreeMap<u32, Option<Key>>,
+    pub(super) read_units: f64,
+    pub(super) pages: u64,
+    /// Time spent scanning, over every run.
+    pub(super) scan_time: Duration,
+}
+
+impl ScanState {
+    pub(super) fn new<S: Storage + 'static>(
+        tree: &Tree<S>,
+        total: u32,
+        range: std::ops::Range<u32>,
+    ) -> Result<Self> {
+        Ok(Self {
+            rows: Rows::new(tree),
+            total,
+            pending: range.clone().map(|i| (i, None)).collect(),
+            range,
+            read_units: 0.0,
+            pages: 0,
+            scan_time: Duration::ZERO,
+        })
+    }
 }
 
 /// What the Scan found, by kind.
-struct Rows {
-    count: u64,
+pub(super) struct Rows {
+    pub(super) count: u64,
     now_secs: u64,
     now_ms: u64,
     /// Listing rows by path: (removal mark, move lock).
-    listings: HashMap<Path, (Option<String>, Option<String>)>,
+    pub(super) listings: HashMap<Path, (Option<String>, Option<String>)>,
     /// Paths that have at least one listing row below them.
-    parents: HashSet<Path>,
+    pub(super) parents: HashSet<Path>,
     /// Object rows by path.
-    objects: HashMap<Path, ObjectRow>,
+    pub(super) objects: HashMap<Path, ObjectRow>,
     /// Intent records by id.
-    intents: HashMap<String, IntentRow>,
+    pub(super) intents: HashMap<String, IntentRow>,
     /// Rows that are not rows of the layout.
-    unparsable: Vec<Violation>,
+    pub(super) unparsable: Vec<Violation>,
     /// Bookkeeping attributes of a type the runtime never writes.
-    malformed: Vec<Violation>,
+    pub(super) malformed: Vec<Violation>,
     /// Full rows of the objects that denormalized copies are compared between.
-    denorm_rows: HashMap<Path, Item>,
+    pub(super) denorm_rows: HashMap<Path, Item>,
     denorm_templates: Vec<&'static str>,
 }
 
-struct ObjectRow {
-    link: Option<Path>,
-    expired: bool,
-    missing_index: bool,
+pub(super) struct ObjectRow {
+    pub(super) link: Option<Path>,
+    pub(super) expired: bool,
+    pub(super) missing_index: bool,
     /// The operation holding it (a move or copy), if any.
-    held: Option<String>,
+    pub(super) held: Option<String>,
 }
 
 /// An object row read as a value of a registered type with secondary indexes, through the
@@ -355,15 +558,15 @@ struct Reading {
     named: bool,
 }
 
-struct IntentRow {
-    abandoned: bool,
-    detail: String,
+pub(super) struct IntentRow {
+    pub(super) abandoned: bool,
+    pub(super) detail: String,
     /// The operation, its source and destination.
-    op: (Operation, Path, Path),
+    pub(super) op: (Operation, Path, Path),
 }
 
 impl Rows {
-    fn new<S: Storage + 'static>(tree: &Tree<S>) -> Self {
+    pub(super) fn new<S: Storage + 'static>(tree: &Tree<S>) -> Self {
         let mut denorm_templates = Vec::new();
         for (target, copies) in tree.cx.inner.targets.snapshot() {
             denorm_templates.push(target);
@@ -952,6 +1155,9 @@ impl<S: Storage + 'static> Tree<S> {
             page_size: None,
             grace: Duration::from_secs(1),
             progress: None,
+            part: None,
+            resume: None,
+            time_limit: None,
         }
     }
 }

@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use dynatree::check::{Class, Phase, Progress, Report};
-use dynatree::storage::{Key, Storage};
+use dynatree::check::{CheckPart, Class, Phase, Progress, Report};
+use dynatree::storage::{Key, Request, Response, Storage};
 use dynatree::{Hierarchical, RetryPolicy, Tree, storage::Item, storage::Value};
 use dynatree_testing::{FakeTable, Fault, FaultRule, Op};
 use futures::TryStreamExt;
@@ -1005,6 +1005,242 @@ async fn segments_and_page_size_give_the_same_report() {
     let scope = tree.scope(["ok"]).unwrap();
     assert!(scope.check().run().await.is_err());
     assert!(scope.repair(&one).run().await.is_err());
+}
+
+/// A check split into parts (each saved as JSON and loaded again) and merged reports what
+/// one check of the same segments does, with the same rows, read units and pages.
+#[tokio::test]
+async fn a_check_split_into_parts_reports_what_one_check_does() {
+    let table = FakeTable::new();
+    let tree = full_tree(&table).await;
+    let want = corrupt_everything(&table, &tree).await;
+    let whole = tree.check().segments(8).page_size(3).run().await.unwrap();
+    assert_eq!(found(&whole), want);
+    let splits: [&[std::ops::Range<u32>]; 3] = [
+        &[0..8],
+        &[5..8, 0..3, 3..5],
+        &[0..1, 1..2, 2..3, 3..4, 4..5, 5..6, 6..7, 7..8],
+    ];
+    for split in splits {
+        let mut parts = Vec::new();
+        for range in split {
+            let part = tree
+                .check()
+                .segments(8)
+                .page_size(3)
+                .part(range.clone())
+                .run_part()
+                .await
+                .unwrap();
+            assert!(part.is_complete());
+            assert_eq!(part.segments(), range.clone());
+            let saved = serde_json::to_string(&part).unwrap();
+            parts.push(serde_json::from_str::<CheckPart>(&saved).unwrap());
+        }
+        let merged = tree.check().merge(parts).await.unwrap();
+        assert_eq!(merged.violations(), whole.violations(), "{split:?}");
+        assert_eq!(merged.rows(), whole.rows(), "{split:?}");
+        assert_eq!(merged.read_units(), whole.read_units(), "{split:?}");
+        assert_eq!(merged.pages(), whole.pages(), "{split:?}");
+        // The merged report repairs as the whole one does (a dry run: nothing written).
+        let before = snapshot(&table);
+        let dry = tree.repair(&merged).dry_run(true).run().await.unwrap();
+        assert_eq!(
+            dry.fixed().len(),
+            whole
+                .violations()
+                .iter()
+                .filter(|v| v.class().repairable())
+                .count()
+        );
+        assert_eq!(snapshot(&table), before);
+    }
+}
+
+/// A storage whose every request takes 10 ms (of tokio's clock, paused in the test).
+struct Slow(FakeTable);
+
+impl Storage for Slow {
+    async fn send(&self, request: Request) -> dynatree::Result<Response> {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        self.0.send(request).await
+    }
+}
+
+/// A part with a time limit stops between pages and goes on, after a round trip through
+/// JSON, from where each segment stopped: the merge is the whole check's.
+#[tokio::test(start_paused = true)]
+async fn a_part_stopped_by_its_time_limit_resumes_where_it_stopped() {
+    let table = FakeTable::new();
+    let setup = full_tree(&table).await;
+    let want = corrupt_everything(&table, &setup).await;
+    let tree = Tree::builder(Slow(table.clone()))
+        .retry_policy(fast())
+        .removal_lease(LEASE)
+        .path_index(1)
+        .denormalized::<Thread>()
+        .denormalized::<Post>()
+        .verify_table(false)
+        .build()
+        .unwrap();
+    let whole = tree.check().segments(4).page_size(1).run().await.unwrap();
+    assert_eq!(found(&whole), want);
+
+    let nothing = tree
+        .check()
+        .segments(4)
+        .part(0..2)
+        .time_limit(Duration::ZERO)
+        .run_part()
+        .await
+        .unwrap();
+    assert!(!nothing.is_complete());
+    assert_eq!((nothing.rows(), nothing.pages()), (0, 0));
+
+    // Pages of 1 row, 10 ms each: 3 pages per segment within 25 ms.
+    let mut first = tree
+        .check()
+        .segments(4)
+        .page_size(1)
+        .part(0..2)
+        .time_limit(Duration::from_millis(25))
+        .run_part()
+        .await
+        .unwrap();
+    assert_eq!(first.pages(), 6, "two segments, 3 pages each");
+    let mut runs = 1;
+    let mut pages = 0;
+    while !first.is_complete() {
+        // At most 3 pages per segment and run; every run goes on.
+        assert!(
+            first.pages() > pages && first.pages() <= pages + 6,
+            "{} pages after {pages}",
+            first.pages()
+        );
+        pages = first.pages();
+        let saved = serde_json::to_string(&first).unwrap();
+        let loaded: CheckPart = serde_json::from_str(&saved).unwrap();
+        first = tree
+            .check()
+            .page_size(1)
+            .time_limit(Duration::from_millis(25))
+            .resume(loaded)
+            .run_part()
+            .await
+            .unwrap();
+        runs += 1;
+    }
+    assert!(
+        runs > 2,
+        "the part took {runs} runs of {} rows",
+        whole.rows()
+    );
+    let second = tree
+        .check()
+        .segments(4)
+        .page_size(1)
+        .part(2..4)
+        .run_part()
+        .await
+        .unwrap();
+    let merged = tree.check().merge([first, second]).await.unwrap();
+    assert_eq!(merged.violations(), whole.violations());
+    assert_eq!(merged.rows(), whole.rows());
+    assert_eq!(merged.pages(), whole.pages());
+}
+
+/// Parts that do not make one whole check are refused before any read.
+#[tokio::test]
+async fn parts_that_are_not_one_check_are_refused() {
+    let (table, tree) = healthy_table(20).await;
+    let part = |range: std::ops::Range<u32>, total: u32| {
+        let tree = tree.clone();
+        async move {
+            tree.check()
+                .segments(total)
+                .part(range)
+                .run_part()
+                .await
+                .unwrap()
+        }
+    };
+    let refused = |e: dynatree::Error, says: &str| {
+        assert_eq!(e.kind(), dynatree::ErrorKind::InvalidArgument, "{e}");
+        assert!(e.to_string().contains(says), "{e} (expected: {says})");
+    };
+    let requests = table.metrics().total_requests();
+    refused(tree.check().merge([]).await.unwrap_err(), "no check parts");
+    refused(
+        tree.check().merge([part(0..2, 4).await]).await.unwrap_err(),
+        "no check part scanned segments 2..4 of 4",
+    );
+    refused(
+        tree.check()
+            .merge([part(0..3, 4).await, part(2..4, 4).await])
+            .await
+            .unwrap_err(),
+        "check parts overlap",
+    );
+    refused(
+        tree.check().merge([part(1..4, 4).await]).await.unwrap_err(),
+        "no check part scanned segments 0..1 of 4",
+    );
+    refused(
+        tree.check()
+            .merge([part(0..2, 4).await, part(1..3, 3).await])
+            .await
+            .unwrap_err(),
+        "different Scans",
+    );
+    let unfinished = tree
+        .check()
+        .segments(2)
+        .part(0..1)
+        .time_limit(Duration::ZERO)
+        .run_part()
+        .await
+        .unwrap();
+    refused(
+        tree.check()
+            .merge([unfinished.clone(), part(1..2, 2).await])
+            .await
+            .unwrap_err(),
+        "not finished",
+    );
+    for (range, total) in [(2..2, 4), (3..5, 4)] {
+        refused(
+            tree.check()
+                .segments(total)
+                .part(range)
+                .run_part()
+                .await
+                .unwrap_err(),
+            "are not a part of",
+        );
+    }
+    // Another reserved character, another format version: refused on resume and merge.
+    let other = Tree::builder(table.clone()).reserved('|').build().unwrap();
+    refused(
+        other
+            .check()
+            .resume(unfinished.clone())
+            .run_part()
+            .await
+            .unwrap_err(),
+        "reserved character",
+    );
+    let mut saved: serde_json::Value = serde_json::to_value(&unfinished).unwrap();
+    saved["version"] = serde_json::json!(99);
+    let future: CheckPart = serde_json::from_value(saved).unwrap();
+    refused(
+        tree.check().resume(future).run_part().await.unwrap_err(),
+        "not a check part of this version",
+    );
+    // Scans ran for the parts; the refusals themselves sent nothing more than them.
+    assert!(table.metrics().total_requests() > requests);
+    let before = table.metrics().total_requests();
+    refused(tree.check().merge([]).await.unwrap_err(), "no check parts");
+    assert_eq!(table.metrics().total_requests(), before);
 }
 
 async fn healthy_table(rows: u32) -> (FakeTable, Tree) {
