@@ -144,6 +144,45 @@ pub struct ScanOpts {
     pub read_units_per_second: Option<f64>,
 }
 
+/// Options of a check split across workers (`check --part`, `--resume`, `--merge`).
+#[derive(Debug, Clone, Args)]
+pub struct SplitOpts {
+    /// Scan only the segments `A..B` (of `--segments`) and save what they hold to `--save`,
+    /// for a later `--merge`.
+    #[arg(long, value_name = "A..B", value_parser = parse_range, requires = "save",
+          conflicts_with_all = ["resume", "merge"])]
+    pub part: Option<std::ops::Range<u32>>,
+    /// Go on with the unfinished part saved in this file (saved back to it, or to `--save`).
+    #[arg(long, value_name = "FILE", conflicts_with = "merge")]
+    pub resume: Option<std::path::PathBuf>,
+    /// Where a part is saved.
+    #[arg(long, value_name = "FILE", conflicts_with = "merge")]
+    pub save: Option<std::path::PathBuf>,
+    /// Stop scanning after this many seconds and save the part unfinished (resume it later).
+    #[arg(long, value_name = "SECONDS", conflicts_with = "merge")]
+    pub time_limit: Option<u64>,
+    /// Report on the check whose parts were saved in these files (every segment in one part).
+    #[arg(long, value_name = "FILE", num_args = 1..)]
+    pub merge: Vec<std::path::PathBuf>,
+}
+
+/// `A..B`: a range of Scan segments.
+fn parse_range(s: &str) -> Result<std::ops::Range<u32>, String> {
+    let (a, b) = s
+        .split_once("..")
+        .ok_or_else(|| format!("`{s}` is not a range of segments `A..B` (say `0..8`)"))?;
+    let n = |x: &str| {
+        x.trim()
+            .parse::<u32>()
+            .map_err(|_| format!("`{x}` in `{s}` is not a segment number"))
+    };
+    let (a, b) = (n(a)?, n(b)?);
+    if a >= b {
+        return Err(format!("segments `{s}`: the range is empty"));
+    }
+    Ok(a..b)
+}
+
 /// The commands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
@@ -305,14 +344,24 @@ pub enum Command {
         dry: DryRun,
     },
     /// Scan the whole table and report every integrity violation (exit 1 if any).
+    ///
+    /// Split across workers: each runs `check --segments N --part A..B --save FILE` (with
+    /// `--time-limit`, an unfinished part goes on with `check --resume FILE`), then one runs
+    /// `check --merge FILE...` for the report.
     Check {
         #[command(flatten)]
         scan: ScanOpts,
+        #[command(flatten)]
+        split: SplitOpts,
     },
-    /// Check the table, then fix what can be fixed safely.
+    /// Check the table, then fix what can be fixed safely (`--merge FILE...`: the check is
+    /// that of the parts saved by `check --part`).
     Repair {
         #[command(flatten)]
         scan: ScanOpts,
+        /// Repair what the merged check parts found, instead of checking again.
+        #[arg(long, value_name = "FILE", num_args = 1..)]
+        merge: Vec<std::path::PathBuf>,
         #[command(flatten)]
         dry: DryRun,
     },
@@ -433,7 +482,7 @@ mod tests {
         ])
         .unwrap();
         match cli.command {
-            Command::Repair { scan, dry } => {
+            Command::Repair { scan, dry, .. } => {
                 assert_eq!(scan.segments, 8);
                 assert_eq!(scan.read_units_per_second, Some(50.0));
                 assert!(dry.dry_run);

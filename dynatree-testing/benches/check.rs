@@ -11,7 +11,8 @@
 //! On the fake, the report's read units must equal the units the fake metered for the Scan
 //! (the same requests DynamoDB receives, by DynamoDB's rules); on both backends the report must
 //! be healthy and count every row. The budgeted run must keep its average under the rate,
-//! give or take one page. Run:
+//! give or take one page. A split run scans 8 segments as 4 parts at once (as 4 workers would),
+//! saves each as JSON, and merges them: the same rows and read units. Run:
 //! `cargo bench -p dynatree-testing --bench check`.
 //!
 //! Knobs: `DYNATREE_CHECK_ROWS=<n>` rows (default 100000, rounded down to a multiple of 100);
@@ -224,6 +225,7 @@ async fn checks<S: Storage + Clone + 'static>(
             metered,
         );
     }
+    split(backend, &tree, rows, meter.as_ref()).await;
     let units = first.map_or(0.0, |(u, _)| u);
     let rate = rate.unwrap_or_else(|| (units / 5.0).round().max(1.0));
     if let Some(m) = &meter {
@@ -252,6 +254,68 @@ async fn checks<S: Storage + Clone + 'static>(
     assert!(
         average <= allowed,
         "{backend}: {average:.1} units/s on average, over the budget of {rate} (+ one page of {max_page})"
+    );
+}
+
+/// The check split into `SPLIT_PARTS` parts of `SPLIT_SEGMENTS` segments, each run as its own
+/// worker at once and saved as JSON, then merged: the same rows and read units as one check.
+/// Prints the parts' size on disk per row and the merge's time.
+async fn split<S: Storage + Clone + 'static>(
+    backend: &str,
+    tree: &Tree<S>,
+    rows: u64,
+    meter: Option<&FakeTable>,
+) {
+    const SPLIT_SEGMENTS: u32 = 8;
+    const SPLIT_PARTS: u32 = 4;
+    if let Some(m) = meter {
+        m.reset_metrics();
+    }
+    let started = Instant::now();
+    let per = SPLIT_SEGMENTS / SPLIT_PARTS;
+    let workers = (0..SPLIT_PARTS).map(|i| {
+        let tree = tree.clone();
+        tokio::spawn(async move {
+            let part = tree
+                .check()
+                .segments(SPLIT_SEGMENTS)
+                .part(i * per..(i + 1) * per)
+                .run_part()
+                .await
+                .unwrap();
+            serde_json::to_vec(&part).unwrap()
+        })
+    });
+    let saved: Vec<Vec<u8>> = futures::future::try_join_all(workers).await.unwrap();
+    let scanned = started.elapsed();
+    let bytes: usize = saved.iter().map(Vec::len).sum();
+    let merge_start = Instant::now();
+    let parts = saved
+        .iter()
+        .map(|b| serde_json::from_slice::<dynatree::check::CheckPart>(b).unwrap());
+    let report = tree.check().merge(parts).await.unwrap();
+    let merged = merge_start.elapsed();
+    assert!(report.is_healthy(), "{backend}: {report}");
+    assert_eq!(report.rows(), rows, "{backend}: rows of the merged parts");
+    if let Some(m) = meter {
+        assert_eq!(
+            report.read_units(),
+            m.metrics().read_units(),
+            "{backend}: the merged report's read units and the metered ones"
+        );
+    }
+    row(
+        backend,
+        &format!("{SPLIT_SEGMENTS} segments in {SPLIT_PARTS} parts, merged"),
+        &report,
+        meter.map(|m| m.metrics().read_units()),
+    );
+    eprintln!(
+        "({backend}: {SPLIT_PARTS} parts scanned in {:.2} s, saved as {bytes} bytes of JSON \
+         ({:.0} bytes per row), loaded and merged in {:.2} s)",
+        scanned.as_secs_f64(),
+        bytes as f64 / rows as f64,
+        merged.as_secs_f64()
     );
 }
 

@@ -1,11 +1,13 @@
 //! `check` and `repair`: the library's integrity checker ([`dynatree::check`]).
 
-use dynatree::check::{Phase, Report};
+use std::path::{Path, PathBuf};
+
+use dynatree::check::{CheckPart, Phase, Report};
 use serde_json::{Value, json};
 
 use super::read::plural;
-use super::{Ctx, interruptible};
-use crate::args::ScanOpts;
+use super::{Ctx, interruptible, shell_quote};
+use crate::args::{ScanOpts, SplitOpts};
 use crate::error::{CliError, CliResult};
 use crate::output::Doc;
 use crate::progress::Progress;
@@ -71,9 +73,21 @@ pub fn report_doc(report: &Report) -> Doc {
     Doc::report(document, violations(report), format!("{report}\n"))
 }
 
-/// `check`: prints the report; exit status 1 if it found violations.
-pub async fn check(ctx: &Ctx, scan: ScanOpts) -> CliResult<Doc> {
-    let report = run_check(ctx, scan).await?;
+/// `check`: prints the report; exit status 1 if it found violations. With `--part`,
+/// `--resume` or `--save`: scans a part and saves it; with `--merge`: the report of saved
+/// parts.
+pub async fn check(ctx: &Ctx, scan: ScanOpts, split: SplitOpts) -> CliResult<Doc> {
+    let report = if !split.merge.is_empty() {
+        merge_parts(ctx, &split.merge).await?
+    } else if split.part.is_some() || split.resume.is_some() || split.save.is_some() {
+        return run_part(ctx, scan, split).await;
+    } else if split.time_limit.is_some() {
+        return Err(CliError::msg(
+            "--time-limit stops a part of a check: give --save FILE (and --part A..B) or --resume FILE",
+        ));
+    } else {
+        run_check(ctx, scan).await?
+    };
     if report.is_healthy() {
         return Ok(report_doc(&report));
     }
@@ -85,22 +99,158 @@ pub async fn check(ctx: &Ctx, scan: ScanOpts) -> CliResult<Doc> {
         .filter(|v| v.class().repairable())
         .count();
     let what = plural(n, "violation", "violations");
+    let repair = if split.merge.is_empty() {
+        ctx.command_line("repair")
+    } else {
+        let files: Vec<String> = split
+            .merge
+            .iter()
+            .map(|f| shell_quote(&f.display().to_string()))
+            .collect();
+        ctx.command_line(&format!("repair --merge {}", files.join(" ")))
+    };
     Err(CliError::msg(if repairable == 0 {
         format!(
             "{n} {what} found, none that a program can decide: dangling links, link cycles and foreign rows are yours to fix"
         )
     } else {
-        format!(
-            "{n} {what} found; `{}` fixes {repairable} of them",
-            ctx.command_line("repair")
-        )
+        format!("{n} {what} found; `{repair}` fixes {repairable} of them")
     }))
+}
+
+/// Reads the check parts saved in `files`.
+fn load_parts(files: &[PathBuf]) -> CliResult<Vec<CheckPart>> {
+    files
+        .iter()
+        .map(|f| {
+            let body = std::fs::read(f).map_err(|e| {
+                CliError::msg(format!("check part {}: cannot read it: {e}", f.display()))
+            })?;
+            serde_json::from_slice(&body).map_err(|e| {
+                CliError::msg(format!(
+                    "check part {}: not a part saved by `check --save`: {e}",
+                    f.display()
+                ))
+            })
+        })
+        .collect()
+}
+
+/// The report of the check whose parts were saved in `files`.
+async fn merge_parts(ctx: &Ctx, files: &[PathBuf]) -> CliResult<Report> {
+    let parts = load_parts(files)?;
+    let progress = Progress::spinner(ctx.global.quiet, "confirming", "suspects");
+    let bar = progress.handle();
+    let merge = ctx
+        .tree
+        .check()
+        .on_progress(move |p| show(&bar, p))
+        .merge(parts);
+    let report = interruptible(async { Ok(merge.await?) }, || {
+        "interrupted: the merge only reads, nothing is left to resume".to_owned()
+    })
+    .await?;
+    progress.finish();
+    Ok(report)
+}
+
+/// Writes `part` to `file`: aside, then renamed over it, so that a kill in between leaves
+/// the part saved before.
+fn save_part(file: &Path, part: &CheckPart) -> CliResult<()> {
+    let body = serde_json::to_vec(part)
+        .map_err(|e| CliError::msg(format!("check part: cannot encode it: {e}")))?;
+    let mut aside = file.as_os_str().to_owned();
+    aside.push(".saving");
+    let aside = PathBuf::from(aside);
+    std::fs::write(&aside, body)
+        .and_then(|()| std::fs::rename(&aside, file))
+        .map_err(|e| {
+            CliError::msg(format!(
+                "check part {}: cannot save it: {e}",
+                file.display()
+            ))
+        })
+}
+
+/// `check --part A..B --save FILE`, `check --resume FILE`: scans a part of the table (or goes
+/// on with one) and saves what it found.
+async fn run_part(ctx: &Ctx, scan: ScanOpts, split: SplitOpts) -> CliResult<Doc> {
+    let Some(file) = split.save.clone().or_else(|| split.resume.clone()) else {
+        return Err(CliError::msg(
+            "a part of a check is saved: give --save FILE",
+        ));
+    };
+    let progress = Progress::spinner(ctx.global.quiet, "scanning", "rows");
+    let bar = progress.handle();
+    let mut check = ctx
+        .tree
+        .check()
+        .segments(scan.segments)
+        .on_progress(move |p| show(&bar, p));
+    if let Some(r) = scan.read_units_per_second {
+        check = check.read_units_per_second(r);
+    }
+    if let Some(range) = split.part.clone() {
+        check = check.part(range);
+    }
+    if let Some(resume) = &split.resume {
+        let part = load_parts(std::slice::from_ref(resume))?.remove(0);
+        check = check.resume(part);
+    }
+    if let Some(secs) = split.time_limit {
+        check = check.time_limit(std::time::Duration::from_secs(secs));
+    }
+    let part = interruptible(async { Ok(check.run_part().await?) }, || {
+        "interrupted: this run of the part is not saved (a part saved before is kept); run it again"
+            .to_owned()
+    })
+    .await?;
+    progress.finish();
+    save_part(&file, &part)?;
+    let range = part.segments();
+    let quoted = shell_quote(&file.display().to_string());
+    let next = if part.is_complete() {
+        format!(
+            "complete; once every part is saved: `{}`",
+            ctx.command_line(&format!("check --merge {quoted} ..."))
+        )
+    } else {
+        format!(
+            "unfinished; go on with `{}`",
+            ctx.command_line(&format!("check --resume {quoted}"))
+        )
+    };
+    Ok(Doc::one(
+        json!({
+            "segments": [range.start, range.end],
+            "total_segments": part.total_segments(),
+            "complete": part.is_complete(),
+            "rows": part.rows(),
+            "read_units": part.read_units(),
+            "pages": part.pages(),
+            "saved": file.display().to_string(),
+        }),
+        format!(
+            "segments {}..{} of {}: {} rows in {} pages, {} read units, saved to {}: {next}\n",
+            range.start,
+            range.end,
+            part.total_segments(),
+            part.rows(),
+            part.pages(),
+            part.read_units(),
+            file.display()
+        ),
+    ))
 }
 
 /// `repair`: a check, then the repair of what it found (`--dry-run`: what would be fixed);
 /// exit status 1 if violations are (or, in a dry run, would be) left for a human.
-pub async fn repair(ctx: &Ctx, scan: ScanOpts, dry_run: bool) -> CliResult<Doc> {
-    let report = run_check(ctx, scan).await?;
+pub async fn repair(ctx: &Ctx, scan: ScanOpts, merge: &[PathBuf], dry_run: bool) -> CliResult<Doc> {
+    let report = if merge.is_empty() {
+        run_check(ctx, scan).await?
+    } else {
+        merge_parts(ctx, merge).await?
+    };
     if report.is_healthy() {
         return Ok(Doc::report(
             json!({ "check": serde_json::to_value(&report).unwrap_or(Value::Null), "fixed": [], "left": [], "dry_run": dry_run }),

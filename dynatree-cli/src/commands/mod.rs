@@ -524,8 +524,8 @@ async fn dispatch(ctx: &Ctx, command: Command) -> CliResult<Doc> {
         }
         Command::Pending => write::pending(ctx).await,
         Command::Resume { dry } => write::resume(ctx, dry.dry_run).await,
-        Command::Check { scan } => check::check(ctx, scan).await,
-        Command::Repair { scan, dry } => check::repair(ctx, scan, dry.dry_run).await,
+        Command::Check { scan, split } => check::check(ctx, scan, split).await,
+        Command::Repair { scan, merge, dry } => check::repair(ctx, scan, &merge, dry.dry_run).await,
         Command::Export { path, file } => transfer::export(ctx, &path, file.as_deref()).await,
         Command::Import {
             file,

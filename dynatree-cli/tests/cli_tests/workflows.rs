@@ -463,3 +463,168 @@ fn create_table_with_secondary_indexes() {
     // A malformed option is a usage error.
     t.run(&["create-table", "--index", "x:hash"]).code(2);
 }
+
+/// A check split across processes: three workers scan their segments at once and save their
+/// parts, one part stopped by its time limit goes on with `--resume`, and the merge reports
+/// what one check does; `repair --merge` fixes from the parts.
+#[test]
+fn check_split_across_processes() {
+    let t = Env::new();
+    let dir = tempfile::tempdir().unwrap();
+    let records: String = (0..40)
+        .map(|i| {
+            format!(
+                "{{\"path\":\"/d{}/n{i}\",\"item\":{{\"v\":{{\"N\":\"{i}\"}}}}}}\n",
+                i % 5
+            )
+        })
+        .collect();
+    let input = dir.path().join("in.jsonl");
+    std::fs::write(&input, records).unwrap();
+    t.run(&["import", "--file", input.to_str().unwrap()])
+        .success();
+    // A dangling link (left for a human) and an object whose listing row is gone (repaired).
+    t.run(&["ln", "/nowhere", "/dangling"]).success();
+    let client = dynatree_testing::client_for(&t.endpoint);
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(async {
+            client
+                .delete_item()
+                .table_name(&t.table)
+                .key(
+                    "Key",
+                    aws_sdk_dynamodb::types::AttributeValue::S("¦d1¦".into()),
+                )
+                .key(
+                    "Child",
+                    aws_sdk_dynamodb::types::AttributeValue::S("n1".into()),
+                )
+                .send()
+                .await
+                .unwrap();
+        });
+    let whole = t
+        .cmd()
+        .args(["check", "--segments", "6", "-o", "json"])
+        .assert()
+        .code(1);
+    let whole: Value = serde_json::from_slice(&whole.get_output().stdout).unwrap();
+    assert_eq!(
+        whole["violations"].as_array().map(Vec::len),
+        Some(2),
+        "{whole}"
+    );
+
+    // Three workers at once, each its own process.
+    let file = |n: &str| dir.path().join(n).to_str().unwrap().to_owned();
+    let workers: Vec<_> = [("0..2", "p0"), ("2..4", "p1"), ("4..6", "p2")]
+        .into_iter()
+        .map(|(range, name)| {
+            let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_dynatree"));
+            crate::common::isolated(&mut c)
+                .env("DYNATREE_TABLE", &t.table)
+                .args(["--endpoint-url", &t.endpoint, "-o", "json", "check"])
+                .args(["--segments", "6", "--part", range, "--save", &file(name)])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let mut rows = 0;
+    for w in workers {
+        let out = w.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(summary["complete"], true, "{summary}");
+        rows += summary["rows"].as_u64().unwrap();
+    }
+    assert_eq!(rows, whole["rows"].as_u64().unwrap());
+    let merge = |files: &[&str]| {
+        let mut args = vec!["check", "-o", "json", "--merge"];
+        args.extend_from_slice(files);
+        let out = t.cmd().args(&args).assert().code(1);
+        let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+        (
+            serde_json::from_slice::<Value>(&out.get_output().stdout).unwrap(),
+            err,
+        )
+    };
+    let (p0, p1, p2) = (file("p0"), file("p1"), file("p2"));
+    let (merged, err) = merge(&[&p0, &p1, &p2]);
+    assert_eq!(merged["violations"], whole["violations"], "{merged}");
+    assert_eq!(merged["rows"], whole["rows"]);
+    assert_eq!(merged["read_units"], whole["read_units"]);
+    assert!(err.contains("repair --merge"), "{err}");
+
+    // A part that stops at once, saved unfinished, goes on with --resume.
+    let r = file("r");
+    let stopped = t.json(&[
+        "check",
+        "--segments",
+        "6",
+        "--part",
+        "0..2",
+        "--save",
+        &r,
+        "--time-limit",
+        "0",
+    ]);
+    assert_eq!(
+        (stopped["complete"].clone(), stopped["rows"].clone()),
+        (json!(false), json!(0))
+    );
+    let human = t.ok(&["check", "--resume", &r]);
+    assert!(
+        human.contains("complete;") && human.contains("check --merge"),
+        "{human}"
+    );
+    let (again, _) = merge(&[&r, &p1, &p2]);
+    assert_eq!(again["violations"], whole["violations"]);
+
+    // Parts that are not one check: refused, saying which segments.
+    let err = t.fails(1, &["check", "--merge", &p0, &p2]);
+    assert!(
+        err.contains("no check part scanned segments 2..4 of 6"),
+        "{err}"
+    );
+    let err = t.fails(1, &["check", "--merge", &p0, &p0, &p1, &p2]);
+    assert!(err.contains("overlap"), "{err}");
+    let junk = file("junk");
+    std::fs::write(&junk, "{}").unwrap();
+    let err = t.fails(1, &["check", "--merge", &junk]);
+    assert!(err.contains("not a part saved by `check --save`"), "{err}");
+    let err = t.fails(1, &["check", "--time-limit", "5"]);
+    assert!(err.contains("--save FILE"), "{err}");
+    t.run(&["check", "--part", "0..2"]).code(2); // --save is required
+    t.run(&["check", "--part", "2..2", "--save", &junk]).code(2); // empty range
+
+    // The repair from the parts: the object relinked, the dangling link left.
+    let repaired = t
+        .cmd()
+        .args(["repair", "-o", "json", "--merge", &p0, &p1, &p2])
+        .assert()
+        .code(1);
+    let repaired: Value = serde_json::from_slice(&repaired.get_output().stdout).unwrap();
+    assert_eq!(
+        repaired["fixed"].as_array().map(Vec::len),
+        Some(1),
+        "{repaired}"
+    );
+    assert_eq!(
+        repaired["left"].as_array().map(Vec::len),
+        Some(1),
+        "{repaired}"
+    );
+    assert_eq!(
+        t.ok(&["ls", "/d1"]).lines().filter(|l| *l == "n1").count(),
+        1
+    );
+}

@@ -34,7 +34,7 @@ const VERSION: u32 = 1;
 
 /// What one worker's share of a check's Scan found: some segments of one parallel Scan, each
 /// finished or with the key it goes on after. Made by [`Check::run_part`], saved (serde: JSON
-/// with `serde_json`, or any self-describing format), [resumed](Check::resume) if unfinished,
+/// with `serde_json`, or any self-describing format), [resumed][`Check::resume`] if unfinished,
 /// and merged with the other parts by [`Check::merge`] into the check's report.
 ///
 /// A part holds a few facts per row of its segments, not the rows: about the length of the

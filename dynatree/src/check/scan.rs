@@ -422,7 +422,6 @@ impl<S: Storage + 'static> Check<S> {
             }
         });
         let result = futures::future::try_join_all(scans).await;
-        drop(shared);
         state.scan_time += started.elapsed();
         result.map(drop)
     }
