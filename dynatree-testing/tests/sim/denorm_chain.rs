@@ -112,7 +112,7 @@ pub fn stream_tree(s: SimStorage<FakeTable>) -> Tree {
         .expect("tree")
 }
 
-/// Forums `f` ("F1") and `g` ("G1"); thread `f/t` ("T1") with posts `p1`, `p2`.
+/// Forums `f` ("F1") and `g` ("G1"); thread `f/t` ("`delete_vs_put_and_patch_and_new_target`") with posts `p1`, `p2`.
 pub async fn setup(t: Tree) -> dynatree::Result<()> {
     t.repo::<RForum>().put(&rforum("f", "F1")).await?;
     t.repo::<RForum>().put(&rforum("g", "G1")).await?;

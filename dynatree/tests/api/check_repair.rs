@@ -1020,7 +1020,16 @@ async fn a_check_split_into_parts_reports_what_one_check_does() {
     let splits: [&[(u32, u32)]; 3] = [
         &[(0, 8)],
         &[(5, 8), (0, 3), (3, 5)],
-        &[(0, 1), (1, 2), (2, 3), (3, 4), (4, 5), (5, 6), (6, 7), (7, 8)],
+        &[
+            (0, 1),
+            (1, 2),
+            (2, 3),
+            (3, 4),
+            (4, 5),
+            (5, 6),
+            (6, 7),
+            (7, 8),
+        ],
     ];
     for split in splits {
         let mut parts = Vec::new();

@@ -21,10 +21,10 @@ use crate::denorm_chain::{
 // ---------------------------------------------------------------------------------------------
 // 1. Tombstones.
 
-/// T1: a delete of the forum's object races two writers of it (a put and a patch) and a new
+/// A delete of the forum's object races two writers of it (a put and a patch) and a new
 /// thread below it.
 #[test]
-fn t1_delete_vs_put_and_patch_and_new_target() {
+fn delete_vs_put_and_patch_and_new_target() {
     sim("delete f vs put f=F2 vs patch f=F3 vs put thread f/n")
         .op("delete f", delete_forum("f"))
         .op("put f=F2", put_forum("f", "F2"))
@@ -33,10 +33,10 @@ fn t1_delete_vs_put_and_patch_and_new_target() {
         .run();
 }
 
-/// T1b: as T1 with two puts and no fault: the source written by a put stamped before another
+/// As `delete_vs_put_and_patch_and_new_target` with two puts and no fault: the source written by a put stamped before another
 /// writer's committed version, after a delete of that version.
 #[test]
-fn t1b_delete_vs_two_puts() {
+fn delete_vs_two_puts() {
     sim0("delete f vs put f=F2 vs put f=F3 (no faults)")
         .op("delete f", delete_forum("f"))
         .op("put f=F2", put_forum("f", "F2"))
@@ -44,9 +44,9 @@ fn t1b_delete_vs_two_puts() {
         .run();
 }
 
-/// T2: a delete inside a transaction races a put of the source.
+/// A delete inside a transaction races a put of the source.
 #[test]
-fn t2_tx_delete_vs_put() {
+fn tx_delete_vs_put() {
     sim("tx {delete f} vs put f=F2")
         .op("tx {delete f}", |t| async move {
             let mut tx = t.transaction();
@@ -57,9 +57,9 @@ fn t2_tx_delete_vs_put() {
         .run();
 }
 
-/// T2b: a transaction deleting the source and putting a new thread below it races a patch.
+/// A transaction deleting the source and putting a new thread below it races a patch.
 #[test]
-fn t2b_tx_delete_and_target_vs_patch() {
+fn tx_delete_and_target_vs_patch() {
     sim("tx {delete f, put thread f/n} vs patch f=F2")
         .op("tx {delete f, put f/n}", |t| async move {
             let mut tx = t.transaction();
@@ -71,18 +71,18 @@ fn t2b_tx_delete_and_target_vs_patch() {
         .run();
 }
 
-/// T3: delete, re-create and delete again in one operation, racing a put of the source.
+/// Delete, re-create and delete again in one operation, racing a put of the source.
 #[test]
-fn t3_delete_recreate_delete_vs_put() {
+fn delete_recreate_delete_vs_put() {
     sim("delete f; put f=F2; delete f vs put f=F3")
         .op("delete; put F2; delete", delete_recreate_delete_forum)
         .op("put f=F3", put_forum("f", "F3"))
         .run();
 }
 
-/// T3b: two deletes and a re-creation, each its own operation.
+/// Two deletes and a re-creation, each its own operation.
 #[test]
-fn t3b_delete_vs_recreate_vs_delete() {
+fn delete_vs_recreate_vs_delete() {
     sim("delete f vs put f=F2 vs delete f")
         .op("delete f", delete_forum("f"))
         .op("put f=F2", put_forum("f", "F2"))
@@ -90,10 +90,10 @@ fn t3b_delete_vs_recreate_vs_delete() {
         .run();
 }
 
-/// T4: a delete of the destination's object races the move of a subtree under it (and a
+/// A delete of the destination's object races the move of a subtree under it (and a
 /// rename of the destination).
 #[test]
-fn t4_delete_destination_vs_move() {
+fn delete_destination_vs_move() {
     sim("delete g vs move f/t -> g/t vs patch g=G2")
         .op("delete g", delete_forum("g"))
         .op("move f/t -> g/t", move_thread)
@@ -101,9 +101,9 @@ fn t4_delete_destination_vs_move() {
         .run();
 }
 
-/// T4b: a delete of the destination races a move under it and the destination's re-creation.
+/// A delete of the destination races a move under it and the destination's re-creation.
 #[test]
-fn t4b_delete_destination_vs_move_vs_recreate() {
+fn delete_destination_vs_move_vs_recreate() {
     sim("delete g vs move f/t -> g/t vs put g=G2")
         .op("delete g", delete_forum("g"))
         .op("move f/t -> g/t", move_thread)
@@ -111,10 +111,10 @@ fn t4b_delete_destination_vs_move_vs_recreate() {
         .run();
 }
 
-/// T5: the source is deleted while a propagation of it is pending (its rename's copies failed;
+/// The source is deleted while a propagation of it is pending (its rename's copies failed;
 /// the intent stays), racing `resume` and a re-creation.
 #[test]
-fn t5_delete_with_pending_propagation() {
+fn delete_with_pending_propagation() {
     pending_sim("delete f vs resume vs put f=F3 (F2's propagation pending)")
         .op("delete f", delete_forum("f"))
         .op(
@@ -128,9 +128,9 @@ fn t5_delete_with_pending_propagation() {
 // ---------------------------------------------------------------------------------------------
 // 2. Transactions.
 
-/// X1: two transactions write the same source (and targets below it), racing a patch.
+/// Two transactions write the same source (and targets below it), racing a patch.
 #[test]
-fn x1_two_transactions_vs_patch() {
+fn two_transactions_vs_patch() {
     sim("tx {put f=F2, put f/n} vs tx {patch f=F3, put post f/t/p3} vs patch f=F4")
         .op("tx {put f=F2, put f/n}", tx_put_forum_and_new_thread)
         .op("tx {patch f=F3, put p3}", |t| async move {
@@ -143,10 +143,10 @@ fn x1_two_transactions_vs_patch() {
         .run();
 }
 
-/// X2: a transaction writes an intermediate (the thread: a target of the forum, a source of
+/// A transaction writes an intermediate (the thread: a target of the forum, a source of
 /// its posts) and a new post under it, racing a rename of the forum and a retitle.
 #[test]
-fn x2_tx_source_and_target_under_it_vs_rename() {
+fn tx_source_and_target_under_it_vs_rename() {
     sim("tx {put thread f/t=T2, put post f/t/p3} vs patch f=F2 vs patch title=T3")
         .op("tx {put f/t=T2, put p3}", |t| async move {
             let mut tx = t.transaction();
@@ -158,10 +158,10 @@ fn x2_tx_source_and_target_under_it_vs_rename() {
         .run();
 }
 
-/// X3: a transaction writes the forum and the thread below it together (a source, and a
+/// A transaction writes the forum and the thread below it together (a source, and a
 /// target of it that is a source too), racing a put of the forum.
 #[test]
-fn x3_tx_forum_and_thread_vs_put() {
+fn tx_forum_and_thread_vs_put() {
     sim("tx {patch f=F2, put thread f/t=T2} vs put f=F3")
         .op("tx {patch f=F2, put f/t=T2}", |t| async move {
             let mut tx = t.transaction();
@@ -173,9 +173,9 @@ fn x3_tx_forum_and_thread_vs_put() {
         .run();
 }
 
-/// X4: a transaction re-creating the forum (with a new thread) races its delete and a put.
+/// A transaction re-creating the forum (with a new thread) races its delete and a put.
 #[test]
-fn x4_tx_recreate_vs_delete_vs_put() {
+fn tx_recreate_vs_delete_vs_put() {
     sim("tx {put f=F2, put f/n} vs delete f vs put f=F3")
         .op("tx {put f=F2, put f/n}", tx_put_forum_and_new_thread)
         .op("delete f", delete_forum("f"))
@@ -183,10 +183,10 @@ fn x4_tx_recreate_vs_delete_vs_put() {
         .run();
 }
 
-/// X4b: as X4 without the put: the transaction's own stamp (taken right before its commit,
+/// As `tx_recreate_vs_delete_vs_put` without the put: the transaction's own stamp (taken right before its commit,
 /// after the tombstone it read) against the delete.
 #[test]
-fn x4b_tx_recreate_vs_delete() {
+fn tx_recreate_vs_delete() {
     sim("tx {put f=F2, put f/n} vs delete f")
         .op("tx {put f=F2, put f/n}", tx_put_forum_and_new_thread)
         .op("delete f", delete_forum("f"))
@@ -196,10 +196,10 @@ fn x4b_tx_recreate_vs_delete() {
 // ---------------------------------------------------------------------------------------------
 // 3. Chains with `cv` versions.
 
-/// C1: a retitle of the intermediate races a rename of the top source and a move of the
+/// A retitle of the intermediate races a rename of the top source and a move of the
 /// intermediate.
 #[test]
-fn c1_retitle_vs_rename_vs_move() {
+fn retitle_vs_rename_vs_move() {
     sim("patch title=T2 vs patch f=F2 vs move f/t -> g/t")
         .op("patch title=T2", patch_title("f", "T2"))
         .op("patch f=F2", patch_forum("f", "F2"))
@@ -207,10 +207,10 @@ fn c1_retitle_vs_rename_vs_move() {
         .run();
 }
 
-/// C2: a put of the intermediate (a new own version) races a rename of the top source and a
+/// A put of the intermediate (a new own version) races a rename of the top source and a
 /// retitle.
 #[test]
-fn c2_put_intermediate_vs_rename_vs_retitle() {
+fn put_intermediate_vs_rename_vs_retitle() {
     sim("put thread f/t=T2 vs put f=F2 vs patch title=T3")
         .op("put thread f/t=T2", put_thread("f", "t", "T2"))
         .op("put f=F2", put_forum("f", "F2"))
@@ -218,10 +218,10 @@ fn c2_put_intermediate_vs_rename_vs_retitle() {
         .run();
 }
 
-/// C3: a put of the intermediate races two renames of the top source (no faults: pure
+/// A put of the intermediate races two renames of the top source (no faults: pure
 /// interleaving).
 #[test]
-fn c3_put_intermediate_vs_two_renames() {
+fn put_intermediate_vs_two_renames() {
     sim0("put thread f/t=T2 vs put f=F2 vs patch f=F3 (no faults)")
         .op("put thread f/t=T2", put_thread("f", "t", "T2"))
         .op("put f=F2", put_forum("f", "F2"))
@@ -229,19 +229,19 @@ fn c3_put_intermediate_vs_two_renames() {
         .run();
 }
 
-/// C4: the intermediate is deleted and put again while the top source is renamed.
+/// The intermediate is deleted and put again while the top source is renamed.
 #[test]
-fn c4_delete_and_recreate_intermediate_vs_rename() {
+fn delete_and_recreate_intermediate_vs_rename() {
     sim("delete thread f/t; put f/t=T2 vs patch f=F2")
         .op("delete f/t; put f/t=T2", recreate_thread("T2"))
         .op("patch f=F2", patch_forum("f", "F2"))
         .run();
 }
 
-/// C5: no race at all: the forum is renamed, then the thread (an intermediate) is deleted.
+/// No race at all: the forum is renamed, then the thread (an intermediate) is deleted.
 /// The posts' chained `forum_name` must be cleared (their thread object is gone).
 #[test]
-fn c5_rename_then_delete_intermediate() {
+fn rename_then_delete_intermediate() {
     sim0("patch f=F2; delete thread f/t (one op, no faults)")
         .op("patch f=F2; delete f/t", |t| async move {
             t.repo::<RForum>().patch(rename_forum("f", "F2")).await?;
@@ -253,9 +253,9 @@ fn c5_rename_then_delete_intermediate() {
 // ---------------------------------------------------------------------------------------------
 // 4. Stream mode.
 
-/// S1: stream mode: a delete of the forum, its re-creation, a new thread and the processor.
+/// Stream mode: a delete of the forum, its re-creation, a new thread and the processor.
 #[test]
-fn s1_stream_delete_recreate() {
+fn stream_delete_recreate() {
     let (sim, table) = stream_sim("stream: delete f vs put f=F2 vs put thread f/n vs processor");
     sim.op("delete f", delete_forum("f"))
         .op("put f=F2", put_forum("f", "F2"))
@@ -264,9 +264,9 @@ fn s1_stream_delete_recreate() {
         .run();
 }
 
-/// S2: stream mode: a move under a forum that is deleted meanwhile, a retitle, the processor.
+/// Stream mode: a move under a forum that is deleted meanwhile, a retitle, the processor.
 #[test]
-fn s2_stream_move_vs_delete_destination() {
+fn stream_move_vs_delete_destination() {
     let (sim, table) =
         stream_sim("stream: move f/t -> g/t vs delete g vs patch title vs processor");
     sim.op("move f/t -> g/t", move_thread)
@@ -276,10 +276,10 @@ fn s2_stream_move_vs_delete_destination() {
         .run();
 }
 
-/// S3: stream mode: delete, re-create and delete again in one op, a delete of the thread and
+/// Stream mode: delete, re-create and delete again in one op, a delete of the thread and
 /// its re-creation in another, and the processor.
 #[test]
-fn s3_stream_delete_recreate_delete_and_thread() {
+fn stream_delete_recreate_delete_and_thread() {
     let (sim, table) =
         stream_sim("stream: delete; put F2; delete f vs delete f/t; put f/t=T2 vs processor");
     sim.op("delete f; put F2; delete f", delete_recreate_delete_forum)
@@ -288,9 +288,9 @@ fn s3_stream_delete_recreate_delete_and_thread() {
         .run();
 }
 
-/// S4: stream mode: two writers of the forum and its delete, with the processor.
+/// Stream mode: two writers of the forum and its delete, with the processor.
 #[test]
-fn s4_stream_delete_vs_two_writers() {
+fn stream_delete_vs_two_writers() {
     let (sim, table) = stream_sim("stream: delete f vs put f=F2 vs patch f=F3 vs processor");
     sim.op("delete f", delete_forum("f"))
         .op("put f=F2", put_forum("f", "F2"))

@@ -25,19 +25,19 @@ use crate::denorm_chain::{
 // ---------------------------------------------------------------------------------------------
 // 1. Typed writes of targets (checked in their own transaction).
 
-/// A1: a new post (a pure target of the thread, chained to the forum) races a rename of the
+/// A new post (a pure target of the thread, chained to the forum) races a rename of the
 /// forum, whose walk copies into the thread and then the posts it listed (no faults).
 #[test]
-fn a1_new_post_vs_rename_forum() {
+fn new_post_vs_rename_forum() {
     sim0("put post f/t/p3 vs patch f=F2 (no faults)")
         .op("put post f/t/p3", put_post("f", "t", "p3"))
         .op("patch f=F2", patch_forum("f", "F2"))
         .run();
 }
 
-/// A2: a new post races a rename of the forum and a retitle of its thread (one fault).
+/// A new post races a rename of the forum and a retitle of its thread (one fault).
 #[test]
-fn a2_new_post_vs_rename_and_retitle() {
+fn new_post_vs_rename_and_retitle() {
     sim("put post f/t/p3 vs put f=F2 vs patch title=T2")
         .op("put post f/t/p3", put_post("f", "t", "p3"))
         .op("put f=F2", put_forum("f", "F2"))
@@ -45,10 +45,10 @@ fn a2_new_post_vs_rename_and_retitle() {
         .run();
 }
 
-/// A3: a new thread (a target written with checks on its source) races a rename AND a delete
+/// A new thread (a target written with checks on its source) races a rename AND a delete
 /// of the forum: its checks hold either the forum's version or its absence and tombstone.
 #[test]
-fn a3_put_thread_vs_rename_and_delete_forum() {
+fn put_thread_vs_rename_and_delete_forum() {
     sim("put thread f/n vs patch f=F2 vs delete f")
         .op("put thread f/n", put_thread("f", "n", "N1"))
         .op("patch f=F2", patch_forum("f", "F2"))
@@ -56,9 +56,9 @@ fn a3_put_thread_vs_rename_and_delete_forum() {
         .run();
 }
 
-/// A3b: as A3 with a put of the forum (which can re-create it) instead of a patch, no faults.
+/// As `put_thread_vs_rename_and_delete_forum` with a put of the forum (which can re-create it) instead of a patch, no faults.
 #[test]
-fn a3b_put_thread_vs_put_and_delete_forum() {
+fn put_thread_vs_put_and_delete_forum() {
     sim0("put thread f/n vs put f=F2 vs delete f (no faults)")
         .op("put thread f/n", put_thread("f", "n", "N1"))
         .op("put f=F2", put_forum("f", "F2"))
@@ -66,9 +66,9 @@ fn a3b_put_thread_vs_put_and_delete_forum() {
         .run();
 }
 
-/// A4: a create (put if not exists) of a thread races the forum's delete and re-creation.
+/// A create (put if not exists) of a thread races the forum's delete and re-creation.
 #[test]
-fn a4_create_thread_vs_delete_recreate_forum() {
+fn create_thread_vs_delete_recreate_forum() {
     sim("create thread f/n vs delete f; put f=F2")
         .op("create thread f/n", |t| async move {
             t.repo::<RThread>().create(&rthread("f", "n", "N1")).await
@@ -81,10 +81,10 @@ fn a4_create_thread_vs_delete_recreate_forum() {
         .run();
 }
 
-/// A4b: a create of a thread under a forum that is missing at the start (deleted in setup)
+/// A create of a thread under a forum that is missing at the start (deleted in setup)
 /// races its re-creation and a second delete.
 #[test]
-fn a4b_create_thread_under_deleted_forum_vs_recreate() {
+fn create_thread_under_deleted_forum_vs_recreate() {
     sim("create thread f/n vs put f=F2; delete f (forum deleted in setup)")
         .setup(|t| async move {
             setup(t.clone()).await?;
@@ -102,9 +102,9 @@ fn a4b_create_thread_under_deleted_forum_vs_recreate() {
         .run();
 }
 
-/// A5: `put_all` of posts (fill, write, re-read) races a rename of the forum and a retitle.
+/// `put_all` of posts (fill, write, re-read) races a rename of the forum and a retitle.
 #[test]
-fn a5_put_all_posts_vs_rename_and_retitle() {
+fn put_all_posts_vs_rename_and_retitle() {
     sim("put_all posts f/t/p3,p4 vs patch f=F2 vs patch title=T2")
         .op("put_all p3, p4", |t| async move {
             t.repo::<RPost>()
@@ -116,9 +116,9 @@ fn a5_put_all_posts_vs_rename_and_retitle() {
         .run();
 }
 
-/// A5b: `put_all` of threads (sources too: written one by one) races renames of the forum.
+/// `put_all` of threads (sources too: written one by one) races renames of the forum.
 #[test]
-fn a5b_put_all_threads_vs_renames() {
+fn put_all_threads_vs_renames() {
     sim("put_all threads f/n,f/m vs patch f=F2 vs put f=F3")
         .op("put_all n, m", |t| async move {
             t.repo::<RThread>()
@@ -130,10 +130,10 @@ fn a5b_put_all_threads_vs_renames() {
         .run();
 }
 
-/// A6: a new post under the thread races a move of the thread's subtree to the other forum
+/// A new post under the thread races a move of the thread's subtree to the other forum
 /// (and a rename of the destination).
 #[test]
-fn a6_put_post_vs_move_of_its_thread() {
+fn put_post_vs_move_of_its_thread() {
     sim("put post f/t/p3 vs move f/t -> g/t vs patch g=G2")
         .op("put post f/t/p3", put_post("f", "t", "p3"))
         .op("move f/t -> g/t", move_thread)
@@ -141,9 +141,9 @@ fn a6_put_post_vs_move_of_its_thread() {
         .run();
 }
 
-/// A6b: a put of the moved thread itself (at its old place, then its new one) races the move.
+/// A put of the moved thread itself (at its old place, then its new one) races the move.
 #[test]
-fn a6b_put_thread_vs_move_of_it() {
+fn put_thread_vs_move_of_it() {
     sim("put thread f/t=T2; put g/t=T3 vs move f/t -> g/t vs patch f=F2")
         .op("put f/t=T2; put g/t=T3", |t| async move {
             let threads = t.repo::<RThread>();
@@ -156,10 +156,10 @@ fn a6b_put_thread_vs_move_of_it() {
         .run();
 }
 
-/// A7: a link put at the forum's path replaces the source object (one op, no faults): the
+/// A link put at the forum's path replaces the source object (one op, no faults): the
 /// copies of a source that is no object any more are `None`.
 #[test]
-fn a7_link_replaces_source() {
+fn link_replaces_source() {
     sim0("put_link R/f -> R/g (one op, no faults)")
         .op("put_link R/f -> R/g", |t| async move {
             t.put_link(["R", "f"], ["R", "g"]).await
@@ -167,9 +167,9 @@ fn a7_link_replaces_source() {
         .run();
 }
 
-/// A7b: a forum deleted and replaced by a link races a new thread and a re-creation.
+/// A forum deleted and replaced by a link races a new thread and a re-creation.
 #[test]
-fn a7b_link_at_source_vs_new_thread() {
+fn link_at_source_vs_new_thread() {
     sim("delete f; put_link R/f -> R/g vs put thread f/n vs put f=F2")
         .op("delete f; link", |t| async move {
             t.repo::<RForum>().delete(&forum_key("f")).await?;
@@ -180,10 +180,10 @@ fn a7b_link_at_source_vs_new_thread() {
         .run();
 }
 
-/// A8: the target write's retry loop under a storm of renames, with two attempts: an error
+/// The target write's retry loop under a storm of renames, with two attempts: an error
 /// must be `Conflict`, say why, and leave nothing written.
 #[test]
-fn a8_retry_exhaustion_under_renames() {
+fn retry_exhaustion_under_renames() {
     let conflicts = std::rc::Rc::new(std::cell::Cell::new(0usize));
     let seen = std::rc::Rc::clone(&conflicts);
     sim0("put thread f/n (2 attempts) vs 3 renames (no faults)")
@@ -221,16 +221,13 @@ fn a8_retry_exhaustion_under_renames() {
             }
         })
         .run();
-    eprintln!(
-        "a8: the put ended in Conflict in {} schedules",
-        conflicts.get()
-    );
+    eprintln!("the put ended in Conflict in {} schedules", conflicts.get());
 }
 
-/// A9: a thread put under a forum path that holds a link (no source object: its copy is
+/// A thread put under a forum path that holds a link (no source object: its copy is
 /// checked against the link) races the link's replacement by a forum object.
 #[test]
-fn a9_put_thread_under_link_vs_forum_put() {
+fn put_thread_under_link_vs_forum_put() {
     sim("put thread f/n vs put f=F2 (R/f a link in setup)")
         .setup(|t| async move {
             setup(t.clone()).await?;
@@ -246,10 +243,10 @@ fn a9_put_thread_under_link_vs_forum_put() {
 // ---------------------------------------------------------------------------------------------
 // 2. Source writes and their tombstones.
 
-/// B1: a transaction putting the forum (a tombstone check in its commit) races the forum's
+/// A transaction putting the forum (a tombstone check in its commit) races the forum's
 /// delete and a transaction patching it with a new post.
 #[test]
-fn b1_tx_source_put_vs_delete() {
+fn tx_source_put_vs_delete() {
     sim("tx {put f=F2} vs delete f vs tx {patch f=F3, put post f/t/p3}")
         .op("tx {put f=F2}", |t| async move {
             let mut tx = t.transaction();
@@ -266,10 +263,10 @@ fn b1_tx_source_put_vs_delete() {
         .run();
 }
 
-/// B2: a transaction putting the thread (a source and a target) races its delete and a
+/// A transaction putting the thread (a source and a target) races its delete and a
 /// rename of the forum, with a new post.
 #[test]
-fn b2_tx_intermediate_put_vs_delete_and_rename() {
+fn tx_intermediate_put_vs_delete_and_rename() {
     sim("tx {put thread f/t=T2} vs delete thread f/t vs patch f=F2 vs put post p3")
         .op("tx {put f/t=T2}", |t| async move {
             let mut tx = t.transaction();
@@ -282,9 +279,9 @@ fn b2_tx_intermediate_put_vs_delete_and_rename() {
         .run();
 }
 
-/// B3: an untyped put at the forum's path races its delete and a new thread.
+/// An untyped put at the forum's path races its delete and a new thread.
 #[test]
-fn b3_untyped_put_at_source_vs_delete() {
+fn untyped_put_at_source_vs_delete() {
     sim("tree.put R/f=F2 vs delete f vs put thread f/n")
         .op("tree.put R/f=F2", |t| async move {
             t.put(["R", "f"], &rforum("f", "F2")).await
@@ -294,10 +291,10 @@ fn b3_untyped_put_at_source_vs_delete() {
         .run();
 }
 
-/// B4: a delete of the intermediate races a new post under it (checks against the thread's
+/// A delete of the intermediate races a new post under it (checks against the thread's
 /// absence and tombstone) and a rename of the forum.
 #[test]
-fn b4_delete_intermediate_vs_new_post_and_rename() {
+fn delete_intermediate_vs_new_post_and_rename() {
     sim("delete thread f/t vs put post f/t/p3 vs patch f=F2")
         .op("delete f/t", delete_thread("f"))
         .op("put post p3", put_post("f", "t", "p3"))
@@ -305,9 +302,9 @@ fn b4_delete_intermediate_vs_new_post_and_rename() {
         .run();
 }
 
-/// B4b: as B4 with a retitle (the post's direct source) instead of the forum's rename.
+/// As `delete_intermediate_vs_new_post_and_rename` with a retitle (the post's direct source) instead of the forum's rename.
 #[test]
-fn b4b_delete_intermediate_vs_new_post_and_retitle() {
+fn delete_intermediate_vs_new_post_and_retitle() {
     sim("delete thread f/t vs put post f/t/p3 vs patch title=T2")
         .op("delete f/t", delete_thread("f"))
         .op("put post p3", put_post("f", "t", "p3"))
@@ -315,9 +312,9 @@ fn b4b_delete_intermediate_vs_new_post_and_retitle() {
         .run();
 }
 
-/// B5: an update of the thread (condition: exists) races its delete and a rename.
+/// An update of the thread (condition: exists) races its delete and a rename.
 #[test]
-fn b5_update_thread_vs_delete_and_rename() {
+fn update_thread_vs_delete_and_rename() {
     sim("update thread f/t=T2 vs delete thread f/t; put f/t=T3 vs patch f=F2")
         .op("update f/t=T2", |t| async move {
             let mut v = rthread("f", "t", "T2");
