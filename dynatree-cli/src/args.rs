@@ -166,6 +166,23 @@ pub struct SplitOpts {
     pub merge: Vec<std::path::PathBuf>,
 }
 
+/// `I/N`: part I (from 0) of N.
+fn parse_share(s: &str) -> Result<(u32, u32), String> {
+    let (i, n) = s
+        .split_once('/')
+        .ok_or_else(|| format!("`{s}` is not a part `I/N` (say `0/4`)"))?;
+    let num = |x: &str| {
+        x.trim()
+            .parse::<u32>()
+            .map_err(|_| format!("`{x}` in `{s}` is not a number"))
+    };
+    let (i, n) = (num(i)?, num(n)?);
+    if n == 0 || i >= n {
+        return Err(format!("part `{s}`: I must be below N, from 0"));
+    }
+    Ok((i, n))
+}
+
 /// `A..B`: a range of Scan segments.
 fn parse_range(s: &str) -> Result<std::ops::Range<u32>, String> {
     let (a, b) = s
@@ -362,6 +379,11 @@ pub enum Command {
         /// Repair what the merged check parts found, instead of checking again.
         #[arg(long, value_name = "FILE", num_args = 1..)]
         merge: Vec<std::path::PathBuf>,
+        /// Repair only part I of N (from 0) of the violations, so that N workers share them:
+        /// those under the top-level names in that part (as `export --part` splits them), and
+        /// in part 0 those without a path.
+        #[arg(long, value_name = "I/N", value_parser = parse_share)]
+        part: Option<(u32, u32)>,
         #[command(flatten)]
         dry: DryRun,
     },
@@ -374,6 +396,11 @@ pub enum Command {
         /// Write to this file instead of stdout.
         #[arg(long, short = 'f', value_name = "F")]
         file: Option<std::path::PathBuf>,
+        /// Only part I of N (from 0): the subtrees of the path's children whose names fall in
+        /// that part (a stable hash of the name), and the path's own record in part 0. The N
+        /// parts hold every record once; import them in any order.
+        #[arg(long, value_name = "I/N", value_parser = parse_share)]
+        part: Option<(u32, u32)>,
     },
     /// Read JSONL written by `export` back into the table.
     Import {

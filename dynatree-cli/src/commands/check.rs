@@ -245,7 +245,13 @@ async fn run_part(ctx: &Ctx, scan: ScanOpts, split: SplitOpts) -> CliResult<Doc>
 
 /// `repair`: a check, then the repair of what it found (`--dry-run`: what would be fixed);
 /// exit status 1 if violations are (or, in a dry run, would be) left for a human.
-pub async fn repair(ctx: &Ctx, scan: ScanOpts, merge: &[PathBuf], dry_run: bool) -> CliResult<Doc> {
+pub async fn repair(
+    ctx: &Ctx,
+    scan: ScanOpts,
+    merge: &[PathBuf],
+    part: Option<(u32, u32)>,
+    dry_run: bool,
+) -> CliResult<Doc> {
     let report = if merge.is_empty() {
         run_check(ctx, scan).await?
     } else {
@@ -260,7 +266,7 @@ pub async fn repair(ctx: &Ctx, scan: ScanOpts, merge: &[PathBuf], dry_run: bool)
     }
     let progress = Progress::spinner(ctx.global.quiet, "repairing", "violations");
     let again = ctx.command_line("repair");
-    let repaired = interruptible(run_repair(ctx, &report, dry_run, &progress), || {
+    let repaired = interruptible(run_repair(ctx, &report, part, dry_run, &progress), || {
         format!(
             "interrupted: the repair stopped part-way (each fix is a guarded write, nothing is half-done but recorded operations, which repair finishes); run `{again}` to continue"
         )
@@ -312,15 +318,18 @@ fn repaired_doc(report: &Report, repaired: &dynatree::check::Repaired) -> Doc {
 async fn run_repair(
     ctx: &Ctx,
     report: &Report,
+    part: Option<(u32, u32)>,
     dry_run: bool,
     progress: &Progress,
 ) -> CliResult<dynatree::check::Repaired> {
     let bar = progress.handle();
-    Ok(ctx
+    let mut repair = ctx
         .tree
         .repair(report)
         .dry_run(dry_run)
-        .on_progress(move |p| show(&bar, p))
-        .run()
-        .await?)
+        .on_progress(move |p| show(&bar, p));
+    if let Some((i, n)) = part {
+        repair = repair.part(i, n);
+    }
+    Ok(repair.run().await?)
 }

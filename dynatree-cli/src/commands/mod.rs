@@ -525,8 +525,15 @@ async fn dispatch(ctx: &Ctx, command: Command) -> CliResult<Doc> {
         Command::Pending => write::pending(ctx).await,
         Command::Resume { dry } => write::resume(ctx, dry.dry_run).await,
         Command::Check { scan, split } => check::check(ctx, scan, split).await,
-        Command::Repair { scan, merge, dry } => check::repair(ctx, scan, &merge, dry.dry_run).await,
-        Command::Export { path, file } => transfer::export(ctx, &path, file.as_deref()).await,
+        Command::Repair {
+            scan,
+            merge,
+            part,
+            dry,
+        } => check::repair(ctx, scan, &merge, part, dry.dry_run).await,
+        Command::Export { path, file, part } => {
+            transfer::export(ctx, &path, file.as_deref(), part).await
+        }
         Command::Import {
             file,
             resume,

@@ -51,7 +51,12 @@ impl Framing {
 
 /// `export [PATH] [--file F]`: JSONL on stdout (`-o json`: one JSON array), or JSONL into `F`
 /// with a summary on stdout.
-pub async fn export(ctx: &Ctx, path: &str, file: Option<&FsPath>) -> CliResult<Doc> {
+pub async fn export(
+    ctx: &Ctx,
+    path: &str,
+    file: Option<&FsPath>,
+    part: Option<(u32, u32)>,
+) -> CliResult<Doc> {
     let root = ctx.path(path)?;
     // Before the file is created: a missing path writes nothing.
     must_exist(ctx, &root).await?;
@@ -66,7 +71,10 @@ pub async fn export(ctx: &Ctx, path: &str, file: Option<&FsPath>) -> CliResult<D
         )?)),
         None => Box::new(std::io::BufWriter::new(std::io::stdout())),
     };
-    let mut records = ctx.tree.export(root.clone());
+    let mut records = match part {
+        None => ctx.tree.export(root.clone()),
+        Some((i, n)) => export_part(ctx, &root, i, n).await?,
+    };
     let mut n = 0u64;
     let written = interruptible(
         async {
@@ -106,6 +114,41 @@ pub async fn export(ctx: &Ctx, path: &str, file: Option<&FsPath>) -> CliResult<D
         ),
         None => Doc::empty(),
     })
+}
+
+/// The records of part `i` of `n` of the export of `root`: `root`'s own record in part 0, then
+/// the whole subtree of each child of `root` that [`dynatree::transfer::part_of`] puts in
+/// part `i`, in the
+/// children's order.
+async fn export_part(
+    ctx: &Ctx,
+    root: &dynatree::Path,
+    i: u32,
+    n: u32,
+) -> CliResult<futures::stream::BoxStream<'static, dynatree::Result<dynatree::transfer::Record>>> {
+    use futures::{StreamExt, TryStreamExt};
+    let children: Vec<String> = ctx.tree.list(root.clone()).try_collect().await?;
+    let own = if i == 0 {
+        // The walk yields the root's own record first, if it has one.
+        let first = ctx.tree.export(root.clone()).next().await.transpose()?;
+        first.filter(|r| r.path() == root)
+    } else {
+        None
+    };
+    let tree = ctx.tree.clone();
+    let parent = root.clone();
+    let subtrees = futures::stream::iter(
+        children
+            .into_iter()
+            .filter(move |c| dynatree::transfer::part_of(c, n) == i)
+            .map(move |c| parent.child(c)),
+    )
+    .map(move |p| match p {
+        Ok(p) => tree.export(p),
+        Err(e) => futures::stream::once(async move { Err(e) }).boxed(),
+    })
+    .flatten();
+    Ok(futures::stream::iter(own.map(Ok)).chain(subtrees).boxed())
 }
 
 /// Where an import of `file` keeps its checkpoint.

@@ -39,6 +39,8 @@ pub struct Repair<S> {
     violations: Vec<Violation>,
     dry_run: bool,
     progress: Option<ProgressFn>,
+    /// Only part `.0` of `.1`.
+    part: Option<(u32, u32)>,
 }
 
 impl<S> std::fmt::Debug for Repair<S> {
@@ -46,6 +48,7 @@ impl<S> std::fmt::Debug for Repair<S> {
         f.debug_struct("Repair")
             .field("violations", &self.violations.len())
             .field("dry_run", &self.dry_run)
+            .field("part", &self.part)
             .finish_non_exhaustive()
     }
 }
@@ -124,6 +127,38 @@ impl<S: Storage + 'static> Repair<S> {
         .await
     }
 
+    /// Repairs only part `i` of `n` (from 0) of the violations, so that `n` workers can share
+    /// one report: those whose path's first component falls in part `i`
+    /// ([`transfer::part_of`](crate::transfer::part_of)), and in part 0 those without a path
+    /// or at the root. A subtree's violations are in one part, so the repairs that depend on
+    /// each other (a listing row re-created, then the emptied ones removed) run in their order
+    /// in one worker; the parts may run at once, each repair being a guarded write.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::Tree; use dynatree_testing::FakeTable;
+    /// # use dynatree::storage::{Condition, Key, Storage};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// let table = FakeTable::new();
+    /// let tree = Tree::new(table.clone());
+    /// tree.create_table().await?;
+    /// for name in ["a", "b", "c", "d"] {
+    ///     table.put_item(Key::new("¦", name).into_item(), Condition::Always).await?;
+    /// }
+    /// let report = tree.check().grace(std::time::Duration::ZERO).run().await?;
+    /// let mut fixed = 0;
+    /// for i in 0..3 {
+    ///     fixed += tree.repair(&report).part(i, 3).run().await?.fixed().len();
+    /// }
+    /// assert_eq!(fixed, 4); // each violation in exactly one part
+    /// # Ok(()) }
+    /// ```
+    pub fn part(mut self, i: u32, n: u32) -> Self {
+        self.part = Some((i, n));
+        self
+    }
+
     async fn run_inner(mut self) -> Result<Repaired> {
         let tree = self.tree.clone();
         if tree.is_scoped() {
@@ -131,6 +166,15 @@ impl<S: Storage + 'static> Repair<S> {
                 ErrorKind::InvalidArgument,
                 "repair works on the whole table: call it on the tree, not on a scope",
             ));
+        }
+        if let Some((i, n)) = self.part {
+            if n == 0 || i >= n {
+                return Err(Error::new(
+                    ErrorKind::InvalidArgument,
+                    format!("part {i} of {n}: the part must be below the number of parts"),
+                ));
+            }
+            self.violations.retain(|v| in_part(v, i, n));
         }
         self.violations
             .sort_by_key(|v| (order(v.class), v.path.as_ref().map(Path::len)));
@@ -212,6 +256,7 @@ impl<S: Storage + 'static> Tree<S> {
             violations: report.violations.clone(),
             dry_run: false,
             progress: None,
+            part: None,
         }
     }
 }
@@ -519,4 +564,12 @@ async fn refresh_stale<S: Storage + 'static>(
         denorm::after_source_write(cx, Some(guard), &source, None).await?;
     }
     Ok(Outcome::Fixed)
+}
+
+/// Whether `v` is in part `i` of `n` (see [`Repair::part`]).
+fn in_part(v: &Violation, i: u32, n: u32) -> bool {
+    match v.path.as_ref().and_then(|p| p.components().first()) {
+        Some(first) => crate::transfer::part_of(first, n) == i,
+        None => i == 0,
+    }
 }
