@@ -11,6 +11,7 @@ use crate::error::{Error, ErrorKind, Result};
 
 pub(crate) mod convert;
 mod de;
+pub(crate) mod json;
 mod probe;
 
 pub(crate) use probe::struct_fields;

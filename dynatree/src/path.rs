@@ -449,3 +449,26 @@ impl<S: AsRef<str>> IntoPath for &Vec<S> {
         Path::new(self.iter().map(|s| s.as_ref().to_owned()))
     }
 }
+
+/// Which of `parts` parts (from 0) a child named `name` belongs to when work is split across
+/// workers by name (a split export of the command line, `check::Repair::part`): FNV-1a of the
+/// name's UTF-8 bytes, modulo `parts`. Stable across machines and versions, so workers agree
+/// without talking; `parts` of 0 is taken as 1.
+///
+/// # Examples
+///
+/// ```
+/// use dynatree::transfer::part_of;
+///
+/// assert_eq!(part_of("Accounts", 1), 0);
+/// assert!(part_of("Accounts", 4) < 4);
+/// assert_eq!(part_of("Accounts", 4), part_of("Accounts", 4));
+/// ```
+pub fn part_of(name: &str, parts: u32) -> u32 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in name.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    (h % u64::from(parts.max(1))) as u32
+}

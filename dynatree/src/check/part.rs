@@ -22,9 +22,9 @@ use super::scan::{IntentRow, ObjectRow, Rows, ScanState};
 use super::{Class, Violation};
 use crate::error::{Error, ErrorKind, Result};
 use crate::item::Item;
+use crate::item::json::{ItemJson, value_from_json};
 use crate::path::Path;
 use crate::storage::{Key, Storage};
-use crate::transfer::{ItemJson, value_from_json};
 use crate::tree::{Operation, Tree};
 
 /// The format name a saved part carries.

@@ -569,7 +569,7 @@ async fn refresh_stale<S: Storage + 'static>(
 /// Whether `v` is in part `i` of `n` (see [`Repair::part`]).
 fn in_part(v: &Violation, i: u32, n: u32) -> bool {
     match v.path.as_ref().and_then(|p| p.components().first()) {
-        Some(first) => crate::transfer::part_of(first, n) == i,
+        Some(first) => crate::path::part_of(first, n) == i,
         None => i == 0,
     }
 }
