@@ -290,8 +290,10 @@ impl<S: Storage + 'static> Check<S> {
     /// # Errors
     ///
     /// [`ErrorKind::InvalidArgument`]: no segments, more than DynamoDB allows
-    /// ([`ScanSegment::MAX_TOTAL`]), a read rate that is not positive, or a tree that is a
-    /// [scope](Tree::scope) (a check reads the whole table). Backend errors.
+    /// ([`ScanSegment::MAX_TOTAL`]), a read rate that is not positive, a page size of 0, a
+    /// tree that is a [scope](Tree::scope) (a check reads the whole table), or a
+    /// [`part`](Self::part), [`resume`](Self::resume) or [`time_limit`](Self::time_limit)
+    /// (those are for [`run_part`](Self::run_part)). Backend errors.
     ///
     /// # Cancel safety
     ///

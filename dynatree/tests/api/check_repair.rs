@@ -1181,6 +1181,11 @@ async fn parts_that_are_not_one_check_are_refused() {
     };
     let requests = table.metrics().total_requests();
     refused(tree.check().merge([]).await.unwrap_err(), "no check parts");
+    // A part's options are for run_part, not for one whole check.
+    refused(
+        tree.check().segments(2).part(0..1).run().await.unwrap_err(),
+        "run by run_part",
+    );
     refused(
         tree.check().merge([part(0..2, 4).await]).await.unwrap_err(),
         "no check part scanned segments 2..4 of 4",
