@@ -2,7 +2,9 @@
 
 use std::path::{Path, PathBuf};
 
+use dynatree::check::Check;
 use dynatree::check::{CheckPart, Phase, Report};
+use dynatree::storage::SharedStorage;
 use serde_json::{Value, json};
 
 use super::read::plural;
@@ -39,8 +41,8 @@ fn show(progress: &indicatif::ProgressBar, p: &dynatree::check::Progress) {
     progress.set_position(p.done);
 }
 
-/// Runs the check with the options and a progress display.
-async fn run_check(ctx: &Ctx, scan: ScanOpts) -> CliResult<Report> {
+/// A check with the Scan's options, and the progress display it reports to.
+fn scan_check(ctx: &Ctx, scan: ScanOpts) -> (Progress, Check<SharedStorage>) {
     let progress = Progress::spinner(ctx.global.quiet, "scanning", "rows");
     let bar = progress.handle();
     let mut check = ctx
@@ -51,6 +53,12 @@ async fn run_check(ctx: &Ctx, scan: ScanOpts) -> CliResult<Report> {
     if let Some(r) = scan.read_units_per_second {
         check = check.read_units_per_second(r);
     }
+    (progress, check)
+}
+
+/// Runs the check with the options and a progress display.
+async fn run_check(ctx: &Ctx, scan: ScanOpts) -> CliResult<Report> {
+    let (progress, check) = scan_check(ctx, scan);
     let report = interruptible(async { Ok(check.run().await?) }, || {
         "interrupted: the check only reads, nothing is left to resume".to_owned()
     })
@@ -180,16 +188,7 @@ async fn run_part(ctx: &Ctx, scan: ScanOpts, split: SplitOpts) -> CliResult<Doc>
             "a part of a check is saved: give --save FILE",
         ));
     };
-    let progress = Progress::spinner(ctx.global.quiet, "scanning", "rows");
-    let bar = progress.handle();
-    let mut check = ctx
-        .tree
-        .check()
-        .segments(scan.segments)
-        .on_progress(move |p| show(&bar, p));
-    if let Some(r) = scan.read_units_per_second {
-        check = check.read_units_per_second(r);
-    }
+    let (progress, mut check) = scan_check(ctx, scan);
     if let Some(range) = split.part.clone() {
         check = check.part(range);
     }

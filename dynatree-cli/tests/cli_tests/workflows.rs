@@ -464,6 +464,46 @@ fn create_table_with_secondary_indexes() {
     t.run(&["create-table", "--index", "x:hash"]).code(2);
 }
 
+/// Imports `n` numbered objects `/<prefix><i % dirs>/n<i>` through a JSONL file in `dir`.
+fn import_numbered(t: &Env, dir: &std::path::Path, prefix: &str, n: usize, dirs: usize) {
+    let records: String = (0..n)
+        .map(|i| {
+            format!(
+                "{{\"path\":\"/{prefix}{}/n{i}\",\"item\":{{\"v\":{{\"N\":\"{i}\"}}}}}}\n",
+                i % dirs
+            )
+        })
+        .collect();
+    let input = dir.join("in.jsonl");
+    std::fs::write(&input, records).unwrap();
+    t.run(&["import", "--file", input.to_str().unwrap()])
+        .success();
+}
+
+/// Starts the binary on `t`'s table with `args`, as a worker process of its own.
+fn spawn(t: &Env, args: &[&str]) -> std::process::Child {
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_dynatree"));
+    crate::common::isolated(&mut c)
+        .env("DYNATREE_TABLE", &t.table)
+        .args(["--endpoint-url", &t.endpoint])
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits for a worker that must succeed; its stdout.
+fn succeeds(worker: std::process::Child) -> Vec<u8> {
+    let out = worker.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
 /// A check split across processes: three workers scan their segments at once and save their
 /// parts, one part stopped by its time limit goes on with `--resume`, and the merge reports
 /// what one check does; `repair --merge` fixes from the parts.
@@ -471,18 +511,7 @@ fn create_table_with_secondary_indexes() {
 fn check_split_across_processes() {
     let t = Env::new();
     let dir = tempfile::tempdir().unwrap();
-    let records: String = (0..40)
-        .map(|i| {
-            format!(
-                "{{\"path\":\"/d{}/n{i}\",\"item\":{{\"v\":{{\"N\":\"{i}\"}}}}}}\n",
-                i % 5
-            )
-        })
-        .collect();
-    let input = dir.path().join("in.jsonl");
-    std::fs::write(&input, records).unwrap();
-    t.run(&["import", "--file", input.to_str().unwrap()])
-        .success();
+    import_numbered(&t, dir.path(), "d", 40, 5);
     // A dangling link (left for a human) and an object whose listing row is gone (repaired).
     t.run(&["ln", "/nowhere", "/dangling"]).success();
     let client = dynatree_testing::client_for(&t.endpoint);
@@ -523,26 +552,15 @@ fn check_split_across_processes() {
     let workers: Vec<_> = [("0..2", "p0"), ("2..4", "p1"), ("4..6", "p2")]
         .into_iter()
         .map(|(range, name)| {
-            let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_dynatree"));
-            crate::common::isolated(&mut c)
-                .env("DYNATREE_TABLE", &t.table)
-                .args(["--endpoint-url", &t.endpoint, "-o", "json", "check"])
-                .args(["--segments", "6", "--part", range, "--save", &file(name)])
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped())
-                .spawn()
-                .unwrap()
+            let save = file(name);
+            let args = ["-o", "json", "check", "--segments", "6", "--part", range];
+            spawn(&t, &[&args[..], &["--save", &save]].concat())
         })
         .collect();
     let mut rows = 0;
     for w in workers {
-        let out = w.wait_with_output().unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let stdout = succeeds(w);
+        let summary: Value = serde_json::from_slice(&stdout).unwrap();
         assert_eq!(summary["complete"], true, "{summary}");
         rows += summary["rows"].as_u64().unwrap();
     }
@@ -636,18 +654,7 @@ fn check_split_across_processes() {
 fn export_split_across_processes() {
     let t = Env::new();
     let dir = tempfile::tempdir().unwrap();
-    let records: String = (0..30)
-        .map(|i| {
-            format!(
-                "{{\"path\":\"/t{}/n{i}\",\"item\":{{\"v\":{{\"N\":\"{i}\"}}}}}}\n",
-                i % 7
-            )
-        })
-        .collect();
-    let input = dir.path().join("in.jsonl");
-    std::fs::write(&input, records).unwrap();
-    t.run(&["import", "--file", input.to_str().unwrap()])
-        .success();
+    import_numbered(&t, dir.path(), "t", 30, 7);
     t.run(&["put", "/t0", r#"{"top": true}"#]).success();
     t.run(&["ln", "/t1/n1", "/t0/latest"]).success();
     let mut whole = t.export();
@@ -657,25 +664,15 @@ fn export_split_across_processes() {
     let file = |n: u32| dir.path().join(format!("p{n}.jsonl"));
     let workers: Vec<_> = (0..3)
         .map(|i| {
-            let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_dynatree"));
-            crate::common::isolated(&mut c)
-                .env("DYNATREE_TABLE", &t.table)
-                .args(["--endpoint-url", &t.endpoint, "export", "--part"])
-                .arg(format!("{i}/3"))
-                .arg("--file")
-                .arg(file(i))
-                .stderr(std::process::Stdio::piped())
-                .spawn()
-                .unwrap()
+            let (part, out) = (format!("{i}/3"), file(i));
+            spawn(
+                &t,
+                &["export", "--part", &part, "--file", out.to_str().unwrap()],
+            )
         })
         .collect();
     for w in workers {
-        let out = w.wait_with_output().unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        succeeds(w);
     }
     let mut parts: Vec<String> = Vec::new();
     for i in 0..3 {
