@@ -205,11 +205,13 @@ async fn a_delete_racing_the_unlock_of_a_copys_source_leaves_no_empty_listing_si
 /// (330 nodes on one level: two slices of a copy, of a delete, several unlock transactions),
 /// links inside the source and one into it from outside (`l`).
 async fn costs_of(
-    in_flight: usize,
+    reads: usize,
+    transactions: usize,
 ) -> Vec<(&'static str, std::collections::BTreeMap<&'static str, u64>)> {
     let table = FakeTable::new();
     let tree = Tree::builder(table.clone())
-        .subtree_reads_in_flight(in_flight)
+        .subtree_reads_in_flight(reads)
+        .subtree_transactions_in_flight(transactions)
         .build()
         .expect("a tree");
     tree.create_table().await.expect("table");
@@ -252,12 +254,52 @@ async fn costs_of(
 }
 
 /// Move (links rewritten), copy (links reported), re-parenting of 110 children and subtree
-/// deletion send the same requests, kind by kind, with sixteen in flight as with one.
+/// deletion send the same requests, kind by kind, with sixteen reads in flight as with one.
 #[tokio::test(start_paused = true)]
-async fn subtree_operations_send_the_same_requests_in_parallel_as_one_at_a_time() {
-    let one = costs_of(1).await;
-    let sixteen = costs_of(16).await;
+async fn subtree_operations_send_the_same_requests_with_reads_in_parallel_as_one_at_a_time() {
+    let one = costs_of(1, 1).await;
+    let sixteen = costs_of(16, 1).await;
     assert_eq!(one, sixteen);
+}
+
+/// With sixteen transactions in flight, each operation with a level wider than one
+/// transaction (330 nodes: 7 lanes) sends what it sends one at a time plus its lanes and its
+/// unlocks level by level (below). The re-parenting's child moves run inside it, on its
+/// record: one at a time, as before.
+#[tokio::test(start_paused = true)]
+async fn subtree_operations_with_transactions_in_parallel_send_only_their_lanes_more() {
+    let one = costs_of(1, 1).await;
+    let sixteen = costs_of(16, 16).await;
+    let ops: Vec<&str> = one.iter().map(|(name, _)| *name).collect();
+    assert_eq!(
+        ops,
+        sixteen.iter().map(|(name, _)| *name).collect::<Vec<_>>()
+    );
+    for ((name, one), (_, sixteen)) in one.iter().zip(&sixteen) {
+        let kinds: std::collections::BTreeSet<&str> =
+            one.keys().chain(sixteen.keys()).copied().collect();
+        let diff: Vec<(&str, i64)> = kinds
+            .into_iter()
+            .map(|k| {
+                let n = |m: &std::collections::BTreeMap<&str, u64>| {
+                    i64::try_from(m.get(k).copied().unwrap_or(0)).expect("a count")
+                };
+                (k, n(sixteen) - n(one))
+            })
+            .filter(|(_, d)| *d != 0)
+            .collect();
+        // The lanes: one transaction writes them (two for the deletion, whose widest level
+        // comes second: they grow), one deletes them with the record. The unlocks go level by
+        // level: one more transaction for each of the two levels above the wide one, at the
+        // destination (move, copy) and at the source (copy).
+        let expected: Vec<(&str, i64)> = match *name {
+            "move Rewrite" => vec![("DeleteItem", -1), ("TransactWriteItems", 2 + 2)],
+            "copy Report" => vec![("DeleteItem", -1), ("TransactWriteItems", 2 + 2 + 2)],
+            "delete_subtree" => vec![("DeleteItem", -1), ("TransactWriteItems", 3)],
+            _ => Vec::new(),
+        };
+        assert_eq!(diff, expected, "{name}: requests by kind, 16 in flight - 1");
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -477,6 +519,84 @@ fn parallel_reparent_taken_over_mid_child_move_by_resume() {
     .run();
 }
 
+/// `s` and 120 children: a level of three lanes.
+fn wide(n: usize) -> Vec<(P, u32)> {
+    let mut setup = vec![(p(&["s"]), 0)];
+    setup.extend(xs(n).into_iter().map(|x| (vec!["s".to_owned(), x], 1)));
+    setup
+}
+
+/// A move whose level of 120 children goes out on three lanes, taken over mid-phase by a
+/// `resume()` whose clock runs past the lease, with transactions of the owner in flight on
+/// several lanes: the takeover claims every lane in one transaction, so the owner's
+/// transactions still in flight write nothing after it, and the move is applied exactly
+/// once.
+#[test]
+fn parallel_move_on_lanes_taken_over_mid_phase_by_resume_applies_once() {
+    scenario_with(
+        "move s->z (120 children, 3 lanes) vs resume (clock ahead)",
+        leased,
+        wide(120),
+        Vec::new(),
+        &[Act::Move(p(&["s"]), p(&["z"]), LinkPolicy::Ignore)],
+    )
+    .op("resume (clock ahead)", |t| async move {
+        t.resume().await.map(|r| r.len())
+    })
+    .model(|_| Ok(()))
+    .skew(Duration::from_secs(15), false)
+    .schedules(80)
+    .check(|end| {
+        let count = |root: &str| {
+            wide(120)
+                .iter()
+                .filter(|(q, _)| {
+                    let mut d = q.clone();
+                    d[0] = root.to_owned();
+                    end.model.get(d).is_some()
+                })
+                .count()
+        };
+        match (count("s"), count("z")) {
+            (121, 0) | (0, 121) => Ok(()),
+            other => Err(format!("(at the source, at the destination) = {other:?}")),
+        }
+    })
+    .check(no_violation_unless_failed)
+    .run();
+}
+
+/// A subtree deletion on three lanes with a crash anywhere (the lanes half written, a level
+/// half deleted), then `resume`: the subtree is gone and no lane or intent row is left.
+#[test]
+fn parallel_delete_on_lanes_with_a_crash_resumes_and_leaves_no_lane() {
+    scenario_with(
+        "delete_subtree s (120 children, 3 lanes), a crash",
+        plain_tree,
+        wide(120),
+        Vec::new(),
+        &[Act::DeleteSubtree(p(&["s"]))],
+    )
+    .faults(1, crashes())
+    .schedules(60)
+    .check(no_violation_unless_failed)
+    .check(|end| {
+        let sc = SC;
+        let left: Vec<&str> = end
+            .rows
+            .iter()
+            .filter_map(|r| r.get_s("Key"))
+            .filter(|h| *h == format!("{sc}{sc}intents"))
+            .collect();
+        if left.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("{} rows left in the intents partition", left.len()))
+        }
+    })
+    .run();
+}
+
 /// One level of 200 nodes (two copy and two delete slices, two lock and hold transactions)
 /// moved with a crash anywhere, then `resume`.
 #[test]
@@ -613,9 +733,10 @@ async fn no_listing_starts_after_a_failed_listing_two_in_flight() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// 5. A process that dies with an earlier transaction of a phase never sent: no later one of
-// the phase is sent (transactions go one at a time, so a crash leaves a prefix), and `resume`
-// from another process finishes the operation.
+// 5. A process that dies with an earlier transaction of a phase never sent. With one
+// transaction at a time, no later one of the phase is sent (a crash leaves a prefix); with
+// several, on lanes, the later ones of the same level are; either way `resume` from another
+// process finishes the operation.
 
 /// Picks the action of a transaction that a [`Dies`] layer looks for.
 type Pick = fn(&TransactAction) -> bool;
@@ -680,6 +801,7 @@ async fn dies_mid_phase(
     op: &'static str,
     hold: Pick,
     trigger: Pick,
+    transactions: usize,
 ) -> (usize, usize, Vec<String>) {
     let table = FakeTable::new();
     let plain = Tree::new(table.clone());
@@ -694,7 +816,10 @@ async fn dies_mid_phase(
         trigger,
         fired: AtomicBool::new(false),
     }));
-    let tree = Tree::new(layer.clone());
+    let tree = Tree::builder(layer.clone())
+        .subtree_transactions_in_flight(transactions)
+        .build()
+        .expect("a tree");
     let call = async {
         match op {
             "move" => tree.move_subtree(p(&["s"]), p(&["z"])).await.map(|_| ()),
@@ -707,10 +832,20 @@ async fn dies_mid_phase(
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
     };
-    tokio::select! {
-        r = call => panic!("the {op} ended with a transaction held back: {r:?}"),
-        () = fired => panic!("the {op} applied a later transaction of its phase before an earlier one"),
-        () = tokio::time::sleep(Duration::from_secs(600)) => {}
+    if transactions == 1 {
+        tokio::select! {
+            r = call => panic!("the {op} ended with a transaction held back: {r:?}"),
+            () = fired => panic!("the {op} applied a later transaction of its phase before an earlier one"),
+            () = tokio::time::sleep(Duration::from_secs(600)) => {}
+        }
+    } else {
+        tokio::select! {
+            r = call => panic!("the {op} ended with a transaction held back: {r:?}"),
+            () = tokio::time::sleep(Duration::from_secs(600)) => {
+                panic!("the {op} sent no later transaction of its phase beside the one held back")
+            }
+            () = fired => {}
+        }
     }
     let resumed = Tree::new(table.clone()).resume().await.expect("resume");
     assert_eq!(resumed.len(), 1);
@@ -748,6 +883,21 @@ async fn a_move_that_dies_before_its_first_hold_slice_sends_no_later_one_and_is_
         "move",
         |a| updates_object(a, &["s", "x000"]),
         |a| updates_object(a, &["s", "x199"]),
+        1,
+    )
+    .await;
+    assert_eq!(r, (0, 200, Vec::new()));
+}
+
+/// Dies while holding the source's objects, the first slice's hold never sent, with its level's transactions in flight together: a later one
+/// of the level is applied, and `resume` still finishes the operation.
+#[tokio::test(start_paused = true)]
+async fn a_move_that_dies_before_its_first_hold_slice_in_parallel_is_resumed() {
+    let r = dies_mid_phase(
+        "move",
+        |a| updates_object(a, &["s", "x000"]),
+        |a| updates_object(a, &["s", "x199"]),
+        16,
     )
     .await;
     assert_eq!(r, (0, 200, Vec::new()));
@@ -760,6 +910,21 @@ async fn a_move_that_dies_before_its_first_copy_slice_sends_no_later_one_and_is_
         "move",
         |a| writes_locked(a, &["z", "x000"]),
         |a| writes_locked(a, &["z", "x199"]),
+        1,
+    )
+    .await;
+    assert_eq!(r, (0, 200, Vec::new()));
+}
+
+/// Dies in the copy phase, the level's first slice never sent, with its level's transactions in flight together: a later one
+/// of the level is applied, and `resume` still finishes the operation.
+#[tokio::test(start_paused = true)]
+async fn a_move_that_dies_before_its_first_copy_slice_in_parallel_is_resumed() {
+    let r = dies_mid_phase(
+        "move",
+        |a| writes_locked(a, &["z", "x000"]),
+        |a| writes_locked(a, &["z", "x199"]),
+        16,
     )
     .await;
     assert_eq!(r, (0, 200, Vec::new()));
@@ -772,6 +937,21 @@ async fn a_move_that_dies_before_its_first_delete_slice_sends_no_later_one_and_i
         "move",
         |a| deletes(a, &["s", "x000"]),
         |a| deletes(a, &["s", "x199"]),
+        1,
+    )
+    .await;
+    assert_eq!(r, (0, 200, Vec::new()));
+}
+
+/// Dies in the delete phase, the level's first slice never sent, with its level's transactions in flight together: a later one
+/// of the level is applied, and `resume` still finishes the operation.
+#[tokio::test(start_paused = true)]
+async fn a_move_that_dies_before_its_first_delete_slice_in_parallel_is_resumed() {
+    let r = dies_mid_phase(
+        "move",
+        |a| deletes(a, &["s", "x000"]),
+        |a| deletes(a, &["s", "x199"]),
+        16,
     )
     .await;
     assert_eq!(r, (0, 200, Vec::new()));
@@ -784,6 +964,21 @@ async fn a_copy_that_dies_before_its_first_copy_slice_sends_no_later_one_and_is_
         "copy",
         |a| writes_locked(a, &["z", "x000"]),
         |a| writes_locked(a, &["z", "x199"]),
+        1,
+    )
+    .await;
+    assert_eq!(r, (200, 200, Vec::new()));
+}
+
+/// A copy that dies in its copy phase, the level's first slice never sent, with its level's transactions in flight together: a later one
+/// of the level is applied, and `resume` still finishes the operation.
+#[tokio::test(start_paused = true)]
+async fn a_copy_that_dies_before_its_first_copy_slice_in_parallel_is_resumed() {
+    let r = dies_mid_phase(
+        "copy",
+        |a| writes_locked(a, &["z", "x000"]),
+        |a| writes_locked(a, &["z", "x199"]),
+        16,
     )
     .await;
     assert_eq!(r, (200, 200, Vec::new()));
@@ -796,6 +991,21 @@ async fn a_subtree_deletion_that_dies_before_its_first_slice_sends_no_later_one_
         "delete",
         |a| deletes(a, &["s", "x000"]),
         |a| deletes(a, &["s", "x199"]),
+        1,
+    )
+    .await;
+    assert_eq!(r, (0, 0, Vec::new()));
+}
+
+/// A subtree deletion that dies, the level's first slice never sent, with its level's transactions in flight together: a later one
+/// of the level is applied, and `resume` still finishes the operation.
+#[tokio::test(start_paused = true)]
+async fn a_subtree_deletion_that_dies_before_its_first_slice_in_parallel_is_resumed() {
+    let r = dies_mid_phase(
+        "delete",
+        |a| deletes(a, &["s", "x000"]),
+        |a| deletes(a, &["s", "x199"]),
+        16,
     )
     .await;
     assert_eq!(r, (0, 0, Vec::new()));
@@ -883,8 +1093,9 @@ async fn a_move_that_dies_in_its_unlock_phase_unlocks_no_child_before_its_parent
 // ("Transaction conflict handling in DynamoDB"). Every transaction of a phase includes the
 // ConditionCheck of the operation's intent row, and a lease renewal writes that row: with
 // several transactions in flight they would meet on it, which is why a phase sends its
-// transactions one at a time. Neither the fake table nor the service model applies that rule
-// (their requests apply one at a time); this layer does, with 10 ms a request.
+// transactions together only on lanes, each checking its own lane row. Neither the fake
+// table nor the service model applies that rule (their requests apply one at a time); this
+// layer does, with 10 ms a request.
 
 struct InProgressState {
     inner: FakeTable,
@@ -1018,6 +1229,7 @@ async fn move_of_on_dynamodbs_rule(
     }));
     let tree = Tree::builder(layer.clone())
         .subtree_reads_in_flight(in_flight)
+        .subtree_transactions_in_flight(in_flight)
         .build()
         .expect("a tree");
     table.reset_metrics();
@@ -1037,15 +1249,22 @@ async fn a_move_meets_no_conflict_of_its_own_on_dynamodbs_rule_one_request_in_fl
     assert_eq!(out, Ok(()));
     assert_eq!(conflicts, 0);
 }
-/// Sixteen reads in flight: the transactions of a phase all include the intent row's
-/// ConditionCheck, so sent together they would cancel each other on DynamoDB's rule
-/// (`TransactionConflict`) and the lease renewals would meet them; one at a time, the move
-/// meets no conflict and sends the requests it sends with one request in flight.
+/// Sixteen reads and sixteen transactions in flight: the transactions of a phase, sent
+/// together, each check their own lane row instead of the intent row, so they do not cancel
+/// each other on DynamoDB's rule (`TransactionConflict`), and the lease renewals (writes of
+/// the intent row) meet none of them. The move meets no conflict and sends the requests it
+/// sends with one request in flight, plus its lanes (13 for the level of 600: one
+/// transaction writes them, one deletes them with the record instead of a DeleteItem) and
+/// one unlock transaction (the root is unlocked before its level).
 #[tokio::test(start_paused = true)]
 async fn a_move_meets_no_conflict_of_its_own_on_dynamodbs_rule_sixteen_in_flight() {
-    let (one_out, one, _) = move_on_dynamodbs_rule(1).await;
+    let (one_out, mut one, _) = move_on_dynamodbs_rule(1).await;
     assert_eq!(one_out, Ok(()));
     let (out, sixteen, conflicts) = move_on_dynamodbs_rule(16).await;
+    // The lanes' two, and the unlock of the destination's root apart from its level.
+    *one.entry("TransactWriteItems").or_default() += 3;
+    *one.entry("DeleteItem").or_default() -= 1;
+    one.retain(|_, n| *n > 0);
     assert_eq!(
         (out, conflicts, sixteen),
         (Ok(()), 0, one),

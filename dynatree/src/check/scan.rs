@@ -1086,6 +1086,10 @@ enum Kind {
 fn classify(layout: &crate::layout::Layout, key: &Key) -> std::result::Result<Kind, String> {
     let sc = layout.reserved();
     let sc_str = sc.to_string();
+    if layout.is_intent_lane(key) {
+        // A lane row of an intent: written and deleted with its record.
+        return Ok(Kind::Bookkeeping);
+    }
     if key.hash == layout.intents_hash() {
         return Ok(Kind::Intent);
     }
@@ -1699,6 +1703,7 @@ mod tests {
         assert!(matches!(k("¦a¦b", "¦"), Ok(Kind::Object(p)) if p.to_string() == "/a/b"));
         assert!(matches!(k("¦a", "¦sv"), Ok(Kind::Bookkeeping)));
         assert!(matches!(k("¦¦intents", "x"), Ok(Kind::Intent)));
+        assert!(matches!(k("¦¦intents", "x¦3"), Ok(Kind::Bookkeeping)));
         assert!(matches!(k("¦¦checkpoints", "c¦s"), Ok(Kind::Bookkeeping)));
         assert!(matches!(
             k("¦¦settings", "¦¦settings"),

@@ -442,8 +442,22 @@ impl Layout {
         Key::new(self.intents_hash(), id)
     }
 
+    /// The key of lane `k` (from 1) of intent `id`: `(SC SC intents, id SC k)`. A lane row
+    /// holds only the owner's token (`SC owner`): the transactions of one lane check it
+    /// instead of the intent record, so that several can be in flight at once (see
+    /// "Requests in flight" in the moves docs). No intent id holds `SC`, so no lane's key is
+    /// an intent's.
+    pub(crate) fn intent_lane_key(&self, id: &str, k: usize) -> Key {
+        Key::new(self.intents_hash(), format!("{id}{}{k}", self.sc))
+    }
+
+    /// Whether `key` is a lane row of an intent (see [`intent_lane_key`](Self::intent_lane_key)).
+    pub(crate) fn is_intent_lane(&self, key: &Key) -> bool {
+        key.hash == self.intents_hash() && key.range.contains(self.sc)
+    }
+
     /// The attribute `field` of an intent record: `SC field`. The fields are `op`, `from`,
-    /// `to`, `phase`, `links`, `owner`, `lease` and `refusal`.
+    /// `to`, `phase`, `links`, `owner`, `lease`, `lanes` and `refusal`.
     pub(crate) fn intent_attr(&self, field: &str) -> String {
         format!("{}{field}", self.sc)
     }

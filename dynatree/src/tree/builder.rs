@@ -21,6 +21,8 @@ pub(crate) struct Config {
     pub(crate) lease: Duration,
     /// Requests a phase of a subtree operation keeps in flight at once.
     pub(crate) in_flight: usize,
+    /// Transactions a phase of a subtree operation keeps in flight at once (its lanes).
+    pub(crate) tx_in_flight: usize,
     pub(crate) page_size: Option<u32>,
     pub(crate) table_wait: Duration,
     pub(crate) indexes: Vec<crate::keys::IndexDef>,
@@ -60,6 +62,7 @@ impl Default for Config {
             billing: Billing::OnDemand,
             lease: Duration::from_secs(30),
             in_flight: 16,
+            tx_in_flight: 16,
             page_size: None,
             table_wait: Duration::from_secs(300),
             indexes: Vec::new(),
@@ -248,8 +251,9 @@ impl<S: Storage + 'static> TreeBuilder<S> {
     ///
     /// A phase's independent reads (the consistent Queries listing the nodes of one level, one
     /// per node, and the BatchGetItems reading a level's objects) go out together, up to this
-    /// many; its transactions still go one at a time, in order (see "Requests in flight" in
-    /// the [`consistency`](crate::consistency) docs of moves). The requests and their cost are
+    /// many; its transactions are bounded by
+    /// [`subtree_transactions_in_flight`](Self::subtree_transactions_in_flight) (see
+    /// "Requests in flight" in the [`consistency`](crate::consistency) docs of moves). The requests and their cost are
     /// the same at every setting; only the time changes. Lower it to draw read capacity more
     /// slowly from a provisioned table, or set 1 to send one request at a time.
     ///
@@ -265,6 +269,36 @@ impl<S: Storage + 'static> TreeBuilder<S> {
     /// ```
     pub fn subtree_reads_in_flight(mut self, n: usize) -> Self {
         self.config.in_flight = n.max(1);
+        self
+    }
+
+    /// How many transactions a phase of a move, copy or subtree deletion keeps in flight at
+    /// once; default 16, at most 64, and 0 counts as 1.
+    ///
+    /// A level of a subtree wider than one transaction (49 nodes) is locked, held, copied,
+    /// deleted and unlocked by several transactions. To send them together, the operation
+    /// gives its intent *lanes*: rows that only its owner writes, one per transaction in
+    /// flight, each transaction checking its own lane instead of the intent record (see
+    /// "Requests in flight" in the [`consistency`](crate::consistency) docs of moves). The
+    /// lanes are written with the record, in one transaction, when a level first needs them:
+    /// up to one per 49 nodes of the level, at most this many. They cost one write unit each
+    /// to write and to delete at the end, and one more per takeover of the operation, and
+    /// nothing for a subtree no wider than 49 nodes. Levels still go one after the other in
+    /// the order the protocol needs. 1 sends one transaction at a time and writes no lane.
+    /// An operation inside another (the child moves of a re-parenting) sends one at a time.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::Tree;
+    /// use dynatree_testing::FakeTable;
+    ///
+    /// let tree = Tree::builder(FakeTable::new()).subtree_transactions_in_flight(4).build()?;
+    /// assert!(format!("{tree:?}").contains("tx_in_flight: 4"));
+    /// # Ok::<(), dynatree::Error>(())
+    /// ```
+    pub fn subtree_transactions_in_flight(mut self, n: usize) -> Self {
+        self.config.tx_in_flight = n.clamp(1, super::intent::MAX_LANES);
         self
     }
 

@@ -238,8 +238,15 @@ pub(crate) async fn recorded<S: Storage + 'static>(cx: &Ctx<S>) -> Result<Vec<In
     pages
         .into_iter()
         .flat_map(|p| p.items)
+        .filter(|item| !is_lane(cx, item))
         .map(|item| decode_intent(cx, &item))
         .collect()
+}
+
+/// Whether `item`, read from the intents partition, is a lane row of an intent rather than
+/// an intent record (see [`add_lanes`]).
+pub(crate) fn is_lane<S: Storage + 'static>(cx: &Ctx<S>, item: &Item) -> bool {
+    crate::storage::Key::from_item(item).is_some_and(|k| cx.inner.layout.is_intent_lane(&k))
 }
 
 /// Drives every one of `intents` to its end (see [`drive`]): the reports of those that
@@ -281,6 +288,8 @@ pub struct Intent {
     /// may: the owner's lease.
     pub(crate) owner: Option<String>,
     pub(crate) lease: u64,
+    /// How many lane rows it has (0: its transactions check the record itself).
+    pub(crate) lanes: usize,
     /// Why it was refused (`"Kind: detail"`), once it is being rolled back.
     pub(crate) refusal: Option<String>,
 }
@@ -342,30 +351,36 @@ pub(crate) async fn record<S: Storage + 'static>(
         links,
         owner: Some(token.clone()),
         lease: after_ms(cx.inner.config.lease),
+        lanes: 0,
         refusal: None,
     };
-    write_inside(cx, encode_intent(cx, &intent), Condition::NotExists).await?;
+    write_inside(
+        cx,
+        encode_intent(cx, &intent),
+        Condition::NotExists,
+        Vec::new(),
+    )
+    .await?;
     // The operation is recorded: a step of the call (see `retry::progressed`).
     crate::retry::progressed();
-    Ok(Guard {
-        intent: std::sync::Mutex::new(intent),
-        token,
-    })
+    Ok(Guard::new(intent, token))
 }
 
-/// Writes the intent record `item` under `condition`: one PutItem, or, inside other
+/// Writes the intent record `item` under `condition`, with `lanes` (writes of its lane rows,
+/// unconditional: see [`add_lanes`]): one PutItem, or, with lanes or inside other
 /// operations (a re-parenting's child move), a transaction that also checks that each of them
 /// is still the caller's, so that a caller whose enclosing operation was taken over neither
 /// records nor claims an intent for a later `resume` to find owned by it. The record's
 /// condition failing is [`ErrorKind::ConditionFailed`]; an enclosing operation taken over is
 /// [`ErrorKind::TakenOver`]; a conflict with a write of an enclosing intent (its lease renewed)
-/// is sent again.
+/// or with a transaction in flight on a lane is sent again.
 async fn write_inside<S: Storage + 'static>(
     cx: &Ctx<S>,
     item: Item,
     condition: Condition,
+    lanes: Vec<TransactAction>,
 ) -> Result<()> {
-    if cx.enclosing.is_empty() {
+    if cx.enclosing.is_empty() && lanes.is_empty() {
         return cx.io().put_item(item, condition).await;
     }
     let mut backoff = Backoff::new(cx.inner.config.retry);
@@ -374,6 +389,7 @@ async fn write_inside<S: Storage + 'static>(
             item: item.clone(),
             condition: condition.clone(),
         }];
+        tx.extend(lanes.iter().cloned());
         tx.extend(enclosing_checks(cx));
         match cx.io().transact_write(tx).await {
             Ok(()) => return Ok(()),
@@ -528,13 +544,11 @@ pub(crate) async fn claim<S: Storage + 'static>(cx: &Ctx<S>, id: &str) -> Result
         let mut mine = intent.clone();
         mine.owner = Some(token.clone());
         mine.lease = after_ms(cx.inner.config.lease);
-        match write_inside(cx, encode_intent(cx, &mine), condition).await {
-            Ok(()) => {
-                return Ok(Some(Guard {
-                    intent: std::sync::Mutex::new(mine),
-                    token,
-                }));
-            }
+        // Every lane changes hands in the same transaction: once it lands, a transaction of
+        // the old owner fails its lane's check, whichever lane it is in.
+        let lanes = lane_rows(cx, id, 1..=intent.lanes, &token);
+        match write_inside(cx, encode_intent(cx, &mine), condition, lanes).await {
+            Ok(()) => return Ok(Some(Guard::new(mine, token))),
             Err(e) if e.kind() == ErrorKind::ConditionFailed => {}
             Err(e) => return Err(e),
         }
@@ -646,7 +660,24 @@ pub(crate) async fn write_intent<S: Storage + 'static>(
     g: &Guard,
     intent: Intent,
 ) -> Result<()> {
-    match write_inside(cx, encode_intent(cx, &intent), owned_by(cx, &g.token)).await {
+    write_intent_with(cx, g, intent, Vec::new()).await
+}
+
+/// [`write_intent`], writing the lane rows `lanes` in the same transaction.
+async fn write_intent_with<S: Storage + 'static>(
+    cx: &Ctx<S>,
+    g: &Guard,
+    intent: Intent,
+    lanes: Vec<TransactAction>,
+) -> Result<()> {
+    match write_inside(
+        cx,
+        encode_intent(cx, &intent),
+        owned_by(cx, &g.token),
+        lanes,
+    )
+    .await
+    {
         Ok(()) => {
             g.set(intent);
             Ok(())
@@ -656,16 +687,115 @@ pub(crate) async fn write_intent<S: Storage + 'static>(
     }
 }
 
-/// Drops the intent record: the operation is over.
+/// The most lanes an intent has ([`TreeBuilder::subtree_transactions_in_flight`]
+/// (crate::TreeBuilder::subtree_transactions_in_flight) is capped at it): a takeover writes
+/// the record and every lane in one transaction of at most 100 actions, the checks of
+/// enclosing operations included.
+pub(crate) const MAX_LANES: usize = 64;
+
+/// The lane rows `lanes` of intent `id`, owned by `token`: unconditional Puts (a lane row is
+/// written only with its record, in one transaction conditional on the record).
+fn lane_rows<S: Storage + 'static>(
+    cx: &Ctx<S>,
+    id: &str,
+    lanes: std::ops::RangeInclusive<usize>,
+    token: &str,
+) -> Vec<TransactAction> {
+    lanes
+        .map(|k| {
+            let mut item = cx.inner.layout.intent_lane_key(id, k).into_item();
+            item.insert(owner_attr(cx), Value::S(token.to_owned()));
+            TransactAction::Put {
+                item,
+                condition: Condition::Always,
+            }
+        })
+        .collect()
+}
+
+/// Gives the intent of `g` lanes enough for `transactions` transactions in flight at once
+/// (at most [`TreeBuilder::subtree_transactions_in_flight`]
+/// (crate::TreeBuilder::subtree_transactions_in_flight)), if it has fewer: one transaction
+/// that writes the record (its lane count, conditional on our ownership) and the new lane
+/// rows. Call it only while none of the operation's transactions is in flight. An operation
+/// inside another (a re-parenting's child move) keeps to its record: every transaction of
+/// it checks the enclosing record too, so they could not be in flight together anyway.
+///
+/// See "Requests in flight" in `moves.md` for why lanes keep invariant 3.
+pub(crate) async fn add_lanes<S: Storage + 'static>(
+    cx: &Ctx<S>,
+    g: &Guard,
+    transactions: usize,
+) -> Result<()> {
+    let want = transactions.min(cx.inner.config.tx_in_flight.min(MAX_LANES));
+    let mut intent = g.snapshot();
+    if want <= 1 || want <= intent.lanes || !cx.enclosing.is_empty() {
+        return Ok(());
+    }
+    let rows = lane_rows(cx, &intent.id, intent.lanes + 1..=want, &g.token);
+    intent.lanes = want;
+    intent.lease = after_ms(cx.inner.config.lease);
+    write_intent_with(cx, g, intent, rows).await?;
+    g.lanes.open(want);
+    Ok(())
+}
+
+/// Drops the intent record (and its lanes, in the same transaction): the operation is over.
 pub(crate) async fn finish<S: Storage + 'static>(cx: &Ctx<S>, g: &Guard) -> Result<()> {
-    let key = cx.inner.layout.intent_key(&g.id());
-    match cx.io().delete_item(&key, owned_by(cx, &g.token)).await {
+    let intent = g.snapshot();
+    let key = cx.inner.layout.intent_key(&intent.id);
+    let result = if intent.lanes == 0 {
+        cx.io().delete_item(&key, owned_by(cx, &g.token)).await
+    } else {
+        finish_with_lanes(cx, g, &intent).await
+    };
+    match result {
         Err(e) if e.kind() == ErrorKind::ConditionFailed => Err(taken_over().with_source(e)),
         other => {
             if other.is_ok() {
                 g.release();
             }
             other
+        }
+    }
+}
+
+/// [`finish`] of an intent with lanes: one transaction deleting the record (conditional on
+/// our ownership) and every lane.
+async fn finish_with_lanes<S: Storage + 'static>(
+    cx: &Ctx<S>,
+    g: &Guard,
+    intent: &Intent,
+) -> Result<()> {
+    let layout = &cx.inner.layout;
+    let mut tx = vec![TransactAction::Delete {
+        key: layout.intent_key(&intent.id),
+        condition: owned_by(cx, &g.token),
+    }];
+    tx.extend((1..=intent.lanes).map(|k| TransactAction::Delete {
+        key: layout.intent_lane_key(&intent.id, k),
+        condition: Condition::Always,
+    }));
+    tx.extend(enclosing_checks(cx));
+    let mut backoff = Backoff::new(cx.inner.config.retry);
+    loop {
+        match cx.io().transact_write(tx.clone()).await {
+            Err(e) if e.kind() == ErrorKind::TransactionCanceled => {
+                if e.cancellation_reasons()
+                    .iter()
+                    .any(crate::error::CancellationReason::is_condition_failed)
+                {
+                    return Err(Error::new(
+                        ErrorKind::ConditionFailed,
+                        "the intent record is not ours",
+                    )
+                    .with_source(e));
+                }
+                if !backoff.retry().await {
+                    return Err(e);
+                }
+            }
+            other => return other,
         }
     }
 }
@@ -703,6 +833,9 @@ pub(crate) fn encode_intent<S: Storage + 'static>(cx: &Ctx<S>, intent: &Intent) 
         item.insert(owner_attr(cx), Value::S(owner.clone()));
         item.insert(attr("lease"), Value::N(intent.lease.to_string()));
     }
+    if intent.lanes > 0 {
+        item.insert(attr("lanes"), Value::N(intent.lanes.to_string()));
+    }
     if let Some(refusal) = &intent.refusal {
         item.insert(attr("refusal"), Value::S(refusal.clone()));
     }
@@ -726,7 +859,12 @@ pub(crate) fn decode_intent<S: Storage + 'static>(cx: &Ctx<S>, item: &Item) -> R
         Some(Value::N(n)) => n.parse().unwrap_or(0),
         _ => 0,
     };
+    let lanes = match item.get(&attr("lanes")) {
+        Some(Value::N(n)) => n.parse::<usize>().unwrap_or(0).min(MAX_LANES),
+        _ => 0,
+    };
     Ok(Intent {
+        lanes,
         id: item.get_s(RANGE_KEY).unwrap_or_default().to_owned(),
         op: Operation::parse(&field("op")?).ok_or_else(|| unknown("op"))?,
         from: cx.inner.layout.decode_target(&field("from")?)?,
@@ -793,9 +931,20 @@ pub(crate) fn new_token() -> String {
 pub(crate) struct Guard {
     intent: std::sync::Mutex<Intent>,
     pub(crate) token: String,
+    /// The lanes its transactions take turns on.
+    pub(crate) lanes: Lanes,
 }
 
 impl Guard {
+    fn new(intent: Intent, token: String) -> Self {
+        let lanes = Lanes::new(intent.lanes);
+        Self {
+            intent: std::sync::Mutex::new(intent),
+            token,
+            lanes,
+        }
+    }
+
     pub(crate) fn snapshot(&self) -> Intent {
         self.intent
             .lock()
@@ -820,6 +969,118 @@ impl Guard {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .owner = None;
+    }
+}
+
+/// The lanes of an owned intent that are free: a transaction of the operation takes one
+/// (waiting while all are taken), checks that lane's row, and gives it back once it has its
+/// answer. So no two transactions of the operation in flight check the same row. Lane 0 is
+/// the intent record itself, the only lane of an intent without lane rows.
+#[derive(Debug)]
+pub(crate) struct Lanes {
+    free: std::sync::Mutex<Vec<usize>>,
+    /// One permit per free lane.
+    permits: tokio::sync::Semaphore,
+    /// How many lane rows there are (0: the record is the only lane).
+    rows: std::sync::atomic::AtomicUsize,
+}
+
+/// A lane taken from [`Lanes`], given back when dropped.
+pub(crate) struct Lane<'a> {
+    lanes: &'a Lanes,
+    k: usize,
+    permit: Option<tokio::sync::SemaphorePermit<'a>>,
+}
+
+impl Lanes {
+    fn new(rows: usize) -> Self {
+        let free: Vec<usize> = if rows == 0 {
+            vec![0]
+        } else {
+            (1..=rows).rev().collect()
+        };
+        Self {
+            permits: tokio::sync::Semaphore::new(free.len()),
+            rows: std::sync::atomic::AtomicUsize::new(rows),
+            free: std::sync::Mutex::new(free),
+        }
+    }
+
+    fn rows(&self) -> usize {
+        self.rows.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// How many transactions may be in flight at once.
+    pub(crate) fn count(&self) -> usize {
+        self.rows().max(1)
+    }
+
+    /// The lane rows are now `1..=rows` (there were fewer).
+    fn open(&self, rows: usize) {
+        let mut free = self
+            .free
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let old = self.rows();
+        if rows <= old {
+            return;
+        }
+        if old == 0 {
+            // The record stops being a lane. Free, its permit goes now; in flight, when its
+            // transaction ends (see `Drop`).
+            if let Some(i) = free.iter().position(|&k| k == 0)
+                && let Ok(p) = self.permits.try_acquire()
+            {
+                free.remove(i);
+                p.forget();
+            }
+        }
+        free.extend((old + 1..=rows).rev());
+        self.rows.store(rows, std::sync::atomic::Ordering::SeqCst);
+        self.permits.add_permits(rows - old);
+    }
+
+    /// Takes a free lane, waiting for one.
+    pub(crate) async fn take(&self) -> Lane<'_> {
+        // The semaphore is never closed: `acquire` cannot fail.
+        let permit = self.permits.acquire().await.ok();
+        let k = self
+            .free
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .pop()
+            .unwrap_or(0);
+        Lane {
+            lanes: self,
+            k,
+            permit,
+        }
+    }
+}
+
+impl Lane<'_> {
+    /// Which lane: 0 for the record itself, else a lane row.
+    pub(crate) fn index(&self) -> usize {
+        self.k
+    }
+}
+
+impl Drop for Lane<'_> {
+    fn drop(&mut self) {
+        let Some(permit) = self.permit.take() else {
+            return;
+        };
+        if self.k == 0 && self.lanes.rows() > 0 {
+            // The record stopped being a lane while this transaction was in flight.
+            permit.forget();
+            return;
+        }
+        self.lanes
+            .free
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(self.k);
+        drop(permit);
     }
 }
 

@@ -127,6 +127,29 @@ pub(crate) fn copy_slice(
     (actions, first_dest)
 }
 
+/// Consecutive ranges of items of the given `weights` (actions per item), each as long as
+/// fits in `cap` actions (an item heavier than `cap` alone in its range): the slices of a
+/// level that each go in one transaction.
+pub(crate) fn pack(
+    weights: impl IntoIterator<Item = usize>,
+    cap: usize,
+) -> Vec<std::ops::Range<usize>> {
+    let mut out = Vec::new();
+    let (mut start, mut load, mut end) = (0, 0, 0);
+    for (i, w) in weights.into_iter().enumerate() {
+        if load + w > cap && i > start {
+            out.push(start..i);
+            (start, load) = (i, 0);
+        }
+        load += w;
+        end = i + 1;
+    }
+    if end > start {
+        out.push(start..end);
+    }
+    out
+}
+
 /// How an object is removed: deleted, or (with fenced puts) replaced by a fence expiring at
 /// the given second.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -288,6 +311,15 @@ pub(crate) fn unlock(layout: &Layout, lock: &Value, paths: &[Path]) -> Vec<Trans
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pack_fills_each_transaction_without_splitting_an_item() {
+        assert_eq!(pack([2, 2, 1, 2, 2], 4), [0..2, 2..4, 4..5]);
+        assert_eq!(pack([1; 5], 2), [0..2, 2..4, 4..5]);
+        assert_eq!(pack([3, 1], 2), [0..1, 1..2]);
+        assert_eq!(pack([2; 49], 98), vec![std::ops::Range { start: 0, end: 49 }]);
+        assert!(pack(std::iter::empty(), 98).is_empty());
+    }
 
     fn layout() -> Layout {
         Layout::new('¦').unwrap()

@@ -16,9 +16,9 @@ use crate::storage::{Condition, Key, Storage, TransactAction};
 use super::Tree;
 use super::clock::after_ms;
 use super::intent::{
-    Guard, Intent, Outcome, decode_refusal, drive, enclosing_checks, encode_refusal, finish,
-    is_reparenting, join, owned_by, owner_nap, owner_retry, owner_wait, record_and_run, recorded,
-    renew_if_due, renewing, set_phase, still_owned, taken_over, write_intent,
+    Guard, Intent, Outcome, add_lanes, decode_refusal, drive, enclosing_checks, encode_refusal,
+    finish, is_reparenting, join, owned_by, owner_nap, owner_retry, owner_wait, record_and_run,
+    recorded, renew_if_due, renewing, set_phase, still_owned, taken_over, write_intent,
 };
 pub use super::intent::{Operation, Phase};
 
@@ -972,7 +972,9 @@ async fn lock_walk<S: Storage + 'static>(cx: &Ctx<S>, g: &Guard) -> Result<Vec<V
                 }
             })
             .collect();
-        // A level's locks, one transaction at a time (see `TRANSACTIONS_IN_FLIGHT`).
+        // A level's locks, its transactions in flight together, on lanes enough for the
+        // level (see "Requests in flight" in `moves.md`).
+        add_lanes(cx, g, lanes_for(level.len())).await?;
         let failed = fenced_groups(cx, g, actions, true, 1).await?;
         let mut held = Vec::with_capacity(level.len());
         let mut again = Vec::new();
@@ -1172,6 +1174,8 @@ async fn copy_levels<S: Storage + 'static>(
     g: &Guard,
     levels: &[Vec<Path>],
 ) -> Result<(usize, usize, Vec<Path>, Vec<(Path, Path)>)> {
+    // A resumed call may know the subtree's width only now.
+    add_lanes(cx, g, widest(levels)).await?;
     let intent = g.snapshot();
     let lock = Value::S(intent.id.clone());
     let (mut nodes, mut objects) = (0, 0);
@@ -1191,12 +1195,19 @@ async fn copy_levels<S: Storage + 'static>(
         objectless.extend(carried.objectless.into_iter().map(|p| (depth, p.clone())));
         // Only the root's level checks the destination's parent, and it is one node.
         let check = if depth == 0 { parent.as_ref() } else { None };
-        // In slices, each reported: a level can hold most of the subtree. The slices of a
-        // level go one transaction at a time (see `TRANSACTIONS_IN_FLIGHT`); the first that
-        // fails stops the level.
+        // In slices of one transaction each, each reported: a level can hold most of the
+        // subtree. The slices of a level go out together, as many as the intent has lanes;
+        // the first that fails stops the level. A node's listing row and object are never
+        // in two transactions, which would land in either order.
+        let cap = TRANSACT_MAX - 1 - cx.enclosing.len() - usize::from(check.is_some());
+        let weights = carried
+            .kept
+            .iter()
+            .map(|&p| 1 + usize::from(object_of(p).is_some()));
+        let kept = &carried.kept;
         let done = bounded(
-            carried.kept.chunks(PROGRESS_SLICE),
-            TRANSACTIONS_IN_FLIGHT,
+            move_plan::pack(weights, cap).into_iter().map(|r| &kept[r]),
+            g.lanes.count(),
             |slice| {
                 let (intent, lock, object_of) = (&intent, &lock, &object_of);
                 async move {
@@ -1371,6 +1382,7 @@ async fn delete_levels<S: Storage + 'static>(
     levels: &[Vec<Path>],
     count: bool,
 ) -> Result<usize> {
+    add_lanes(cx, g, widest(levels)).await?;
     let lock = Value::S(g.id());
     let op = g.snapshot().op;
     let total: usize = levels.iter().map(Vec::len).sum();
@@ -1388,14 +1400,14 @@ async fn delete_levels<S: Storage + 'static>(
         for p in level {
             cx.inner.known.remove(&cx.inner.layout.listing_key(p));
         }
-        // In slices, each reported, one transaction at a time (see `TRANSACTIONS_IN_FLIGHT`):
-        // a node's row is kept or not by its children, one level down (all deleted or kept
-        // before this level starts), never by its own level.
+        // In slices, each reported, together on the intent's lanes: a node's row is kept
+        // or not by its children, one level down (all deleted or kept before this level
+        // starts), never by its own level.
         let keep_below = &keep;
         let lock = &lock;
         let results = bounded(
             level.chunks(DELETE_SLICE),
-            TRANSACTIONS_IN_FLIGHT,
+            g.lanes.count(),
             |slice| {
                 async move {
                     let removal = guard::removal(cx);
@@ -1425,7 +1437,7 @@ async fn delete_levels<S: Storage + 'static>(
 }
 
 /// Holds the object rows of the locked source (`SC held` = the operation's id), in slices
-/// (one transaction at a time), so that an overwrite sent as one PutItem (conditional on no
+/// (together on the intent's lanes), so that an overwrite sent as one PutItem (conditional on no
 /// hold) cannot land between the copy and the delete of its object. Objects cannot appear or go under the
 /// locks meanwhile (creations and deletions check the listing rows), so the set read here
 /// is the set held.
@@ -1438,11 +1450,11 @@ async fn hold_objects<S: Storage + 'static>(
     let op = g.snapshot().op;
     let total: usize = levels.iter().map(Vec::len).sum();
     let mut done = 0;
-    // In slices, each reported (still the lock phase, its total known now), one transaction
-    // at a time (see `TRANSACTIONS_IN_FLIGHT`).
+    // In slices, each reported (still the lock phase, its total known now), together on the
+    // intent's lanes: holds do not depend on each other.
     bounded(
         levels.iter().flat_map(|l| l.chunks(PROGRESS_SLICE)),
-        TRANSACTIONS_IN_FLIGHT,
+        g.lanes.count(),
         |level| {
             async move {
                 let mut attempts = Backoff::new(cx.inner.config.retry);
@@ -1499,7 +1511,7 @@ async fn release_objects<S: Storage + 'static>(
     let id = &Value::S(g.id());
     bounded(
         paths.chunks(crate::storage::batch::TRANSACT_MAX),
-        TRANSACTIONS_IN_FLIGHT,
+        g.lanes.count(),
         |chunk| {
             async move {
                 let rows = read::rows_of(cx, chunk, true).await?;
@@ -1516,13 +1528,41 @@ async fn release_objects<S: Storage + 'static>(
     Ok(())
 }
 
-/// Takes the operation's locks off the listing rows of `paths` (rows not held are left).
+/// Takes the operation's locks off the listing rows of `paths` (rows not held are left):
+/// level by level, parents first, each level's transactions together on the intent's lanes.
 async fn unlock_paths<S: Storage + 'static>(cx: &Ctx<S>, g: &Guard, paths: &[Path]) -> Result<()> {
     let lock = Value::S(g.id());
-    let actions = move_plan::unlock(&cx.inner.layout, &lock, paths);
-    // One transaction at a time (see `TRANSACTIONS_IN_FLIGHT`).
-    fenced_groups(cx, g, actions, true, 1).await?;
+    for level in by_depth(g, paths) {
+        let actions = move_plan::unlock(&cx.inner.layout, &lock, &level);
+        fenced_groups(cx, g, actions, true, 1).await?;
+    }
     Ok(())
+}
+
+/// `paths` (top-down) in groups that may be unlocked together: with one lane, all of them
+/// (one transaction at a time keeps their order); else one group per depth, shallowest
+/// first, each in the order of `paths`. Either way a node's lock never comes off before its
+/// parent's (see "Requests in flight" in `moves.md`).
+fn by_depth(g: &Guard, paths: &[Path]) -> Vec<Vec<Path>> {
+    if g.lanes.count() <= 1 {
+        return vec![paths.to_vec()];
+    }
+    let mut groups: std::collections::BTreeMap<usize, Vec<Path>> = Default::default();
+    for p in paths {
+        groups.entry(p.len()).or_default().push(p.clone());
+    }
+    groups.into_values().collect()
+}
+
+/// [`lanes_for`] the widest of `levels`.
+fn widest(levels: &[Vec<Path>]) -> usize {
+    lanes_for(levels.iter().map(Vec::len).max().unwrap_or(0))
+}
+
+/// Lanes for a level of `nodes` nodes: one per transaction of its widest phase (a copy or
+/// a deletion, two actions a node).
+fn lanes_for(nodes: usize) -> usize {
+    nodes.div_ceil((TRANSACT_MAX - 2) / 2)
 }
 
 /// Releases the holds on the objects at `holds`, then unlocks the listing rows of `paths`,
@@ -1536,8 +1576,9 @@ async fn release_and_unlock<S: Storage + 'static>(
     let op = g.snapshot().op;
     let total = holds.len() + paths.len();
     let mut done = 0;
-    // Every hold is released before the first lock comes off; within each, the slices go
-    // one transaction at a time (see `TRANSACTIONS_IN_FLIGHT`).
+    // Every hold is released before the first lock comes off; the holds' slices go out
+    // together, and the locks level by level, parents first, each level's slices together
+    // (on the intent's lanes).
     let tell = |done: &mut usize, n: usize| {
         *done += n;
         cx.tell(op, Phase::Unlock, *done, Some(total));
@@ -1545,18 +1586,20 @@ async fn release_and_unlock<S: Storage + 'static>(
     };
     bounded(
         holds.chunks(RELEASE_SLICE),
-        TRANSACTIONS_IN_FLIGHT,
+        g.lanes.count(),
         |slice| async move { release_objects(cx, g, slice).await.map(|()| slice.len()) }.boxed(),
         |&n| tell(&mut done, n),
     )
     .await?;
-    bounded(
-        paths.chunks(PROGRESS_SLICE),
-        TRANSACTIONS_IN_FLIGHT,
-        |slice| async move { unlock_paths(cx, g, slice).await.map(|()| slice.len()) }.boxed(),
-        |&n| tell(&mut done, n),
-    )
-    .await?;
+    for level in by_depth(g, paths) {
+        bounded(
+            level.chunks(PROGRESS_SLICE),
+            g.lanes.count(),
+            |slice| async move { unlock_paths(cx, g, slice).await.map(|()| slice.len()) }.boxed(),
+            |&n| tell(&mut done, n),
+        )
+        .await?;
+    }
     Ok(())
 }
 
@@ -1700,6 +1743,9 @@ async fn rewritable<S: Storage + 'static>(
 /// nothing). Returns the indexes of actions whose condition failed, in order; with
 /// `resend_rest`, the other actions of such a transaction are sent again without them,
 /// else the operation stops at the first such transaction.
+///
+/// The actions must not depend on each other's order: their transactions go out together,
+/// as many as the intent has lanes (see [`Lanes`](super::intent::Lanes)).
 async fn fenced<S: Storage + 'static>(
     cx: &Ctx<S>,
     g: &Guard,
@@ -1719,19 +1765,41 @@ async fn fenced_groups<S: Storage + 'static>(
     resend_rest: bool,
     group: usize,
 ) -> Result<Vec<usize>> {
+    fenced_with(cx, g, actions, resend_rest, group, g.lanes.count()).await
+}
+
+/// [`fenced`](fenced) for actions that must land in their order: one transaction at a time.
+async fn fenced_in_order<S: Storage + 'static>(
+    cx: &Ctx<S>,
+    g: &Guard,
+    actions: Vec<TransactAction>,
+) -> Result<Vec<usize>> {
+    fenced_with(cx, g, actions, false, 1, 1).await
+}
+
+/// [`fenced_groups`] with at most `limit` transactions in flight.
+async fn fenced_with<S: Storage + 'static>(
+    cx: &Ctx<S>,
+    g: &Guard,
+    actions: Vec<TransactAction>,
+    resend_rest: bool,
+    group: usize,
+    limit: usize,
+) -> Result<Vec<usize>> {
     let group = group.max(1);
-    let intent_key = cx.inner.layout.intent_key(&g.id());
+    let id = g.id();
     let indexed: Vec<(usize, TransactAction)> = actions.into_iter().enumerate().collect();
-    // One check of our own intent, and one of each enclosing operation's.
+    // One check of our own intent (or of the lane the transaction takes), and one of each
+    // enclosing operation's.
     let checks = 1 + cx.enclosing.len();
     let chunk_size = (TRANSACT_MAX - checks) / group * group;
-    let intent_key = &intent_key;
-    // One transaction at a time (`TRANSACTIONS_IN_FLIGHT`): transactions in flight together
-    // would meet on the intent rows they all check, and a later action may need an earlier
-    // one. Without `resend_rest`, the first with a failed condition starts no more.
+    let id = &id;
+    // Up to `limit` transactions in flight, each on its own lane, so that they never meet on
+    // the row they check. Without `resend_rest`, the first with a failed condition starts
+    // no more.
     let failed = bounded(
         indexed.chunks(chunk_size),
-        TRANSACTIONS_IN_FLIGHT,
+        limit,
         |chunk| {
             async move {
                 let mut failed_all = Vec::new();
@@ -1741,13 +1809,20 @@ async fn fenced_groups<S: Storage + 'static>(
                     renew_if_due(cx, g).await?;
                     let mut tx: Vec<TransactAction> =
                         pending.iter().map(|(_, a)| a.clone()).collect();
+                    let lane = g.lanes.take().await;
+                    let key = match lane.index() {
+                        0 => cx.inner.layout.intent_key(id),
+                        k => cx.inner.layout.intent_lane_key(id, k),
+                    };
                     tx.push(TransactAction::ConditionCheck {
-                        key: intent_key.clone(),
+                        key,
                         condition: owned_by(cx, &g.token),
                     });
                     tx.extend(enclosing_checks(cx));
                     cx.ensure_verified().await?;
-                    match cx.inner.storage.transact_write(tx).await {
+                    let sent = cx.inner.storage.transact_write(tx).await;
+                    drop(lane);
+                    match sent {
                         Ok(()) => break,
                         Err(e) if e.kind() == ErrorKind::TransactionCanceled => {
                             let reasons = e.cancellation_reasons();
@@ -1823,7 +1898,7 @@ async fn ensure_listing<S: Storage + 'static>(cx: &Ctx<S>, g: &Guard, path: &Pat
             condition: guard::not_marked(cx),
         });
     }
-    if !actions.is_empty() && !fenced(cx, g, actions, false).await?.is_empty() {
+    if !actions.is_empty() && !fenced_in_order(cx, g, actions).await?.is_empty() {
         return Ok(());
     }
     cx.inner.known.insert_all(keys);
@@ -1863,14 +1938,6 @@ async fn links_into<S: Storage + 'static>(cx: &Ctx<S>, from: &Path) -> Result<Ve
 fn in_flight<S: Storage>(cx: &Ctx<S>) -> usize {
     cx.inner.config.in_flight.max(1)
 }
-
-/// Transactions a phase keeps in flight: one. Every transaction of an operation checks its
-/// intent row (and an enclosing operation's), and DynamoDB cancels a transaction that meets
-/// another one in progress on any of its items, a ConditionCheck's included
-/// (`TransactionConflict`), and refuses the lease's renewal while one is; and the unlocks of
-/// a parent and of its child must land in that order (see "Requests in flight" in
-/// `moves.md`).
-const TRANSACTIONS_IN_FLIGHT: usize = 1;
 
 /// Runs `step` on each of `items`, at most `limit` at once, and returns their results in
 /// the order of `items`; `seen` is called on each result in that order, as soon as it and
