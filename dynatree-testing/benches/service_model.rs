@@ -15,8 +15,10 @@
 //! Then the wide directory: 64 and 256 writers adding new names to one directory for 10 s of
 //! service time: names a second (one partition's ceiling). Then subtree operations of 1,000
 //! and 10,000 nodes (a root with 10 children of 100, or of 1,000): `move_subtree`,
-//! `copy_subtree`, `delete_subtree`, in service time, with one request of a phase at a time
-//! and with 16 in flight (`TreeBuilder::subtree_reads_in_flight`), side by side.
+//! `copy_subtree`, `delete_subtree`, in service time, with one request of a phase at a time,
+//! with 16 reads in flight (`TreeBuilder::subtree_reads_in_flight`) and with 16 reads and 16
+//! transactions in flight (`TreeBuilder::subtree_transactions_in_flight`, the default), side
+//! by side.
 //!
 //! Run: `cargo bench -p dynatree-testing --bench service_model`. Knobs:
 //! `DYNATREE_MODEL_OBJECTS` (default 1000), `DYNATREE_MODEL_SEED` (default 1),
@@ -398,14 +400,18 @@ async fn wide(way: Way, writers: usize, secs: u64) -> (f64, u64) {
     )
 }
 
+/// A subtree operation's service time (s), requests and write units.
+type Cost = (&'static str, f64, u64, f64);
+
 /// A root with 10 children, each with `(n - 1) / 10 - 1` children (about n nodes, each an
-/// object), moved, copied and deleted by a tree keeping `in_flight` requests of a phase in
-/// flight; returns the node count and each operation's service time and requests.
-async fn subtree(nodes: usize, in_flight: usize) -> (usize, Vec<(&'static str, f64, u64)>) {
+/// object), moved, copied and deleted by a tree keeping `reads` reads and `transactions`
+/// transactions of a phase in flight; returns the node count and each operation's cost.
+async fn subtree(nodes: usize, reads: usize, transactions: usize) -> (usize, Vec<Cost>) {
     let ctx = Ctx::new(Way::Dynatree).await;
     let tree = &Tree::builder(ctx.table.clone())
         .retry_policy(patient())
-        .subtree_reads_in_flight(in_flight)
+        .subtree_reads_in_flight(reads)
+        .subtree_transactions_in_flight(transactions)
         .build()
         .expect("tree");
     let per = (nodes - 1) / 10 - 1;
@@ -431,12 +437,14 @@ async fn subtree(nodes: usize, in_flight: usize) -> (usize, Vec<(&'static str, f
     let mut out = Vec::new();
     let mut op = async |name: &'static str, f: std::pin::Pin<Box<dyn Future<Output = ()> + '_>>| {
         let before = ctx.table.stats().requests();
+        let units = ctx.table.fake().metrics().write_units();
         let started = Instant::now();
         f.await;
         out.push((
             name,
             started.elapsed().as_secs_f64(),
             ctx.table.stats().requests() - before,
+            ctx.table.fake().metrics().write_units() - units,
         ));
     };
     op(
@@ -506,21 +514,25 @@ fn main() {
         }
     }
     println!(
-        "\nSubtree operations (dynatree), service time and requests, one request of a phase \
-         at a time against 16 in flight (the default):\n"
+        "\nSubtree operations (dynatree), service time, requests and write units: one request \
+         of a phase at a time; 16 reads in flight, transactions one at a time; 16 reads and 16 \
+         transactions in flight (the default):\n"
     );
     println!(
-        "| nodes | operation | 1 in flight: s | 16 in flight: s | speed-up | requests (1 / 16) |"
+        "| nodes | operation | one at a time: s | 16 reads: s | 16 + 16 (default): s | speed-up of the default | requests | WCU |"
     );
-    println!("|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|");
     let largest = knob("DYNATREE_MODEL_SUBTREES", 10_000) as usize;
     for nodes in [1_000, 10_000].into_iter().filter(|n| *n <= largest) {
-        let (count, one) = block_on(subtree(nodes, 1));
-        let (_, many) = block_on(subtree(nodes, 16));
-        for ((name, s1, r1), (_, s16, r16)) in one.into_iter().zip(many) {
+        let (count, one) = block_on(subtree(nodes, 1, 1));
+        let (_, reads) = block_on(subtree(nodes, 16, 1));
+        let (_, both) = block_on(subtree(nodes, 16, 16));
+        for (((name, s1, r1, w1), (_, sr, rr, wr)), (_, sb, rb, wb)) in
+            one.into_iter().zip(reads).zip(both)
+        {
             println!(
-                "| {count} | {name} | {s1:.1} | {s16:.1} | {:.1}x | {r1} / {r16} |",
-                s1 / s16
+                "| {count} | {name} | {s1:.1} | {sr:.1} | {sb:.1} | {:.1}x | {r1} / {rr} / {rb} | {w1:.0} / {wr:.0} / {wb:.0} |",
+                s1 / sb
             );
         }
     }

@@ -31,6 +31,7 @@ mod denorm;
 mod explorer;
 mod fences;
 mod history;
+mod lanes;
 mod operations;
 mod overwrite;
 mod parallel_phases;

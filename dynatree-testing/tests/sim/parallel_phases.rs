@@ -14,13 +14,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use crate::acts::*;
 
 /// The names `x000 .. x{n-1}`.
-fn xs(n: usize) -> Vec<String> {
+pub(crate) fn xs(n: usize) -> Vec<String> {
     (0..n).map(|i| format!("x{i:03}")).collect()
 }
 
 /// `check()` of the final table finds nothing repairable but, when an operation failed, an
 /// empty listing row (a failed delete may leave one, documented).
-fn no_violation_unless_failed(end: &End<'_>) -> Result<(), String> {
+pub(crate) fn no_violation_unless_failed(end: &End<'_>) -> Result<(), String> {
     let failed = end.outcomes.iter().any(|o| !o.is_ok());
     let found = final_violations(end.rows, Tree::new, failed)?;
     if found.is_empty() {
@@ -451,7 +451,7 @@ fn parallel_reparent_of_several_children_vs_put_under_a_child_under_every_fault(
 }
 
 /// A tree with a 10 s lease.
-fn leased(s: SimStorage<FakeTable>) -> T {
+pub(crate) fn leased(s: SimStorage<FakeTable>) -> T {
     Tree::builder(s)
         .removal_lease(Duration::from_secs(10))
         .build()
@@ -519,8 +519,8 @@ fn parallel_reparent_taken_over_mid_child_move_by_resume() {
     .run();
 }
 
-/// `s` and 120 children: a level of three lanes.
-fn wide(n: usize) -> Vec<(P, u32)> {
+/// `s` and `n` children (120: a level of three lanes).
+pub(crate) fn wide(n: usize) -> Vec<(P, u32)> {
     let mut setup = vec![(p(&["s"]), 0)];
     setup.extend(xs(n).into_iter().map(|x| (vec!["s".to_owned(), x], 1)));
     setup

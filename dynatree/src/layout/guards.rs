@@ -172,6 +172,14 @@ impl Layout {
         if unowned {
             unchanged.push(Condition::attr_not_exists(self.intent_attr("owner")));
         }
+        // The optional fields absent when read are still absent: a record that gained lanes
+        // (or a refusal) since is not the record read, even with every other field equal.
+        for field in ["lanes", "refusal"] {
+            let name = self.intent_attr(field);
+            if !item.contains(&name) {
+                unchanged.push(Condition::attr_not_exists(name));
+            }
+        }
         Condition::And(unchanged)
     }
 }

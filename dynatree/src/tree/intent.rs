@@ -363,7 +363,7 @@ pub(crate) async fn record<S: Storage + 'static>(
     .await?;
     // The operation is recorded: a step of the call (see `retry::progressed`).
     crate::retry::progressed();
-    Ok(Guard::new(intent, token))
+    Ok(Guard::new(cx, intent, token))
 }
 
 /// Writes the intent record `item` under `condition`, with `lanes` (writes of its lane rows,
@@ -499,13 +499,20 @@ pub(crate) async fn run_owned<S: Storage + 'static>(cx: &Ctx<S>, g: &Guard) -> R
 /// Gives up the ownership of an intent (after a failure), so that a `resume` elsewhere
 /// need not wait for the lease. Best effort: if it fails, the lease runs out instead.
 pub(crate) async fn release_intent<S: Storage + 'static>(cx: &Ctx<S>, g: &Guard) {
-    let mut intent = g.snapshot();
+    let intent = g.snapshot();
     if intent.owner.is_some() {
-        intent.owner = None;
-        intent.lease = 0;
+        // Only the owner and the lease go: the rest stays as stored, which may be ahead of
+        // this call's snapshot (a write whose answer was lost, such as lanes added).
         let _ = cx
             .io()
-            .put_item(encode_intent(cx, &intent), owned_by(cx, &g.token))
+            .update_item(
+                &cx.inner.layout.intent_key(&intent.id),
+                vec![
+                    crate::storage::UpdateAction::Remove(owner_attr(cx)),
+                    crate::storage::UpdateAction::Remove(cx.inner.layout.intent_attr("lease")),
+                ],
+                owned_by(cx, &g.token),
+            )
             .await;
     }
 }
@@ -548,7 +555,7 @@ pub(crate) async fn claim<S: Storage + 'static>(cx: &Ctx<S>, id: &str) -> Result
         // the old owner fails its lane's check, whichever lane it is in.
         let lanes = lane_rows(cx, id, 1..=intent.lanes, &token);
         match write_inside(cx, encode_intent(cx, &mine), condition, lanes).await {
-            Ok(()) => return Ok(Some(Guard::new(mine, token))),
+            Ok(()) => return Ok(Some(Guard::new(cx, mine, token))),
             Err(e) if e.kind() == ErrorKind::ConditionFailed => {}
             Err(e) => return Err(e),
         }
@@ -936,8 +943,16 @@ pub(crate) struct Guard {
 }
 
 impl Guard {
-    fn new(intent: Intent, token: String) -> Self {
-        let lanes = Lanes::new(intent.lanes);
+    /// An intent owned by this call: its transactions in flight at once are at most its
+    /// lanes and the setting; inside another operation, one (each checks the enclosing
+    /// record too, so they could not be in flight together).
+    fn new<S: Storage + 'static>(cx: &Ctx<S>, intent: Intent, token: String) -> Self {
+        let cap = if cx.enclosing.is_empty() {
+            cx.inner.config.tx_in_flight
+        } else {
+            1
+        };
+        let lanes = Lanes::new(intent.lanes, cap);
         Self {
             intent: std::sync::Mutex::new(intent),
             token,
@@ -976,13 +991,28 @@ impl Guard {
 /// (waiting while all are taken), checks that lane's row, and gives it back once it has its
 /// answer. So no two transactions of the operation in flight check the same row. Lane 0 is
 /// the intent record itself, the only lane of an intent without lane rows.
+///
+/// How many may be taken at once also follows the table's answers: a throttled transaction
+/// halves it (its rows share a partition with the others of its level, whose limit it met),
+/// and each one that lands adds one back, up to the number of lanes.
 #[derive(Debug)]
 pub(crate) struct Lanes {
     free: std::sync::Mutex<Vec<usize>>,
-    /// One permit per free lane.
+    /// One permit per transaction that may start now.
     permits: tokio::sync::Semaphore,
     /// How many lane rows there are (0: the record is the only lane).
     rows: std::sync::atomic::AtomicUsize,
+    /// At most this many in flight, whatever the lanes (the caller's setting).
+    cap: usize,
+    flow: std::sync::Mutex<Flow>,
+}
+
+/// How many transactions may be in flight, and how many permits are to be forgotten as they
+/// come back (the allowance was cut while they were taken).
+#[derive(Debug)]
+struct Flow {
+    allowed: usize,
+    debt: usize,
 }
 
 /// A lane taken from [`Lanes`], given back when dropped.
@@ -993,15 +1023,19 @@ pub(crate) struct Lane<'a> {
 }
 
 impl Lanes {
-    fn new(rows: usize) -> Self {
+    fn new(rows: usize, cap: usize) -> Self {
         let free: Vec<usize> = if rows == 0 {
             vec![0]
         } else {
             (1..=rows).rev().collect()
         };
+        let cap = cap.max(1);
+        let allowed = free.len().min(cap);
         Self {
-            permits: tokio::sync::Semaphore::new(free.len()),
+            permits: tokio::sync::Semaphore::new(allowed),
             rows: std::sync::atomic::AtomicUsize::new(rows),
+            cap,
+            flow: std::sync::Mutex::new(Flow { allowed, debt: 0 }),
             free: std::sync::Mutex::new(free),
         }
     }
@@ -1010,46 +1044,87 @@ impl Lanes {
         self.rows.load(std::sync::atomic::Ordering::SeqCst)
     }
 
+    fn flow(&self) -> std::sync::MutexGuard<'_, Flow> {
+        self.flow
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn free(&self) -> std::sync::MutexGuard<'_, Vec<usize>> {
+        self.free
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// One permit fewer in circulation: a free one now, or the next to come back.
+    fn shrink_one(&self, flow: &mut Flow) {
+        match self.permits.try_acquire() {
+            Ok(p) => p.forget(),
+            Err(_) => flow.debt += 1,
+        }
+    }
+
+    /// One permit more in circulation.
+    fn grow_one(&self, flow: &mut Flow) {
+        if flow.debt > 0 {
+            flow.debt -= 1;
+        } else {
+            self.permits.add_permits(1);
+        }
+    }
+
     /// How many transactions may be in flight at once.
     pub(crate) fn count(&self) -> usize {
-        self.rows().max(1)
+        self.rows().max(1).min(self.cap)
     }
 
     /// The lane rows are now `1..=rows` (there were fewer).
     fn open(&self, rows: usize) {
-        let mut free = self
-            .free
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut flow = self.flow();
         let old = self.rows();
         if rows <= old {
             return;
         }
         if old == 0 {
-            // The record stops being a lane. Free, its permit goes now; in flight, when its
-            // transaction ends (see `Drop`).
-            if let Some(i) = free.iter().position(|&k| k == 0)
-                && let Ok(p) = self.permits.try_acquire()
-            {
-                free.remove(i);
-                p.forget();
-            }
+            // The record stops being a lane: free, it leaves the free lanes now; in flight,
+            // it is not given back (see `Drop`). Its permit goes either way.
+            self.free().retain(|&k| k != 0);
+            self.shrink_one(&mut flow);
+            flow.allowed = flow.allowed.saturating_sub(1);
         }
-        free.extend((old + 1..=rows).rev());
+        self.free().extend((old + 1..=rows).rev());
         self.rows.store(rows, std::sync::atomic::Ordering::SeqCst);
-        self.permits.add_permits(rows - old);
+        while flow.allowed < self.count() {
+            self.grow_one(&mut flow);
+            flow.allowed += 1;
+        }
+    }
+
+    /// A transaction was throttled: half as many may be in flight from now on (at least one).
+    pub(crate) fn throttled(&self) {
+        let mut flow = self.flow();
+        let keep = (flow.allowed / 2).max(1);
+        for _ in keep..flow.allowed {
+            self.shrink_one(&mut flow);
+        }
+        flow.allowed = keep;
+    }
+
+    /// A transaction landed: one more may be in flight, up to the number of lanes.
+    pub(crate) fn landed(&self) {
+        let mut flow = self.flow();
+        if flow.allowed < self.count() {
+            flow.allowed += 1;
+            self.grow_one(&mut flow);
+        }
     }
 
     /// Takes a free lane, waiting for one.
     pub(crate) async fn take(&self) -> Lane<'_> {
         // The semaphore is never closed: `acquire` cannot fail.
         let permit = self.permits.acquire().await.ok();
-        let k = self
-            .free
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .pop()
-            .unwrap_or(0);
+        // A permit is in circulation only while a lane is free for it.
+        let k = self.free().pop().unwrap_or(0);
         Lane {
             lanes: self,
             k,
@@ -1070,23 +1145,60 @@ impl Drop for Lane<'_> {
         let Some(permit) = self.permit.take() else {
             return;
         };
-        if self.k == 0 && self.lanes.rows() > 0 {
-            // The record stopped being a lane while this transaction was in flight.
-            permit.forget();
-            return;
+        let mut flow = self.lanes.flow();
+        // The record stops being a lane once there are lane rows.
+        if !(self.k == 0 && self.lanes.rows() > 0) {
+            self.lanes.free().push(self.k);
         }
-        self.lanes
-            .free
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .push(self.k);
-        drop(permit);
+        if flow.debt > 0 {
+            flow.debt -= 1;
+            permit.forget();
+        } else {
+            drop(permit);
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn lanes_are_taken_once_each_and_follow_throttling() {
+        let lanes = Lanes::new(0, 16);
+        let a = lanes.take().await;
+        assert_eq!(a.index(), 0);
+        // The record stops being a lane while a transaction is in flight on it: three in
+        // flight in all, that one included.
+        lanes.open(3);
+        let taken: Vec<Lane<'_>> = vec![lanes.take().await, lanes.take().await];
+        assert!(lanes.permits.try_acquire().is_err(), "three in flight");
+        drop(a);
+        let third = lanes.take().await;
+        let mut ks: Vec<usize> = taken.iter().chain([&third]).map(Lane::index).collect();
+        ks.sort_unstable();
+        assert_eq!(ks, [1, 2, 3], "lane 0 is no lane any more");
+        assert!(
+            lanes.permits.try_acquire().is_err(),
+            "three lanes, three in flight"
+        );
+        drop(taken);
+        drop(third);
+        assert_eq!(lanes.permits.available_permits(), 3);
+        // Throttled: one of three, then back up one at a time.
+        lanes.throttled();
+        assert_eq!(lanes.permits.available_permits(), 1);
+        let one = lanes.take().await;
+        lanes.throttled();
+        assert_eq!(lanes.permits.available_permits(), 0);
+        drop(one);
+        assert_eq!(lanes.permits.available_permits(), 1);
+        lanes.landed();
+        lanes.landed();
+        lanes.landed();
+        assert_eq!(lanes.permits.available_permits(), 3);
+        assert_eq!(lanes.free().len(), 3);
+    }
 
     #[test]
     fn stored_names_round_trip() {

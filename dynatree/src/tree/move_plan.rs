@@ -150,6 +150,44 @@ pub(crate) fn pack(
     out
 }
 
+/// `items` in turns across their partitions (`partition` of each): the first of each
+/// partition, in the order the partitions first appear, then the second of each, and so on.
+/// A level's transactions sent in this order spread over the partitions of its parents
+/// instead of meeting one partition's write limit together.
+pub(crate) fn spread<T, K: Eq + std::hash::Hash + Clone>(
+    items: impl IntoIterator<Item = T>,
+    partition: impl Fn(&T) -> K,
+) -> Vec<T> {
+    let mut order: Vec<K> = Vec::new();
+    let mut groups: std::collections::HashMap<K, std::collections::VecDeque<T>> =
+        std::collections::HashMap::new();
+    for item in items {
+        let k = partition(&item);
+        groups
+            .entry(k.clone())
+            .or_insert_with(|| {
+                order.push(k);
+                std::collections::VecDeque::new()
+            })
+            .push_back(item);
+    }
+    let mut out = Vec::new();
+    loop {
+        let before = out.len();
+        for k in &order {
+            if let Some(item) = groups
+                .get_mut(k)
+                .and_then(std::collections::VecDeque::pop_front)
+            {
+                out.push(item);
+            }
+        }
+        if out.len() == before {
+            return out;
+        }
+    }
+}
+
 /// How an object is removed: deleted, or (with fenced puts) replaced by a fence expiring at
 /// the given second.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -313,11 +351,22 @@ mod tests {
     use super::*;
 
     #[test]
+    fn spread_takes_partitions_in_turns() {
+        let items = ["a1", "a2", "a3", "b1", "c1", "c2"];
+        let out = spread(items, |s| s.as_bytes()[0]);
+        assert_eq!(out, ["a1", "b1", "c1", "a2", "c2", "a3"]);
+        assert!(spread(Vec::<u8>::new(), |b| *b).is_empty());
+    }
+
+    #[test]
     fn pack_fills_each_transaction_without_splitting_an_item() {
         assert_eq!(pack([2, 2, 1, 2, 2], 4), [0..2, 2..4, 4..5]);
         assert_eq!(pack([1; 5], 2), [0..2, 2..4, 4..5]);
         assert_eq!(pack([3, 1], 2), [0..1, 1..2]);
-        assert_eq!(pack([2; 49], 98), vec![std::ops::Range { start: 0, end: 49 }]);
+        assert_eq!(
+            pack([2; 49], 98),
+            vec![std::ops::Range { start: 0, end: 49 }]
+        );
         assert!(pack(std::iter::empty(), 98).is_empty());
     }
 

@@ -1205,8 +1205,17 @@ async fn copy_levels<S: Storage + 'static>(
             .iter()
             .map(|&p| 1 + usize::from(object_of(p).is_some()));
         let kept = &carried.kept;
+        let packed: Vec<&[&Path]> = move_plan::pack(weights, cap)
+            .into_iter()
+            .map(|r| &kept[r])
+            .collect();
+        let packed = if g.lanes.count() > 1 {
+            move_plan::spread(packed, |s| s.first().and_then(|p| p.parent()))
+        } else {
+            packed
+        };
         let done = bounded(
-            move_plan::pack(weights, cap).into_iter().map(|r| &kept[r]),
+            packed,
             g.lanes.count(),
             |slice| {
                 let (intent, lock, object_of) = (&intent, &lock, &object_of);
@@ -1406,7 +1415,7 @@ async fn delete_levels<S: Storage + 'static>(
         let keep_below = &keep;
         let lock = &lock;
         let results = bounded(
-            level.chunks(DELETE_SLICE),
+            slices(g, level, DELETE_SLICE, (TRANSACT_MAX - 2) / 2),
             g.lanes.count(),
             |slice| {
                 async move {
@@ -1559,6 +1568,17 @@ fn widest(levels: &[Vec<Path>]) -> usize {
     lanes_for(levels.iter().map(Vec::len).max().unwrap_or(0))
 }
 
+/// The slices of `level` a phase sends, each reported: `size` nodes each with one lane (one
+/// transaction at a time, in order); with several, `one` each (one transaction's worth), in
+/// turns across the partitions of their parents' listing rows, so that the transactions in
+/// flight together do not all write into one partition (1,000 write units a second).
+fn slices<'a>(g: &Guard, level: &'a [Path], size: usize, one: usize) -> Vec<&'a [Path]> {
+    if g.lanes.count() <= 1 {
+        return level.chunks(size).collect();
+    }
+    move_plan::spread(level.chunks(one), |s| s.first().and_then(Path::parent))
+}
+
 /// Lanes for a level of `nodes` nodes: one per transaction of its widest phase (a copy or
 /// a deletion, two actions a node).
 fn lanes_for(nodes: usize) -> usize {
@@ -1593,7 +1613,7 @@ async fn release_and_unlock<S: Storage + 'static>(
     .await?;
     for level in by_depth(g, paths) {
         bounded(
-            level.chunks(PROGRESS_SLICE),
+            slices(g, &level, PROGRESS_SLICE, TRANSACT_MAX - 1),
             g.lanes.count(),
             |slice| async move { unlock_paths(cx, g, slice).await.map(|()| slice.len()) }.boxed(),
             |&n| tell(&mut done, n),
@@ -1797,19 +1817,36 @@ async fn fenced_with<S: Storage + 'static>(
     // Up to `limit` transactions in flight, each on its own lane, so that they never meet on
     // the row they check. Without `resend_rest`, the first with a failed condition starts
     // no more.
+    let chunks: Vec<&[(usize, TransactAction)]> = indexed.chunks(chunk_size).collect();
+    let chunks = if limit > 1 {
+        // In turns across the partitions of their first rows (a level's listing rows sit in
+        // their parents' partitions).
+        move_plan::spread(chunks, |c| {
+            c.first().and_then(|(_, a)| a.key()).map(|k| k.hash)
+        })
+    } else {
+        chunks
+    };
     let failed = bounded(
-        indexed.chunks(chunk_size),
+        chunks,
         limit,
         |chunk| {
             async move {
                 let mut failed_all = Vec::new();
                 let mut pending: Vec<(usize, TransactAction)> = chunk.to_vec();
                 let mut backoff = Backoff::new(cx.inner.config.retry);
+                // The lane taken, kept through the wait after a throttled try: the next try
+                // goes before any transaction of the operation not yet in flight, so the
+                // partition's capacity that comes back is not taken by them first.
+                let mut kept = None;
                 while !pending.is_empty() {
                     renew_if_due(cx, g).await?;
                     let mut tx: Vec<TransactAction> =
                         pending.iter().map(|(_, a)| a.clone()).collect();
-                    let lane = g.lanes.take().await;
+                    let lane = match kept.take() {
+                        Some(lane) => lane,
+                        None => g.lanes.take().await,
+                    };
                     let key = match lane.index() {
                         0 => cx.inner.layout.intent_key(id),
                         k => cx.inner.layout.intent_lane_key(id, k),
@@ -1821,9 +1858,26 @@ async fn fenced_with<S: Storage + 'static>(
                     tx.extend(enclosing_checks(cx));
                     cx.ensure_verified().await?;
                     let sent = cx.inner.storage.transact_write(tx).await;
-                    drop(lane);
+                    match &sent {
+                        Err(e) if e.kind() == ErrorKind::Throttled => {
+                            g.lanes.throttled();
+                            kept = Some(lane);
+                        }
+                        _ => {
+                            drop(lane);
+                            g.lanes.landed();
+                        }
+                    }
                     match sent {
-                        Ok(()) => break,
+                        Ok(()) => {
+                            // With transactions in flight together, each that lands is a
+                            // step of the call: their throttled tries draw from one budget,
+                            // which a call making progress must not run out of.
+                            if g.lanes.count() > 1 {
+                                crate::retry::progressed();
+                            }
+                            break;
+                        }
                         Err(e) if e.kind() == ErrorKind::TransactionCanceled => {
                             let reasons = e.cancellation_reasons();
                             if reasons
