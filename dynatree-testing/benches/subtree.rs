@@ -1,11 +1,14 @@
-//! Move, copy and delete of a subtree on DynamoDB Local, with one request of a phase at a time
-//! and with 16 in flight (`TreeBuilder::subtree_reads_in_flight`), side by side in one run.
+//! Move, copy and delete of a subtree on DynamoDB Local, with one request of a phase at a time,
+//! with 16 reads in flight (`TreeBuilder::subtree_reads_in_flight`) and with 16 reads and 16
+//! transactions in flight (`TreeBuilder::subtree_transactions_in_flight`, the default), side
+//! by side in one run.
 //!
 //! The tree: a root `src` with 10 children, each with `(N - 1) / 10 - 1` children (about N
 //! nodes, each a small object), written with 32 puts in flight (not timed). On a fresh table
 //! for each setting: `copy_subtree(src, copy)`, `move_subtree(src, moved)`,
 //! `delete_subtree(moved)`, each timed on this machine's clock, with the requests the
-//! operation sent (the same at both settings: only their order changes). Run:
+//! operation sent (the same with reads in flight: only their order changes; with
+//! transactions in flight, plus the intent's lanes and the unlocks level by level). Run:
 //! `cargo bench -p dynatree-testing --bench subtree`.
 //!
 //! Knob: `DYNATREE_SUBTREE_NODES=<n>` (default 10000). DynamoDB Local is one JVM on this
@@ -44,15 +47,18 @@ async fn build(tree: &Tree, nodes: usize) -> usize {
     1 + 10 * (per + 1)
 }
 
-/// Each operation's seconds and requests, on a fresh table, with `in_flight`.
+/// Each operation's seconds and requests, on a fresh table, with `reads` reads and
+/// `transactions` transactions of a phase in flight.
 async fn run(
     local: &DynamoDbLocal,
     nodes: usize,
-    in_flight: usize,
+    reads: usize,
+    transactions: usize,
 ) -> (usize, Vec<(&'static str, f64, u64)>) {
     let counting = Faulty::new(local.fresh_table());
     let tree = Tree::builder(counting.clone())
-        .subtree_reads_in_flight(in_flight)
+        .subtree_reads_in_flight(reads)
+        .subtree_transactions_in_flight(transactions)
         .build()
         .expect("tree");
     tree.create_table().await.expect("table");
@@ -88,15 +94,18 @@ async fn main() {
             std::process::exit(1);
         }
     };
-    let (count, one) = run(&local, nodes, 1).await;
-    let (_, many) = run(&local, nodes, 16).await;
+    let (count, one) = run(&local, nodes, 1, 1).await;
+    let (_, reads) = run(&local, nodes, 16, 1).await;
+    let (_, both) = run(&local, nodes, 16, 16).await;
     println!("DynamoDB Local, {count} nodes:\n");
-    println!("| operation | 1 in flight: s | 16 in flight: s | speed-up | requests (1 / 16) |");
-    println!("|---|---|---|---|---|");
-    for ((name, s1, r1), (_, s16, r16)) in one.into_iter().zip(many) {
+    println!(
+        "| operation | one at a time: s | 16 reads: s | 16 + 16 (default): s | speed-up of the default | requests |"
+    );
+    println!("|---|---|---|---|---|---|");
+    for (((name, s1, r1), (_, sr, rr)), (_, sb, rb)) in one.into_iter().zip(reads).zip(both) {
         println!(
-            "| {name} | {s1:.1} | {s16:.1} | {:.1}x | {r1} / {r16} |",
-            s1 / s16
+            "| {name} | {s1:.1} | {sr:.1} | {sb:.1} | {:.1}x | {r1} / {rr} / {rb} |",
+            s1 / sb
         );
     }
 }
