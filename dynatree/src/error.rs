@@ -1043,6 +1043,22 @@ impl Error {
         }
     }
 
+    /// Whether the service refused the request for capacity: [`ErrorKind::Throttled`], or a
+    /// transaction canceled for it (reason `ThrottlingError` or
+    /// `ProvisionedThroughputExceeded`, as DynamoDB reports a throttled TransactWriteItems).
+    pub(crate) fn is_throttling(&self) -> bool {
+        match self.kind() {
+            ErrorKind::Throttled => true,
+            ErrorKind::TransactionCanceled => self.0.reasons.iter().any(|r| {
+                matches!(
+                    r.code(),
+                    "ThrottlingError" | "ProvisionedThroughputExceeded"
+                )
+            }),
+            _ => false,
+        }
+    }
+
     pub(crate) fn invalid_path(detail: impl Into<String>) -> Self {
         Self::new(ErrorKind::InvalidPath, detail)
     }

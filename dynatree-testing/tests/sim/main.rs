@@ -32,6 +32,7 @@ mod explorer;
 mod fences;
 mod history;
 mod lanes;
+mod lanes_flow;
 mod operations;
 mod overwrite;
 mod parallel_phases;

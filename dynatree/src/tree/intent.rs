@@ -1013,6 +1013,22 @@ pub(crate) struct Lanes {
 struct Flow {
     allowed: usize,
     debt: usize,
+    /// Lanes taken now.
+    held: usize,
+}
+
+/// What a throttled transaction of an operation on lanes does next. The throttle halved the
+/// transactions allowed in flight; only one left alone in flight spends the call's retry
+/// budget, so that the transactions of one wave do not spend it together while the
+/// operation is only finding its pace, and a call whose transactions never land still stops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Throttle {
+    /// More are in flight than now allowed: give the lane back and queue for one again.
+    Yield,
+    /// Others are in flight too: keep the lane and wait (no retry spent).
+    Wait,
+    /// Alone in flight: keep the lane and retry, spending the budget.
+    Spend,
 }
 
 /// A lane taken from [`Lanes`], given back when dropped.
@@ -1035,7 +1051,11 @@ impl Lanes {
             permits: tokio::sync::Semaphore::new(allowed),
             rows: std::sync::atomic::AtomicUsize::new(rows),
             cap,
-            flow: std::sync::Mutex::new(Flow { allowed, debt: 0 }),
+            flow: std::sync::Mutex::new(Flow {
+                allowed,
+                debt: 0,
+                held: 0,
+            }),
             free: std::sync::Mutex::new(free),
         }
     }
@@ -1101,13 +1121,21 @@ impl Lanes {
     }
 
     /// A transaction was throttled: half as many may be in flight from now on (at least one).
-    pub(crate) fn throttled(&self) {
+    /// What the transaction should do next: see [`Throttle`].
+    pub(crate) fn throttled(&self) -> Throttle {
         let mut flow = self.flow();
         let keep = (flow.allowed / 2).max(1);
         for _ in keep..flow.allowed {
             self.shrink_one(&mut flow);
         }
         flow.allowed = keep;
+        if flow.debt > 0 {
+            Throttle::Yield
+        } else if flow.held > 1 {
+            Throttle::Wait
+        } else {
+            Throttle::Spend
+        }
     }
 
     /// A transaction landed: one more may be in flight, up to the number of lanes.
@@ -1123,6 +1151,7 @@ impl Lanes {
     pub(crate) async fn take(&self) -> Lane<'_> {
         // The semaphore is never closed: `acquire` cannot fail.
         let permit = self.permits.acquire().await.ok();
+        self.flow().held += 1;
         // A permit is in circulation only while a lane is free for it.
         let k = self.free().pop().unwrap_or(0);
         Lane {
@@ -1146,6 +1175,7 @@ impl Drop for Lane<'_> {
             return;
         };
         let mut flow = self.lanes.flow();
+        flow.held -= 1;
         // The record stops being a lane once there are lane rows.
         if !(self.k == 0 && self.lanes.rows() > 0) {
             self.lanes.free().push(self.k);
@@ -1162,6 +1192,114 @@ impl Drop for Lane<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Random takes, answers (landed or throttled, a throttled lane kept or given
+    /// back), and lanes opened mid-way, checked after every step: no lane taken twice, lane 0
+    /// never taken once there are lane rows, never more permits free than lanes free, the
+    /// permit count equal to the allowance plus the debt, and a take never waiting with
+    /// nothing in flight; at the end, every lane free and `count()` permits.
+    #[test]
+    fn lanes_keep_their_counts_over_random_cycles() {
+        use futures::FutureExt;
+        for seed in 0..400u64 {
+            let mut rng = fastrand::Rng::with_seed(seed);
+            let cap = [1, 2, 3, 4, 16][rng.usize(..5)];
+            let start = [0, 0, 1, 2, 5][rng.usize(..5)];
+            let lanes = Lanes::new(start, cap);
+            let mut held: Vec<Lane<'_>> = Vec::new();
+            for step in 0..300 {
+                let ctx = format!("seed {seed} step {step} cap {cap} rows {}", lanes.rows());
+                match rng.usize(..10) {
+                    0..=3 => match lanes.take().now_or_never() {
+                        Some(l) => {
+                            assert!(
+                                !held.iter().any(|h| h.index() == l.index()),
+                                "{ctx}: lane {} taken twice",
+                                l.index()
+                            );
+                            if lanes.rows() > 0 {
+                                assert!(
+                                    (1..=lanes.rows()).contains(&l.index()),
+                                    "{ctx}: lane {} taken with {} lane rows",
+                                    l.index(),
+                                    lanes.rows()
+                                );
+                            }
+                            held.push(l);
+                        }
+                        None => {
+                            assert!(!held.is_empty(), "{ctx}: a take waits with none in flight")
+                        }
+                    },
+                    4..=5 if !held.is_empty() => {
+                        let l = held.swap_remove(rng.usize(..held.len()));
+                        drop(l);
+                        lanes.landed();
+                    }
+                    6 if !held.is_empty() => {
+                        // Throttled: kept through the wait (stays in `held`), or its task
+                        // fails and gives it back.
+                        let _ = lanes.throttled();
+                        if rng.bool() {
+                            let l = held.swap_remove(rng.usize(..held.len()));
+                            drop(l);
+                        }
+                    }
+                    7 => {
+                        let _ = lanes.throttled();
+                    }
+                    8 if rng.usize(..6) == 0 => {
+                        let more = lanes.rows() + 1 + rng.usize(..4);
+                        lanes.open(more.min(MAX_LANES));
+                    }
+                    _ => lanes.landed(),
+                }
+                let flow = lanes.flow();
+                let free = lanes.free().len();
+                let available = lanes.permits.available_permits();
+                assert!(
+                    available <= free,
+                    "{ctx}: {available} permits for {free} free lanes"
+                );
+                assert!(
+                    flow.allowed <= lanes.count(),
+                    "{ctx}: allowed {} > count {}",
+                    flow.allowed,
+                    lanes.count()
+                );
+                assert!(flow.allowed >= 1, "{ctx}: nothing allowed");
+                assert_eq!(
+                    available + held.len(),
+                    flow.allowed + flow.debt,
+                    "{ctx}: permits drifted"
+                );
+                assert!(
+                    flow.debt <= held.len(),
+                    "{ctx}: debt {} > {} in flight",
+                    flow.debt,
+                    held.len()
+                );
+                assert_eq!(flow.held, held.len(), "{ctx}: lanes taken");
+            }
+            held.clear();
+            for _ in 0..lanes.count() {
+                lanes.landed();
+            }
+            assert_eq!(
+                lanes.permits.available_permits(),
+                lanes.count(),
+                "seed {seed}: permits at rest"
+            );
+            let mut free = lanes.free().clone();
+            free.sort_unstable();
+            let want: Vec<usize> = if lanes.rows() == 0 {
+                vec![0]
+            } else {
+                (1..=lanes.rows()).collect()
+            };
+            assert_eq!(free, want, "seed {seed}: free lanes at rest");
+        }
+    }
 
     #[tokio::test]
     async fn lanes_are_taken_once_each_and_follow_throttling() {

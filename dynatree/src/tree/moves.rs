@@ -16,9 +16,10 @@ use crate::storage::{Condition, Key, Storage, TransactAction};
 use super::Tree;
 use super::clock::after_ms;
 use super::intent::{
-    Guard, Intent, Outcome, add_lanes, decode_refusal, drive, enclosing_checks, encode_refusal,
-    finish, is_reparenting, join, owned_by, owner_nap, owner_retry, owner_wait, record_and_run,
-    recorded, renew_if_due, renewing, set_phase, still_owned, taken_over, write_intent,
+    Guard, Intent, Outcome, Throttle, add_lanes, decode_refusal, drive, enclosing_checks,
+    encode_refusal, finish, is_reparenting, join, owned_by, owner_nap, owner_retry, owner_wait,
+    record_and_run, recorded, renew_if_due, renewing, set_phase, still_owned, taken_over,
+    write_intent,
 };
 pub use super::intent::{Operation, Phase};
 
@@ -1858,10 +1859,29 @@ async fn fenced_with<S: Storage + 'static>(
                     tx.extend(enclosing_checks(cx));
                     cx.ensure_verified().await?;
                     let sent = cx.inner.storage.transact_write(tx).await;
-                    match &sent {
-                        Err(e) if e.kind() == ErrorKind::Throttled => {
-                            g.lanes.throttled();
-                            kept = Some(lane);
+                    match sent {
+                        // Throttled (DynamoDB reports a throttled transaction as canceled
+                        // with `ThrottlingError` reasons, or as throttled).
+                        Err(e) if e.is_throttling() => {
+                            match g.lanes.throttled() {
+                                Throttle::Yield => {
+                                    drop(lane);
+                                    let n = backoff.next_wait();
+                                    crate::retry::sleep_for(cx.inner.config.retry.delay(n)).await;
+                                }
+                                Throttle::Wait => {
+                                    kept = Some(lane);
+                                    let n = backoff.next_wait();
+                                    crate::retry::sleep_for(cx.inner.config.retry.delay(n)).await;
+                                }
+                                Throttle::Spend => {
+                                    kept = Some(lane);
+                                    if !backoff.retry().await {
+                                        return Err(e);
+                                    }
+                                }
+                            }
+                            continue;
                         }
                         _ => {
                             drop(lane);
@@ -1904,11 +1924,6 @@ async fn fenced_with<S: Storage + 'static>(
                                 pending.retain(|(i, _)| !dropped.contains(&(i / group)));
                                 continue;
                             }
-                            if !backoff.retry().await {
-                                return Err(e);
-                            }
-                        }
-                        Err(e) if e.kind() == ErrorKind::Throttled => {
                             if !backoff.retry().await {
                                 return Err(e);
                             }
