@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use crate::acts::*;
-use crate::parallel_phases::{leased, no_violation_unless_failed, wide, xs};
+use crate::parallel_phases::{InProgress, leased, no_violation_unless_failed, wide, xs};
 
 fn intents_hash() -> String {
     format!("{SC}{SC}intents")
@@ -394,110 +394,6 @@ async fn a_lost_response_of_add_lanes_then_a_default_resume_leaves_no_lane() {
 // ---------------------------------------------------------------------------------------------
 // 3. A re-parenting whose child move joins a user's move that has lanes, on DynamoDB's rule.
 
-struct InProgressState {
-    inner: FakeTable,
-    items: std::sync::Mutex<std::collections::HashMap<Key, usize>>,
-    conflicts: AtomicUsize,
-    /// Conflicts met by a transaction checking a re-parenting's intent (its enclosing check).
-    on_record: AtomicUsize,
-}
-
-/// DynamoDB's rule for items of transactions in flight (a copy of `parallel_phases`' layer):
-/// a transaction meeting an item of another in progress is cancelled (`TransactionConflict`),
-/// a single-item write of such an item refused; 10 ms a request.
-#[derive(Clone)]
-struct InProgress(Arc<InProgressState>);
-
-fn action_key(a: &TransactAction) -> Option<Key> {
-    match a {
-        TransactAction::Put { item, .. } => Key::from_item(item),
-        TransactAction::Delete { key, .. }
-        | TransactAction::ConditionCheck { key, .. }
-        | TransactAction::Update { key, .. } => Some(key.clone()),
-    }
-}
-
-impl Storage for InProgress {
-    async fn send(
-        &self,
-        request: dynatree::storage::Request,
-    ) -> dynatree::Result<dynatree::storage::Response> {
-        use dynatree::error::CancellationReason;
-        use dynatree::storage::Request as R;
-        let s = &self.0;
-        let latency = Duration::from_millis(10);
-        match &request {
-            R::TransactWrite { actions, .. } => {
-                let keys: Vec<Option<Key>> = actions.iter().map(action_key).collect();
-                let refused: Option<Vec<CancellationReason>> = {
-                    let mut items = s.items.lock().expect("not poisoned");
-                    if keys.iter().flatten().any(|k| items.contains_key(k)) {
-                        if keys
-                            .iter()
-                            .flatten()
-                            .any(|k| items.contains_key(k) && is_record_key(k))
-                        {
-                            s.on_record.fetch_add(1, Ordering::SeqCst);
-                        }
-                        Some(
-                            keys.iter()
-                                .map(|k| match k {
-                                    Some(k) if items.contains_key(k) => {
-                                        CancellationReason::new("TransactionConflict", None)
-                                    }
-                                    _ => CancellationReason::none(),
-                                })
-                                .collect(),
-                        )
-                    } else {
-                        for k in keys.iter().flatten() {
-                            *items.entry(k.clone()).or_default() += 1;
-                        }
-                        None
-                    }
-                };
-                if let Some(reasons) = refused {
-                    s.conflicts.fetch_add(1, Ordering::SeqCst);
-                    tokio::time::sleep(latency).await;
-                    return Err(dynatree::Error::transaction_canceled(reasons));
-                }
-                tokio::time::sleep(latency).await;
-                let out = s.inner.send(request).await;
-                let mut items = s.items.lock().expect("not poisoned");
-                for k in keys.iter().flatten() {
-                    if let Some(n) = items.get_mut(k) {
-                        *n -= 1;
-                        if *n == 0 {
-                            items.remove(k);
-                        }
-                    }
-                }
-                out
-            }
-            R::PutItem { .. } | R::UpdateItem { .. } | R::DeleteItem { .. } => {
-                let busy = {
-                    let items = s.items.lock().expect("not poisoned");
-                    request.keys().iter().any(|k| items.contains_key(k))
-                };
-                tokio::time::sleep(latency).await;
-                if busy {
-                    s.conflicts.fetch_add(1, Ordering::SeqCst);
-                    return Err(dynatree::Error::new(
-                        ErrorKind::Conflict,
-                        "the item is part of a transaction in progress",
-                    )
-                    .with_service_code("TransactionConflictException"));
-                }
-                s.inner.send(request).await
-            }
-            _ => {
-                tokio::time::sleep(latency).await;
-                s.inner.send(request).await
-            }
-        }
-    }
-}
-
 /// A layer that fails (nothing applied) every transaction that neither writes lane rows nor
 /// the intent record once lanes have been written: the user's move stops right after its
 /// lanes, and gives its intent up.
@@ -557,12 +453,7 @@ async fn a_reparenting_joining_a_users_move_with_lanes_meets_no_conflict_of_its_
     assert_eq!(e.kind(), ErrorKind::Backend, "{e}");
     let (records, lanes) = intent_rows(&table.rows());
     assert_eq!((records.len(), lanes.len()), (1, 3));
-    let layer = InProgress(Arc::new(InProgressState {
-        inner: table.clone(),
-        items: std::sync::Mutex::new(std::collections::HashMap::new()),
-        conflicts: AtomicUsize::new(0),
-        on_record: AtomicUsize::new(0),
-    }));
+    let layer = InProgress::new(table.clone());
     let tree = Tree::new(layer.clone());
     let out = tree
         .delete_node(p(&["p"]), OnChildren::Reparent)

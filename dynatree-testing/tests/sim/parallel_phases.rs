@@ -1097,24 +1097,34 @@ async fn a_move_that_dies_in_its_unlock_phase_unlocks_no_child_before_its_parent
 // table nor the service model applies that rule (their requests apply one at a time); this
 // layer does, with 10 ms a request.
 
-struct InProgressState {
+pub(crate) struct InProgressState {
     inner: FakeTable,
     /// Items of the transactions in flight, with how many hold each.
     items: std::sync::Mutex<std::collections::HashMap<Key, usize>>,
     /// Requests refused for an item of a transaction in flight.
-    conflicts: std::sync::atomic::AtomicUsize,
+    pub(crate) conflicts: std::sync::atomic::AtomicUsize,
+    /// Of those, transactions that met an intent record (not a lane row) in flight.
+    pub(crate) on_record: std::sync::atomic::AtomicUsize,
 }
 
+/// A layer over `inner` applying DynamoDB's rule for items of transactions in flight.
 #[derive(Clone)]
-struct InProgress(Arc<InProgressState>);
+pub(crate) struct InProgress(pub(crate) Arc<InProgressState>);
 
-fn action_key(a: &TransactAction) -> Option<Key> {
-    match a {
-        TransactAction::Put { item, .. } => Key::from_item(item),
-        TransactAction::Delete { key, .. }
-        | TransactAction::ConditionCheck { key, .. }
-        | TransactAction::Update { key, .. } => Some(key.clone()),
+impl InProgress {
+    pub(crate) fn new(inner: FakeTable) -> Self {
+        Self(Arc::new(InProgressState {
+            inner,
+            items: std::sync::Mutex::new(std::collections::HashMap::new()),
+            conflicts: std::sync::atomic::AtomicUsize::new(0),
+            on_record: std::sync::atomic::AtomicUsize::new(0),
+        }))
     }
+}
+
+/// Whether `k` is an intent record's key (not a lane row's).
+fn is_intent_record(k: &Key) -> bool {
+    k.hash == format!("{SC}{SC}intents") && !k.range.contains(SC)
 }
 
 impl Storage for InProgress {
@@ -1128,10 +1138,17 @@ impl Storage for InProgress {
         let latency = Duration::from_millis(10);
         match &request {
             R::TransactWrite { actions, .. } => {
-                let keys: Vec<Option<Key>> = actions.iter().map(action_key).collect();
+                let keys: Vec<Option<Key>> = actions.iter().map(TransactAction::key).collect();
                 let refused: Option<Vec<CancellationReason>> = {
                     let mut items = s.items.lock().expect("not poisoned");
                     if keys.iter().flatten().any(|k| items.contains_key(k)) {
+                        if keys
+                            .iter()
+                            .flatten()
+                            .any(|k| items.contains_key(k) && is_intent_record(k))
+                        {
+                            s.on_record.fetch_add(1, Ordering::SeqCst);
+                        }
                         Some(
                             keys.iter()
                                 .map(|k| match k {
@@ -1222,11 +1239,7 @@ async fn move_of_on_dynamodbs_rule(
     for (path, v) in setup {
         plain.put(path, &V { v }).await.expect("setup");
     }
-    let layer = InProgress(Arc::new(InProgressState {
-        inner: table.clone(),
-        items: std::sync::Mutex::new(std::collections::HashMap::new()),
-        conflicts: std::sync::atomic::AtomicUsize::new(0),
-    }));
+    let layer = InProgress::new(table.clone());
     let tree = Tree::builder(layer.clone())
         .subtree_reads_in_flight(in_flight)
         .subtree_transactions_in_flight(in_flight)
