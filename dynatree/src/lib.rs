@@ -100,6 +100,8 @@ pub mod consistency {
     #![doc = ""]
     #![doc = include_str!("tree/moves.md")]
     #![doc = ""]
+    #![doc = include_str!("tree/links.md")]
+    #![doc = ""]
     #![doc = include_str!("tree/denorm.md")]
     #![doc = ""]
     #![doc = include_str!("check/check.md")]

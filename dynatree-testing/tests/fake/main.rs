@@ -11,6 +11,7 @@ mod cost;
 mod denorm_model;
 mod faults;
 mod fenced_puts;
+mod link_index;
 mod link_rewrites;
 mod segments;
 mod service_model;

@@ -32,6 +32,7 @@ mod explorer;
 mod fences;
 mod history;
 mod lanes;
+mod link_index;
 mod lanes_flow;
 mod operations;
 mod overwrite;

@@ -189,6 +189,12 @@ impl CheckPart {
                 )
             })
             .collect();
+        let mut link_entries: Vec<[String; 2]> = rows
+            .link_entries
+            .iter()
+            .map(|(l, t)| [l.escaped(), t.escaped()])
+            .collect();
+        link_entries.sort();
         let mut objects: Vec<WireObject> = rows
             .objects
             .into_iter()
@@ -246,6 +252,7 @@ impl CheckPart {
                 intents,
                 violations,
                 copies,
+                link_entries,
             },
         }
     }
@@ -301,6 +308,9 @@ impl CheckPart {
                 rows.parents.insert(parent);
             }
             rows.listings.insert(p, (l.mark, l.lock));
+        }
+        for [l, t] in &w.link_entries {
+            rows.link_entries.insert((path(l)?, path(t)?));
         }
         for o in w.objects {
             let link = o.link.as_deref().map(path).transpose()?;
@@ -429,6 +439,7 @@ pub(super) fn merge<S: Storage + 'static>(tree: &Tree<S>, parts: Vec<CheckPart>)
         into.unparsable.extend(rows.unparsable);
         into.malformed.extend(rows.malformed);
         into.denorm_rows.extend(rows.denorm_rows);
+        into.link_entries.extend(rows.link_entries);
         merged.read_units += state.read_units;
         merged.pages += state.pages;
         merged.scan_time = merged.scan_time.max(state.scan_time);
@@ -472,6 +483,9 @@ struct Wire {
     violations: Vec<WireViolation>,
     /// Full rows of the objects between which denormalized copies are compared.
     copies: BTreeMap<String, serde_json::Value>,
+    /// The link index's entries: (link, target).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    link_entries: Vec<[String; 2]>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

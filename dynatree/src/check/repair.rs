@@ -373,6 +373,28 @@ async fn repair_one<S: Storage + 'static>(
                 _ => Ok(Outcome::Fixed),
             }
         }
+        (Class::MissingIndex, Some(p)) if scan::link_entry_wanted(cx, v).is_some() => {
+            // A link without its link index entry (written by the Go library): the entry,
+            // conditional on the link still pointing at its target.
+            let Some((target, entry)) = scan::link_entry_wanted(cx, v) else {
+                return Ok(Outcome::Fixed);
+            };
+            let actions = vec![
+                TransactAction::ConditionCheck {
+                    key: layout.object_key(&p),
+                    condition: layout.links_to(&target),
+                },
+                TransactAction::Put {
+                    item: entry.into_item(),
+                    condition: crate::storage::Condition::Always,
+                },
+            ];
+            match cx.io().transact_write(actions).await {
+                // Changed meanwhile: a dynatree write of a link writes its entry.
+                Err(e) if e.kind() == ErrorKind::TransactionCanceled => Ok(Outcome::Fixed),
+                other => other.map(|()| Outcome::Fixed),
+            }
+        }
         (Class::MissingIndex, Some(p)) => {
             let key = layout.object_key(&p);
             let Some(row) = cx.io().get_item(&key, true).await? else {

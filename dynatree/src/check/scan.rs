@@ -540,6 +540,8 @@ pub(super) struct Rows {
     /// Full rows of the objects that denormalized copies are compared between.
     pub(super) denorm_rows: HashMap<Path, Item>,
     denorm_templates: Vec<&'static str>,
+    /// The link index's entries: (link, target).
+    pub(super) link_entries: HashSet<(Path, Path)>,
 }
 
 pub(super) struct ObjectRow {
@@ -585,6 +587,7 @@ impl Rows {
             malformed: Vec::new(),
             denorm_rows: HashMap::new(),
             denorm_templates,
+            link_entries: HashSet::new(),
         }
     }
 
@@ -687,7 +690,11 @@ impl Rows {
                     )),
                 }
             }
-            Ok(Kind::Bookkeeping) => {}
+            Ok(Kind::Bookkeeping) => {
+                if let Some(entry) = tree.cx.inner.layout.decode_link_entry(&key) {
+                    self.link_entries.insert(entry);
+                }
+            }
             Err(why) => self
                 .unparsable
                 .push(violation(Class::Unparsable, None, key, why)),
@@ -737,6 +744,20 @@ impl Rows {
                     key.clone(),
                     "an object without the index attributes the tree keeps".into(),
                 ));
+            }
+            if let Some(target) = &o.link
+                && tree.cx.link_depth().is_some()
+                && !self.link_entries.contains(&(path.clone(), target.clone()))
+            {
+                // The token names the target: the entry the link lacks.
+                let mut v = violation(
+                    Class::MissingIndex,
+                    Some(path.clone()),
+                    key.clone(),
+                    format!("a link without its entry in the link index (to {target})"),
+                );
+                v.token = Some(layout.encode_target(target));
+                out.push(v);
             }
             if let Some(target) = &o.link
                 && let Some(v) = self.link_problem(tree, path, target)
@@ -1088,6 +1109,10 @@ fn classify(layout: &crate::layout::Layout, key: &Key) -> std::result::Result<Ki
     let sc_str = sc.to_string();
     if layout.is_intent_lane(key) {
         // A lane row of an intent: written and deleted with its record.
+        return Ok(Kind::Bookkeeping);
+    }
+    if layout.is_link_entry(key) {
+        // An entry of the link index: written with its link row.
         return Ok(Kind::Bookkeeping);
     }
     if key.hash == layout.intents_hash() {
@@ -1478,7 +1503,14 @@ async fn judge<S: Storage + 'static>(
                 row.is_some_and(|r| !layout.is_absent(r, now))
                     && !rows.contains_key(&layout.listing_key(p))
             }
-            (Class::MissingIndex, Some(p)) => row.is_some_and(|r| lacks_index(cx, p, r)),
+            (Class::MissingIndex, Some(p)) => match link_entry_wanted(cx, &v) {
+                // A link without its entry: the link still there, the entry still not.
+                Some((target, entry)) => {
+                    row.and_then(|r| layout.link_of_row(r)) == Some((p.clone(), target))
+                        && !rows.contains_key(&entry)
+                }
+                None => row.is_some_and(|r| lacks_index(cx, p, r)),
+            },
             (Class::DanglingLink | Class::LinkCycle, Some(p)) => {
                 row.is_some() && link_broken(cx, p, &[], units).await?
             }
@@ -1559,6 +1591,11 @@ fn confirm_keys<S: Storage + 'static>(cx: &Ctx<S>, v: &Violation) -> Vec<Key> {
                 keys.push(layout.intent_key(id));
             }
         }
+        Class::MissingIndex => {
+            if let Some((_, entry)) = link_entry_wanted(cx, v) {
+                keys.push(entry);
+            }
+        }
         Class::StaleCopy => {
             for ty in denorm::target_types_at(cx, path) {
                 for d in ty.denormalized {
@@ -1573,6 +1610,20 @@ fn confirm_keys<S: Storage + 'static>(cx: &Ctx<S>, v: &Violation) -> Vec<Key> {
         _ => {}
     }
     keys
+}
+
+/// For a [`Class::MissingIndex`] violation of a link without its link index entry (its token
+/// names the target), the target and the key of the entry it lacks.
+pub(super) fn link_entry_wanted<S: Storage + 'static>(
+    cx: &Ctx<S>,
+    v: &Violation,
+) -> Option<(Path, Key)> {
+    let layout = &cx.inner.layout;
+    let target = layout.decode_target(v.token.as_deref()?).ok()?;
+    let entry = layout
+        .link_entry_key(v.path.as_ref()?, &target, cx.link_depth()?)
+        .ok()?;
+    Some((target, entry))
 }
 
 /// The rows at `keys` as one snapshot (TransactGetItems), adding the read units it bills

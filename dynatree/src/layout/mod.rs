@@ -13,6 +13,7 @@
 //! never use, so the Go library reads every row it knows unchanged.
 
 mod guards;
+mod links;
 
 #[cfg(feature = "streams")]
 pub(crate) use guards::no_later_checkpoint;

@@ -43,6 +43,10 @@ pub struct TableSettings {
     pub path_index: Option<usize>,
     /// The secondary indexes of the table, by name.
     pub indexes: Vec<IndexSettings>,
+    /// The depth of the link index, if the table keeps one
+    /// ([`TreeBuilder::link_index`](crate::TreeBuilder::link_index)): every tree on the
+    /// table writes its entries.
+    pub link_index: Option<usize>,
 }
 
 /// One secondary index of a table's [`TableSettings`].
@@ -95,6 +99,7 @@ const PATH_INDEX: &str = "path_index";
 const INDEXES: &str = "indexes";
 const HAS_RANGE: &str = "range";
 const TEMPLATES: &str = "templates";
+const LINK_INDEX: &str = "link_index";
 /// A counter that makes each rewrite conditional on the row as read.
 const REVISION: &str = "revision";
 
@@ -115,6 +120,7 @@ impl TableSettings {
             reserved,
             path_index: None,
             indexes: Vec::new(),
+            link_index: None,
         }
     }
 
@@ -191,6 +197,16 @@ impl TableSettings {
             ),
             Some(_) => return Err(bad("a path index depth that is not a number")),
         };
+        let link_index = match item.get(LINK_INDEX) {
+            None => None,
+            Some(Value::N(n)) => Some(
+                n.parse::<usize>()
+                    .ok()
+                    .filter(|d| *d > 0)
+                    .ok_or_else(|| bad("a link index depth that is not a positive integer"))?,
+            ),
+            Some(_) => return Err(bad("a link index depth that is not a number")),
+        };
         let mut indexes = Vec::new();
         match item.get(INDEXES) {
             None => {}
@@ -224,6 +240,7 @@ impl TableSettings {
             reserved,
             path_index,
             indexes,
+            link_index,
         })
     }
 
@@ -235,6 +252,9 @@ impl TableSettings {
         item.insert(RESERVED, Value::S(self.reserved.to_string()));
         if let Some(d) = self.path_index {
             item.insert(PATH_INDEX, Value::N(d.to_string()));
+        }
+        if let Some(d) = self.link_index {
+            item.insert(LINK_INDEX, Value::N(d.to_string()));
         }
         if !self.indexes.is_empty() {
             let m: BTreeMap<String, Value> = self
@@ -270,6 +290,17 @@ impl TableSettings {
             }
             (a, b) => a.or(b),
         };
+        let link_index = match (self.link_index, other.link_index) {
+            (Some(a), Some(b)) if a != b => {
+                return Err(Error::new(
+                    ErrorKind::TableMismatch,
+                    format!(
+                        "the table's link index has depth {a}, this tree's has depth {b}: build the tree with `link_index({a})`"
+                    ),
+                ));
+            }
+            (a, b) => a.or(b),
+        };
         let mut indexes = self.indexes.clone();
         for ix in &other.indexes {
             match indexes.iter_mut().find(|i| i.name == ix.name) {
@@ -288,6 +319,7 @@ impl TableSettings {
             reserved: self.reserved,
             path_index,
             indexes,
+            link_index,
         })
     }
 

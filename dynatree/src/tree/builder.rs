@@ -31,6 +31,8 @@ pub(crate) struct Config {
     /// checker and imports).
     pub(crate) indexed: Vec<(&'static str, IndexAttrsFn, IndexRootsFn)>,
     pub(crate) path_index: Option<usize>,
+    /// The depth of the link index (see [`TreeBuilder::link_index`]).
+    pub(crate) link_index: Option<usize>,
     pub(crate) time_to_live: bool,
     /// Target types of denormalized fields registered on the builder.
     pub(crate) denormalized: Vec<(&'static str, &'static [crate::denorm::Denormalized])>,
@@ -68,6 +70,7 @@ impl Default for Config {
             indexes: Vec::new(),
             indexed: Vec::new(),
             path_index: None,
+            link_index: None,
             time_to_live: false,
             denormalized: Vec::new(),
             propagation: Propagation::Inline,
@@ -502,6 +505,55 @@ impl<S: Storage + 'static> TreeBuilder<S> {
     /// ```
     pub fn path_index(mut self, depth: usize) -> Self {
         self.config.path_index = Some(depth.max(1));
+        self
+    }
+
+    /// Keeps a link index of depth `depth` (default: none): every link row is written in one
+    /// transaction with an entry keyed by its target, so a move with
+    /// [`LinkPolicy::Report`](crate::LinkPolicy::Report) or
+    /// [`Rewrite`](crate::LinkPolicy::Rewrite) finds the links into its source with one
+    /// consistent Query per 1 MB of them instead of a Scan of the whole table. A link write
+    /// costs one more item in its transaction (a cold overwrite of a link becomes a
+    /// transaction of two items); reads are unchanged.
+    ///
+    /// The entries of the targets sharing their first `depth` components share a partition:
+    /// choose `depth` so that one is one tenant (e.g. 2 for `Accounts/{id}/…`), and no
+    /// deeper than the subtrees you move (a move of a node shallower than `depth` looks for
+    /// its links with a Scan, as without the index). Under an IAM policy that confines a
+    /// service to a [scope](crate::Tree::scope), `depth` must be at least the scope's:
+    /// the entries then live under the scope's keys. The link path and the target below
+    /// `depth` share an entry's 1,024-byte sort key: a link whose entry would not fit is
+    /// refused ([`ErrorKind::InvalidPath`](crate::ErrorKind::InvalidPath)).
+    ///
+    /// [`Tree::create_table`] records the depth in the table's settings; a tree built without
+    /// it adopts the table's when it verifies the table, and one built with another depth is
+    /// refused ([`ErrorKind::TableMismatch`](crate::ErrorKind::TableMismatch)). The Go
+    /// library writes links without entries: [`Tree::check`](crate::Tree::check) reports
+    /// such a link and [`Tree::repair`](crate::Tree::repair) writes its entry. See "The link
+    /// index" in the [`consistency`](crate::consistency) docs.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::{ops::LinkPolicy, Tree};
+    /// # use dynatree_testing::FakeTable;
+    /// # #[derive(serde::Serialize)] struct V { v: u8 }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// let table = FakeTable::new();
+    /// let tree = Tree::builder(table.clone()).link_index(2).build()?;
+    /// tree.create_table().await?;
+    /// tree.put(["Accounts", "1", "Files", "a"], &V { v: 1 }).await?;
+    /// tree.put_link(["Shortcuts", "a"], ["Accounts", "1", "Files", "a"]).await?;
+    /// table.reset_metrics();
+    /// let from = ["Accounts", "1", "Files"];
+    /// let report = tree.move_subtree_with(from, ["Accounts", "1", "Old"], LinkPolicy::Rewrite).await?;
+    /// assert_eq!(report.links.len(), 1);
+    /// assert_eq!(table.metrics().requests("Scan"), 0); // the links came from the index
+    /// assert_eq!(tree.read_link(["Shortcuts", "a"]).await?.to_string(), "/Accounts/1/Old/a");
+    /// # Ok(()) }
+    /// ```
+    pub fn link_index(mut self, depth: usize) -> Self {
+        self.config.link_index = Some(depth.max(1));
         self
     }
 

@@ -16,7 +16,7 @@ use crate::path::Path;
 use crate::storage::{Key, Query, Request, Response, Storage, TransactAction};
 use crate::stream::query_pages;
 
-use super::{Config, OpProgress, Operation, Phase, Tree, denorm, ops};
+use super::{Config, OpProgress, Operation, Phase, Tree, denorm, links, ops};
 
 /// The context every protocol runs over: the storage (each request behind the one retry
 /// layer, [`Ctx::io`]), the layout, the configuration, the known-rows cache, the scope's
@@ -92,6 +92,9 @@ pub(crate) struct Inner<S> {
     /// Set once the table has been checked ([`Tree::verify`]): before the first request, or
     /// by [`Tree::create_table`].
     pub(crate) verified: tokio::sync::OnceCell<()>,
+    /// The depth of the link index the table's settings record, learned when the table was
+    /// verified (for a tree built without [`Config::link_index`]).
+    pub(crate) adopted_link_index: std::sync::OnceLock<usize>,
 }
 
 /// The tree's backend as its operations see it: an owned handle (streams keep it) that sends
@@ -128,6 +131,23 @@ impl<S: Storage + 'static> Storage for Io<S> {
         if on_items {
             self.0.ensure_verified().await?;
         }
+        // Under a link index, every link row goes out with its entry (see `links`).
+        let request = match self.0.link_depth() {
+            Some(depth) if on_items => match links::with_entries(&self.0, request, depth)? {
+                links::Plan::Send(request) => request,
+                links::Plan::Put(tx) => return links::put_as_transaction(&self.0, tx).await,
+                links::Plan::Batch { links, rest } => {
+                    for tx in links {
+                        links::put_as_transaction(&self.0, tx).await?;
+                    }
+                    if rest.is_empty() {
+                        return Ok(Response::Unprocessed(Vec::new()));
+                    }
+                    Request::BatchWrite { requests: rest }
+                }
+            },
+            _ => request,
+        };
         match request {
             // Creating a table or an index is not resent: its caller waits for it and looks.
             // A batch's caller runs the budget over throttling and unprocessed items together.
@@ -158,6 +178,15 @@ impl<S: Storage + 'static> Storage for Io<S> {
 }
 
 impl<S> Ctx<S> {
+    /// The depth of the table's link index, if it keeps one: this tree's setting, or the
+    /// table's as learned when the table was verified.
+    pub(crate) fn link_depth(&self) -> Option<usize> {
+        self.inner
+            .config
+            .link_index
+            .or_else(|| self.inner.adopted_link_index.get().copied())
+    }
+
     /// The denormalized targets this tree knows (the stream processor reads them).
     pub(crate) fn denorm_targets(&self) -> &denorm::Targets {
         &self.inner.targets
@@ -260,6 +289,10 @@ impl<S: Storage + 'static> Ctx<S> {
         self.inner.layout.check_object_path(target)?;
         let mut row = self.inner.layout.link_row(path, target)?;
         ops::add_path_index(self, path, &mut row)?;
+        if let Some(depth) = self.link_depth() {
+            // Its entry must fit DynamoDB's key limits too.
+            self.inner.layout.link_entry_key(path, target, depth)?;
+        }
         Ok(row)
     }
 
@@ -427,7 +460,7 @@ impl KnownRows {
 
 /// A transaction cancelled only because another transaction was in flight on its items (no
 /// condition failed): sending it again is safe.
-fn conflict_only(e: &Error) -> bool {
+pub(crate) fn conflict_only(e: &Error) -> bool {
     let reasons = e.cancellation_reasons();
     e.kind() == ErrorKind::TransactionCanceled
         && reasons.iter().any(|r| r.code() == "TransactionConflict")

@@ -191,6 +191,14 @@ pub(crate) async fn create_listing_rows<S: Storage + 'static>(
     Ok(all_done)
 }
 
+/// The item `action` puts, if it is a put.
+fn put_item(action: &TransactAction) -> Option<&Item> {
+    match action {
+        TransactAction::Put { item, .. } => Some(item),
+        _ => None,
+    }
+}
+
 /// The listing row of `path`'s parent, if the parent is not the root.
 fn parent_key<S: Storage + 'static>(cx: &Ctx<S>, path: &Path) -> Option<Key> {
     path.parent()
@@ -213,9 +221,13 @@ async fn send_units<S: Storage + 'static>(
         let mut checks: Vec<Key> = Vec::new();
         let mut indexes = Vec::new();
         let mut bytes = 0;
+        // The link index's entries, which the transaction carries too.
+        let mut entries = 0;
         while let Some(unit) = units.peek() {
             let extra = usize::from(unit.parent.as_ref().is_some_and(|p| !checks.contains(p)));
-            let fits = actions.len() + checks.len() + unit.actions.len() + extra <= TRANSACT_MAX
+            let unit_entries = super::links::extra_actions(cx, unit.actions.iter().filter_map(put_item));
+            let fits = actions.len() + entries + checks.len() + unit.actions.len() + unit_entries + extra
+                <= TRANSACT_MAX
                 && bytes + unit.bytes <= TRANSACT_BYTES;
             if !fits && !indexes.is_empty() {
                 break;
@@ -227,6 +239,7 @@ async fn send_units<S: Storage + 'static>(
                 checks.push(p);
             }
             bytes += unit.bytes;
+            entries += unit_entries;
             actions.extend(unit.actions);
             indexes.push(unit.index);
         }

@@ -27,6 +27,7 @@
 mod builder;
 pub(crate) mod clock;
 mod context;
+pub(crate) mod links;
 pub(crate) mod denorm;
 pub(crate) mod expire;
 pub(crate) mod guard;
@@ -243,6 +244,7 @@ impl<S> Tree<S> {
                     known: KnownRows::default(),
                     targets,
                     verified: tokio::sync::OnceCell::new(),
+                    adopted_link_index: std::sync::OnceLock::new(),
                 }),
                 root: None,
                 observer: None,

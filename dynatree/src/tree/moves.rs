@@ -1204,7 +1204,10 @@ async fn copy_levels<S: Storage + 'static>(
         let weights = carried
             .kept
             .iter()
-            .map(|&p| 1 + usize::from(object_of(p).is_some()));
+            .map(|&p| {
+                1 + usize::from(object_of(p).is_some())
+                    + super::links::extra_actions(cx, object_of(p))
+            });
         let kept = &carried.kept;
         let packed: Vec<&[&Path]> = move_plan::pack(weights, cap)
             .into_iter()
@@ -1327,6 +1330,10 @@ fn copied_row<S: Storage + 'static>(
             Value::S(cx.inner.layout.encode_target(&target)),
         );
         crate::layout::check_item_size(&row)?;
+    }
+    // A link's entry in the link index must fit DynamoDB's key limits at its new place.
+    if let (Some(depth), Some((link, target))) = (cx.link_depth(), cx.inner.layout.link_of_row(&row)) {
+        cx.inner.layout.link_entry_key(&link, &target, depth)?;
     }
     Ok(row)
 }
@@ -1858,6 +1865,12 @@ async fn fenced_with<S: Storage + 'static>(
                     });
                     tx.extend(enclosing_checks(cx));
                     cx.ensure_verified().await?;
+                    // Sent as it is (its throttling is handled below), but with the link
+                    // index's entries of the link rows it puts, as `Io` adds them.
+                    let tx = match cx.link_depth() {
+                        Some(depth) => super::links::add_entries(cx, tx, depth)?,
+                        None => tx,
+                    };
                     let sent = cx.inner.storage.transact_write(tx).await;
                     match sent {
                         // Throttled (DynamoDB reports a throttled transaction as canceled
@@ -1974,8 +1987,12 @@ async fn ensure_listing<S: Storage + 'static>(cx: &Ctx<S>, g: &Guard, path: &Pat
     Ok(())
 }
 
-/// Links anywhere in the tree whose target is `from` or under it (one Scan).
+/// Links anywhere in the tree whose target is `from` or under it: from the link index when
+/// the tree keeps one as deep as `from` (see `links.md`), else one Scan.
 async fn links_into<S: Storage + 'static>(cx: &Ctx<S>, from: &Path) -> Result<Vec<(Path, Path)>> {
+    if let Some(found) = super::links::into(cx, from).await? {
+        return Ok(found);
+    }
     let link_attr = cx.inner.layout.link_attr().to_owned();
     let items: Vec<Item> = cx.tree().scan().try_collect().await?;
     let mut out = Vec::new();

@@ -254,11 +254,13 @@ pub(crate) struct Chunk {
 
 /// Splits `actions` (the caller's checks at `checks`) into transactions of at most
 /// [`TRANSACT_MAX`] actions, sent in order: each after the first starts by checking the row
-/// of the action before it, so that a removal between two chunks is seen.
+/// of the action before it, so that a removal between two chunks is seen. The last leaves
+/// room for `reserve` more (the link index's entry of a link row it puts).
 pub(crate) fn chunks(
     layout: &Layout,
     actions: &[TransactAction],
     checks: Range<usize>,
+    reserve: usize,
 ) -> Vec<Chunk> {
     let mut out = Vec::new();
     let mut start = 0;
@@ -272,7 +274,11 @@ pub(crate) fn chunks(
                 condition: layout.free_row(),
             });
         }
-        let take = (TRANSACT_MAX - chunk.len()).min(actions.len() - start);
+        let mut take = (TRANSACT_MAX - chunk.len()).min(actions.len() - start);
+        // The last chunk carries the reserve: end this one a little earlier if need be.
+        if start + take == actions.len() && chunk.len() + take + reserve > TRANSACT_MAX {
+            take = (TRANSACT_MAX - chunk.len() - reserve).min(take);
+        }
         let offset = chunk.len();
         let first = start;
         chunk.extend(actions[start..start + take].iter().cloned());
@@ -665,7 +671,7 @@ mod tests {
             item: Key::new("obj", "r").into_item(),
             condition: Condition::Always,
         });
-        let out = chunks(&l, &actions, 250..251);
+        let out = chunks(&l, &actions, 250..251, 0);
         assert_eq!(out.len(), 3);
         assert!(out.iter().all(|c| c.actions.len() <= TRANSACT_MAX));
         assert_eq!(

@@ -114,11 +114,11 @@ pub(crate) async fn verify<S: Storage + 'static>(cx: &Ctx<S>) -> Result<()> {
             .retry_transient(|| cx.inner.storage.describe_table())
             .await?
             .ok_or_else(|| Error::new(ErrorKind::TableNotFound, "the table does not exist"))?;
-        // The settings say the path index's depth: needed to compare a tree's depth, and
-        // for a tree without the index, to say which depth to build it with.
-        let wants = cx.inner.config.path_index.is_some();
-        let has = description.indexes.iter().any(|(n, _)| n == PATH_INDEX);
-        let settings = if description.has_tree_schema() && (wants || has) {
+        // The settings say the path index's depth (needed to compare a tree's depth, and
+        // for a tree without the index, to say which depth to build it with) and the link
+        // index's, which every tree on the table keeps: always read.
+        let wants = cx.inner.config.path_index.is_some() || cx.inner.config.link_index.is_some();
+        let settings = if description.has_tree_schema() {
             let read = retry
                 .retry_transient(|| {
                     TableSettings::read(&cx.inner.storage, cx.inner.layout.reserved())
@@ -140,6 +140,7 @@ pub(crate) async fn verify<S: Storage + 'static>(cx: &Ctx<S>) -> Result<()> {
 fn settings<S: Storage + 'static>(cx: &Ctx<S>) -> TableSettings {
     let mut s = TableSettings::new(cx.inner.layout.reserved());
     s.path_index = cx.inner.config.path_index;
+    s.link_index = cx.inner.config.link_index;
     s.indexes = cx
         .inner
         .config
@@ -159,7 +160,8 @@ fn settings<S: Storage + 'static>(cx: &Ctx<S>) -> TableSettings {
     s
 }
 
-/// Why this tree cannot use a table described by `d` (with `settings`, when read).
+/// Why this tree cannot use a table described by `d` (with `settings`, when read); a tree
+/// built without a link index adopts the table's.
 fn check_table<S: Storage + 'static>(
     cx: &Ctx<S>,
     d: &crate::storage::TableDescription,
@@ -201,6 +203,22 @@ fn check_table<S: Storage + 'static>(
             }
         }
         (None, false) => {}
+    }
+    match (cx.inner.config.link_index, settings.and_then(|s| s.link_index)) {
+        (Some(mine), Some(theirs)) if mine != theirs => {
+            return mismatch(format!(
+                "the table's link index has depth {theirs}, this tree's has depth {mine}: build the tree with `link_index({theirs})`"
+            ));
+        }
+        (Some(_), None) => {
+            return mismatch(
+                "this tree keeps a link index but the table's settings record none: run `create_table` to record it (then `repair` writes the entries of the links already there)".to_owned(),
+            );
+        }
+        (None, Some(theirs)) => {
+            let _ = cx.inner.adopted_link_index.set(theirs);
+        }
+        _ => {}
     }
     if let Some(ix) = cx.inner.config.indexes.iter().find(|ix| !has(ix.name())) {
         return mismatch(format!(

@@ -315,7 +315,14 @@ pub(crate) async fn link_with_state<S: Storage + 'static>(
     let at = actions.len();
     actions.extend(checks.iter().cloned());
     actions.push(last);
-    for chunk in plan::chunks(&cx.inner.layout, &actions, at..at + checks.len()) {
+    let reserve = super::links::extra_actions(
+        cx,
+        actions.iter().filter_map(|a| match a {
+            TransactAction::Put { item, .. } => Some(item),
+            _ => None,
+        }),
+    );
+    for chunk in plan::chunks(&cx.inner.layout, &actions, at..at + checks.len(), reserve) {
         match guard::transact_checked(cx, chunk.actions, chunk.last && conditional, chunk.checks)
             .await?
         {

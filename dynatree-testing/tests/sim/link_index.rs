@@ -1,0 +1,135 @@
+//! The link index (see `tree/links.md`): invariant 1 (every link row dynatree writes has its
+//! entry, whatever runs beside it) and the rewrite guarantee of moves found through the
+//! entries, under link writes, deletions, overwrites and the dropping of stale entries, with
+//! faults. Each schedule's outcome must be one of a serial order's, and a check of the final
+//! table must find no link without its entry.
+
+use crate::acts::*;
+
+fn indexed_tree(s: SimStorage<FakeTable>) -> T {
+    Tree::builder(s)
+        .link_index(1)
+        .build()
+        .expect("a tree with a link index")
+}
+
+fn indexed_on(t: FakeTable) -> T {
+    Tree::builder(t)
+        .link_index(1)
+        .build()
+        .expect("a tree with a link index")
+}
+
+/// No violation in the final table (an empty listing row only when an operation failed):
+/// above all no link without its entry (`missing-index`).
+fn every_link_indexed(end: &End<'_>) -> Result<(), String> {
+    let failed = end.outcomes.iter().any(|o| !o.is_ok());
+    let found = final_violations(end.rows, indexed_on, failed)?;
+    if found.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("check() of the final table: {found:?}"))
+    }
+}
+
+fn run(name: &str, setup: &[(&[&str], u32)], links: &[(&[&str], &[&str])], acts: &[Act]) {
+    let links = links.iter().map(|(l, t)| (p(l), p(t))).collect();
+    with_faults(scenario_with(name, indexed_tree, paths(setup), links, acts))
+        .schedules(250)
+        .check(every_link_indexed)
+        .run();
+}
+
+/// A link created while a Rewrite move runs: created before the move ends, it points at the
+/// new place (the move's looks find it through its entry).
+#[test]
+fn put_link_vs_rewrite_move_through_the_index() {
+    run(
+        "link index: put_link l->s/1 vs move s->d Rewrite",
+        &[(&["s", "1"], 1), (&["s", "2"], 2)],
+        &[],
+        &[
+            Act::PutLink(p(&["l"]), p(&["s", "1"])),
+            Act::Move(p(&["s"]), p(&["d"]), LinkPolicy::Rewrite),
+        ],
+    );
+}
+
+/// A link deleted and created again while a move's look drops stale entries: the entry the
+/// new link row lands with is never the one dropped (the drop checks, in its transaction,
+/// that the link row is no link to the target).
+#[test]
+fn relink_vs_the_drop_of_its_stale_entry() {
+    run(
+        "link index: delete l, put_link l->s/1 vs move s->d Rewrite (l -> s/1)",
+        &[(&["s", "1"], 1)],
+        &[(&["l"], &["s", "1"])],
+        &[
+            Act::Delete(p(&["l"])),
+            Act::PutLink(p(&["l"]), p(&["s", "1"])),
+            Act::Move(p(&["s"]), p(&["d"]), LinkPolicy::Rewrite),
+        ],
+    );
+}
+
+/// The same with the stale entry already there: `l -> s/1` deleted before the race, then
+/// created again while the move's looks find the stale entry and drop it. Every interleaving
+/// of the two (no bound on preemptions), with a fault.
+#[test]
+fn relink_vs_the_drop_of_its_stale_entry_every_interleaving() {
+    let sim = Sim::new(
+        "link index: put_link l->s/1 vs move s->d Rewrite (l -> s/1 deleted)",
+        FakeTable::new,
+    )
+    .tree(indexed_tree)
+    .setup(|t| async move {
+        t.put(["s", "1"], &V { v: 1 }).await?;
+        t.put_link(["l"], ["s", "1"]).await?;
+        t.delete(["l"]).await?;
+        Ok(())
+    });
+    with_faults(with_acts(
+        sim,
+        &[
+            Act::PutLink(p(&["l"]), p(&["s", "1"])),
+            Act::Move(p(&["s"]), p(&["d"]), LinkPolicy::Rewrite),
+        ],
+        false,
+        Act::run,
+    ))
+    .preemptions(None)
+    .schedules(400)
+    .check(every_link_indexed)
+    .run();
+}
+
+/// An object put over a link (leaving its entry stale) and the link put back, while a move
+/// reports the links into its source.
+#[test]
+fn put_over_a_link_and_back_vs_a_reporting_move() {
+    run(
+        "link index: put l, put_link l->s/1 vs move s->d Report (l -> s/1)",
+        &[(&["s", "1"], 1)],
+        &[(&["l"], &["s", "1"])],
+        &[
+            Act::Put(p(&["l"]), 7),
+            Act::PutLink(p(&["l"]), p(&["s", "1"])),
+            Act::Move(p(&["s"]), p(&["d"]), LinkPolicy::Report),
+        ],
+    );
+}
+
+/// A copy carries a link inside its source (its copy's entry goes with it) while a move of
+/// the link's target rewrites the links into it.
+#[test]
+fn copy_of_a_link_vs_rewrite_move_of_its_target() {
+    run(
+        "link index: copy a->c (a/l -> s/1) vs move s->d Rewrite",
+        &[(&["s", "1"], 1), (&["a", "x"], 2)],
+        &[(&["a", "l"], &["s", "1"])],
+        &[
+            Act::Copy(p(&["a"]), p(&["c"])),
+            Act::Move(p(&["s"]), p(&["d"]), LinkPolicy::Rewrite),
+        ],
+    );
+}
