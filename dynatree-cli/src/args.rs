@@ -341,6 +341,12 @@ pub enum Command {
         /// hash key only, `NAME:range` with a range key. Repeatable.
         #[arg(long = "index", value_name = "NAME[:range]", value_parser = parse_index)]
         indexes: Vec<(String, bool)>,
+        /// Keep a link index of this depth (recorded in the table's settings; every dynatree
+        /// process on the table then writes it): moves that report or rewrite links find them
+        /// with one Query instead of a Scan. On a table with links already, run `check`, then
+        /// `repair`, to index them.
+        #[arg(long, value_name = "DEPTH")]
+        link_index: Option<std::num::NonZeroUsize>,
         /// Billing mode (default: on-demand; an existing table's must match).
         #[arg(long, value_enum)]
         billing: Option<BillingMode>,

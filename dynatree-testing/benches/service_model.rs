@@ -18,11 +18,13 @@
 //! `copy_subtree`, `delete_subtree`, in service time, with one request of a phase at a time,
 //! with 16 reads in flight (`TreeBuilder::subtree_reads_in_flight`) and with 16 reads and 16
 //! transactions in flight (`TreeBuilder::subtree_transactions_in_flight`, the default), side
-//! by side.
+//! by side. Last, a move that rewrites one link into its source on a table of 10,000 and
+//! 1,000,000 other rows, with and without the link index.
 //!
 //! Run: `cargo bench -p dynatree-testing --bench service_model`. Knobs:
 //! `DYNATREE_MODEL_OBJECTS` (default 1000), `DYNATREE_MODEL_SEED` (default 1),
-//! `DYNATREE_MODEL_SUBTREES` (largest subtree, default 10000).
+//! `DYNATREE_MODEL_SUBTREES` (largest subtree, default 10000), `DYNATREE_MODEL_LINK_ROWS`
+//! (largest table the link lookups run on, default 1000000).
 
 #[path = "../tests/fixtures/mod.rs"]
 mod fixtures;
@@ -471,6 +473,66 @@ async fn subtree(nodes: usize, reads: usize, transactions: usize) -> (usize, Vec
     (1 + 10 * (per + 1), out)
 }
 
+/// A table of `rows` rows (objects `Other/o{i}` with their listing rows, written straight into
+/// the fake table) plus `Accounts/1/Files/f` and a link `Shortcuts/s` to it; then, under the
+/// model, the move of `Accounts/1/Files` with `LinkPolicy::Rewrite`, by a tree with a link
+/// index of depth 2 or without one. Returns the move's service time, requests and read units.
+async fn links_into(rows: usize, indexed: bool) -> (f64, u64, f64) {
+    let table = ServiceTable::new(FakeTable::new(), model());
+    let mut builder = Tree::builder(table.clone()).retry_policy(patient());
+    if indexed {
+        builder = builder.link_index(2);
+    }
+    let tree = builder.build().expect("tree");
+    tree.create_table().await.expect("table");
+    let sc = dynatree::storage::DEFAULT_RESERVED;
+    let fake = table.fake();
+    fake.put_item(
+        Key::new(sc.to_string(), "Other").into_item(),
+        Condition::Always,
+    )
+    .await
+    .expect("row");
+    for i in 0..rows / 2 {
+        fake.put_item(
+            Key::new(format!("{sc}Other{sc}"), format!("o{i}")).into_item(),
+            Condition::Always,
+        )
+        .await
+        .expect("row");
+        let mut object = Key::new(format!("{sc}Other{sc}o{i}"), sc.to_string()).into_item();
+        object.insert("url", Value::S(format!("https://example.com/{i}")));
+        fake.put_item(object, Condition::Always).await.expect("row");
+    }
+    let v = Link {
+        url: "u".into(),
+        v: 0,
+    };
+    tree.put(["Accounts", "1", "Files", "f"], &v)
+        .await
+        .expect("put");
+    tree.put_link(["Shortcuts", "s"], ["Accounts", "1", "Files", "f"])
+        .await
+        .expect("link");
+    let before = table.stats().requests();
+    let units = fake.metrics().read_units();
+    let started = Instant::now();
+    let report = tree
+        .move_subtree_with(
+            ["Accounts", "1", "Files"],
+            ["Accounts", "1", "Old"],
+            dynatree::ops::LinkPolicy::Rewrite,
+        )
+        .await
+        .expect("move");
+    assert_eq!(report.links.len(), 1);
+    (
+        started.elapsed().as_secs_f64(),
+        table.stats().requests() - before,
+        fake.metrics().read_units() - units,
+    )
+}
+
 fn main() {
     let objects = knob("DYNATREE_MODEL_OBJECTS", 1000) as usize;
     println!(
@@ -535,5 +597,22 @@ fn main() {
                 s1 / sb
             );
         }
+    }
+    println!(
+        "\nA move of one object that one link points at, with `LinkPolicy::Rewrite`, on a table \
+         of N other rows: without and with the link index (`TreeBuilder::link_index(2)`):\n"
+    );
+    println!(
+        "| rows | without: s | with: s | speed-up | requests without / with | read units without / with |"
+    );
+    println!("|---|---|---|---|---|---|");
+    let largest = knob("DYNATREE_MODEL_LINK_ROWS", 1_000_000) as usize;
+    for rows in [10_000, 1_000_000].into_iter().filter(|n| *n <= largest) {
+        let (s0, r0, u0) = block_on(links_into(rows, false));
+        let (s1, r1, u1) = block_on(links_into(rows, true));
+        println!(
+            "| {rows} | {s0:.3} | {s1:.3} | {:.0}x | {r0} / {r1} | {u0:.1} / {u1:.1} |",
+            s0 / s1
+        );
     }
 }

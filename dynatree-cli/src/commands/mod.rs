@@ -38,6 +38,9 @@ pub struct TableLayout {
     /// The depth of the path index writes keep: the one the table's settings record, else
     /// `--path-index`'s.
     pub path_index: Option<usize>,
+    /// The depth of the link index the table's settings record: every link written keeps its
+    /// entry.
+    pub link_index: Option<usize>,
     /// The path templates of the types that fill the table's secondary indexes, with the
     /// index: objects at such paths get index values only from a typed write.
     pub index_templates: Vec<(String, String)>,
@@ -102,6 +105,7 @@ impl TableLayout {
             )
         };
         let mut layout = Self {
+            link_index: settings.and_then(|s| s.link_index),
             index_templates: settings
                 .map(|s| {
                     s.indexes
@@ -191,7 +195,15 @@ impl Ctx {
             .await
             .map_err(on_table)?;
         let mut ctx = Self {
-            tree: builder(&global, table.clone(), global.path_index).build()?,
+            tree: builder(
+                &global,
+                table.clone(),
+                &TableLayout {
+                    path_index: global.path_index,
+                    ..TableLayout::default()
+                },
+            )
+            .build()?,
             global,
             table_name: table_name.clone(),
             region,
@@ -202,8 +214,9 @@ impl Ctx {
         let settings = match &ctx.description {
             None if need == TableNeed::Existing => return Err(ctx.no_table()),
             Some(d) if !d.has_tree_schema() => return Err(ctx.not_a_tree(d)),
-            // The settings row exists only for a table with indexes.
-            Some(d) if !d.indexes.is_empty() => RetryPolicy::default()
+            // The settings row: the indexes' and the link index's (a table without any has
+            // none).
+            Some(_) => RetryPolicy::default()
                 .retry_read(|| TableSettings::read(&ctx.table, ctx.global.reserved))
                 .await
                 .map_err(on_table)?,
@@ -216,7 +229,7 @@ impl Ctx {
             settings.as_ref(),
             need,
         )?;
-        ctx.tree = builder(&ctx.global, ctx.table.clone(), ctx.layout.path_index).build()?;
+        ctx.tree = builder(&ctx.global, ctx.table.clone(), &ctx.layout).build()?;
         Ok(ctx)
     }
 
@@ -314,13 +327,16 @@ impl Ctx {
 fn builder(
     global: &Global,
     table: DynamoDbTable,
-    path_index: Option<usize>,
+    layout: &TableLayout,
 ) -> TreeBuilder<DynamoDbTable> {
     let mut b = Tree::builder(table)
         .reserved(global.reserved)
         .verify_table(false);
-    if let Some(depth) = path_index {
+    if let Some(depth) = layout.path_index {
         b = b.path_index(depth);
+    }
+    if let Some(depth) = layout.link_index {
+        b = b.link_index(depth);
     }
     b
 }
@@ -508,6 +524,7 @@ async fn dispatch(ctx: &Ctx, command: Command) -> CliResult<Doc> {
             ttl,
             stream,
             indexes,
+            link_index,
             billing,
             read_capacity,
             write_capacity,
@@ -520,7 +537,13 @@ async fn dispatch(ctx: &Ctx, command: Command) -> CliResult<Doc> {
                     write: write_capacity,
                 },
             });
-            write::create_table(ctx, billing, ttl, stream, &indexes, dry.dry_run).await
+            let wants = write::TableWants {
+                ttl,
+                stream,
+                indexes: &indexes,
+                link_index: link_index.map(std::num::NonZeroUsize::get),
+            };
+            write::create_table(ctx, billing, &wants, dry.dry_run).await
         }
         Command::Pending => write::pending(ctx).await,
         Command::Resume { dry } => write::resume(ctx, dry.dry_run).await,

@@ -235,8 +235,12 @@ pub async fn import(
     }
     if create {
         let progress = Progress::spinner(ctx.global.quiet, "creating the table", "");
-        super::write::ensure_table(ctx, dynatree::storage::Billing::OnDemand, false, false, &[])
-            .await?;
+        super::write::ensure_table(
+            ctx,
+            dynatree::storage::Billing::OnDemand,
+            &super::write::TableWants::default(),
+        )
+        .await?;
         progress.finish();
     }
     let checkpoint = file.map(checkpoint_path);

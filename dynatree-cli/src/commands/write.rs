@@ -221,18 +221,25 @@ fn billing_text(billing: Billing) -> String {
 pub async fn create_table(
     ctx: &Ctx,
     billing: Option<Billing>,
-    ttl: bool,
-    stream: bool,
-    indexes: &[(String, bool)],
+    wants: &TableWants<'_>,
     dry_run: bool,
 ) -> CliResult<Doc> {
+    let TableWants {
+        ttl,
+        stream,
+        indexes,
+        link_index,
+    } = *wants;
     if let Some(existing) = &ctx.description {
-        return update_table(ctx, existing, billing, ttl, stream, indexes, dry_run).await;
+        return update_table(ctx, existing, billing, wants, dry_run).await;
     }
     let billing = billing.unwrap_or(Billing::OnDemand);
     let mut features = vec![billing_text(billing)];
     if let Some(d) = ctx.layout.path_index {
         features.push(format!("path index of depth {d}"));
+    }
+    if let Some(d) = link_index {
+        features.push(format!("link index of depth {d}"));
     }
     if ttl {
         features.push("time to live".to_owned());
@@ -252,6 +259,7 @@ pub async fn create_table(
         "created": true,
         "billing": features[0],
         "path_index": ctx.layout.path_index,
+        "link_index": link_index,
         "ttl": ttl,
         "stream": stream,
         "indexes": indexes.iter().map(|(n, r)| json!({ "name": n, "range": r })).collect::<Vec<_>>(),
@@ -261,21 +269,40 @@ pub async fn create_table(
         return Ok(would(record, format!("would create {what}")));
     }
     let progress = Progress::spinner(ctx.global.quiet, "creating the table", "");
-    ensure_table(ctx, billing, ttl, stream, indexes).await?;
+    ensure_table(ctx, billing, wants).await?;
     progress.finish();
     Ok(Doc::one(record, format!("created {what}\n")))
 }
 
+/// What `create-table` is asked to create or turn on, besides the billing mode and the path
+/// index.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TableWants<'a> {
+    /// `--ttl`.
+    pub ttl: bool,
+    /// `--stream`.
+    pub stream: bool,
+    /// `--index`: (name, has a range key).
+    pub indexes: &'a [(String, bool)],
+    /// `--link-index DEPTH`.
+    pub link_index: Option<usize>,
+}
+
 /// The library's `create_table` with the command's options: creates the table, or adds the
-/// indexes an existing one lacks; turns on time to live and the stream when asked.
-pub async fn ensure_table(
-    ctx: &Ctx,
-    billing: Billing,
-    ttl: bool,
-    stream: bool,
-    indexes: &[(String, bool)],
-) -> CliResult<()> {
-    let mut builder = super::builder(&ctx.global, ctx.table.clone(), ctx.layout.path_index)
+/// indexes an existing one lacks; turns on time to live and the stream when asked; records the
+/// link index.
+pub async fn ensure_table(ctx: &Ctx, billing: Billing, wants: &TableWants<'_>) -> CliResult<()> {
+    let TableWants {
+        ttl,
+        stream,
+        indexes,
+        link_index,
+    } = *wants;
+    let layout = super::TableLayout {
+        link_index: link_index.or(ctx.layout.link_index),
+        ..ctx.layout.clone()
+    };
+    let mut builder = super::builder(&ctx.global, ctx.table.clone(), &layout)
         .billing(billing)
         .time_to_live(ttl);
     for (name, range) in indexes {
@@ -299,11 +326,15 @@ async fn update_table(
     ctx: &Ctx,
     existing: &TableDescription,
     billing: Option<Billing>,
-    ttl: bool,
-    stream: bool,
-    indexes: &[(String, bool)],
+    wants: &TableWants<'_>,
     dry_run: bool,
 ) -> CliResult<Doc> {
+    let TableWants {
+        ttl,
+        stream,
+        indexes,
+        link_index,
+    } = *wants;
     let have = billing_text(existing.billing);
     if let Some(want) = billing
         && want != existing.billing
@@ -330,6 +361,23 @@ async fn update_table(
         .filter(|w| !existing.indexes.iter().any(|(n, _)| n == w))
         .collect();
     let mut changes: Vec<String> = added.iter().map(|n| format!("index {n}")).collect();
+    if let Some(d) = link_index {
+        let recorded = dynatree::storage::TableSettings::read(&ctx.table, ctx.global.reserved)
+            .await?
+            .and_then(|s| s.link_index);
+        match recorded {
+            Some(r) if r != d => {
+                return Err(CliError::msg(format!(
+                    "--link-index {d}: table {} keeps a link index of depth {r}; its depth cannot change",
+                    ctx.table_name
+                )));
+            }
+            Some(_) => {}
+            None => changes.push(format!(
+                "link index of depth {d} (links written before have no entries: run `check`, then `repair`)"
+            )),
+        }
+    }
     if ttl {
         changes.push("time to live".to_owned());
     }
@@ -342,6 +390,7 @@ async fn update_table(
         "created": false,
         "billing": have,
         "added_indexes": added,
+        "link_index": link_index,
         "ttl": ttl,
         "stream": stream,
     });
@@ -360,7 +409,7 @@ async fn update_table(
         ));
     }
     let progress = Progress::spinner(ctx.global.quiet, "updating the table", "");
-    ensure_table(ctx, existing.billing, ttl, stream, indexes).await?;
+    ensure_table(ctx, existing.billing, wants).await?;
     progress.finish();
     Ok(Doc::one(
         record,

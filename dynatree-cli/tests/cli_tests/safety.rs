@@ -642,3 +642,43 @@ fn indexes_are_learned_from_the_table() {
     app.run(&["put", "/Users/1/Notes/n1", "{}"]).success();
     app.run(&["ln", "/Users/1", "/Latest"]).success();
 }
+
+#[test]
+fn a_link_index_is_recorded_by_create_table_and_kept_by_every_command() {
+    let t = Env::with(&["--link-index", "1"]);
+    t.run(&["put", "/a/b", r#"{"v": 1}"#]).success();
+    t.run(&["ln", "/a/b", "/l"]).success();
+    // The link has its entry (the check finds no link without one), and a move finds the
+    // link through it and rewrites it.
+    t.run(&["check"]).success();
+    t.run(&["mv", "/a", "/z"]).success();
+    assert_eq!(t.ok(&["readlink", "/l"]), "/z/b\n");
+    // Asking again for the same depth changes nothing; another depth is refused.
+    assert!(
+        t.ok(&["create-table", "--link-index", "1"])
+            .ends_with("nothing to change\n")
+    );
+    let err = t.fails(1, &["create-table", "--link-index", "2"]);
+    assert!(err.contains("keeps a link index of depth 1"), "{err}");
+
+    // Added to a table with a link already: check reports the link without its entry, a dry
+    // run writes nothing, and repair indexes it.
+    let u = Env::new();
+    u.run(&["put", "/a/b", r#"{"v": 1}"#]).success();
+    u.run(&["ln", "/a/b", "/l"]).success();
+    let said = u.ok(&["create-table", "--link-index", "1", "--dry-run"]);
+    assert!(
+        said.contains("would add or turn on: link index of depth 1"),
+        "{said}"
+    );
+    u.run(&["check"]).success();
+    u.run(&["create-table", "--link-index", "1"]).success();
+    let out = u.run(&["check"]).code(1);
+    let report = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+    assert!(
+        report.contains("missing-index /l: a link without its entry in the link index"),
+        "{report}"
+    );
+    u.run(&["repair"]).success();
+    u.run(&["check"]).success();
+}

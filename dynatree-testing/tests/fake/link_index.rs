@@ -61,9 +61,12 @@ async fn links_and_filler(table: &FakeTable, filler: usize) -> Tree {
         .await
         .expect("link");
     }
-    tree.put_link(["Shortcuts", "ghost"], ["Accounts", "1", "Files", "nothing"])
-        .await
-        .expect("link to a target that does not exist");
+    tree.put_link(
+        ["Shortcuts", "ghost"],
+        ["Accounts", "1", "Files", "nothing"],
+    )
+    .await
+    .expect("link to a target that does not exist");
     tree.put(["Accounts", "2", "Files", "g"], &V { v: 9 })
         .await
         .expect("put");
@@ -216,7 +219,9 @@ async fn stale_entries_are_never_reported_and_are_dropped_by_the_look_that_finds
     }
     // a: deleted; b: an object put over it; c: left as it is.
     tree.delete(["a"]).await.expect("delete");
-    tree.put(["b"], &V { v: 2 }).await.expect("put over the link");
+    tree.put(["b"], &V { v: 2 })
+        .await
+        .expect("put over the link");
     assert_eq!(entries(&table, "1").await.len(), 3);
     let report = tree
         .move_subtree(["Accounts", "1", "f"], ["Accounts", "1", "g"])
@@ -357,10 +362,7 @@ async fn check_reports_a_link_without_its_entry_and_repair_writes_it() {
         .await
         .expect("listing row");
     let mut link = Key::new(format!("{r}go"), r.to_string()).into_item();
-    link.insert(
-        r.to_string(),
-        Value::S(format!("{r}Accounts{r}1{r}f")),
-    );
+    link.insert(r.to_string(), Value::S(format!("{r}Accounts{r}1{r}f")));
     table
         .put_item(link, Condition::Always)
         .await
@@ -375,8 +377,18 @@ async fn check_reports_a_link_without_its_entry_and_repair_writes_it() {
     assert_eq!(found, vec![(Class::MissingIndex, Some("/go".to_owned()))]);
     // The same from a check split in two parts and merged.
     let parts = vec![
-        tree.check().segments(2).part(0..1).run_part().await.expect("part"),
-        tree.check().segments(2).part(1..2).run_part().await.expect("part"),
+        tree.check()
+            .segments(2)
+            .part(0..1)
+            .run_part()
+            .await
+            .expect("part"),
+        tree.check()
+            .segments(2)
+            .part(1..2)
+            .run_part()
+            .await
+            .expect("part"),
     ];
     let merged = tree.check().segments(2).merge(parts).await.expect("merge");
     assert_eq!(merged.violations().len(), 1, "{merged}");

@@ -29,7 +29,12 @@ impl Layout {
     /// The partition of the entries of targets whose first `depth` components are `prefix`'s
     /// (or, shorter, exactly `prefix`).
     fn link_entries_hash(&self, prefix: &[String]) -> String {
-        format!("{}{}{}{ENTRIES}", self.object_hash(prefix), self.sc, self.sc)
+        format!(
+            "{}{}{}{ENTRIES}",
+            self.object_hash(prefix),
+            self.sc,
+            self.sc
+        )
     }
 
     /// The key of the entry of the link at `link` to `target` in an index of depth `depth`,

@@ -173,8 +173,7 @@ pub(crate) async fn put_as_transaction<S: Storage + 'static>(
         Ok(_) => Ok(Response::Done),
         Err(e)
             if e.kind() == ErrorKind::TransactionCanceled
-                && e
-                    .cancellation_reasons()
+                && e.cancellation_reasons()
                     .first()
                     .is_some_and(crate::error::CancellationReason::is_condition_failed) =>
         {

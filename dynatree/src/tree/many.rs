@@ -225,10 +225,12 @@ async fn send_units<S: Storage + 'static>(
         let mut entries = 0;
         while let Some(unit) = units.peek() {
             let extra = usize::from(unit.parent.as_ref().is_some_and(|p| !checks.contains(p)));
-            let unit_entries = super::links::extra_actions(cx, unit.actions.iter().filter_map(put_item));
-            let fits = actions.len() + entries + checks.len() + unit.actions.len() + unit_entries + extra
-                <= TRANSACT_MAX
-                && bytes + unit.bytes <= TRANSACT_BYTES;
+            let unit_entries =
+                super::links::extra_actions(cx, unit.actions.iter().filter_map(put_item));
+            let fits =
+                actions.len() + entries + checks.len() + unit.actions.len() + unit_entries + extra
+                    <= TRANSACT_MAX
+                    && bytes + unit.bytes <= TRANSACT_BYTES;
             if !fits && !indexes.is_empty() {
                 break;
             }

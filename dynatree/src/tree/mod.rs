@@ -27,11 +27,11 @@
 mod builder;
 pub(crate) mod clock;
 mod context;
-pub(crate) mod links;
 pub(crate) mod denorm;
 pub(crate) mod expire;
 pub(crate) mod guard;
 pub(crate) mod intent;
+pub(crate) mod links;
 pub(crate) mod many;
 pub(crate) mod move_plan;
 pub(crate) mod moves;

@@ -1201,13 +1201,9 @@ async fn copy_levels<S: Storage + 'static>(
         // the first that fails stops the level. A node's listing row and object are never
         // in two transactions, which would land in either order.
         let cap = TRANSACT_MAX - 1 - cx.enclosing.len() - usize::from(check.is_some());
-        let weights = carried
-            .kept
-            .iter()
-            .map(|&p| {
-                1 + usize::from(object_of(p).is_some())
-                    + super::links::extra_actions(cx, object_of(p))
-            });
+        let weights = carried.kept.iter().map(|&p| {
+            1 + usize::from(object_of(p).is_some()) + super::links::extra_actions(cx, object_of(p))
+        });
         let kept = &carried.kept;
         let packed: Vec<&[&Path]> = move_plan::pack(weights, cap)
             .into_iter()
@@ -1332,7 +1328,9 @@ fn copied_row<S: Storage + 'static>(
         crate::layout::check_item_size(&row)?;
     }
     // A link's entry in the link index must fit DynamoDB's key limits at its new place.
-    if let (Some(depth), Some((link, target))) = (cx.link_depth(), cx.inner.layout.link_of_row(&row)) {
+    if let (Some(depth), Some((link, target))) =
+        (cx.link_depth(), cx.inner.layout.link_of_row(&row))
+    {
         cx.inner.layout.link_entry_key(&link, &target, depth)?;
     }
     Ok(row)

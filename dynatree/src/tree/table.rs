@@ -116,15 +116,14 @@ pub(crate) async fn verify<S: Storage + 'static>(cx: &Ctx<S>) -> Result<()> {
             .ok_or_else(|| Error::new(ErrorKind::TableNotFound, "the table does not exist"))?;
         // The settings say the path index's depth (needed to compare a tree's depth, and
         // for a tree without the index, to say which depth to build it with) and the link
-        // index's, which every tree on the table keeps: always read.
-        let wants = cx.inner.config.path_index.is_some() || cx.inner.config.link_index.is_some();
+        // index's, which every tree on the table keeps: always read, and a tree that cannot
+        // read them does not start (it would write links without their entries).
         let settings = if description.has_tree_schema() {
-            let read = retry
+            retry
                 .retry_transient(|| {
                     TableSettings::read(&cx.inner.storage, cx.inner.layout.reserved())
                 })
-                .await;
-            if wants { read? } else { read.ok().flatten() }
+                .await?
         } else {
             None
         };
@@ -204,7 +203,10 @@ fn check_table<S: Storage + 'static>(
         }
         (None, false) => {}
     }
-    match (cx.inner.config.link_index, settings.and_then(|s| s.link_index)) {
+    match (
+        cx.inner.config.link_index,
+        settings.and_then(|s| s.link_index),
+    ) {
         (Some(mine), Some(theirs)) if mine != theirs => {
             return mismatch(format!(
                 "the table's link index has depth {theirs}, this tree's has depth {mine}: build the tree with `link_index({theirs})`"
