@@ -409,3 +409,317 @@ async fn check_reports_a_link_without_its_entry_and_repair_writes_it() {
         ]
     );
 }
+
+/// The violations `check` finds, as (class, path).
+async fn violations(tree: &Tree) -> Vec<String> {
+    let report = tree.check().run().await.expect("check");
+    report
+        .violations()
+        .iter()
+        .map(|v| format!("{:?} {:?}", v.class(), v.path().map(Path::to_string)))
+        .collect()
+}
+
+/// With `fenced_puts`, a link put at a new name whose listing row this process can verify
+/// free with one cheap write (a top-level name, or a new name under a known parent) takes the
+/// fenced path, which sends its put straight to the table: the link row goes with its entry
+/// there too, and a Rewrite move of its target finds and rewrites it.
+#[tokio::test]
+async fn a_fenced_put_of_a_link_writes_its_entry() {
+    let table = FakeTable::new();
+    let tree = Tree::builder(table.clone())
+        .link_index(2)
+        .fenced_puts(true)
+        .build()
+        .expect("tree");
+    tree.create_table().await.expect("table");
+    tree.put(["Accounts", "1", "f"], &V { v: 1 })
+        .await
+        .expect("put");
+    tree.put(["Shortcuts", "x"], &V { v: 1 })
+        .await
+        .expect("put");
+    // A top-level name, and a new name under a parent this process knows.
+    tree.put_link(["l"], ["Accounts", "1", "f"])
+        .await
+        .expect("link");
+    tree.put_link(["Shortcuts", "l"], ["Accounts", "1", "f"])
+        .await
+        .expect("link");
+    let found = violations(&tree).await;
+    let missing = entries(&table, "1").await;
+    let report = tree
+        .move_subtree_with(
+            ["Accounts", "1", "f"],
+            ["Accounts", "1", "g"],
+            LinkPolicy::Rewrite,
+        )
+        .await
+        .expect("move");
+    let l = tree.read_link(["l"]).await.expect("link");
+    assert!(found.is_empty(), "check after fenced put_links: {found:?}");
+    assert_eq!(missing.len(), 2, "entries written: {missing:?}");
+    assert_eq!(
+        report.links,
+        vec![
+            (p("/Shortcuts/l"), p("/Accounts/1/f")),
+            (p("/l"), p("/Accounts/1/f"))
+        ]
+    );
+    assert_eq!(
+        l,
+        p("/Accounts/1/g"),
+        "the Rewrite move left /l pointing at the old place"
+    );
+}
+
+/// A tree built without `.link_index` that does not verify its table (`verify_table(false)`)
+/// reads the table's settings before its first write of a link row, and writes its entry.
+#[tokio::test]
+async fn a_tree_that_skips_verification_still_writes_entries() {
+    let table = FakeTable::new();
+    let indexed_tree = indexed(&table, 2).await;
+    indexed_tree
+        .put(["Accounts", "1", "f"], &V { v: 1 })
+        .await
+        .expect("put");
+    let unverified = Tree::builder(table.clone())
+        .verify_table(false)
+        .build()
+        .expect("tree");
+    unverified
+        .put_link(["l"], ["Accounts", "1", "f"])
+        .await
+        .expect("link");
+    let found = violations(&indexed_tree).await;
+    assert!(found.is_empty(), "{found:?}");
+    assert_eq!(entries(&table, "1").await.len(), 1);
+}
+
+/// A link *inside* the moved subtree pointing into it is copied with its old target, then
+/// rewritten at its new place: when only the entry of (its new place, its new target) would
+/// break the 1,024-byte sort key, the move is refused before it copies anything (it never
+/// ends `Ok` with the moved link pointing at the old, now empty, place).
+#[tokio::test]
+async fn a_rewrite_move_of_a_link_inside_its_source_whose_new_entry_would_not_fit_is_refused() {
+    let table = FakeTable::new();
+    let tree = indexed(&table, 1).await;
+    let long = "x".repeat(600);
+    tree.put(["A", "s", "t"], &V { v: 1 }).await.expect("put");
+    tree.put_link(["A", "s", "l"], ["A", "s", "t"])
+        .await
+        .expect("link");
+    let moved = tree
+        .move_subtree_with(["A", "s"], ["A", long.as_str()], LinkPolicy::Rewrite)
+        .await;
+    match moved {
+        Err(e) => {
+            assert_eq!(e.kind(), ErrorKind::InvalidPath, "{e}");
+            // Rolled back: the source as it was.
+            assert_eq!(
+                tree.read_link(["A", "s", "l"])
+                    .await
+                    .expect("link")
+                    .to_string(),
+                "/A/s/t"
+            );
+        }
+        Ok(report) => {
+            let now = tree
+                .read_link(["A", long.as_str(), "l"])
+                .await
+                .expect("link");
+            assert_eq!(
+                now,
+                Path::new(["A", long.as_str(), "t"]).expect("path"),
+                "the move ended Ok (links {:?}) with the moved link pointing into the old place",
+                report.links
+            );
+        }
+    }
+}
+
+/// The same move without the index rewrites the link (no entry to fit).
+#[tokio::test]
+async fn the_same_move_without_the_index_rewrites_the_link() {
+    let table = FakeTable::new();
+    let tree = Tree::new(table.clone());
+    tree.create_table().await.expect("table");
+    let long = "x".repeat(600);
+    tree.put(["A", "s", "t"], &V { v: 1 }).await.expect("put");
+    tree.put_link(["A", "s", "l"], ["A", "s", "t"])
+        .await
+        .expect("link");
+    tree.move_subtree_with(["A", "s"], ["A", long.as_str()], LinkPolicy::Rewrite)
+        .await
+        .expect("move");
+    assert_eq!(
+        tree.read_link(["A", long.as_str(), "l"])
+            .await
+            .expect("link"),
+        Path::new(["A", long.as_str(), "t"]).expect("path")
+    );
+}
+
+/// A link from outside into the source whose rewritten entry would not fit: the move is
+/// refused (InvalidPath) and rolled back, nothing changed.
+#[tokio::test]
+async fn a_rewrite_move_of_a_target_whose_links_new_entry_would_not_fit_is_rolled_back() {
+    let table = FakeTable::new();
+    let tree = indexed(&table, 2).await;
+    let long = "y".repeat(500);
+    let dest = "x".repeat(600);
+    tree.put(["Accounts", "1", "s", "t"], &V { v: 1 })
+        .await
+        .expect("put");
+    tree.put_link([long.as_str()], ["Accounts", "1", "s", "t"])
+        .await
+        .expect("link");
+    let before = table.rows();
+    let err = tree
+        .move_subtree_with(
+            ["Accounts", "1", "s"],
+            ["Accounts", "1", dest.as_str()],
+            LinkPolicy::Rewrite,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidPath, "{err}");
+    assert_eq!(
+        tree.read_link([long.as_str()]).await.expect("link"),
+        p("/Accounts/1/s/t")
+    );
+    assert_eq!(
+        tree.get::<V>(["Accounts", "1", "s", "t"])
+            .await
+            .expect("get"),
+        Some(V { v: 1 })
+    );
+    let after = table.rows();
+    assert!(
+        after.len() <= before.len(),
+        "rows left by the refused move: {} -> {}",
+        before.len(),
+        after.len()
+    );
+    assert!(violations(&tree).await.is_empty());
+}
+
+/// A copy with Rewrite whose copied link's entry would not fit: refused, rolled back.
+#[tokio::test]
+async fn a_rewrite_copy_whose_copied_links_entry_would_not_fit_is_rolled_back() {
+    let table = FakeTable::new();
+    let tree = indexed(&table, 1).await;
+    let long = "x".repeat(600);
+    tree.put(["A", "s", "t"], &V { v: 1 }).await.expect("put");
+    tree.put_link(["A", "s", "l"], ["A", "s", "t"])
+        .await
+        .expect("link");
+    let before = table.rows().len();
+    let err = tree
+        .copy_subtree_with(["A", "s"], ["A", long.as_str()], LinkPolicy::Rewrite)
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidPath, "{err}");
+    assert_eq!(table.rows().len(), before);
+    assert!(violations(&tree).await.is_empty());
+}
+
+/// A scoped tree of a tree built without `.link_index` (it adopts the table's) writes entries,
+/// and a Rewrite move inside the scope finds its links with no Scan.
+#[tokio::test]
+async fn a_scoped_tree_adopting_the_index_writes_entries() {
+    let table = FakeTable::new();
+    indexed(&table, 2).await;
+    let plain = Tree::new(table.clone());
+    let scoped = plain.scope(["Accounts", "1"]).expect("scope");
+    scoped.put(["f"], &V { v: 1 }).await.expect("put");
+    scoped.put_link(["l"], ["f"]).await.expect("link");
+    assert_eq!(entries(&table, "1").await.len(), 1);
+    table.reset_metrics();
+    let report = scoped
+        .move_subtree_with(["f"], ["g"], LinkPolicy::Rewrite)
+        .await
+        .expect("move");
+    assert_eq!(report.links.len(), 1, "{:?}", report.links);
+    assert_eq!(table.metrics().requests("Scan"), 0);
+    assert!(violations(&plain).await.is_empty());
+}
+
+/// Re-parenting (`delete_node(Reparent)`) moves the children up: the link rows among them
+/// carry their entries to their new place.
+#[tokio::test]
+async fn a_reparent_carries_the_entries_of_the_links_it_moves() {
+    let table = FakeTable::new();
+    let tree = indexed(&table, 2).await;
+    tree.put(["Accounts", "1", "f"], &V { v: 1 })
+        .await
+        .expect("put");
+    tree.put(["dir"], &V { v: 0 }).await.expect("put");
+    tree.put_link(["dir", "l"], ["Accounts", "1", "f"])
+        .await
+        .expect("link");
+    tree.delete_node(["dir"], dynatree::ops::OnChildren::Reparent)
+        .await
+        .expect("reparent");
+    assert!(violations(&tree).await.is_empty());
+    let report = tree
+        .move_subtree_with(
+            ["Accounts", "1", "f"],
+            ["Accounts", "1", "g"],
+            LinkPolicy::Rewrite,
+        )
+        .await
+        .expect("move");
+    assert_eq!(report.links, vec![(p("/l"), p("/Accounts/1/f"))]);
+    assert_eq!(
+        tree.read_link(["l"]).await.expect("link"),
+        p("/Accounts/1/g")
+    );
+}
+
+/// Cost: many stale entries under the source (links repointed elsewhere) are each dropped by
+/// the first look; a second move of the same place reads none of them again.
+#[tokio::test]
+async fn stale_entries_are_paid_for_once() {
+    let table = FakeTable::new();
+    let tree = indexed(&table, 2).await;
+    tree.put(["Accounts", "1", "s", "f"], &V { v: 1 })
+        .await
+        .expect("put");
+    tree.put(["Accounts", "2", "g"], &V { v: 1 })
+        .await
+        .expect("put");
+    for i in 0..150 {
+        let l = format!("l{i}");
+        tree.put_link([l.as_str()], ["Accounts", "1", "s", "f"])
+            .await
+            .expect("link");
+        tree.put_link([l.as_str()], ["Accounts", "2", "g"])
+            .await
+            .expect("relink");
+    }
+    assert_eq!(entries(&table, "1").await.len(), 150);
+    let report = tree
+        .move_subtree(["Accounts", "1", "s"], ["Accounts", "1", "t"])
+        .await
+        .expect("move");
+    assert!(report.links.is_empty());
+    assert_eq!(entries(&table, "1").await.len(), 0, "stale entries left");
+    table.reset_metrics();
+    tree.move_subtree(["Accounts", "1", "t"], ["Accounts", "1", "u"])
+        .await
+        .expect("move");
+    let after = table.metrics().requests_by_operation().clone();
+    // The same move on a table that never had those links.
+    let fresh = FakeTable::new();
+    let base = indexed(&fresh, 2).await;
+    base.put(["Accounts", "1", "t", "f"], &V { v: 1 })
+        .await
+        .expect("put");
+    fresh.reset_metrics();
+    base.move_subtree(["Accounts", "1", "t"], ["Accounts", "1", "u"])
+        .await
+        .expect("move");
+    assert_eq!(after, *fresh.metrics().requests_by_operation());
+}

@@ -929,7 +929,7 @@ fn check_during_deletes() {
 fn targeted_check_snapshot_conflict() {
     replay_exact(
         check_vs_deletes("check vs delete a/b/x vs delete a/c vs put k/z (targeted)"),
-        "24301:1,1,0,0,1,0/1,0/1,3,0,1,0,2,2,1,3,1,0,3,0,2K,0,0,0K,1,1,1,2,2,2,2,2,2",
+        "24301:1,1,1,0,0,0,0,1,0/1,0/1,3,3,0,1,0,2,2,2,1,3,1,0,3,0,2K,0,0,0K,1,1,1,2,2,2,2,2,2",
     );
 }
 
@@ -953,7 +953,7 @@ fn fenced_put_new_name_one_conflict() {
     )
     .faults(1, [conflict()])
     .check(absorbed(2));
-    if let Err(f) = sim.replay("24301:0,0,1,1K,1,1,1,1,1") {
+    if let Err(f) = sim.replay("24301:0,0,0,1,1,1K,1,1,1,1,1") {
         panic!("{f}");
     }
 }

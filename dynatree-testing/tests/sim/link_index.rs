@@ -32,12 +32,30 @@ fn every_link_indexed(end: &End<'_>) -> Result<(), String> {
     }
 }
 
-fn run(name: &str, setup: &[(&[&str], u32)], links: &[(&[&str], &[&str])], acts: &[Act]) {
+fn indexed_fenced_tree(s: SimStorage<FakeTable>) -> T {
+    Tree::builder(s)
+        .link_index(1)
+        .fenced_puts(true)
+        .build()
+        .expect("a tree with a link index and fenced puts")
+}
+
+fn run_with(
+    name: &str,
+    tree: fn(SimStorage<FakeTable>) -> T,
+    setup: &[(&[&str], u32)],
+    links: &[(&[&str], &[&str])],
+    acts: &[Act],
+) {
     let links = links.iter().map(|(l, t)| (p(l), p(t))).collect();
-    with_faults(scenario_with(name, indexed_tree, paths(setup), links, acts))
+    with_faults(scenario_with(name, tree, paths(setup), links, acts))
         .schedules(250)
         .check(every_link_indexed)
         .run();
+}
+
+fn run(name: &str, setup: &[(&[&str], u32)], links: &[(&[&str], &[&str])], acts: &[Act]) {
+    run_with(name, indexed_tree, setup, links, acts);
 }
 
 /// A link created while a Rewrite move runs: created before the move ends, it points at the
@@ -129,6 +147,99 @@ fn copy_of_a_link_vs_rewrite_move_of_its_target() {
         &[(&["a", "l"], &["s", "1"])],
         &[
             Act::Copy(p(&["a"]), p(&["c"])),
+            Act::Move(p(&["s"]), p(&["d"]), LinkPolicy::Rewrite),
+        ],
+    );
+}
+
+/// Under `fenced_puts`, a new top-level link goes the fenced path (a put sent straight to the
+/// table): with its entry, so a Rewrite move that runs after it finds it.
+#[test]
+fn fenced_put_link_vs_rewrite_move() {
+    run_with(
+        "link index: fenced put_link l->s/1 vs move s->d Rewrite",
+        indexed_fenced_tree,
+        &[(&["s", "1"], 1), (&["s", "2"], 2)],
+        &[],
+        &[
+            Act::PutLink(p(&["l"]), p(&["s", "1"])),
+            Act::Move(p(&["s"]), p(&["d"]), LinkPolicy::Rewrite),
+        ],
+    );
+}
+
+/// A re-parenting moves a link row up (its entry goes with it, at the new place) while a
+/// Rewrite move of the link's target runs.
+#[test]
+fn reparent_of_a_links_parent_vs_rewrite_move_of_its_target() {
+    run(
+        "link index: delete_node(a, Reparent) (a/l -> s/1) vs move s->d Rewrite",
+        &[(&["s", "1"], 1), (&["a"], 3), (&["a", "x"], 2)],
+        &[(&["a", "l"], &["s", "1"])],
+        &[
+            Act::ReparentTwice(p(&["a"])),
+            Act::Move(p(&["s"]), p(&["d"]), LinkPolicy::Rewrite),
+        ],
+    );
+}
+
+/// A move of the link row's parent (with Ignore) while a Rewrite move of its target runs:
+/// the moved link row lands with its entry and the Rewrite move's looks follow it.
+#[test]
+fn move_of_a_link_row_vs_rewrite_move_of_its_target() {
+    run(
+        "link index: move a->b Ignore (a/l -> s/1) vs move s->d Rewrite",
+        &[(&["s", "1"], 1), (&["a", "x"], 2)],
+        &[(&["a", "l"], &["s", "1"])],
+        &[
+            Act::Move(p(&["a"]), p(&["b"]), LinkPolicy::Ignore),
+            Act::Move(p(&["s"]), p(&["d"]), LinkPolicy::Rewrite),
+        ],
+    );
+}
+
+/// A link repointed elsewhere and back (a stale entry, then the same entry again) while two
+/// Rewrite moves run one after the other on the target; with `resume` beside them.
+#[test]
+fn relink_elsewhere_and_back_vs_rewrite_move_and_resume() {
+    run(
+        "link index: put_link l->t/1, put_link l->s/1 vs move s->d Rewrite, resume (l -> s/1)",
+        &[(&["s", "1"], 1), (&["t", "1"], 2)],
+        &[(&["l"], &["s", "1"])],
+        &[
+            Act::PutLink(p(&["l"]), p(&["t", "1"])),
+            Act::PutLink(p(&["l"]), p(&["s", "1"])),
+            Act::Move(p(&["s"]), p(&["d"]), LinkPolicy::Rewrite),
+            Act::Resume,
+        ],
+    );
+}
+
+/// A link inside the moved subtree pointing into it, while a second link is created into the
+/// subtree: both end at the new place.
+#[test]
+fn inner_link_and_new_link_vs_rewrite_move() {
+    run(
+        "link index: put_link m->s/2 vs move s->d Rewrite (s/l -> s/1)",
+        &[(&["s", "1"], 1), (&["s", "2"], 2)],
+        &[(&["s", "l"], &["s", "1"])],
+        &[
+            Act::PutLink(p(&["m"]), p(&["s", "2"])),
+            Act::Move(p(&["s"]), p(&["d"]), LinkPolicy::Rewrite),
+        ],
+    );
+}
+
+/// Two Rewrite moves in a chain: s->d while the link's own parent a->b is moved with Rewrite
+/// too (a/l -> s/1, and k -> a/x points into a).
+#[test]
+fn two_rewrite_moves_crossing() {
+    run(
+        "link index: move a->b Rewrite vs move s->d Rewrite (a/l -> s/1, s/k -> a/x)",
+        &[(&["s", "1"], 1), (&["a", "x"], 2)],
+        &[(&["a", "l"], &["s", "1"]), (&["s", "k"], &["a", "x"])],
+        &[
+            Act::Move(p(&["a"]), p(&["b"]), LinkPolicy::Rewrite),
             Act::Move(p(&["s"]), p(&["d"]), LinkPolicy::Rewrite),
         ],
     );

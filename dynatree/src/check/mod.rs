@@ -21,7 +21,7 @@
 //! | [`Class::AbandonedIntent`] | a move, copy, deletion or propagation whose owner's lease ran out | finished or rolled back, as [`Tree::resume`] does |
 //! | [`Class::LockWithoutIntent`] | a move lock whose operation is not recorded | released, conditional on the lock and on the operation still not being recorded |
 //! | [`Class::Expired`] | an object past its expiry that DynamoDB has not deleted yet | deleted if still expired, then emptied listing rows removed |
-//! | [`Class::MissingIndex`] | an object without the index attributes the tree keeps: the path index's, and the secondary indexes' of a type registered with [`TreeBuilder::indexes_of`] (for a value written through a [scope](crate::Tree::scope), the scope's) | the attributes written, conditional on the object |
+//! | [`Class::MissingIndex`] | an object without the index attributes the tree keeps: the path index's, and the secondary indexes' of a type registered with [`TreeBuilder::indexes_of`] (for a value written through a [scope](crate::Tree::scope), the scope's); with a [link index](crate::TreeBuilder::link_index), a link without its entry (written by the Go library) | the attributes written, conditional on the object; a link's entry written, conditional on the link still pointing at its target |
 //! | [`Class::StaleCopy`] | a denormalized copy that differs from its source | copied again by the propagation's conditional write |
 //! | [`Class::Malformed`] | a bookkeeping attribute of a type the runtime never writes (a removal mark or lock that is no string, a hold that is no string, a version that is no number), which blocks writes for good | the attribute removed, conditional on its exact value (and, for a lock or hold, on no operation of that id being recorded) |
 //! | [`Class::DanglingLink`] | a link whose target (after following links) is missing | left for a human |
@@ -117,7 +117,9 @@ pub enum Class {
     Expired,
     /// An object without the index attributes the tree keeps (written by the Go library, or
     /// re-put by it), or with index values another scope's writes would give it (moved by the
-    /// whole tree from one scope to another, or its indexed field changed by another program).
+    /// whole tree from one scope to another, or its indexed field changed by another program);
+    /// or, with a [link index](crate::TreeBuilder::link_index), a link without its entry
+    /// (written by the Go library, or before the table recorded the index).
     MissingIndex,
     /// A denormalized copy that differs from its source.
     StaleCopy,

@@ -92,9 +92,10 @@ pub(crate) struct Inner<S> {
     /// Set once the table has been checked ([`Tree::verify`]): before the first request, or
     /// by [`Tree::create_table`].
     pub(crate) verified: tokio::sync::OnceCell<()>,
-    /// The depth of the link index the table's settings record, learned when the table was
-    /// verified (for a tree built without [`Config::link_index`]).
-    pub(crate) adopted_link_index: std::sync::OnceLock<usize>,
+    /// The depth of the link index the table's settings record (`None`: none), learned when
+    /// the table was verified, or, for a tree that does not verify it, before its first write
+    /// of a link row (for a tree built without [`Config::link_index`]).
+    pub(crate) learned_link_index: tokio::sync::OnceCell<Option<usize>>,
 }
 
 /// The tree's backend as its operations see it: an owned handle (streams keep it) that sends
@@ -132,8 +133,13 @@ impl<S: Storage + 'static> Storage for Io<S> {
             self.0.ensure_verified().await?;
         }
         // Under a link index, every link row goes out with its entry (see `links`).
-        let request = match self.0.link_depth() {
-            Some(depth) if on_items => match links::with_entries(&self.0, request, depth)? {
+        let depth = if on_items && links::writes_link_rows(&self.0, &request) {
+            links::depth(&self.0).await?
+        } else {
+            None
+        };
+        let request = match depth {
+            Some(depth) => match links::with_entries(&self.0, request, depth)? {
                 links::Plan::Send(request) => request,
                 links::Plan::Put(tx) => return links::put_as_transaction(&self.0, tx).await,
                 links::Plan::Batch { links, rest } => {
@@ -184,7 +190,7 @@ impl<S> Ctx<S> {
         self.inner
             .config
             .link_index
-            .or_else(|| self.inner.adopted_link_index.get().copied())
+            .or_else(|| self.inner.learned_link_index.get().copied().flatten())
     }
 
     /// The denormalized targets this tree knows (the stream processor reads them).

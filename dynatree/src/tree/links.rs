@@ -133,14 +133,90 @@ fn entries_of<S>(
 }
 
 /// How many actions the link index adds to a transaction putting `rows`: what a caller that
-/// packs transactions leaves room for.
+/// packs transactions leaves room for (also while a tree that does not verify its table has
+/// not learned yet whether the table keeps one).
 pub(crate) fn extra_actions<'a, S>(cx: &Ctx<S>, rows: impl IntoIterator<Item = &'a Item>) -> usize {
-    if cx.link_depth().is_none() {
+    let unknown = !cx.inner.config.verify_table && cx.inner.learned_link_index.get().is_none();
+    if cx.link_depth().is_none() && !unknown {
         return 0;
     }
     rows.into_iter()
         .filter(|r| cx.inner.layout.link_of_row(r).is_some())
         .count()
+}
+
+/// Whether `request` puts a link row.
+pub(crate) fn writes_link_rows<S>(cx: &Ctx<S>, request: &Request) -> bool {
+    let layout = &cx.inner.layout;
+    match request {
+        Request::PutItem { item, .. } => layout.link_of_row(item).is_some(),
+        Request::TransactWrite { actions, .. } => actions.iter().any(
+            |a| matches!(a, TransactAction::Put { item, .. } if layout.link_of_row(item).is_some()),
+        ),
+        Request::BatchWrite { requests } => requests
+            .iter()
+            .any(|r| matches!(r, WriteRequest::Put(item) if layout.link_of_row(item).is_some())),
+        _ => false,
+    }
+}
+
+/// The depth of the table's link index, for a write of a link row: the tree's, or the
+/// table's as learned when the tree verified it. A tree that does not verify its table
+/// ([`TreeBuilder::verify_table`](crate::TreeBuilder::verify_table)) reads the table's
+/// settings row once, before its first write of a link row, so that no tree writes a link
+/// without its entry on a table that keeps the index.
+pub(crate) async fn depth<S: Storage + 'static>(cx: &Ctx<S>) -> Result<Option<usize>> {
+    if let Some(d) = cx.link_depth() {
+        return Ok(Some(d));
+    }
+    let learned = cx
+        .inner
+        .learned_link_index
+        .get_or_try_init(|| async {
+            let settings = cx
+                .inner
+                .config
+                .retry
+                .retry_transient(|| {
+                    crate::storage::TableSettings::read(
+                        &cx.inner.storage,
+                        cx.inner.layout.reserved(),
+                    )
+                })
+                .await?;
+            Ok::<_, Error>(settings.and_then(|s| s.link_index))
+        })
+        .await?;
+    Ok(*learned)
+}
+
+/// [`depth`] for a write of `row`: `None` unless it is a link row.
+pub(crate) async fn depth_for<S: Storage + 'static>(
+    cx: &Ctx<S>,
+    row: &Item,
+) -> Result<Option<usize>> {
+    if cx.inner.layout.link_of_row(row).is_none() {
+        return Ok(None);
+    }
+    depth(cx).await
+}
+
+/// `tx` with the entries of the link rows it puts (see [`add_entries`]), for a transaction
+/// sent straight to the table (the move protocol's own loop).
+pub(crate) async fn with_entries_in<S: Storage + 'static>(
+    cx: &Ctx<S>,
+    tx: Vec<TransactAction>,
+) -> Result<Vec<TransactAction>> {
+    let any = tx.iter().any(|a| {
+        matches!(a, TransactAction::Put { item, .. } if cx.inner.layout.link_of_row(item).is_some())
+    });
+    match any {
+        true => match depth(cx).await? {
+            Some(d) => add_entries(cx, tx, d),
+            None => Ok(tx),
+        },
+        false => Ok(tx),
+    }
 }
 
 /// Sends a link row's put and its entry as one transaction, answering as the PutItem would:

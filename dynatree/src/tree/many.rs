@@ -24,6 +24,9 @@ use super::guard::Attempt;
 /// the request's own framing.
 const TRANSACT_BYTES: usize = 3_500_000;
 
+/// The most bytes a link index entry counts for in a transaction (its two keys).
+const ENTRY_BYTES: usize = 3_072;
+
 /// One object's share of a transaction.
 struct Unit {
     index: usize,
@@ -230,7 +233,7 @@ async fn send_units<S: Storage + 'static>(
             let fits =
                 actions.len() + entries + checks.len() + unit.actions.len() + unit_entries + extra
                     <= TRANSACT_MAX
-                    && bytes + unit.bytes <= TRANSACT_BYTES;
+                    && bytes + unit.bytes + unit_entries * ENTRY_BYTES <= TRANSACT_BYTES;
             if !fits && !indexes.is_empty() {
                 break;
             }
@@ -240,7 +243,7 @@ async fn send_units<S: Storage + 'static>(
             {
                 checks.push(p);
             }
-            bytes += unit.bytes;
+            bytes += unit.bytes + unit_entries * ENTRY_BYTES;
             entries += unit_entries;
             actions.extend(unit.actions);
             indexes.push(unit.index);

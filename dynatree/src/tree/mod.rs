@@ -244,7 +244,7 @@ impl<S> Tree<S> {
                     known: KnownRows::default(),
                     targets,
                     verified: tokio::sync::OnceCell::new(),
-                    adopted_link_index: std::sync::OnceLock::new(),
+                    learned_link_index: tokio::sync::OnceCell::new(),
                 }),
                 root: None,
                 observer: None,

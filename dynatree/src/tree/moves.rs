@@ -940,7 +940,13 @@ async fn validate<S: Storage + 'static>(
     if intent.op == Operation::Move && intent.links == LinkPolicy::Rewrite {
         for (link, target) in links_into(cx, &intent.from).await? {
             let new_target = dest_of(&intent, &target)?;
-            cx.link_row_for(&link, &new_target)?;
+            // A link inside the source is rewritten where the move puts it.
+            let at = if link.starts_with(&intent.from) {
+                dest_of(&intent, &link)?
+            } else {
+                link
+            };
+            cx.link_row_for(&at, &new_target)?;
         }
     }
     Ok(())
@@ -1865,10 +1871,7 @@ async fn fenced_with<S: Storage + 'static>(
                     cx.ensure_verified().await?;
                     // Sent as it is (its throttling is handled below), but with the link
                     // index's entries of the link rows it puts, as `Io` adds them.
-                    let tx = match cx.link_depth() {
-                        Some(depth) => super::links::add_entries(cx, tx, depth)?,
-                        None => tx,
-                    };
+                    let tx = super::links::with_entries_in(cx, tx).await?;
                     let sent = cx.inner.storage.transact_write(tx).await;
                     match sent {
                         // Throttled (DynamoDB reports a throttled transaction as canceled

@@ -217,8 +217,8 @@ fn check_table<S: Storage + 'static>(
                 "this tree keeps a link index but the table's settings record none: run `create_table` to record it (then `repair` writes the entries of the links already there)".to_owned(),
             );
         }
-        (None, Some(theirs)) => {
-            let _ = cx.inner.adopted_link_index.set(theirs);
+        (None, theirs) => {
+            let _ = cx.inner.learned_link_index.set(theirs);
         }
         _ => {}
     }

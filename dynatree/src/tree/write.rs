@@ -170,6 +170,30 @@ async fn put_fenced<S: Storage + 'static>(
     if !condition.is_always() {
         all.push(condition.clone());
     }
+    // A link row under a link index goes with its entry, in one transaction sent once as
+    // the PutItem would be; its cancellation, whatever the reason, is the guarded path's turn.
+    if let Some(depth) = super::links::depth_for(cx, row).await? {
+        let put = TransactAction::Put {
+            item: row.clone(),
+            condition: layout::all(all),
+        };
+        let actions = super::links::add_entries(cx, vec![put], depth)?;
+        return match cx.inner.storage.transact_write(actions).await {
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::TransactionCanceled | ErrorKind::Throttled | ErrorKind::Conflict
+                ) =>
+            {
+                Err(Error::new(
+                    ErrorKind::ConditionFailed,
+                    "refused, throttled or in conflict: the guarded path takes over",
+                )
+                .with_source(e))
+            }
+            other => other,
+        };
+    }
     match cx
         .inner
         .storage

@@ -722,7 +722,7 @@ fn targeted_stale_link_rewrite_after_takeover() {
 // objects and the release of the destination's, five more than before. The takeover's unlock
 // phase walks the destination (its held rows and every node, for holds to release), renews
 // the lease, sends its fenced rewrite and looks for links once more: fourteen requests.)
-const STALE_REWRITE: &str = "24301:0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,1,1,W,1,W,1,W,1,W,1,W,1,W,1,W,1,1,1,1,1,1,1,1,1,1,1,1,1,1,W,2,0";
+const STALE_REWRITE: &str = "24301:0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,1,1,1,W,1,W,1,W,1,W,1,W,1,W,1,W,1,1,1,1,1,1,1,1,1,1,1,1,1,1,W,2,2,0";
 
 /// Checks the helper itself: the pix check accepts rows written by plain puts.
 #[test]
