@@ -510,8 +510,8 @@ impl<S: Storage + 'static> TreeBuilder<S> {
 
     /// Keeps a link index of depth `depth` (default: none): every link row is written in one
     /// transaction with an entry keyed by its target, so a move with
-    /// [`LinkPolicy::Report`](crate::LinkPolicy::Report) or
-    /// [`Rewrite`](crate::LinkPolicy::Rewrite) finds the links into its source with one
+    /// [`LinkPolicy::Report`](crate::ops::LinkPolicy::Report) or
+    /// [`Rewrite`](crate::ops::LinkPolicy::Rewrite) finds the links into its source with one
     /// consistent Query per 1 MB of them instead of a Scan of the whole table. A link write
     /// costs one more item in its transaction (a cold overwrite of a link becomes a
     /// transaction of two items); reads are unchanged.
