@@ -187,26 +187,19 @@ impl TableSettings {
         if stored.chars().ne([reserved]) {
             return Err(bad("another reserved character"));
         }
-        let path_index = match item.get(PATH_INDEX) {
-            None => None,
-            Some(Value::N(n)) => Some(
-                n.parse::<usize>()
-                    .ok()
-                    .filter(|d| *d > 0)
-                    .ok_or_else(|| bad("a path index depth that is not a positive integer"))?,
-            ),
-            Some(_) => return Err(bad("a path index depth that is not a number")),
+        // A depth: absent, or a positive integer.
+        let depth = |attr: &str, what: &str| match item.get(attr) {
+            None => Ok(None),
+            Some(Value::N(n)) => n
+                .parse::<usize>()
+                .ok()
+                .filter(|d| *d > 0)
+                .map(Some)
+                .ok_or_else(|| bad(&format!("a {what} depth that is not a positive integer"))),
+            Some(_) => Err(bad(&format!("a {what} depth that is not a number"))),
         };
-        let link_index = match item.get(LINK_INDEX) {
-            None => None,
-            Some(Value::N(n)) => Some(
-                n.parse::<usize>()
-                    .ok()
-                    .filter(|d| *d > 0)
-                    .ok_or_else(|| bad("a link index depth that is not a positive integer"))?,
-            ),
-            Some(_) => return Err(bad("a link index depth that is not a number")),
-        };
+        let path_index = depth(PATH_INDEX, "path index")?;
+        let link_index = depth(LINK_INDEX, "link index")?;
         let mut indexes = Vec::new();
         match item.get(INDEXES) {
             None => {}
@@ -279,28 +272,28 @@ impl TableSettings {
     /// These settings and `other`'s together: every index of both, with the templates of both.
     /// The path index must agree (or be absent from one side).
     pub(crate) fn merge(&self, other: &Self) -> Result<Self> {
-        let path_index = match (self.path_index, other.path_index) {
-            (Some(a), Some(b)) if a != b => {
-                return Err(Error::new(
-                    ErrorKind::TableMismatch,
-                    format!(
-                        "the table's path index has depth {a}, this tree's has depth {b}: build the tree with `path_index({a})`"
-                    ),
-                ));
-            }
-            (a, b) => a.or(b),
+        // A depth both sides must agree on (or one side leaves out).
+        let agreed = |a: Option<usize>, b: Option<usize>, what: &str, setter: &str| match (a, b) {
+            (Some(a), Some(b)) if a != b => Err(Error::new(
+                ErrorKind::TableMismatch,
+                format!(
+                    "the table's {what} has depth {a}, this tree's has depth {b}: build the tree with `{setter}({a})`"
+                ),
+            )),
+            (a, b) => Ok(a.or(b)),
         };
-        let link_index = match (self.link_index, other.link_index) {
-            (Some(a), Some(b)) if a != b => {
-                return Err(Error::new(
-                    ErrorKind::TableMismatch,
-                    format!(
-                        "the table's link index has depth {a}, this tree's has depth {b}: build the tree with `link_index({a})`"
-                    ),
-                ));
-            }
-            (a, b) => a.or(b),
-        };
+        let path_index = agreed(
+            self.path_index,
+            other.path_index,
+            "path index",
+            "path_index",
+        )?;
+        let link_index = agreed(
+            self.link_index,
+            other.link_index,
+            "link index",
+            "link_index",
+        )?;
         let mut indexes = self.indexes.clone();
         for ix in &other.indexes {
             match indexes.iter_mut().find(|i| i.name == ix.name) {

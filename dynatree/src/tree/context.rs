@@ -133,7 +133,10 @@ impl<S: Storage + 'static> Storage for Io<S> {
             self.0.ensure_verified().await?;
         }
         // Under a link index, every link row goes out with its entry (see `links`).
-        let depth = if on_items && links::writes_link_rows(&self.0, &request) {
+        // A tree that knows the table keeps no link index (the default) looks no further.
+        let known_none =
+            self.0.link_depth().is_none() && self.0.inner.learned_link_index.get().is_some();
+        let depth = if on_items && !known_none && links::writes_link_rows(&self.0, &request) {
             links::depth(&self.0).await?
         } else {
             None
