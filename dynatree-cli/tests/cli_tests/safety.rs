@@ -660,6 +660,27 @@ fn a_link_index_is_recorded_by_create_table_and_kept_by_every_command() {
     );
     let err = t.fails(1, &["create-table", "--link-index", "2"]);
     assert!(err.contains("keeps a link index of depth 1"), "{err}");
+    // A deleted link leaves its entry stale: check counts it (no violation), a dry run of the
+    // repair deletes nothing, the repair deletes it.
+    t.run(&["rm", "/l"]).success();
+    let said = t.ok(&["check"]);
+    assert!(
+        said.contains("healthy (1 stale link index entries"),
+        "{said}"
+    );
+    let said = t.ok(&["repair", "--dry-run"]);
+    assert!(
+        said.contains("1 stale link index entries would be deleted"),
+        "{said}"
+    );
+    assert!(t.ok(&["check"]).contains("1 stale link index entries"));
+    let said = t.ok(&["repair"]);
+    assert!(
+        said.contains("1 stale link index entries deleted"),
+        "{said}"
+    );
+    let said = t.ok(&["check"]);
+    assert!(!said.contains("stale"), "{said}");
 
     // Added to a table with a link already: check reports the link without its entry, a dry
     // run writes nothing, and repair indexes it.

@@ -723,3 +723,114 @@ async fn stale_entries_are_paid_for_once() {
         .expect("move");
     assert_eq!(after, *fresh.metrics().requests_by_operation());
 }
+
+/// Stale entries (a link deleted, repointed, or overwritten by an object) are no violation:
+/// the check counts them, one check or split, and the repair deletes them, keeping the entry
+/// of a link created again to the same target meanwhile. A dry run deletes nothing.
+#[tokio::test]
+async fn check_counts_stale_entries_and_repair_deletes_those_still_stale() {
+    let table = FakeTable::new();
+    let tree = indexed(&table, 2).await;
+    for f in ["f", "g"] {
+        tree.put(["Accounts", "1", f], &V { v: 1 })
+            .await
+            .expect("put");
+    }
+    let f = ["Accounts", "1", "f"];
+    tree.put_link(["repointed"], f).await.expect("link");
+    tree.put_link(["repointed"], ["Accounts", "1", "g"])
+        .await
+        .expect("relink");
+    tree.put_link(["deleted"], f).await.expect("link");
+    tree.delete(["deleted"]).await.expect("delete");
+    tree.put_link(["overwritten"], f).await.expect("link");
+    tree.put(["overwritten"], &V { v: 2 }).await.expect("put");
+    tree.put_link(["created-again"], f).await.expect("link");
+    tree.delete(["created-again"]).await.expect("delete");
+    assert_eq!(entries(&table, "1").await.len(), 5);
+
+    let report = tree.check().run().await.expect("check");
+    assert!(report.is_healthy(), "{report}");
+    assert_eq!(report.stale_entries(), 4);
+    assert!(
+        report
+            .to_string()
+            .contains("healthy (4 stale link index entries: repair deletes them)"),
+        "{report}"
+    );
+    let json = serde_json::to_value(&report).expect("json");
+    assert_eq!(json["stale_entries"], 4);
+    let parts = vec![
+        tree.check()
+            .segments(2)
+            .part(0..1)
+            .run_part()
+            .await
+            .expect("part"),
+        tree.check()
+            .segments(2)
+            .part(1..2)
+            .run_part()
+            .await
+            .expect("part"),
+    ];
+    let merged = tree.check().segments(2).merge(parts).await.expect("merge");
+    assert_eq!(merged.stale_entries(), 4, "{merged}");
+
+    let before = table.rows();
+    let dry = tree
+        .repair(&report)
+        .dry_run(true)
+        .run()
+        .await
+        .expect("dry run");
+    assert_eq!(dry.swept(), 4);
+    assert!(
+        dry.to_string()
+            .contains("4 stale link index entries would be deleted"),
+        "{dry}"
+    );
+    assert_eq!(table.rows(), before);
+
+    // After the check, before the repair: the link is created again to the same target.
+    tree.put_link(["created-again"], f).await.expect("link");
+    let repaired = tree.repair(&report).run().await.expect("repair");
+    assert_eq!(repaired.swept(), 3, "{repaired}");
+    assert!(repaired.fixed().is_empty());
+    let r = DEFAULT_RESERVED;
+    let mut kept = entries(&table, "1").await;
+    kept.sort();
+    assert_eq!(
+        kept,
+        vec![
+            (
+                format!("{r}Accounts{r}1{r}{r}links"),
+                format!("{r}f{r}{r}{r}created-again")
+            ),
+            (
+                format!("{r}Accounts{r}1{r}{r}links"),
+                format!("{r}g{r}{r}{r}repointed")
+            ),
+        ]
+    );
+    let after = tree.check().run().await.expect("check");
+    assert!(after.is_healthy(), "{after}");
+    assert_eq!(after.stale_entries(), 0);
+    // Split among workers, each entry is deleted by exactly one part.
+    tree.delete(["created-again"]).await.expect("delete");
+    tree.delete(["repointed"]).await.expect("delete");
+    let report = tree.check().run().await.expect("check");
+    assert_eq!(report.stale_entries(), 2);
+    let mut swept = 0;
+    for i in 0..3 {
+        swept += tree
+            .repair(&report)
+            .part(i, 3)
+            .run()
+            .await
+            .expect("repair part")
+            .swept();
+    }
+    assert_eq!(swept, 2);
+    assert!(entries(&table, "1").await.is_empty());
+}

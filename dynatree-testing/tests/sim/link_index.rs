@@ -121,6 +121,44 @@ fn relink_vs_the_drop_of_its_stale_entry_every_interleaving() {
     .run();
 }
 
+/// A check and a repair that deletes the stale entry of `l -> s/1` (the link deleted before
+/// the race) while the link is created again: the repair's delete of the entry checks, in its
+/// transaction, that `l` is no link to `s/1`, so the new link keeps its entry. Every
+/// interleaving of the two, with a fault.
+#[test]
+fn relink_vs_repair_sweeping_its_stale_entry_every_interleaving() {
+    let sim = Sim::new(
+        "link index: put_link l->s/1 vs check and repair (l -> s/1 deleted)",
+        FakeTable::new,
+    )
+    .tree(indexed_tree)
+    .setup(|t| async move {
+        t.put(["s", "1"], &V { v: 1 }).await?;
+        t.put_link(["l"], ["s", "1"]).await?;
+        t.delete(["l"]).await?;
+        Ok(())
+    })
+    .op("check and repair", |t| async move {
+        let report = t.check().run().await?;
+        let repaired = t.repair(&report).run().await?;
+        Ok(format!(
+            "{} stale, {} swept",
+            report.stale_entries(),
+            repaired.swept()
+        ))
+    });
+    with_faults(with_acts(
+        sim,
+        &[Act::PutLink(p(&["l"]), p(&["s", "1"]))],
+        false,
+        Act::run,
+    ))
+    .preemptions(None)
+    .schedules(400)
+    .check(every_link_indexed)
+    .run();
+}
+
 /// An object put over a link (leaving its entry stale) and the link put back, while a move
 /// reports the links into its source.
 #[test]

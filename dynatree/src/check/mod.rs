@@ -19,7 +19,7 @@
 //! | [`Class::EmptyListing`] | a listing row naming neither an object nor children | removed by the removal protocol (mark, check, delete on the mark) |
 //! | [`Class::ExpiredMark`] | a removal mark whose lease ran out | taken off, conditional on exactly that mark |
 //! | [`Class::AbandonedIntent`] | a move, copy, deletion or propagation whose owner's lease ran out | finished or rolled back, as [`Tree::resume`] does |
-//! | [`Class::LockWithoutIntent`] | a move lock whose operation is not recorded | released, conditional on the lock and on the operation still not being recorded |
+//! | [`Class::LockWithoutIntent`] | a move lock, or a lane row of a multi-row operation, whose operation is not recorded (its record deleted by another program) | released (a lane row deleted), conditional on the lock and on the operation still not being recorded |
 //! | [`Class::Expired`] | an object past its expiry that DynamoDB has not deleted yet | deleted if still expired, then emptied listing rows removed |
 //! | [`Class::MissingIndex`] | an object without the index attributes the tree keeps: the path index's, and the secondary indexes' of a type registered with [`TreeBuilder::indexes_of`] (for a value written through a [scope](crate::Tree::scope), the scope's); with a [link index](crate::TreeBuilder::link_index), a link without its entry (written by the Go library) | the attributes written, conditional on the object; a link's entry written, conditional on the link still pointing at its target |
 //! | [`Class::StaleCopy`] | a denormalized copy that differs from its source | copied again by the propagation's conditional write |
@@ -111,7 +111,10 @@ pub enum Class {
     /// A recorded multi-row operation (move, copy, subtree deletion, re-parenting,
     /// propagation) not finished, whose owner's lease ran out.
     AbandonedIntent,
-    /// A move lock on a listing row whose operation is not recorded.
+    /// A move lock on a listing row, a hold on an object, or a lane row of a multi-row
+    /// operation, whose operation is not recorded. The runtime writes and deletes a lane
+    /// row with its record, so such a lane was left by another program deleting the record;
+    /// it has no path.
     LockWithoutIntent,
     /// An object past its expiry that DynamoDB has not deleted yet (time-to-live leftovers).
     Expired,
@@ -328,6 +331,9 @@ pub struct Report {
     pub(crate) pages: u64,
     pub(crate) segments: u32,
     pub(crate) in_progress: usize,
+    /// The link index's stale entries: (link, target). Serialized as their number.
+    #[serde(rename = "stale_entries", serialize_with = "count")]
+    pub(crate) stale_entries: Vec<(Path, Path)>,
     /// Serialized with its unit in the name: a whole number of milliseconds.
     #[serde(rename = "elapsed_ms", serialize_with = "millis")]
     pub(crate) elapsed: Duration,
@@ -335,6 +341,10 @@ pub struct Report {
 
 fn millis<Z: serde::Serializer>(d: &Duration, s: Z) -> Result<Z::Ok, Z::Error> {
     s.serialize_u128(d.as_millis())
+}
+
+fn count<T, Z: serde::Serializer>(v: &[T], s: Z) -> Result<Z::Ok, Z::Error> {
+    s.serialize_u64(v.len() as u64)
 }
 
 impl Report {
@@ -432,6 +442,37 @@ impl Report {
         self.in_progress
     }
 
+    /// Entries of the [link index](crate::TreeBuilder::link_index) whose link is gone or
+    /// points elsewhere now (not violations). A deleted, replaced or moved link leaves its
+    /// old entry behind: reads check every entry against its link row, so a stale entry is
+    /// never taken for a link, only kept. A move's look deletes those it meets;
+    /// [`Tree::repair`](crate::Tree::repair) deletes all of them (see
+    /// [`Repaired::swept`]). Counted from the Scan, not confirmed: each deletion is
+    /// conditional on the link row still being no link to the entry's target.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::Tree; use dynatree_testing::FakeTable;
+    /// # #[derive(serde::Serialize)] struct V { v: u8 }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// let tree = Tree::builder(FakeTable::new()).link_index(1).build()?;
+    /// tree.create_table().await?;
+    /// tree.put(["a", "x"], &V { v: 1 }).await?;
+    /// tree.put(["b", "y"], &V { v: 2 }).await?;
+    /// tree.put_link(["l"], ["a", "x"]).await?;
+    /// tree.put_link(["l"], ["b", "y"]).await?; // the entry of l -> /a/x is stale now
+    /// let report = tree.check().run().await?;
+    /// assert!(report.is_healthy());
+    /// assert_eq!(report.stale_entries(), 1);
+    /// assert_eq!(tree.repair(&report).run().await?.swept(), 1);
+    /// assert_eq!(tree.check().run().await?.stale_entries(), 0);
+    /// # Ok(()) }
+    /// ```
+    pub fn stale_entries(&self) -> usize {
+        self.stale_entries.len()
+    }
+
     /// How long the check took.
     ///
     /// # Examples
@@ -457,7 +498,7 @@ impl fmt::Display for Report {
             self.elapsed.as_secs_f64()
         )?;
         if self.violations.is_empty() {
-            f.write_str("healthy")
+            f.write_str("healthy")?;
         } else {
             let mut parts = Vec::new();
             for class in Class::ALL {
@@ -466,7 +507,11 @@ impl fmt::Display for Report {
                     parts.push(format!("{n} {class}"));
                 }
             }
-            write!(f, "{}", parts.join(", "))
+            write!(f, "{}", parts.join(", "))?;
+        }
+        match self.stale_entries.len() {
+            0 => Ok(()),
+            n => write!(f, " ({n} stale link index entries: repair deletes them)"),
         }
     }
 }
@@ -551,6 +596,7 @@ pub(crate) type ProgressFn = Arc<dyn Fn(&Progress) + Send + Sync>;
 pub struct Repaired {
     pub(crate) fixed: Vec<Violation>,
     pub(crate) left: Vec<(Violation, String)>,
+    pub(crate) swept: usize,
     pub(crate) dry_run: bool,
 }
 
@@ -573,6 +619,17 @@ impl Repaired {
     /// See [`Repaired`].
     pub fn left(&self) -> &[(Violation, String)] {
         &self.left
+    }
+
+    /// How many stale entries of the link index the repair deleted (in a dry run, how many
+    /// it would try): see [`Report::stale_entries`]. An entry whose link points at its
+    /// target again by the time of the repair is kept.
+    ///
+    /// # Examples
+    ///
+    /// See [`Report::stale_entries`].
+    pub fn swept(&self) -> usize {
+        self.swept
     }
 
     /// Whether this was a dry run (nothing written; `fixed` lists what would be repaired).
@@ -601,6 +658,11 @@ impl fmt::Display for Repaired {
         for (v, why) in &self.left {
             writeln!(f, "left {v} ({why})")?;
         }
-        write!(f, "{} {verb}, {} left", self.fixed.len(), self.left.len())
+        write!(f, "{} {verb}, {} left", self.fixed.len(), self.left.len())?;
+        match self.swept {
+            0 => Ok(()),
+            n if self.dry_run => write!(f, ", {n} stale link index entries would be deleted"),
+            n => write!(f, ", {n} stale link index entries deleted"),
+        }
     }
 }

@@ -195,6 +195,8 @@ impl CheckPart {
             .map(|(l, t)| [l.escaped(), t.escaped()])
             .collect();
         link_entries.sort();
+        let mut lanes: Vec<String> = rows.lanes.iter().cloned().collect();
+        lanes.sort();
         let mut objects: Vec<WireObject> = rows
             .objects
             .into_iter()
@@ -253,6 +255,7 @@ impl CheckPart {
                 violations,
                 copies,
                 link_entries,
+                lanes,
             },
         }
     }
@@ -312,6 +315,7 @@ impl CheckPart {
         for [l, t] in &w.link_entries {
             rows.link_entries.insert((path(l)?, path(t)?));
         }
+        rows.lanes.extend(w.lanes);
         for o in w.objects {
             let link = o.link.as_deref().map(path).transpose()?;
             rows.objects.insert(
@@ -440,6 +444,7 @@ pub(super) fn merge<S: Storage + 'static>(tree: &Tree<S>, parts: Vec<CheckPart>)
         into.malformed.extend(rows.malformed);
         into.denorm_rows.extend(rows.denorm_rows);
         into.link_entries.extend(rows.link_entries);
+        into.lanes.extend(rows.lanes);
         merged.read_units += state.read_units;
         merged.pages += state.pages;
         merged.scan_time = merged.scan_time.max(state.scan_time);
@@ -486,6 +491,9 @@ struct Wire {
     /// The link index's entries: (link, target).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     link_entries: Vec<[String; 2]>,
+    /// The range keys of intents' lane rows.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    lanes: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

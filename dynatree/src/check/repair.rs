@@ -37,6 +37,8 @@ use crate::tree::guard::Attempt;
 pub struct Repair<S> {
     tree: Tree<S>,
     violations: Vec<Violation>,
+    /// The link index's stale entries: (link, target).
+    stale_entries: Vec<(Path, Path)>,
     dry_run: bool,
     progress: Option<ProgressFn>,
     /// Only part `.0` of `.1`.
@@ -175,6 +177,8 @@ impl<S: Storage + 'static> Repair<S> {
                 ));
             }
             self.violations.retain(|v| in_part(v, i, n));
+            self.stale_entries
+                .retain(|(link, _)| path_in_part(Some(link), i, n));
         }
         self.violations
             .sort_by_key(|v| (order(v.class), v.path.as_ref().map(Path::len)));
@@ -220,6 +224,7 @@ impl<S: Storage + 'static> Repair<S> {
                 });
             }
         }
+        out.swept = sweep(&tree.cx, &self.stale_entries, self.dry_run).await?;
         Ok(out)
     }
 }
@@ -254,11 +259,36 @@ impl<S: Storage + 'static> Tree<S> {
         Repair {
             tree: self.clone(),
             violations: report.violations.clone(),
+            stale_entries: report.stale_entries.clone(),
             dry_run: false,
             progress: None,
             part: None,
         }
     }
+}
+
+/// Deletes the link index's stale `entries` (after the violations: a link whose missing
+/// entry was just written is live), each conditional on its link row being no link to its
+/// target (see `tree/links.md`); how many went. In a dry run, how many would be tried.
+async fn sweep<S: Storage + 'static>(
+    cx: &Ctx<S>,
+    entries: &[(Path, Path)],
+    dry_run: bool,
+) -> Result<usize> {
+    let Some(depth) = cx.link_depth() else {
+        return Ok(0);
+    };
+    if dry_run {
+        return Ok(entries.len());
+    }
+    let mut swept = 0;
+    for (link, target) in entries {
+        if crate::tree::links::drop_stale(cx, link, target, depth).await? {
+            swept += 1;
+        }
+        crate::retry::progressed();
+    }
+    Ok(swept)
 }
 
 async fn repair_one<S: Storage + 'static>(
@@ -276,6 +306,30 @@ async fn repair_one<S: Storage + 'static>(
             // Finished or rolled back (as `resume` does), or already gone.
             intent::drive(cx, id).await?;
             Ok(Outcome::Fixed)
+        }
+        (Class::LockWithoutIntent, None) => {
+            // A lane row whose record another program deleted: deleted while the record
+            // stays absent.
+            let Some(id) = &v.token else {
+                return Ok(Outcome::Left("no operation id".into()));
+            };
+            let tx = vec![
+                TransactAction::ConditionCheck {
+                    key: layout.intent_key(id),
+                    condition: Condition::NotExists,
+                },
+                TransactAction::Delete {
+                    key: v.key.clone(),
+                    condition: Condition::Always,
+                },
+            ];
+            match cx.transact_resending_conflicts(tx).await {
+                Ok(()) => Ok(Outcome::Fixed),
+                Err(e) if e.kind() == ErrorKind::TransactionCanceled => Ok(Outcome::Left(format!(
+                    "operation {id} is recorded again: `resume` finishes it"
+                ))),
+                Err(e) => Err(e),
+            }
         }
         (Class::LockWithoutIntent, Some(p)) => {
             let Some(id) = &v.token else {
@@ -590,7 +644,12 @@ async fn refresh_stale<S: Storage + 'static>(
 
 /// Whether `v` is in part `i` of `n` (see [`Repair::part`]).
 fn in_part(v: &Violation, i: u32, n: u32) -> bool {
-    match v.path.as_ref().and_then(|p| p.components().first()) {
+    path_in_part(v.path.as_ref(), i, n)
+}
+
+/// Whether `path` is in part `i` of `n` (see [`Repair::part`]).
+fn path_in_part(path: Option<&Path>, i: u32, n: u32) -> bool {
+    match path.and_then(|p| p.components().first()) {
         Some(first) => crate::path::part_of(first, n) == i,
         None => i == 0,
     }

@@ -465,6 +465,7 @@ impl<S: Storage + 'static> Check<S> {
         });
         Ok(Report {
             violations,
+            stale_entries: rows.stale_entries(tree),
             rows: rows.count,
             read_units,
             confirm_read_units: confirm_units,
@@ -542,6 +543,8 @@ pub(super) struct Rows {
     denorm_templates: Vec<&'static str>,
     /// The link index's entries: (link, target).
     pub(super) link_entries: HashSet<(Path, Path)>,
+    /// The range keys of intents' lane rows.
+    pub(super) lanes: HashSet<String>,
 }
 
 pub(super) struct ObjectRow {
@@ -588,6 +591,7 @@ impl Rows {
             denorm_rows: HashMap::new(),
             denorm_templates,
             link_entries: HashSet::new(),
+            lanes: HashSet::new(),
         }
     }
 
@@ -691,14 +695,32 @@ impl Rows {
                 }
             }
             Ok(Kind::Bookkeeping) => {
-                if let Some(entry) = tree.cx.inner.layout.decode_link_entry(&key) {
+                let layout = &tree.cx.inner.layout;
+                if let Some(entry) = layout.decode_link_entry(&key) {
                     self.link_entries.insert(entry);
+                } else if layout.is_intent_lane(&key) {
+                    self.lanes.insert(key.range);
                 }
             }
             Err(why) => self
                 .unparsable
                 .push(violation(Class::Unparsable, None, key, why)),
         }
+    }
+
+    /// The link index's entries whose link row is no link to their target, in order.
+    fn stale_entries<S: Storage + 'static>(&self, tree: &Tree<S>) -> Vec<(Path, Path)> {
+        if tree.cx.link_depth().is_none() {
+            return Vec::new();
+        }
+        let mut stale: Vec<(Path, Path)> = self
+            .link_entries
+            .iter()
+            .filter(|(l, t)| self.objects.get(l).and_then(|o| o.link.as_ref()) != Some(t))
+            .cloned()
+            .collect();
+        stale.sort();
+        stale
     }
 
     /// Every violation the Scan suggests, before confirmation.
@@ -814,6 +836,23 @@ impl Rows {
                     key,
                     "a listing row that names neither an object nor children".into(),
                 ));
+            }
+        }
+        for range in &self.lanes {
+            // A lane row outlives its record only if another program deleted the record: the
+            // runtime writes and deletes them in one transaction.
+            let Some((id, _)) = range.rsplit_once(layout.reserved()) else {
+                continue;
+            };
+            if !self.intents.contains_key(id) {
+                let mut v = violation(
+                    Class::LockWithoutIntent,
+                    None,
+                    Key::new(layout.intents_hash(), range.clone()),
+                    format!("a lane row of operation {id}, which is not recorded"),
+                );
+                v.token = Some(id.to_owned());
+                out.push(v);
             }
         }
         for (id, i) in &self.intents {
@@ -1526,6 +1565,13 @@ async fn judge<S: Storage + 'static>(
             (Class::ExpiredMark, _) => {
                 row.and_then(|r| r.get_s(layout.deleting_attr())) == v.token.as_deref()
             }
+            // A lane row: still there, its record still not.
+            (Class::LockWithoutIntent, None) => {
+                row.is_some()
+                    && v.token
+                        .as_ref()
+                        .is_some_and(|id| !rows.contains_key(&layout.intent_key(id)))
+            }
             (Class::LockWithoutIntent, _) => {
                 let lock = row.and_then(|r| r.get_s(&lock_attr(layout, &v.key)));
                 lock.is_some()
@@ -1576,6 +1622,10 @@ fn confirm_keys<S: Storage + 'static>(cx: &Ctx<S>, v: &Violation) -> Vec<Key> {
     let layout = &cx.inner.layout;
     let mut keys = vec![v.key.clone()];
     let Some(path) = &v.path else {
+        // A lane row without its record: judged with the record's key.
+        if let (Class::LockWithoutIntent, Some(id)) = (v.class, &v.token) {
+            keys.push(layout.intent_key(id));
+        }
         return keys;
     };
     match v.class {

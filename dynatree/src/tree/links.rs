@@ -307,16 +307,16 @@ pub(crate) async fn into<S: Storage + 'static>(
 /// Deletes the entry of the link at `link` to `target`, in one transaction with a check that
 /// the row at `link` is no link to `target` (so an entry whose link row lands in the same
 /// transaction as it is never deleted). Lost to a concurrent write, it is left for a later
-/// look.
-async fn drop_stale<S: Storage + 'static>(
+/// look. Whether it was deleted (or found gone).
+pub(crate) async fn drop_stale<S: Storage + 'static>(
     cx: &Ctx<S>,
     link: &Path,
     target: &Path,
     depth: usize,
-) -> Result<()> {
+) -> Result<bool> {
     let layout = &cx.inner.layout;
     let Ok(entry) = layout.link_entry_key(link, target, depth) else {
-        return Ok(());
+        return Ok(false);
     };
     let actions = vec![
         TransactAction::ConditionCheck {
@@ -329,7 +329,8 @@ async fn drop_stale<S: Storage + 'static>(
         },
     ];
     match cx.io().transact_write(actions).await {
-        Err(e) if e.kind() == ErrorKind::TransactionCanceled => Ok(()),
-        other => other,
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == ErrorKind::TransactionCanceled => Ok(false),
+        Err(e) => Err(e),
     }
 }

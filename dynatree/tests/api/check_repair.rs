@@ -2283,3 +2283,74 @@ async fn rows_below_a_template_without_its_index_values_are_not_judged() {
     assert_eq!(short_links_to(&tenant, target).await, ["e"]);
     assert!(tree.check().run().await.unwrap().is_healthy());
 }
+
+/// The lane rows of a move (its transactions in flight at once) belong to its record: a check
+/// of a move stopped partway reports the record, and no lane. Once another program deletes
+/// the record, each lane is a `LockWithoutIntent` without a path, and the repair deletes it,
+/// as it releases the move's locks.
+#[tokio::test]
+async fn lanes_whose_record_another_program_deleted_are_reported_and_deleted() {
+    let table = FakeTable::new();
+    let tree = Tree::builder(table.clone())
+        .retry_policy(fast())
+        .removal_lease(LEASE)
+        .subtree_transactions_in_flight(4)
+        .build()
+        .unwrap();
+    tree.create_table().await.unwrap();
+    for i in 0..120 {
+        tree.put(["s", &format!("o{i:03}")], &V { v: i })
+            .await
+            .unwrap();
+    }
+    // The move stops for good partway (nor can it roll back): its record and lanes stay.
+    table.inject_rule(
+        FaultRule::new(Fault::Fail)
+            .operation(Op::TransactWriteItems)
+            .key_prefix("¦d¦")
+            .nth(2)
+            .always(),
+    );
+    tree.move_subtree(["s"], ["d"]).await.unwrap_err();
+    table.clear_faults();
+    let lanes = || {
+        table
+            .rows()
+            .into_iter()
+            .filter_map(|r| Key::from_item(&r))
+            .filter(|k| k.hash == "¦¦intents" && k.range.contains('¦'))
+            .collect::<Vec<Key>>()
+    };
+    let live = lanes();
+    assert!(live.len() > 1, "the move has lanes: {live:?}");
+    // Its owner gave up: the record is an abandoned intent, and its lanes are no violation.
+    let report = tree.check().run().await.unwrap();
+    let classes: Vec<Class> = report.violations().iter().map(|v| v.class()).collect();
+    assert_eq!(classes, [Class::AbandonedIntent], "{report}");
+
+    let id = live[0].range.split('¦').next().unwrap().to_owned();
+    raw_delete(&table, Key::new("¦¦intents", id.clone())).await;
+    let report = tree.check().run().await.unwrap();
+    let orphans: Vec<String> = report
+        .of(Class::LockWithoutIntent)
+        .filter(|v| v.path().is_none())
+        .map(|v| v.key().range.clone())
+        .collect();
+    let mut want: Vec<String> = live.iter().map(|k| k.range.clone()).collect();
+    want.sort();
+    assert_eq!(orphans, want, "{report}");
+    assert!(
+        report.to_string().contains(&format!(
+            "a lane row of operation {id}, which is not recorded"
+        )),
+        "{report}"
+    );
+    let dry = tree.repair(&report).dry_run(true).run().await.unwrap();
+    assert_eq!(dry.fixed().len(), report.violations().len(), "{dry}");
+    assert_eq!(lanes(), live, "a dry run deletes nothing");
+    let repaired = tree.repair(&report).run().await.unwrap();
+    assert!(repaired.left().is_empty(), "{repaired}");
+    assert!(lanes().is_empty());
+    let again = tree.check().run().await.unwrap();
+    assert_eq!(again.of(Class::LockWithoutIntent).count(), 0, "{again}");
+}
