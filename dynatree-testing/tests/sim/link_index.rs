@@ -3,6 +3,8 @@
 //! entries, under link writes, deletions, overwrites and the dropping of stale entries, with
 //! faults. Each schedule's outcome must be one of a serial order's, and a check of the final
 //! table must find no link without its entry.
+// Fenced puts are deprecated; what they still do is measured and tested until they go.
+#![allow(deprecated)]
 
 use crate::acts::*;
 

@@ -10,6 +10,8 @@
 //! the re-parenting over at once, while the owner still runs, at whatever request the
 //! schedule puts it), or time let pass while the owner's requests (its lease renewals
 //! included) wait at the gate, as in `readers::a_stale_owner_of_a_reparenting_moves_no_child_after_a_takeover`.
+// Fenced puts are deprecated; what they still do is measured and tested until they go.
+#![allow(deprecated)]
 
 use crate::acts::*;
 
