@@ -164,6 +164,18 @@ pub struct SplitOpts {
     /// Report on the check whose parts were saved in these files (every segment in one part).
     #[arg(long, value_name = "FILE", num_args = 1..)]
     pub merge: Vec<std::path::PathBuf>,
+    /// With `--merge`: judge only bucket I of N (from 0), the paths under the top-level names
+    /// in that part (as `repair --part` and `export --part` split them), keeping only their
+    /// facts in memory, so that N workers share a merge too large for one. Each violation is
+    /// in exactly one bucket; `repair --merge FILE... --part I/N` repairs the same bucket.
+    #[arg(long, value_name = "I/N", value_parser = parse_share, requires = "merge")]
+    pub bucket: Option<(u32, u32)>,
+    /// With `--bucket`: the buckets split the paths by their first K components (default 1,
+    /// the top-level name); a table under a few top-level names (`/Accounts/ID/...`) splits
+    /// evenly with 2.
+    #[arg(long, value_name = "K", requires = "bucket",
+          value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub bucket_depth: Option<u32>,
 }
 
 /// `I/N`: part I (from 0) of N.
@@ -390,6 +402,11 @@ pub enum Command {
         /// in part 0 those without a path.
         #[arg(long, value_name = "I/N", value_parser = parse_share)]
         part: Option<(u32, u32)>,
+        /// With `--merge` and `--part`: the parts split the paths by their first K components,
+        /// as `check --merge ... --bucket I/N --bucket-depth K` does.
+        #[arg(long, value_name = "K", requires_all = ["merge", "part"],
+              value_parser = clap::value_parser!(u32).range(1..=64))]
+        bucket_depth: Option<u32>,
         #[command(flatten)]
         dry: DryRun,
     },

@@ -12,7 +12,10 @@
 //! (the same requests DynamoDB receives, by DynamoDB's rules); on both backends the report must
 //! be healthy and count every row. The budgeted run must keep its average under the rate,
 //! give or take one page. A split run scans 8 segments as 4 parts at once (as 4 workers would),
-//! saves each as JSON, and merges them: the same rows and read units. Run:
+//! saves each as JSON, and merges them: the same rows and read units; then merges them again
+//! as 4 buckets (`Check::bucket`, as 4 mergers would), each reading the parts one at a time,
+//! and prints each merge's peak of heap allocated beyond what it started with (a counting
+//! allocator). Run:
 //! `cargo bench -p dynatree-testing --bench check`.
 //!
 //! Knobs: `DYNATREE_CHECK_ROWS=<n>` rows (default 100000, rounded down to a multiple of 100);
@@ -28,6 +31,19 @@ use dynatree::storage::Storage;
 use dynatree::transfer::Record;
 use dynatree::{Path, Tree, storage::Item, storage::Value};
 use dynatree_testing::{DynamoDbLocal, FakeTable};
+
+/// The system allocator, counting the bytes allocated now and their peak.
+#[global_allocator]
+static PEAK_ALLOC: peak_alloc::PeakAlloc = peak_alloc::PeakAlloc;
+
+/// Runs `f` and returns its result and the peak of heap it allocated beyond what was
+/// allocated when it started.
+async fn peak_of<T>(f: impl std::future::Future<Output = T>) -> (T, usize) {
+    let base = PEAK_ALLOC.current_usage();
+    PEAK_ALLOC.reset_peak_usage();
+    let out = f.await;
+    (out, PEAK_ALLOC.peak_usage().saturating_sub(base))
+}
 
 /// Rows of one account (see the module docs).
 const ROWS_PER_ACCOUNT: usize = 100;
@@ -290,11 +306,53 @@ async fn split<S: Storage + Clone + 'static>(
     let scanned = started.elapsed();
     let bytes: usize = saved.iter().map(Vec::len).sum();
     let merge_start = Instant::now();
-    let parts = saved
-        .iter()
-        .map(|b| serde_json::from_slice::<dynatree::check::CheckPart>(b).unwrap());
-    let report = tree.check().merge(parts).await.unwrap();
+    let load = || {
+        saved
+            .iter()
+            .map(|b| serde_json::from_slice::<dynatree::check::CheckPart>(b).unwrap())
+    };
+    let (report, whole_peak) = peak_of(async { tree.check().merge(load()).await.unwrap() }).await;
     let merged = merge_start.elapsed();
+    let mb = |b: usize| b as f64 / 1e6;
+    eprintln!(
+        "({backend}: the merge's peak heap {:.1} MB ({:.0} bytes per row) in {:.2} s)",
+        mb(whole_peak),
+        whole_peak as f64 / rows as f64,
+        merged.as_secs_f64(),
+    );
+    // The same merge as 4 buckets, one after the other here (4 mergers on 4 machines), by
+    // the top-level name (every row is under `Accounts`: one bucket holds them all) and by
+    // the first 2 components (by account).
+    for depth in [1, 2] {
+        let mut bucket_peaks = Vec::new();
+        let mut bucket_times = Vec::new();
+        for i in 0..SPLIT_PARTS {
+            let started = Instant::now();
+            let (bucket, peak) = peak_of(async {
+                tree.check()
+                    .bucket(i, SPLIT_PARTS)
+                    .bucket_depth(depth)
+                    .merge(load())
+                    .await
+                    .unwrap()
+            })
+            .await;
+            assert!(bucket.is_healthy(), "{backend}: bucket {i}: {bucket}");
+            assert_eq!(bucket.rows(), rows, "{backend}: bucket {i}'s rows");
+            bucket_peaks.push(peak);
+            bucket_times.push(started.elapsed().as_secs_f64());
+        }
+        let peaks: Vec<String> = bucket_peaks
+            .iter()
+            .map(|p| format!("{:.1}", mb(*p)))
+            .collect();
+        let times: Vec<String> = bucket_times.iter().map(|t| format!("{t:.2}")).collect();
+        eprintln!(
+            "({backend}: as {SPLIT_PARTS} buckets of depth {depth}, each reading the parts one at a time: peak heap {} MB, in {} s)",
+            peaks.join(" / "),
+            times.join(" / "),
+        );
+    }
     assert!(report.is_healthy(), "{backend}: {report}");
     assert_eq!(report.rows(), rows, "{backend}: rows of the merged parts");
     if let Some(m) = meter {

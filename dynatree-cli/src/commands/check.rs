@@ -86,7 +86,8 @@ pub fn report_doc(report: &Report) -> Doc {
 /// parts.
 pub async fn check(ctx: &Ctx, scan: ScanOpts, split: SplitOpts) -> CliResult<Doc> {
     let report = if !split.merge.is_empty() {
-        merge_parts(ctx, &split.merge).await?
+        let depth = split.bucket_depth.unwrap_or(1);
+        merge_parts(ctx, &split.merge, split.bucket.map(|(i, n)| (i, n, depth))).await?
     } else if split.part.is_some() || split.resume.is_some() || split.save.is_some() {
         return run_part(ctx, scan, split).await;
     } else if split.time_limit.is_some() {
@@ -115,7 +116,12 @@ pub async fn check(ctx: &Ctx, scan: ScanOpts, split: SplitOpts) -> CliResult<Doc
             .iter()
             .map(|f| shell_quote(&f.display().to_string()))
             .collect();
-        ctx.command_line(&format!("repair --merge {}", files.join(" ")))
+        let part = match (split.bucket, split.bucket_depth) {
+            (Some((i, n)), Some(k)) => format!(" --part {i}/{n} --bucket-depth {k}"),
+            (Some((i, n)), None) => format!(" --part {i}/{n}"),
+            _ => String::new(),
+        };
+        ctx.command_line(&format!("repair --merge {}{part}", files.join(" ")))
     };
     Err(CliError::msg(if repairable == 0 {
         format!(
@@ -127,37 +133,51 @@ pub async fn check(ctx: &Ctx, scan: ScanOpts, split: SplitOpts) -> CliResult<Doc
 }
 
 /// Reads the check parts saved in `files`.
-fn load_parts(files: &[PathBuf]) -> CliResult<Vec<CheckPart>> {
-    files
-        .iter()
-        .map(|f| {
-            let body = std::fs::read(f).map_err(|e| {
-                CliError::msg(format!("check part {}: cannot read it: {e}", f.display()))
-            })?;
-            serde_json::from_slice(&body).map_err(|e| {
-                CliError::msg(format!(
-                    "check part {}: not a part saved by `check --save`: {e}",
-                    f.display()
-                ))
-            })
-        })
-        .collect()
+fn load_part(f: &Path) -> CliResult<CheckPart> {
+    let body = std::fs::read(f)
+        .map_err(|e| CliError::msg(format!("check part {}: cannot read it: {e}", f.display())))?;
+    serde_json::from_slice(&body).map_err(|e| {
+        CliError::msg(format!(
+            "check part {}: not a part saved by `check --save`: {e}",
+            f.display()
+        ))
+    })
 }
 
-/// The report of the check whose parts were saved in `files`.
-async fn merge_parts(ctx: &Ctx, files: &[PathBuf]) -> CliResult<Report> {
-    let parts = load_parts(files)?;
+/// The report of the check whose parts were saved in `files` (only `bucket`'s violations,
+/// with one). The files are read one at a time as the merge takes them, so a merger holds
+/// one part and what it keeps of the others.
+async fn merge_parts(
+    ctx: &Ctx,
+    files: &[PathBuf],
+    bucket: Option<(u32, u32, u32)>,
+) -> CliResult<Report> {
+    let failed: std::sync::Mutex<Option<CliError>> = std::sync::Mutex::new(None);
+    let parts = files.iter().map_while(|f| match load_part(f) {
+        Ok(part) => Some(part),
+        Err(e) => {
+            if let Ok(mut slot) = failed.lock() {
+                *slot = Some(e);
+            }
+            None
+        }
+    });
     let progress = Progress::spinner(ctx.global.quiet, "confirming", "suspects");
     let bar = progress.handle();
-    let merge = ctx
-        .tree
-        .check()
-        .on_progress(move |p| show(&bar, p))
-        .merge(parts);
+    let mut check = ctx.tree.check().on_progress(move |p| show(&bar, p));
+    if let Some((i, n, depth)) = bucket {
+        check = check.bucket(i, n).bucket_depth(depth as usize);
+    }
+    let merge = check.merge(parts);
     let report = interruptible(async { Ok(merge.await?) }, || {
         "interrupted: the merge only reads, nothing is left to resume".to_owned()
     })
-    .await?;
+    .await;
+    // A file that could not be read stops the merge: that is the error to report.
+    if let Some(e) = failed.lock().ok().and_then(|mut slot| slot.take()) {
+        return Err(e);
+    }
+    let report = report?;
     progress.finish();
     Ok(report)
 }
@@ -193,7 +213,7 @@ async fn run_part(ctx: &Ctx, scan: ScanOpts, split: SplitOpts) -> CliResult<Doc>
         check = check.part(range);
     }
     if let Some(resume) = &split.resume {
-        let part = load_parts(std::slice::from_ref(resume))?.remove(0);
+        let part = load_part(resume)?;
         check = check.resume(part);
     }
     if let Some(secs) = split.time_limit {
@@ -249,12 +269,16 @@ pub async fn repair(
     scan: ScanOpts,
     merge: &[PathBuf],
     part: Option<(u32, u32)>,
+    bucket_depth: Option<u32>,
     dry_run: bool,
 ) -> CliResult<Doc> {
-    let report = if merge.is_empty() {
-        run_check(ctx, scan).await?
+    let (report, part) = if merge.is_empty() {
+        (run_check(ctx, scan).await?, part)
     } else {
-        merge_parts(ctx, merge).await?
+        // A worker's share of the repair merges only its share of the facts: the report is
+        // the share, repaired whole.
+        let bucket = part.map(|(i, n)| (i, n, bucket_depth.unwrap_or(1)));
+        (merge_parts(ctx, merge, bucket).await?, None)
     };
     // Stale entries of the link index are no violation, but the repair deletes them.
     if report.is_healthy() && report.stale_entries() == 0 {

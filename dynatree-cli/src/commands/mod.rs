@@ -552,8 +552,9 @@ async fn dispatch(ctx: &Ctx, command: Command) -> CliResult<Doc> {
             scan,
             merge,
             part,
+            bucket_depth,
             dry,
-        } => check::repair(ctx, scan, &merge, part, dry.dry_run).await,
+        } => check::repair(ctx, scan, &merge, part, bucket_depth, dry.dry_run).await,
         Command::Export { path, file, part } => {
             transfer::export(ctx, &path, file.as_deref(), part).await
         }

@@ -582,6 +582,56 @@ fn check_split_across_processes() {
     assert_eq!(merged["read_units"], whole["read_units"]);
     assert!(err.contains("repair --merge"), "{err}");
 
+    // The merge split into buckets, three processes at once: between them, the whole
+    // check's violations, each in one bucket, and a bucket's repair command names it.
+    for (n, depth) in [(3, "1"), (2, "2")] {
+        let mergers: Vec<_> = (0..n)
+            .map(|i| {
+                let bucket = format!("{i}/{n}");
+                let args = ["-o", "json", "check", "--merge", &p0, &p1, &p2];
+                let bucket = ["--bucket", &bucket, "--bucket-depth", depth];
+                spawn(&t, &[&args[..], &bucket[..]].concat())
+            })
+            .collect();
+        let mut union: Vec<Value> = Vec::new();
+        for (i, m) in mergers.into_iter().enumerate() {
+            let out = m.wait_with_output().unwrap();
+            let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+            let found = doc["violations"].as_array().cloned().unwrap_or_default();
+            let err = String::from_utf8_lossy(&out.stderr).into_owned();
+            match out.status.code() {
+                Some(0) => assert!(found.is_empty(), "{doc}"),
+                Some(1) => assert!(
+                    err.contains(&format!("--part {i}/{n} --bucket-depth {depth}"))
+                        || err.contains("none that a program can decide"),
+                    "{err}"
+                ),
+                other => panic!("bucket {i}: exit {other:?}: {err}"),
+            }
+            assert_eq!(doc["rows"], whole["rows"]);
+            union.extend(found);
+        }
+        let key = |v: &Value| v.to_string();
+        union.sort_by_key(key);
+        let mut all = whole["violations"].as_array().cloned().unwrap();
+        all.sort_by_key(key);
+        assert_eq!(union, all, "{n} buckets of depth {depth}");
+    }
+    t.run(&["check", "--bucket", "0/3"]).code(2); // --merge is required
+    t.run(&["check", "--merge", &p0, "--bucket", "3/3"]).code(2);
+    t.run(&["check", "--merge", &p0, "--bucket-depth", "2"])
+        .code(2); // --bucket is required
+    t.run(&[
+        "check",
+        "--merge",
+        &p0,
+        "--bucket",
+        "0/2",
+        "--bucket-depth",
+        "0",
+    ])
+    .code(2);
+
     // A part that stops at once, saved unfinished, goes on with --resume.
     let r = file("r");
     let stopped = t.json(&[
@@ -623,6 +673,21 @@ fn check_split_across_processes() {
     assert!(err.contains("--save FILE"), "{err}");
     t.run(&["check", "--part", "0..2"]).code(2); // --save is required
     t.run(&["check", "--part", "2..2", "--save", &junk]).code(2); // empty range
+
+    // The same share, by the first 2 components, in dry runs: each violation in one worker.
+    let (mut fixed, mut left) = (0, 0);
+    for part in ["0/2", "1/2"] {
+        let args = ["repair", "-o", "json", "--dry-run", "--part", part];
+        let merge = ["--bucket-depth", "2", "--merge", &p0, &p1, &p2];
+        let out = t.cmd().args(args).args(merge).output().unwrap();
+        assert!(matches!(out.status.code(), Some(0 | 1)), "{out:?}");
+        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+        fixed += doc["fixed"].as_array().map_or(0, Vec::len);
+        left += doc["left"].as_array().map_or(0, Vec::len);
+    }
+    assert_eq!((fixed, left), (1, 1));
+    t.run(&["repair", "--part", "0/2", "--bucket-depth", "2"])
+        .code(2); // --merge is required
 
     // The repair from the parts, shared by two workers: the object relinked, the dangling
     // link left, each by exactly one of them.

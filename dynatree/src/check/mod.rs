@@ -82,6 +82,52 @@ pub(crate) mod repair;
 pub(crate) mod scan;
 
 pub use part::CheckPart;
+
+/// Whether `path` is in part `i` of `n`: its first component's
+/// [`part_of`](crate::transfer::part_of), and part 0 without a path or at the root (the split
+/// of [`Repair::part`] and [`Check::bucket`]).
+pub(crate) fn in_part(path: Option<&Path>, i: u32, n: u32) -> bool {
+    match path.and_then(|p| p.components().first()) {
+        Some(first) => crate::path::part_of(first, n) == i,
+        None => i == 0,
+    }
+}
+
+/// One merger's share of a check's facts (see [`Check::bucket`]): bucket `i` of `n`, by the
+/// first `depth` components of a path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Bucket {
+    pub(crate) i: u32,
+    pub(crate) n: u32,
+    pub(crate) depth: usize,
+}
+
+impl Bucket {
+    /// Whether a path of at least `depth` components is in this bucket: its first component
+    /// in part `i` at depth 1 (the split of [`Repair::part`]), its escaped prefix of `depth`
+    /// components (`/a/b`) deeper.
+    fn owns(&self, path: &Path) -> bool {
+        match self.depth {
+            1 => in_part(Some(path), self.i, self.n),
+            d => crate::path::part_of(&path.prefix(d).escaped(), self.n) == self.i,
+        }
+    }
+
+    /// Whether the facts of `path` are kept: those of its paths, and those of every path
+    /// shorter than `depth` (the top of the tree, which every bucket's rows may need).
+    pub(crate) fn keeps(&self, path: &Path) -> bool {
+        path.len() < self.depth || self.owns(path)
+    }
+
+    /// Whether the rows of `path` (or of none) are judged in this bucket: its own paths; the
+    /// top of the tree and the rows without a path in bucket 0.
+    pub(crate) fn judges(&self, path: Option<&Path>) -> bool {
+        match path {
+            Some(p) if p.len() >= self.depth => self.owns(p),
+            _ => self.i == 0,
+        }
+    }
+}
 pub use repair::Repair;
 pub use scan::Check;
 

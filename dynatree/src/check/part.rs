@@ -376,15 +376,34 @@ pub(super) struct Merged {
     pub(super) scan_time: Duration,
 }
 
-/// Joins `parts` after checking that they are finished and cover every segment of one Scan
-/// exactly once.
-pub(super) fn merge<S: Storage + 'static>(tree: &Tree<S>, parts: Vec<CheckPart>) -> Result<Merged> {
+/// Joins `parts` (one at a time, as the iterator gives them), checking that they are
+/// finished and cover every segment of one Scan exactly once; with `bucket`, each part's rows
+/// outside it are dropped as the part is read (see [`Check::bucket`](super::Check::bucket)).
+pub(super) fn merge<S: Storage + 'static>(
+    tree: &Tree<S>,
+    parts: impl IntoIterator<Item = CheckPart>,
+    bucket: Option<(u32, u32, usize)>,
+) -> Result<Merged> {
     let invalid = |what: String| Error::new(ErrorKind::InvalidArgument, what);
-    let Some(total) = parts.first().map(CheckPart::total_segments) else {
-        return Err(invalid("no check parts to merge".into()));
-    };
+    if let Some((i, n, _)) = bucket
+        && (n == 0 || i >= n)
+    {
+        return Err(invalid(format!(
+            "bucket {i} of {n}: the bucket must be below the number of buckets"
+        )));
+    }
+    let bucket = bucket.map(|(i, n, depth)| super::Bucket { i, n, depth });
+    let mut total = None;
     let mut covered: BTreeMap<u32, Range<u32>> = BTreeMap::new();
-    for part in &parts {
+    let mut merged = Merged {
+        rows: Rows::new(tree),
+        total: 0,
+        read_units: 0.0,
+        pages: 0,
+        scan_time: Duration::ZERO,
+    };
+    for part in parts {
+        let total = *total.get_or_insert(part.total_segments());
         if part.total_segments() != total {
             return Err(invalid(format!(
                 "check parts of different Scans: {} and {total} segments in all",
@@ -408,7 +427,30 @@ pub(super) fn merge<S: Storage + 'static>(tree: &Tree<S>, parts: Vec<CheckPart>)
             )));
         }
         covered.insert(r.start, r);
+        let state = part.into_state(tree)?;
+        let mut rows = state.rows;
+        if let Some(b) = bucket {
+            rows.retain_bucket(b);
+        }
+        let into = &mut merged.rows;
+        into.count += rows.count;
+        into.listings.extend(rows.listings);
+        into.parents.extend(rows.parents);
+        into.objects.extend(rows.objects);
+        into.intents.extend(rows.intents);
+        into.unparsable.extend(rows.unparsable);
+        into.malformed.extend(rows.malformed);
+        into.denorm_rows.extend(rows.denorm_rows);
+        into.link_entries.extend(rows.link_entries);
+        into.lanes.extend(rows.lanes);
+        into.bucket = rows.bucket;
+        merged.read_units += state.read_units;
+        merged.pages += state.pages;
+        merged.scan_time = merged.scan_time.max(state.scan_time);
     }
+    let Some(total) = total else {
+        return Err(invalid("no check parts to merge".into()));
+    };
     let mut next = 0;
     for r in covered.values() {
         if r.start != next {
@@ -424,31 +466,7 @@ pub(super) fn merge<S: Storage + 'static>(tree: &Tree<S>, parts: Vec<CheckPart>)
             "no check part scanned segments {next}..{total} of {total}"
         )));
     }
-    let mut merged = Merged {
-        rows: Rows::new(tree),
-        total,
-        read_units: 0.0,
-        pages: 0,
-        scan_time: Duration::ZERO,
-    };
-    for part in parts {
-        let state = part.into_state(tree)?;
-        let rows = state.rows;
-        let into = &mut merged.rows;
-        into.count += rows.count;
-        into.listings.extend(rows.listings);
-        into.parents.extend(rows.parents);
-        into.objects.extend(rows.objects);
-        into.intents.extend(rows.intents);
-        into.unparsable.extend(rows.unparsable);
-        into.malformed.extend(rows.malformed);
-        into.denorm_rows.extend(rows.denorm_rows);
-        into.link_entries.extend(rows.link_entries);
-        into.lanes.extend(rows.lanes);
-        merged.read_units += state.read_units;
-        merged.pages += state.pages;
-        merged.scan_time = merged.scan_time.max(state.scan_time);
-    }
+    merged.total = total;
     Ok(merged)
 }
 

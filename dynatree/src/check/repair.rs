@@ -178,7 +178,7 @@ impl<S: Storage + 'static> Repair<S> {
             }
             self.violations.retain(|v| in_part(v, i, n));
             self.stale_entries
-                .retain(|(link, _)| path_in_part(Some(link), i, n));
+                .retain(|(link, _)| super::in_part(Some(link), i, n));
         }
         self.violations
             .sort_by_key(|v| (order(v.class), v.path.as_ref().map(Path::len)));
@@ -644,13 +644,5 @@ async fn refresh_stale<S: Storage + 'static>(
 
 /// Whether `v` is in part `i` of `n` (see [`Repair::part`]).
 fn in_part(v: &Violation, i: u32, n: u32) -> bool {
-    path_in_part(v.path.as_ref(), i, n)
-}
-
-/// Whether `path` is in part `i` of `n` (see [`Repair::part`]).
-fn path_in_part(path: Option<&Path>, i: u32, n: u32) -> bool {
-    match path.and_then(|p| p.components().first()) {
-        Some(first) => crate::path::part_of(first, n) == i,
-        None => i == 0,
-    }
+    super::in_part(v.path.as_ref(), i, n)
 }

@@ -53,6 +53,10 @@ pub struct Check<S> {
     resume: Option<CheckPart>,
     /// When [`run_part`](Check::run_part) stops sending pages.
     time_limit: Option<Duration>,
+    /// Only this bucket, for [`merge`](Check::merge).
+    bucket: Option<(u32, u32)>,
+    /// The components of a path that choose its bucket.
+    bucket_depth: usize,
 }
 
 impl<S> std::fmt::Debug for Check<S> {
@@ -64,6 +68,7 @@ impl<S> std::fmt::Debug for Check<S> {
             .field("grace", &self.grace)
             .field("part", &self.part)
             .field("time_limit", &self.time_limit)
+            .field("bucket", &self.bucket)
             .finish_non_exhaustive()
     }
 }
@@ -193,6 +198,79 @@ impl<S: Storage + 'static> Check<S> {
         self
     }
 
+    /// [`merge`](Self::merge) judges only bucket `i` of `n` (from 0): the rows whose path's
+    /// first component falls in part `i` ([`transfer::part_of`](crate::transfer::part_of),
+    /// the split of [`Repair::part`](crate::check::Repair::part) and of exports; or its first
+    /// [`bucket_depth`](Self::bucket_depth) components), and in bucket 0 the rows without a
+    /// path (operations and their lane rows). Each part's facts
+    /// outside the bucket are dropped as the part is read, so `n` mergers, each holding
+    /// about `1/n` of the facts, share a check too large for one machine's memory; the
+    /// reports' violations are those of one merge, each in exactly one bucket. Every row is
+    /// judged by rows of its own bucket, but a link whose chain leaves the bucket: that one
+    /// is judged by reading its chain (consistent GetItems), as confirmations do. The
+    /// report's rows, read units and pages are the whole check's, in every bucket.
+    ///
+    /// Feed the parts lazily (an iterator that reads each file as it goes) and a merger
+    /// holds one part and its bucket's facts at a time.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::Tree; use dynatree_testing::FakeTable;
+    /// # use dynatree::storage::{Condition, Key, Storage};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// let table = FakeTable::new();
+    /// let tree = Tree::new(table.clone());
+    /// tree.create_table().await?;
+    /// for name in ["a", "b", "c", "d"] {
+    ///     // Listing rows naming nothing.
+    ///     table.put_item(Key::new("¦", name).into_item(), Condition::Always).await?;
+    /// }
+    /// let parts = vec![tree.check().segments(2).part(0..2).run_part().await?];
+    /// let mut found = 0;
+    /// for i in 0..3 {
+    ///     let report = tree.check().grace(std::time::Duration::ZERO).bucket(i, 3);
+    ///     found += report.merge(parts.clone()).await?.violations().len();
+    /// }
+    /// assert_eq!(found, 4); // each violation in exactly one bucket
+    /// # Ok(()) }
+    /// ```
+    pub fn bucket(mut self, i: u32, n: u32) -> Self {
+        self.bucket = Some((i, n));
+        self
+    }
+
+    /// How many leading components of a path choose its [`bucket`](Self::bucket) (default
+    /// 1: the top-level name, as [`Repair::part`](crate::check::Repair::part) and exports
+    /// split). A table whose rows are all under a few top-level names (`Accounts/{id}/…`)
+    /// splits evenly only deeper: with 2, by account. Paths shorter than the depth are the
+    /// top of the tree: every merger keeps their facts (the rows below are judged by them),
+    /// and bucket 0 judges them. With a depth above 1, repair each bucket's report whole
+    /// (not with `Repair::part`, which splits by the top-level name).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::Tree; use dynatree_testing::FakeTable;
+    /// # #[derive(serde::Serialize)] struct V { v: u8 }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// let tree = Tree::new(FakeTable::new());
+    /// tree.create_table().await?;
+    /// for a in 0..4 {
+    ///     tree.put(["Accounts", &a.to_string(), "Links", "x"], &V { v: 1 }).await?;
+    /// }
+    /// let parts = vec![tree.check().run_part().await?];
+    /// for i in 0..2 {
+    ///     let bucket = tree.check().bucket(i, 2).bucket_depth(2);
+    ///     assert!(bucket.merge(parts.clone()).await?.is_healthy());
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn bucket_depth(mut self, components: usize) -> Self {
+        self.bucket_depth = components;
+        self
+    }
+
     /// Scans this check's share of the table (all segments, or [`part`](Self::part)'s, or
     /// the [resumed](Self::resume) part's) and returns what it found, to be merged with the
     /// other parts by [`merge`](Self::merge). Nothing is confirmed or reported yet: a row
@@ -218,6 +296,12 @@ impl<S: Storage + 'static> Check<S> {
 
     async fn run_part_inner(mut self) -> Result<CheckPart> {
         self.validate()?;
+        if self.bucket.is_some() {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                "a bucket is of a merge: run_part scans every row of its segments",
+            ));
+        }
         let deadline = self.time_limit.map(|l| tokio::time::Instant::now() + l);
         let mut state = match self.resume.take() {
             Some(part) => part.into_state(&self.tree)?,
@@ -244,13 +328,15 @@ impl<S: Storage + 'static> Check<S> {
     /// checks that they are finished and cover every segment of one Scan once, joins what
     /// they found, and confirms the suspects with consistent reads, as [`run`](Self::run)
     /// does. The report's rows, read units and pages are the parts' sums; its elapsed time
-    /// is the longest part's scanning plus the merge.
+    /// is the longest part's scanning plus the merge. The parts are taken from the iterator
+    /// one at a time, each dropped once joined; with a [`bucket`](Self::bucket), only that
+    /// bucket's share of each is kept.
     ///
     /// # Errors
     ///
     /// [`ErrorKind::InvalidArgument`]: no parts, parts of different Scans (totals) or
-    /// reserved characters, an unfinished part, a segment in no part or in two. Backend
-    /// errors of the confirmation.
+    /// reserved characters, an unfinished part, a segment in no part or in two, a bucket
+    /// not below the number of buckets. Backend errors of the confirmation.
     ///
     /// # Cancel safety
     ///
@@ -260,18 +346,30 @@ impl<S: Storage + 'static> Check<S> {
     ///
     /// See [`CheckPart`].
     pub async fn merge(self, parts: impl IntoIterator<Item = CheckPart>) -> Result<Report> {
-        let parts: Vec<CheckPart> = parts.into_iter().collect();
+        let started = Instant::now();
+        // The parts are joined before anything is sent, one at a time as the iterator gives
+        // them (each dropped once its bucket's facts are kept).
+        let merged = self.validate().and_then(|()| {
+            let bucket = match self.bucket {
+                Some((i, n)) if self.bucket_depth == 0 => {
+                    return Err(Error::new(
+                        ErrorKind::InvalidArgument,
+                        format!("bucket {i} of {n}: the bucket depth must be at least 1"),
+                    ));
+                }
+                Some((i, n)) => Some((i, n, self.bucket_depth)),
+                None => None,
+            };
+            super::part::merge(&self.tree, parts, bucket)
+        });
         crate::retry::call(self.tree.cx.inner.config.retry, async move {
-            let span = tracing::info_span!("dynatree.check_merge", parts = parts.len());
-            tracing::Instrument::instrument(self.merge_inner(parts), span).await
+            let span = tracing::info_span!("dynatree.check_merge", bucket = ?self.bucket);
+            tracing::Instrument::instrument(self.merge_inner(merged?, started), span).await
         })
         .await
     }
 
-    async fn merge_inner(self, parts: Vec<CheckPart>) -> Result<Report> {
-        let started = Instant::now();
-        self.validate()?;
-        let merged = super::part::merge(&self.tree, parts)?;
+    async fn merge_inner(self, merged: super::part::Merged, started: Instant) -> Result<Report> {
         let mut report = self
             .conclude(
                 merged.rows,
@@ -313,6 +411,12 @@ impl<S: Storage + 'static> Check<S> {
             return Err(Error::new(
                 ErrorKind::InvalidArgument,
                 "a check of some segments, or with a time limit, is run by run_part and its parts merged",
+            ));
+        }
+        if self.bucket.is_some() {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                "a bucket is of a merge of check parts: run_part, then merge each bucket",
             ));
         }
         let total = self.segments.max(1);
@@ -545,6 +649,8 @@ pub(super) struct Rows {
     pub(super) link_entries: HashSet<(Path, Path)>,
     /// The range keys of intents' lane rows.
     pub(super) lanes: HashSet<String>,
+    /// Only the rows of this bucket were kept (see [`Check::bucket`]).
+    pub(super) bucket: Option<super::Bucket>,
 }
 
 pub(super) struct ObjectRow {
@@ -592,6 +698,7 @@ impl Rows {
             denorm_templates,
             link_entries: HashSet::new(),
             lanes: HashSet::new(),
+            bucket: None,
         }
     }
 
@@ -708,6 +815,33 @@ impl Rows {
         }
     }
 
+    /// Keeps only the rows `bucket` keeps (see [`Check::bucket`]); operations are kept in
+    /// every bucket (locks and holds are judged by them), their lane rows in bucket 0.
+    pub(super) fn retain_bucket(&mut self, bucket: super::Bucket) {
+        let keep = |p: &Path| bucket.keeps(p);
+        self.listings.retain(|p, _| keep(p));
+        self.parents.retain(|p| keep(p));
+        self.objects.retain(|p, _| keep(p));
+        self.unparsable.retain(|v| bucket.judges(v.path.as_ref()));
+        self.malformed.retain(|v| bucket.judges(v.path.as_ref()));
+        self.denorm_rows.retain(|p, _| keep(p));
+        self.link_entries.retain(|(l, _)| keep(l));
+        if !bucket.judges(None) {
+            self.lanes.clear();
+        }
+        self.bucket = Some(bucket);
+    }
+
+    /// Whether `path`'s rows are among those kept (every path, but in a bucket).
+    fn kept(&self, path: &Path) -> bool {
+        self.bucket.is_none_or(|b| b.keeps(path))
+    }
+
+    /// Whether `path`'s rows (or those without a path) are judged here.
+    fn judged(&self, path: Option<&Path>) -> bool {
+        self.bucket.is_none_or(|b| b.judges(path))
+    }
+
     /// The link index's entries whose link row is no link to their target, in order.
     fn stale_entries<S: Storage + 'static>(&self, tree: &Tree<S>) -> Vec<(Path, Path)> {
         if tree.cx.link_depth().is_none() {
@@ -716,7 +850,9 @@ impl Rows {
         let mut stale: Vec<(Path, Path)> = self
             .link_entries
             .iter()
-            .filter(|(l, t)| self.objects.get(l).and_then(|o| o.link.as_ref()) != Some(t))
+            .filter(|(l, t)| {
+                self.judged(Some(l)) && self.objects.get(l).and_then(|o| o.link.as_ref()) != Some(t)
+            })
             .cloned()
             .collect();
         stale.sort();
@@ -728,7 +864,7 @@ impl Rows {
         let layout = &tree.cx.inner.layout;
         let mut out = self.unparsable.clone();
         out.extend(self.malformed.iter().cloned());
-        for (path, o) in &self.objects {
+        for (path, o) in self.objects.iter().filter(|(p, _)| self.judged(Some(p))) {
             let key = layout.object_key(path);
             if o.expired {
                 out.push(violation(
@@ -787,7 +923,7 @@ impl Rows {
                 out.push(v);
             }
         }
-        for (path, (mark, lock)) in &self.listings {
+        for (path, (mark, lock)) in self.listings.iter().filter(|(p, _)| self.judged(Some(p))) {
             let key = layout.listing_key(path);
             if let Some(parent) = path.parent().filter(|p| !p.is_root())
                 && !self.listings.contains_key(&parent)
@@ -855,7 +991,9 @@ impl Rows {
                 out.push(v);
             }
         }
-        for (id, i) in &self.intents {
+        // Operations have no path: bucket 0's.
+        let pathless = self.judged(None);
+        for (id, i) in self.intents.iter().filter(|_| pathless) {
             if i.abandoned {
                 let mut v = violation(
                     Class::AbandonedIntent,
@@ -867,7 +1005,11 @@ impl Rows {
                 out.push(v);
             }
         }
-        for (path, row) in &self.denorm_rows {
+        for (path, row) in self
+            .denorm_rows
+            .iter()
+            .filter(|(p, _)| self.judged(Some(p)))
+        {
             out.extend(stale_copies(&tree.cx, path, row, |p| {
                 self.denorm_rows.get(p)
             }));
@@ -888,27 +1030,36 @@ impl Rows {
         for _ in 0..hops {
             match self.objects.get(&current) {
                 Some(o) if o.expired => {
-                    return Some(link_violation(tree, path, Class::DanglingLink, target));
+                    return Some(link_violation(&tree.cx, path, Class::DanglingLink, target));
                 }
                 Some(ObjectRow {
                     link: Some(next), ..
                 }) => {
                     if !seen.insert(current.clone()) {
-                        return Some(link_violation(tree, path, Class::LinkCycle, target));
+                        return Some(link_violation(&tree.cx, path, Class::LinkCycle, target));
                     }
                     current = next.clone();
                 }
                 Some(_) => return None,
-                None => return Some(link_violation(tree, path, Class::DanglingLink, target)),
+                // In another bucket: the confirmation reads the chain and says what it is.
+                None if !self.kept(&current) => {
+                    let mut v = link_violation(&tree.cx, path, Class::DanglingLink, target);
+                    v.detail = format!(
+                        "a link to {} whose chain leaves this bucket",
+                        target.escaped()
+                    );
+                    return Some(v);
+                }
+                None => return Some(link_violation(&tree.cx, path, Class::DanglingLink, target)),
             }
         }
         // More hops than the tree follows: reads of it fail as a loop does.
-        Some(link_violation(tree, path, Class::LinkCycle, target))
+        Some(link_violation(&tree.cx, path, Class::LinkCycle, target))
     }
 }
 
 fn link_violation<S: Storage + 'static>(
-    tree: &Tree<S>,
+    cx: &Ctx<S>,
     path: &Path,
     class: Class,
     target: &Path,
@@ -917,14 +1068,14 @@ fn link_violation<S: Storage + 'static>(
         Class::LinkCycle => format!(
             "a link to {} that leads back to a link or goes on for more than {} hops",
             target.escaped(),
-            tree.cx.inner.config.max_link_hops
+            cx.inner.config.max_link_hops
         ),
         _ => format!("a link to {}, where nothing is", target.escaped()),
     };
     violation(
         class,
         Some(path.clone()),
-        tree.cx.inner.layout.object_key(path),
+        cx.inner.layout.object_key(path),
         detail,
     )
 }
@@ -1227,6 +1378,8 @@ impl<S: Storage + 'static> Tree<S> {
             part: None,
             resume: None,
             time_limit: None,
+            bucket: None,
+            bucket_depth: 1,
         }
     }
 }
@@ -1532,9 +1685,12 @@ async fn judge<S: Storage + 'static>(
     }
     let now = now_secs();
     let mut out = Vec::new();
-    for (done, v) in suspects.into_iter().enumerate() {
+    for (done, mut v) in suspects.into_iter().enumerate() {
         let rows = &snapshots[snapshot_of[done]];
         let row = rows.get(&v.key);
+        // What the reads of a link's chain found it to be (a chain that left a bucket of a
+        // merge is suspected dangling, whatever it is).
+        let mut relabel = None;
         let keep = match (v.class, &v.path) {
             (Class::Unparsable, _) => row.is_some(),
             (Class::Expired, _) => row.is_some_and(|r| layout.is_expired(r, now)),
@@ -1551,7 +1707,15 @@ async fn judge<S: Storage + 'static>(
                 None => row.is_some_and(|r| lacks_index(cx, p, r)),
             },
             (Class::DanglingLink | Class::LinkCycle, Some(p)) => {
-                row.is_some() && link_broken(cx, p, &[], units).await?
+                let class = match row {
+                    Some(_) => link_class(cx, p, &[], units).await?,
+                    None => None,
+                };
+                let target = row.and_then(|r| layout.link_of_row(r)).map(|(_, t)| t);
+                if let (Some(c), Some(t)) = (class, target) {
+                    relabel = Some(link_violation(cx, p, c, &t));
+                }
+                class.is_some()
             }
             (Class::Malformed, _) => match (row, v.token.as_deref()) {
                 (Some(r), Some(attr)) => still_malformed(layout, &v.key, attr, r),
@@ -1607,6 +1771,9 @@ async fn judge<S: Storage + 'static>(
             }),
             _ => false,
         };
+        if let Some(relabeled) = relabel {
+            v = relabeled;
+        }
         if keep {
             out.push(v);
         }
@@ -1694,18 +1861,20 @@ async fn snapshot<S: Storage + 'static>(
     Ok(rows)
 }
 
-/// Whether the link at `path`, followed with consistent reads, ends nowhere or loops.
+/// What the link at `path` is, followed with consistent reads: [`Class::DanglingLink`] when
+/// it ends nowhere, [`Class::LinkCycle`] when it loops or goes on for more hops than the tree
+/// follows, `None` when it ends at an object (or is no link any more).
 ///
 /// `rewrites` are the (source, destination) pairs of recorded moves that rewrite the links
 /// into their source (`LinkPolicy::Rewrite`): a hop to a path under such a source that is
 /// not there (the move deleted it, and will point the link at its new place before its
 /// intent goes) is followed at the destination instead.
-pub(super) async fn link_broken<S: Storage + 'static>(
+pub(super) async fn link_class<S: Storage + 'static>(
     cx: &Ctx<S>,
     path: &Path,
     rewrites: &[(Path, Path)],
     units: &mut f64,
-) -> Result<bool> {
+) -> Result<Option<Class>> {
     let layout = &cx.inner.layout;
     let now = now_secs();
     let mut seen = HashSet::new();
@@ -1713,7 +1882,7 @@ pub(super) async fn link_broken<S: Storage + 'static>(
     let mut hops = 0;
     while hops <= cx.inner.config.max_link_hops {
         if !seen.insert(current.clone()) {
-            return Ok(true);
+            return Ok(Some(Class::LinkCycle));
         }
         let row = cx.io().get_item(&layout.object_key(&current), true).await?;
         *units += row.as_ref().map_or(0, Item::size).div_ceil(4096).max(1) as f64;
@@ -1732,20 +1901,21 @@ pub(super) async fn link_broken<S: Storage + 'static>(
         hops += 1;
         match row {
             // The link itself is gone (or no longer a link): nothing dangles.
-            None if first => return Ok(false),
-            Some(r) if first && layout.is_absent(&r, now) => return Ok(false),
-            Some(r) if layout.is_absent(&r, now) => return Ok(true),
+            None if first => return Ok(None),
+            Some(r) if first && layout.is_absent(&r, now) => return Ok(None),
+            Some(r) if layout.is_absent(&r, now) => return Ok(Some(Class::DanglingLink)),
             Some(r) => match r.get_s(layout.link_attr()) {
                 Some(t) => match layout.decode_target(t) {
                     Ok(t) => current = t,
-                    Err(_) => return Ok(true),
+                    Err(_) => return Ok(Some(Class::DanglingLink)),
                 },
-                None => return Ok(false),
+                None => return Ok(None),
             },
-            None => return Ok(true),
+            None => return Ok(Some(Class::DanglingLink)),
         }
     }
-    Ok(true)
+    // More hops than the tree follows: reads of it fail as a loop does.
+    Ok(Some(Class::LinkCycle))
 }
 
 /// Keeps the dangling links and cycles (confirmed by [`judge`](judge)) that no
@@ -1773,7 +1943,7 @@ async fn not_being_rewritten<S: Storage + 'static>(
                 broken.push(v);
                 continue;
             };
-            if link_broken(cx, &p, &rewrites, units).await? {
+            if link_class(cx, &p, &rewrites, units).await?.is_some() {
                 broken.push(v);
             }
         }

@@ -1068,6 +1068,114 @@ async fn a_check_split_into_parts_reports_what_one_check_does() {
     }
 }
 
+/// Merged by buckets (each merger keeping the facts of the paths whose first component falls
+/// in its bucket), the reports hold between them exactly the violations of one check, each in
+/// one bucket: every class at once, plus links whose chains cross buckets (fine ones, a
+/// dangling one, a cycle, one longer than the tree follows), judged by reading their chains.
+/// Buckets by the first 2 or 3 components give the same. Repairs of each bucket by its own
+/// worker leave a healthy table.
+#[tokio::test]
+async fn a_merge_split_into_buckets_reports_what_one_check_does() {
+    let table = FakeTable::new();
+    let tree = full_tree(&table).await;
+    let mut want = corrupt_everything(&table, &tree).await;
+    // Chains across top-level names (so across buckets).
+    for (link, target) in [
+        (vec!["hop1"], vec!["hop2"]),
+        (vec!["hop2"], vec!["ok", "n1"]),
+        (vec!["far"], vec!["hop1"]),
+        (vec!["lost"], vec!["hop2x", "nothing"]),
+        (vec!["ring1"], vec!["ring2"]),
+        (vec!["ring2"], vec!["ring1"]),
+    ] {
+        tree.put_link(link, target).await.unwrap();
+    }
+    for i in 0..9 {
+        tree.put_link([format!("chain{i}")], [format!("chain{}", i + 1)])
+            .await
+            .unwrap();
+    }
+    tree.put(["chain9"], &V { v: 9 }).await.unwrap();
+    want.extend(expect(&[
+        (Class::DanglingLink, "/lost"),
+        (Class::LinkCycle, "/ring1"),
+        (Class::LinkCycle, "/ring2"),
+        (Class::LinkCycle, "/chain0"),
+    ]));
+    want.sort();
+    let whole = tree.check().segments(4).run().await.unwrap();
+    assert_eq!(found(&whole), want, "{whole}");
+    let mut parts = Vec::new();
+    for range in [0..1, 1..3, 3..4] {
+        let part = tree
+            .check()
+            .segments(4)
+            .part(range)
+            .run_part()
+            .await
+            .unwrap();
+        parts.push(serde_json::to_string(&part).unwrap());
+    }
+    let load = || {
+        parts
+            .iter()
+            .map(|p| serde_json::from_str::<CheckPart>(p).unwrap())
+    };
+    for (n, depth) in [(1, 1), (3, 1), (8, 1), (3, 2), (5, 3)] {
+        let mut union = Vec::new();
+        for i in 0..n {
+            let report = tree
+                .check()
+                .bucket(i, n)
+                .bucket_depth(depth)
+                .merge(load())
+                .await
+                .unwrap();
+            assert_eq!(report.rows(), whole.rows(), "bucket {i} of {n}");
+            assert_eq!(report.read_units(), whole.read_units(), "bucket {i} of {n}");
+            if depth == 1 {
+                for v in report.violations() {
+                    assert!(
+                        v.path()
+                            .and_then(|p| p.components().first())
+                            .is_none_or(|c| dynatree::transfer::part_of(c, n) == i),
+                        "{v} in bucket {i} of {n}"
+                    );
+                }
+            }
+            union.extend(report.violations().iter().cloned());
+        }
+        union.sort_by(|a, b| (a.class(), a.key()).cmp(&(b.class(), b.key())));
+        let mut all = whole.violations().to_vec();
+        all.sort_by(|a, b| (a.class(), a.key()).cmp(&(b.class(), b.key())));
+        assert_eq!(union, all, "{n} buckets of depth {depth}");
+    }
+    let err = tree
+        .check()
+        .bucket(0, 2)
+        .bucket_depth(0)
+        .merge(load())
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), dynatree::ErrorKind::InvalidArgument, "{err}");
+    // Outside a merge, or out of range, a bucket is refused.
+    let err = tree.check().bucket(0, 2).run().await.unwrap_err();
+    assert_eq!(err.kind(), dynatree::ErrorKind::InvalidArgument, "{err}");
+    let err = tree.check().bucket(2, 2).merge(load()).await.unwrap_err();
+    assert_eq!(err.kind(), dynatree::ErrorKind::InvalidArgument, "{err}");
+    assert!(err.to_string().contains("bucket 2 of 2"), "{err}");
+    // Three workers, each merging and repairing its own bucket.
+    for i in 0..3 {
+        let report = tree.check().bucket(i, 3).merge(load()).await.unwrap();
+        tree.repair(&report).part(i, 3).run().await.unwrap();
+    }
+    let again = tree.check().run().await.unwrap();
+    assert!(
+        again.violations().iter().all(|v| !v.class().repairable()),
+        "{again}"
+    );
+}
+
 /// A storage whose every request takes 10 ms (of tokio's clock, paused in the test).
 struct Slow(FakeTable);
 
