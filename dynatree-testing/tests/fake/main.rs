@@ -7,6 +7,7 @@
 mod fixtures;
 
 mod ambiguous_outcomes;
+mod check_buckets;
 mod cost;
 mod denorm_model;
 mod faults;

@@ -261,7 +261,11 @@ impl CheckPart {
     }
 
     /// What the part found, to scan on from or to merge.
-    pub(super) fn into_state<S: Storage + 'static>(self, tree: &Tree<S>) -> Result<ScanState> {
+    pub(super) fn into_state<S: Storage + 'static>(
+        self,
+        tree: &Tree<S>,
+        bucket: Option<super::Bucket>,
+    ) -> Result<ScanState> {
         let w = self.wire;
         let invalid = |what: String| Error::new(ErrorKind::InvalidArgument, what);
         if w.format != FORMAT || w.version != VERSION {
@@ -303,23 +307,38 @@ impl CheckPart {
         state.read_units = w.read_units;
         state.pages = w.pages;
         state.scan_time = Duration::from_millis(w.scan_ms);
+        // In a bucket, only what it keeps (see `Check::bucket`), so that a part's facts outside
+        // it are never held.
+        let keeps = |p: &Path| bucket.is_none_or(|b| b.keeps(p));
+        let judges = |p: Option<&Path>| bucket.is_none_or(|b| b.judges(p));
         let rows: &mut Rows = &mut state.rows;
         rows.count = w.rows;
         for l in w.listings {
             let p = path(&l.path)?;
-            if let Some(parent) = p.parent() {
+            if let Some(parent) = p.parent().filter(|q| keeps(q)) {
                 rows.parents.insert(parent);
             }
-            rows.listings.insert(p, (l.mark, l.lock));
+            if keeps(&p) {
+                rows.listings.insert(p, (l.mark, l.lock));
+            }
         }
         for [l, t] in &w.link_entries {
-            rows.link_entries.insert((path(l)?, path(t)?));
+            let l = path(l)?;
+            if keeps(&l) {
+                rows.link_entries.insert((l, path(t)?));
+            }
         }
-        rows.lanes.extend(w.lanes);
+        if judges(None) {
+            rows.lanes.extend(w.lanes);
+        }
         for o in w.objects {
+            let p = path(&o.path)?;
+            if !keeps(&p) {
+                continue;
+            }
             let link = o.link.as_deref().map(path).transpose()?;
             rows.objects.insert(
-                path(&o.path)?,
+                p,
                 ObjectRow {
                     link,
                     expired: o.expired,
@@ -345,9 +364,15 @@ impl CheckPart {
             );
         }
         for v in w.violations {
-            rows.unparsable.push(v.into_violation(&path)?);
+            let v = v.into_violation(&path)?;
+            if judges(v.path.as_ref()) {
+                rows.unparsable.push(v);
+            }
         }
         for (p, attrs) in w.copies {
+            if !keeps(&path(&p)?) {
+                continue;
+            }
             let serde_json::Value::Object(attrs) = attrs else {
                 return Err(invalid(format!("a check part's row at `{p}` is not a map")));
             };
@@ -427,7 +452,7 @@ pub(super) fn merge<S: Storage + 'static>(
             )));
         }
         covered.insert(r.start, r);
-        let state = part.into_state(tree)?;
+        let state = part.into_state(tree, bucket)?;
         let mut rows = state.rows;
         if let Some(b) = bucket {
             rows.retain_bucket(b);

@@ -304,7 +304,7 @@ impl<S: Storage + 'static> Check<S> {
         }
         let deadline = self.time_limit.map(|l| tokio::time::Instant::now() + l);
         let mut state = match self.resume.take() {
-            Some(part) => part.into_state(&self.tree)?,
+            Some(part) => part.into_state(&self.tree, None)?,
             None => {
                 let total = self.segments;
                 let range = self.part.clone().unwrap_or(0..total);
