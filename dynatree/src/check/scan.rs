@@ -208,7 +208,8 @@ impl<S: Storage + 'static> Check<S> {
     /// reports' violations are those of one merge, each in exactly one bucket. Every row is
     /// judged by rows of its own bucket, but a link whose chain leaves the bucket: that one
     /// is judged by reading its chain (consistent GetItems), as confirmations do. The
-    /// report's rows, read units and pages are the whole check's, in every bucket.
+    /// report's rows, read units, pages and operations in progress are the whole check's, in
+    /// every bucket (do not add them up).
     ///
     /// Feed the parts lazily (an iterator that reads each file as it goes) and a merger
     /// holds one part and its bucket's facts at a time.

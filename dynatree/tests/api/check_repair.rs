@@ -1176,6 +1176,93 @@ async fn a_merge_split_into_buckets_reports_what_one_check_does() {
     );
 }
 
+/// Buckets of a merge on a table with a link index (stale entries, links without their
+/// entries, links to targets above the bucket depth), link chains through top-level links
+/// and expired objects, and an orphan lane row: the buckets' reports hold one check's
+/// violations between them, and their stale entries add up to the check's.
+#[tokio::test]
+async fn buckets_of_a_merge_with_a_link_index_report_what_one_check_does() {
+    let table = FakeTable::new();
+    let tree = Tree::builder(table.clone())
+        .retry_policy(fast())
+        .removal_lease(LEASE)
+        .path_index(1)
+        .link_index(2)
+        .subtree_transactions_in_flight(4)
+        .denormalized::<Thread>()
+        .denormalized::<Post>()
+        .build()
+        .unwrap();
+    tree.create_table().await.unwrap();
+    corrupt_everything(&table, &tree).await;
+    tree.put(["top"], &V { v: 1 }).await.unwrap();
+    tree.put(["a", "x", "y"], &V { v: 1 }).await.unwrap();
+    tree.put(["b", "x", "y"], &V { v: 2 }).await.unwrap();
+    tree.put_link(["s", "l1"], ["top"]).await.unwrap();
+    tree.put_link(["s", "l2"], ["a", "x", "y"]).await.unwrap();
+    tree.put_link(["s", "l2"], ["b", "x", "y"]).await.unwrap();
+    tree.put_link(["t", "l3"], ["a", "x", "y"]).await.unwrap();
+    tree.delete(["t", "l3"]).await.unwrap();
+    tree.put_link(["t", "l4"], ["top"]).await.unwrap();
+    tree.put(["t", "l4"], &V { v: 4 }).await.unwrap();
+    tree.put_link(["tl"], ["a", "x"]).await.unwrap();
+    tree.put_link(["tl"], ["a"]).await.unwrap();
+    tree.put_link(["q"], ["c", "x"]).await.unwrap();
+    tree.put_link(["c", "x"], ["top2"]).await.unwrap();
+    tree.put_link(["r", "x"], ["top3"]).await.unwrap();
+    tree.put_link(["top3"], ["b", "x", "y"]).await.unwrap();
+    go_link(&table, &["g", "l"], &["a", "x", "y"]).await;
+    go_link(&table, &["gl"], &["b"]).await;
+    go_put(&table, &["e", "x"], &[("v", n(1)), ("¦ttl", n(1000))]).await;
+    tree.put_link(["h", "l"], ["e", "x"]).await.unwrap();
+    tree.put_link(["hh"], ["h", "l"]).await.unwrap();
+    tree.put_link(["hh2", "z"], ["e", "x", "deeper"])
+        .await
+        .unwrap();
+    raw_put(&table, Key::new("¦¦intents", "01ORPHAN¦1"), &[]).await;
+    table.settle();
+    let zero = Duration::ZERO;
+    let whole = tree.check().grace(zero).segments(4).run().await.unwrap();
+    let mut want: Vec<String> = whole.violations().iter().map(|v| v.to_string()).collect();
+    want.sort();
+    assert_eq!(whole.stale_entries(), 6, "{whole}");
+    let mut parts = Vec::new();
+    for range in [0..1, 1..3, 3..4] {
+        let part = tree
+            .check()
+            .segments(4)
+            .part(range)
+            .run_part()
+            .await
+            .unwrap();
+        parts.push(serde_json::to_string(&part).unwrap());
+    }
+    let load = || {
+        parts
+            .iter()
+            .map(|p| serde_json::from_str::<CheckPart>(p).unwrap())
+    };
+    for (n, depth) in [(1, 1), (3, 1), (8, 1), (3, 2), (5, 3), (4, 4)] {
+        let mut union = Vec::new();
+        let mut stale = 0;
+        for i in 0..n {
+            let report = tree
+                .check()
+                .grace(zero)
+                .bucket(i, n)
+                .bucket_depth(depth)
+                .merge(load())
+                .await
+                .unwrap();
+            stale += report.stale_entries();
+            union.extend(report.violations().iter().map(|v| v.to_string()));
+        }
+        union.sort();
+        assert_eq!(union, want, "{n} buckets of depth {depth}");
+        assert_eq!(stale, whole.stale_entries(), "{n} buckets of depth {depth}");
+    }
+}
+
 /// A storage whose every request takes 10 ms (of tokio's clock, paused in the test).
 struct Slow(FakeTable);
 
