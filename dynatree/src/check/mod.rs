@@ -103,6 +103,24 @@ pub(crate) struct Bucket {
 }
 
 impl Bucket {
+    /// Bucket `i` of `n` by the first `depth` components, refused
+    /// ([`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument)) unless `i < n` and
+    /// `depth >= 1`.
+    pub(crate) fn new(i: u32, n: u32, depth: usize) -> crate::Result<Self> {
+        let invalid = |what: String| crate::Error::new(crate::ErrorKind::InvalidArgument, what);
+        if n == 0 || i >= n {
+            return Err(invalid(format!(
+                "bucket {i} of {n}: the bucket must be below the number of buckets"
+            )));
+        }
+        if depth == 0 {
+            return Err(invalid(format!(
+                "bucket {i} of {n}: the bucket depth must be at least 1"
+            )));
+        }
+        Ok(Self { i, n, depth })
+    }
+
     /// Whether a path of at least `depth` components is in this bucket: its first component
     /// in part `i` at depth 1 (the split of [`Repair::part`]), its escaped prefix of `depth`
     /// components (`/a/b`) deeper.

@@ -407,21 +407,13 @@ pub(super) struct Merged {
 pub(super) fn merge<S: Storage + 'static>(
     tree: &Tree<S>,
     parts: impl IntoIterator<Item = CheckPart>,
-    bucket: Option<(u32, u32, usize)>,
+    bucket: Option<super::Bucket>,
 ) -> Result<Merged> {
     let invalid = |what: String| Error::new(ErrorKind::InvalidArgument, what);
-    if let Some((i, n, _)) = bucket
-        && (n == 0 || i >= n)
-    {
-        return Err(invalid(format!(
-            "bucket {i} of {n}: the bucket must be below the number of buckets"
-        )));
-    }
-    let bucket = bucket.map(|(i, n, depth)| super::Bucket { i, n, depth });
     let mut total = None;
     let mut covered: BTreeMap<u32, Range<u32>> = BTreeMap::new();
     let mut merged = Merged {
-        rows: Rows::new(tree),
+        rows: Rows::new(tree).in_bucket(bucket),
         total: 0,
         read_units: 0.0,
         pages: 0,
@@ -452,11 +444,9 @@ pub(super) fn merge<S: Storage + 'static>(
             )));
         }
         covered.insert(r.start, r);
+        // Only the bucket's share of the part is ever built.
         let state = part.into_state(tree, bucket)?;
-        let mut rows = state.rows;
-        if let Some(b) = bucket {
-            rows.retain_bucket(b);
-        }
+        let rows = state.rows;
         let into = &mut merged.rows;
         into.count += rows.count;
         into.listings.extend(rows.listings);
@@ -468,7 +458,6 @@ pub(super) fn merge<S: Storage + 'static>(
         into.denorm_rows.extend(rows.denorm_rows);
         into.link_entries.extend(rows.link_entries);
         into.lanes.extend(rows.lanes);
-        into.bucket = rows.bucket;
         merged.read_units += state.read_units;
         merged.pages += state.pages;
         merged.scan_time = merged.scan_time.max(state.scan_time);

@@ -351,16 +351,10 @@ impl<S: Storage + 'static> Check<S> {
         // The parts are joined before anything is sent, one at a time as the iterator gives
         // them (each dropped once its bucket's facts are kept).
         let merged = self.validate().and_then(|()| {
-            let bucket = match self.bucket {
-                Some((i, n)) if self.bucket_depth == 0 => {
-                    return Err(Error::new(
-                        ErrorKind::InvalidArgument,
-                        format!("bucket {i} of {n}: the bucket depth must be at least 1"),
-                    ));
-                }
-                Some((i, n)) => Some((i, n, self.bucket_depth)),
-                None => None,
-            };
+            let bucket = self
+                .bucket
+                .map(|(i, n)| super::Bucket::new(i, n, self.bucket_depth))
+                .transpose()?;
             super::part::merge(&self.tree, parts, bucket)
         });
         crate::retry::call(self.tree.cx.inner.config.retry, async move {
@@ -816,21 +810,11 @@ impl Rows {
         }
     }
 
-    /// Keeps only the rows `bucket` keeps (see [`Check::bucket`]); operations are kept in
-    /// every bucket (locks and holds are judged by them), their lane rows in bucket 0.
-    pub(super) fn retain_bucket(&mut self, bucket: super::Bucket) {
-        let keep = |p: &Path| bucket.keeps(p);
-        self.listings.retain(|p, _| keep(p));
-        self.parents.retain(|p| keep(p));
-        self.objects.retain(|p, _| keep(p));
-        self.unparsable.retain(|v| bucket.judges(v.path.as_ref()));
-        self.malformed.retain(|v| bucket.judges(v.path.as_ref()));
-        self.denorm_rows.retain(|p, _| keep(p));
-        self.link_entries.retain(|(l, _)| keep(l));
-        if !bucket.judges(None) {
-            self.lanes.clear();
-        }
-        self.bucket = Some(bucket);
+    /// The rows of `bucket` only (see [`Check::bucket`]): what [`CheckPart`]s read into it
+    /// keep, and what its suspects are judged on.
+    pub(super) fn in_bucket(mut self, bucket: Option<super::Bucket>) -> Self {
+        self.bucket = bucket;
+        self
     }
 
     /// Whether `path`'s rows are among those kept (every path, but in a bucket).

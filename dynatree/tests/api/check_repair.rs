@@ -1068,6 +1068,45 @@ async fn a_check_split_into_parts_reports_what_one_check_does() {
     }
 }
 
+/// A check of 4 segments run as 3 parts, each saved as JSON.
+async fn saved_parts(tree: &Tree) -> Vec<String> {
+    let mut parts = Vec::new();
+    for range in [0..1, 1..3, 3..4] {
+        let part = tree
+            .check()
+            .segments(4)
+            .part(range)
+            .run_part()
+            .await
+            .unwrap();
+        parts.push(serde_json::to_string(&part).unwrap());
+    }
+    parts
+}
+
+/// The saved `parts`, read back one at a time.
+fn loaded(parts: &[String]) -> impl Iterator<Item = CheckPart> + '_ {
+    parts
+        .iter()
+        .map(|p| serde_json::from_str::<CheckPart>(p).unwrap())
+}
+
+/// The reports of buckets 0 to `n` of depth `depth` of the merge of the saved `parts`.
+async fn bucket_reports(
+    tree: &Tree,
+    parts: &[String],
+    n: u32,
+    depth: usize,
+    grace: Duration,
+) -> Vec<Report> {
+    let mut reports = Vec::new();
+    for i in 0..n {
+        let check = tree.check().grace(grace).bucket(i, n).bucket_depth(depth);
+        reports.push(check.merge(loaded(parts)).await.unwrap());
+    }
+    reports
+}
+
 /// Merged by buckets (each merger keeping the facts of the paths whose first component falls
 /// in its bucket), the reports hold between them exactly the violations of one check, each in
 /// one bucket: every class at once, plus links whose chains cross buckets (fine ones, a
@@ -1105,32 +1144,11 @@ async fn a_merge_split_into_buckets_reports_what_one_check_does() {
     want.sort();
     let whole = tree.check().segments(4).run().await.unwrap();
     assert_eq!(found(&whole), want, "{whole}");
-    let mut parts = Vec::new();
-    for range in [0..1, 1..3, 3..4] {
-        let part = tree
-            .check()
-            .segments(4)
-            .part(range)
-            .run_part()
-            .await
-            .unwrap();
-        parts.push(serde_json::to_string(&part).unwrap());
-    }
-    let load = || {
-        parts
-            .iter()
-            .map(|p| serde_json::from_str::<CheckPart>(p).unwrap())
-    };
+    let parts = saved_parts(&tree).await;
     for (n, depth) in [(1, 1), (3, 1), (8, 1), (3, 2), (5, 3)] {
         let mut union = Vec::new();
-        for i in 0..n {
-            let report = tree
-                .check()
-                .bucket(i, n)
-                .bucket_depth(depth)
-                .merge(load())
-                .await
-                .unwrap();
+        let reports = bucket_reports(&tree, &parts, n, depth, Duration::from_secs(1)).await;
+        for (i, report) in (0..n).zip(reports) {
             assert_eq!(report.rows(), whole.rows(), "bucket {i} of {n}");
             assert_eq!(report.read_units(), whole.read_units(), "bucket {i} of {n}");
             if depth == 1 {
@@ -1154,19 +1172,29 @@ async fn a_merge_split_into_buckets_reports_what_one_check_does() {
         .check()
         .bucket(0, 2)
         .bucket_depth(0)
-        .merge(load())
+        .merge(loaded(&parts))
         .await
         .unwrap_err();
     assert_eq!(err.kind(), dynatree::ErrorKind::InvalidArgument, "{err}");
     // Outside a merge, or out of range, a bucket is refused.
     let err = tree.check().bucket(0, 2).run().await.unwrap_err();
     assert_eq!(err.kind(), dynatree::ErrorKind::InvalidArgument, "{err}");
-    let err = tree.check().bucket(2, 2).merge(load()).await.unwrap_err();
+    let err = tree
+        .check()
+        .bucket(2, 2)
+        .merge(loaded(&parts))
+        .await
+        .unwrap_err();
     assert_eq!(err.kind(), dynatree::ErrorKind::InvalidArgument, "{err}");
     assert!(err.to_string().contains("bucket 2 of 2"), "{err}");
     // Three workers, each merging and repairing its own bucket.
     for i in 0..3 {
-        let report = tree.check().bucket(i, 3).merge(load()).await.unwrap();
+        let report = tree
+            .check()
+            .bucket(i, 3)
+            .merge(loaded(&parts))
+            .await
+            .unwrap();
         tree.repair(&report).part(i, 3).run().await.unwrap();
     }
     let again = tree.check().run().await.unwrap();
@@ -1226,34 +1254,11 @@ async fn buckets_of_a_merge_with_a_link_index_report_what_one_check_does() {
     let mut want: Vec<String> = whole.violations().iter().map(|v| v.to_string()).collect();
     want.sort();
     assert_eq!(whole.stale_entries(), 6, "{whole}");
-    let mut parts = Vec::new();
-    for range in [0..1, 1..3, 3..4] {
-        let part = tree
-            .check()
-            .segments(4)
-            .part(range)
-            .run_part()
-            .await
-            .unwrap();
-        parts.push(serde_json::to_string(&part).unwrap());
-    }
-    let load = || {
-        parts
-            .iter()
-            .map(|p| serde_json::from_str::<CheckPart>(p).unwrap())
-    };
+    let parts = saved_parts(&tree).await;
     for (n, depth) in [(1, 1), (3, 1), (8, 1), (3, 2), (5, 3), (4, 4)] {
         let mut union = Vec::new();
         let mut stale = 0;
-        for i in 0..n {
-            let report = tree
-                .check()
-                .grace(zero)
-                .bucket(i, n)
-                .bucket_depth(depth)
-                .merge(load())
-                .await
-                .unwrap();
+        for report in bucket_reports(&tree, &parts, n, depth, zero).await {
             stale += report.stale_entries();
             union.extend(report.violations().iter().map(|v| v.to_string()));
         }
