@@ -158,6 +158,7 @@ pub struct ScopePolicy {
     reserved: char,
     read_only: bool,
     ancestor_checks: bool,
+    sharded: Vec<(String, u32)>,
 }
 
 impl ScopePolicy {
@@ -197,6 +198,7 @@ impl ScopePolicy {
             reserved: DEFAULT_RESERVED,
             read_only: false,
             ancestor_checks: false,
+            sharded: Vec::new(),
         })
     }
 
@@ -270,6 +272,34 @@ impl ScopePolicy {
         self
     }
 
+    /// A [sharded directory](crate::TreeBuilder::sharded) of the tree, as given to its builder:
+    /// the scope's ancestors listed in such a directory are listed in one of its shards, which
+    /// [`ancestor_checks`](Self::ancestor_checks) must name (the scope's own keys are
+    /// unchanged: its shards start with its listing key).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::iam::ScopePolicy;
+    ///
+    /// let policy = ScopePolicy::new(
+    ///     "arn:aws:dynamodb:eu-west-1:123456789012:table/trees",
+    ///     ["Accounts", "123"],
+    /// )?
+    /// .sharded("Accounts", 4)
+    /// .ancestor_checks()
+    /// .build()?;
+    /// let keys = &policy["Statement"][1]["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"];
+    /// // "123" is listed in shard 3 of the 4 of `Accounts`.
+    /// assert_eq!(keys[3], "¦Accounts¦¦s3");
+    /// # Ok::<(), dynatree::Error>(())
+    /// ```
+    #[must_use]
+    pub fn sharded(mut self, template: &str, shards: u32) -> Self {
+        self.sharded.push((template.to_owned(), shards));
+        self
+    }
+
     /// The `StringLike` patterns of the partition keys under the scope: the scope's object key
     /// exactly, and its children's listing key followed by anything.
     ///
@@ -329,7 +359,7 @@ impl ScopePolicy {
             // together, and `ForAllValues` wants every key matched by one statement.
             let mut keys = scope_keys.clone();
             keys.extend(
-                (0..scope.len()).map(|i| escape(&layout.listing_hash(&scope.components()[..i]))),
+                (1..=scope.len()).map(|i| escape(&layout.listing_key(&scope.prefix(i)).hash)),
             );
             let mut actions = vec!["dynamodb:BatchGetItem", "dynamodb:GetItem"];
             if !self.read_only {
@@ -374,6 +404,14 @@ impl ScopePolicy {
 
     fn checked_scope(&self) -> Result<(Layout, &Path)> {
         let layout = Layout::new(self.reserved)?;
+        if !self.sharded.is_empty() {
+            let dirs = self
+                .sharded
+                .iter()
+                .map(|(t, n)| crate::layout::ShardedDir::new(t, *n, self.reserved))
+                .collect::<Result<Vec<_>>>()?;
+            layout.set_sharded(crate::layout::checked_sharded(dirs)?);
+        }
         layout.check_object_path(&self.scope)?;
         layout.check_listing_path(&self.scope)?;
         Ok((layout, &self.scope))

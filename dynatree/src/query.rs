@@ -16,7 +16,7 @@ use crate::layout::{HASH_KEY, RANGE_KEY};
 use crate::path::Path;
 use crate::segment::{AsKeySegment, KeySegment};
 use crate::storage::{IndexQuery, Key, Query, RangeCondition, SharedStorage, Storage};
-use crate::stream::{index_pages, query_pages};
+use crate::stream::index_pages;
 
 /// The settings every query builder shares.
 #[derive(Debug)]
@@ -643,9 +643,11 @@ fn typed_pages<T: DeserializeOwned + Send + 'static, S: Storage + 'static>(
     fp: u64,
     read: crate::tree::ReadOpts,
 ) -> impl Stream<Item = Result<TypedPage<T>>> + Send + 'static {
-    let pages = query_pages(tree.cx.io(), query, start);
+    let pages = tree
+        .cx
+        .listing_pages(&prefix, query, start.map(|k| k.range));
     futures::stream::try_unfold(
-        (Box::pin(pages), limit.unwrap_or(usize::MAX)),
+        (pages, limit.unwrap_or(usize::MAX)),
         move |(mut pages, left)| {
             let prefix = prefix.clone();
             let tree = tree.clone();

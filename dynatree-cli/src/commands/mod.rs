@@ -41,6 +41,9 @@ pub struct TableLayout {
     /// The depth of the link index the table's settings record: every link written keeps its
     /// entry.
     pub link_index: Option<usize>,
+    /// The sharded directories the table's settings record (template, shards): the tree's
+    /// keys follow them.
+    pub sharded: Vec<(String, u32)>,
     /// The path templates of the types that fill the table's secondary indexes, with the
     /// index: objects at such paths get index values only from a typed write.
     pub index_templates: Vec<(String, String)>,
@@ -106,6 +109,9 @@ impl TableLayout {
         };
         let mut layout = Self {
             link_index: settings.and_then(|s| s.link_index),
+            sharded: settings
+                .map(|s| s.sharded.iter().map(|(t, n)| (t.clone(), *n)).collect())
+                .unwrap_or_default(),
             index_templates: settings
                 .map(|s| {
                     s.indexes
@@ -337,6 +343,9 @@ fn builder(
     }
     if let Some(depth) = layout.link_index {
         b = b.link_index(depth);
+    }
+    for (template, shards) in &layout.sharded {
+        b = b.sharded(template, *shards);
     }
     b
 }

@@ -61,7 +61,10 @@ impl fmt::Display for Violation {
 /// - listing rows are upward closed (a listing row's parent listing row exists);
 /// - no listing row is locked (`SC moving`) or marked for removal (`SC deleting`), no object
 ///   row held (`SC held`);
-/// - no bookkeeping row (intent record) is left.
+/// - no bookkeeping row (intent record) is left;
+/// - the listing row of a child of a sharded directory (as the table's settings row among
+///   `rows` records them) is in the child's shard (`SC p0 SC … SC SC s{k}`, `k` the FNV-1a
+///   hash of its name modulo the shards), and no other listing row of such a directory is.
 ///
 /// # Examples
 ///
@@ -93,6 +96,9 @@ pub fn check_rows(rows: &[Item], reserved: char) -> Vec<Violation> {
     let fence = format!("{sc}fence");
     // The tombstone of a removed source of denormalized fields: `(object key, SC sv)`, kept.
     let tombstone = format!("{sc}sv");
+    let sharded = Sharded::from_rows(rows, reserved);
+    // The listing row of `last` under `parent`, where this checker expects it.
+    let listing_hash = |parent: &[String], last: &str| sharded.listing_hash(parent, last, reserved);
     let mut listings: BTreeSet<(String, String)> = BTreeSet::new();
     for r in rows {
         if let (Some(h), Some(c)) = (r.get_s("Key"), r.get_s("Child"))
@@ -138,7 +144,7 @@ pub fn check_rows(rows: &[Item], reserved: char) -> Vec<Violation> {
             let (last, parent) = comps.split_last().expect("split yields one item");
             // A fence row (fenced puts) is no object: it needs no listing row.
             if !r.contains(&fence)
-                && !listings.contains(&(listing_hash(parent, reserved), last.clone()))
+                && !listings.contains(&(listing_hash(parent, last), last.clone()))
             {
                 out.push(Violation::Unreachable(comps.clone()));
             }
@@ -147,6 +153,19 @@ pub fn check_rows(rows: &[Item], reserved: char) -> Vec<Violation> {
                 out.push(Violation::Hold(comps.clone()));
             }
         } else {
+            // A shard's partition: `SC p0 SC … SC SC s{k}`.
+            let unsharded = match h.rsplit_once(reserved) {
+                Some((dir, k))
+                    if dir.ends_with(reserved)
+                        && k.strip_prefix('s').is_some_and(|n| {
+                            !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())
+                        }) =>
+                {
+                    dir
+                }
+                _ => h,
+            };
+            let rest = &unsharded[reserved.len_utf8()..];
             let parent: Vec<String> = match rest.strip_suffix(reserved) {
                 Some(p) => p.split(reserved).map(str::to_owned).collect(),
                 None if rest.is_empty() => Vec::new(),
@@ -155,10 +174,17 @@ pub fn check_rows(rows: &[Item], reserved: char) -> Vec<Violation> {
                     continue;
                 }
             };
+            if listing_hash(&parent, c) != h {
+                out.push(Violation::Malformed(format!(
+                    "Key={h:?} Child={c:?}: not where the listing row of {c} under /{} belongs",
+                    parent.join("/")
+                )));
+                continue;
+            }
             let mut path = parent.clone();
             path.push(c.to_owned());
             if let Some((plast, pparent)) = parent.split_last()
-                && !listings.contains(&(listing_hash(pparent, reserved), plast.clone()))
+                && !listings.contains(&(listing_hash(pparent, plast), plast.clone()))
             {
                 out.push(Violation::NotUpwardClosed(path.clone()));
             }
@@ -173,13 +199,64 @@ pub fn check_rows(rows: &[Item], reserved: char) -> Vec<Violation> {
     out
 }
 
-fn listing_hash(prefix: &[String], sc: char) -> String {
-    let mut s = String::from(sc);
-    for c in prefix {
-        s.push_str(c);
-        s.push(sc);
+/// The sharded directories the table's settings row records: each template's components
+/// (`None` for a `*`) and its shards.
+struct Sharded(Vec<(Vec<Option<String>>, u32)>);
+
+impl Sharded {
+    fn from_rows(rows: &[Item], sc: char) -> Self {
+        let key = dynatree::storage::TableSettings::key(sc);
+        let mut dirs = Vec::new();
+        for r in rows {
+            if r.get_s("Key") != Some(key.hash.as_str())
+                || r.get_s("Child") != Some(key.range.as_str())
+            {
+                continue;
+            }
+            if let Some(dynatree::storage::Value::M(m)) = r.get("sharded") {
+                for (template, n) in m {
+                    let dynatree::storage::Value::N(n) = n else {
+                        continue;
+                    };
+                    let Ok(n) = n.parse::<u32>() else {
+                        continue;
+                    };
+                    let parts = template
+                        .split('/')
+                        .map(|c| (c != "*").then(|| c.to_owned()))
+                        .collect();
+                    dirs.push((parts, n));
+                }
+            }
+        }
+        Self(dirs)
     }
-    s
+
+    /// The `Key` of the listing row of `name` under `parent`.
+    fn listing_hash(&self, parent: &[String], name: &str, sc: char) -> String {
+        let mut s = String::from(sc);
+        for c in parent {
+            s.push_str(c);
+            s.push(sc);
+        }
+        let shards = self.0.iter().find(|(t, _)| {
+            t.len() == parent.len()
+                && t.iter()
+                    .zip(parent)
+                    .all(|(t, c)| t.as_ref().is_none_or(|t| t == c))
+        });
+        if let Some((_, n)) = shards {
+            // FNV-1a of the name's bytes.
+            let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+            for b in name.bytes() {
+                h ^= u64::from(b);
+                h = h.wrapping_mul(0x0100_0000_01b3);
+            }
+            s.push(sc);
+            s.push_str(&format!("s{}", h % u64::from(*n)));
+        }
+        s
+    }
 }
 
 /// What a [`Model`] holds at a path: an object's user attributes, or a link's target.

@@ -16,6 +16,7 @@ mod link_index;
 mod link_rewrites;
 mod segments;
 mod service_model;
+mod sharded;
 mod stale_reads;
 mod stream;
 mod throttled_calls;

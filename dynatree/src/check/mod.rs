@@ -17,6 +17,7 @@
 //! | [`Class::Unreachable`] | an object row whose listing row is missing | re-creates the listing rows, conditional on the object still being there |
 //! | [`Class::BrokenClosure`] | a listing row whose parent's listing row is missing | re-creates the missing rows above it |
 //! | [`Class::EmptyListing`] | a listing row naming neither an object nor children | removed by the removal protocol (mark, check, delete on the mark) |
+//! | [`Class::Misplaced`] | a listing row of a child of a [sharded directory](crate::TreeBuilder::sharded) outside the child's shard (written by the Go library, or before the directory was sharded): lists do not see it | deleted, after the listing row in the shard is written (as for [`Class::Unreachable`]) |
 //! | [`Class::ExpiredMark`] | a removal mark whose lease ran out | taken off, conditional on exactly that mark |
 //! | [`Class::AbandonedIntent`] | a move, copy, deletion or propagation whose owner's lease ran out | finished or rolled back, as [`Tree::resume`] does |
 //! | [`Class::LockWithoutIntent`] | a move lock, or a lane row of a multi-row operation, whose operation is not recorded (its record deleted by another program) | released (a lane row deleted), conditional on the lock and on the operation still not being recorded |
@@ -158,7 +159,7 @@ pub use scan::Check;
 /// assert_eq!(Class::Unreachable.to_string(), "unreachable");
 /// assert!(Class::Unreachable.repairable());
 /// assert!(!Class::DanglingLink.repairable());
-/// assert_eq!(Class::ALL.len(), 13);
+/// assert_eq!(Class::ALL.len(), 14);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[non_exhaustive]
@@ -170,6 +171,11 @@ pub enum Class {
     BrokenClosure,
     /// A listing row that names nothing: no object and no children.
     EmptyListing,
+    /// A listing row of a child of a [sharded directory](crate::TreeBuilder::sharded) that is
+    /// not in the child's shard (the Go library's, or one written before the directory was
+    /// sharded): no list sees it. The child's row in its shard is missing too, and reported
+    /// as [`Class::Unreachable`] or [`Class::BrokenClosure`].
+    Misplaced,
     /// A removal mark on a listing row whose lease ran out (its remover died).
     ExpiredMark,
     /// A recorded multi-row operation (move, copy, subtree deletion, re-parenting,
@@ -207,10 +213,11 @@ pub enum Class {
 
 impl Class {
     /// Every class, in the order of the [module docs](self).
-    pub const ALL: [Class; 13] = [
+    pub const ALL: [Class; 14] = [
         Class::Unreachable,
         Class::BrokenClosure,
         Class::EmptyListing,
+        Class::Misplaced,
         Class::ExpiredMark,
         Class::AbandonedIntent,
         Class::LockWithoutIntent,
@@ -235,6 +242,7 @@ impl Class {
             Class::Unreachable => "unreachable",
             Class::BrokenClosure => "broken-closure",
             Class::EmptyListing => "empty-listing",
+            Class::Misplaced => "misplaced",
             Class::ExpiredMark => "expired-mark",
             Class::AbandonedIntent => "abandoned-intent",
             Class::LockWithoutIntent => "lock-without-intent",

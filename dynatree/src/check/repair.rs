@@ -65,7 +65,8 @@ fn order(class: Class) -> u8 {
         Class::ExpiredMark => 2,
         Class::Expired => 3,
         Class::Unreachable | Class::BrokenClosure => 4,
-        Class::EmptyListing => 5,
+        // After the rows in the shards are written (as unreachable objects' are).
+        Class::EmptyListing | Class::Misplaced => 5,
         Class::MissingIndex => 6,
         Class::StaleCopy => 7,
         _ => 8,
@@ -474,6 +475,11 @@ async fn repair_one<S: Storage + 'static>(
                 )),
                 other => other.map(|_| Outcome::Fixed),
             }
+        }
+        (Class::Misplaced, _) => {
+            // No reader of this tree's sharding reads it, and no writer writes it.
+            cx.io().delete_item(&v.key, Condition::Always).await?;
+            Ok(Outcome::Fixed)
         }
         (Class::StaleCopy, Some(p)) => refresh_stale(cx, &p, sources_done).await,
         (Class::Malformed, _) => remove_malformed(cx, v).await,

@@ -804,6 +804,10 @@ impl Rows {
                     self.lanes.insert(key.range);
                 }
             }
+            Ok(Kind::Misplaced(path, why)) => {
+                self.unparsable
+                    .push(violation(Class::Misplaced, Some(path), key, why));
+            }
             Err(why) => self
                 .unparsable
                 .push(violation(Class::Unparsable, None, key, why)),
@@ -1150,7 +1154,9 @@ pub(super) fn bookkeeping_type(
     }
     let object = key.range == sc.to_string();
     let tombstone = key.range == format!("{sc}sv");
-    let listing = !object && !tombstone && key.hash.ends_with(sc);
+    let listing = !object
+        && !tombstone
+        && (key.hash.ends_with(sc) || layout.split_shard_hash(&key.hash).is_some());
     if listing {
         return (attr == layout.deleting_attr() || attr == layout.moving_attr())
             .then_some(Expected::S);
@@ -1272,6 +1278,8 @@ fn explained(v: &Violation, ops: &[(Operation, Path, Path)]) -> bool {
 /// What a row of the table is.
 enum Kind {
     Listing(Path),
+    /// A listing row of the path outside its sharded directory's shard, and why.
+    Misplaced(Path, String),
     Object(Path),
     Intent,
     /// Tombstones, stream checkpoints, the table's settings.
@@ -1308,6 +1316,37 @@ fn classify(layout: &crate::layout::Layout, key: &Key) -> std::result::Result<Ki
     if key.range == format!("{sc}sv") {
         return parse(&key.hash).map(|_| Kind::Bookkeeping);
     }
+    if let Some((dir, k)) = layout.split_shard_hash(&key.hash) {
+        // A listing row in a shard of a sharded directory.
+        let prefix = dir.strip_suffix(sc).unwrap_or(dir);
+        let dir = if prefix.is_empty() {
+            Path::root()
+        } else {
+            parse(prefix)?
+        };
+        if key.range.contains(sc) {
+            return Err(format!(
+                "a listing row whose name contains the reserved character {sc:?}"
+            ));
+        }
+        let path = dir
+            .child(key.range.clone())
+            .map_err(|e| format!("a listing row that does not name a path ({e})"))?;
+        return Ok(match layout.shards_of(dir.components()) {
+            Some(n) if crate::path::part_of(&key.range, n) == k => Kind::Listing(path),
+            Some(n) => Kind::Misplaced(
+                path,
+                format!(
+                    "listed in shard {k} of {dir}, but its name belongs in shard {} of {n}",
+                    crate::path::part_of(&key.range, n)
+                ),
+            ),
+            None => Kind::Misplaced(
+                path,
+                format!("listed in shard {k} of {dir}, which is not a sharded directory"),
+            ),
+        });
+    }
     let Some(prefix) = key.hash.strip_suffix(sc) else {
         return Err("neither a listing row (its Key does not end in the reserved character) nor an object row (its Child is not the reserved character)".into());
     };
@@ -1321,10 +1360,18 @@ fn classify(layout: &crate::layout::Layout, key: &Key) -> std::result::Result<Ki
             "a listing row whose name contains the reserved character {sc:?}"
         ));
     }
-    parent
+    let path = parent
         .child(key.range.clone())
-        .map(Kind::Listing)
-        .map_err(|e| format!("a listing row that does not name a path ({e})"))
+        .map_err(|e| format!("a listing row that does not name a path ({e})"))?;
+    Ok(match layout.shards_of(parent.components()) {
+        Some(n) => Kind::Misplaced(
+            path,
+            format!(
+                "listed in the partition of {parent}, a directory sharded {n} ways, not in its shard"
+            ),
+        ),
+        None => Kind::Listing(path),
+    })
 }
 
 impl<S: Storage + 'static> Tree<S> {
@@ -1677,7 +1724,7 @@ async fn judge<S: Storage + 'static>(
         // merge is suspected dangling, whatever it is).
         let mut relabel = None;
         let keep = match (v.class, &v.path) {
-            (Class::Unparsable, _) => row.is_some(),
+            (Class::Unparsable | Class::Misplaced, _) => row.is_some(),
             (Class::Expired, _) => row.is_some_and(|r| layout.is_expired(r, now)),
             (Class::Unreachable, Some(p)) => {
                 row.is_some_and(|r| !layout.is_absent(r, now))

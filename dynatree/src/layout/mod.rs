@@ -14,12 +14,14 @@
 
 mod guards;
 mod links;
+mod sharded;
 
 #[cfg(feature = "streams")]
 pub(crate) use guards::no_later_checkpoint;
 pub(crate) use guards::{
     all, at_version, below, both, exists_and, unchanged, unchanged_since, versions_below,
 };
+pub(crate) use sharded::{ShardedDir, checked as checked_sharded};
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::item::{Item, MAX_ITEM_BYTES, Value};
@@ -36,6 +38,7 @@ pub(crate) struct Layout {
     sc_str: String,
     deleting_attr: String,
     moving_attr: String,
+    sharding: sharded::Sharding,
 }
 
 impl Layout {
@@ -68,6 +71,7 @@ impl Layout {
             deleting_attr: format!("{reserved}deleting"),
             moving_attr: format!("{reserved}moving"),
             sc_str: s,
+            sharding: sharded::Sharding::default(),
         })
     }
 
@@ -107,13 +111,14 @@ impl Layout {
         Key::new(self.object_hash(path.components()), self.sc_str.clone())
     }
 
-    /// The listing row that names the last component of a non-root path under its parent.
+    /// The listing row that names the last component of a non-root path under its parent
+    /// (in its shard, if the parent is a sharded directory).
     pub(crate) fn listing_key(&self, path: &Path) -> Key {
         let (last, parent) = path
             .components()
             .split_last()
             .expect("listing_key of the root");
-        Key::new(self.listing_hash(parent), last.clone())
+        Key::new(self.child_listing_hash(parent, last), last.clone())
     }
 
     /// The attribute that marks a row a link; its value is the target.
@@ -305,13 +310,21 @@ impl Layout {
                 "object key is {hash} bytes, over DynamoDB's {MAX_HASH_KEY_BYTES}-byte partition key limit"
             )));
         }
+        // A shard's key is a few bytes longer than the object keys of short children.
+        let parent = &path.components()[..path.len() - 1];
+        if self.shards_of(parent).is_some() && !self.listing_fits(parent) {
+            return Err(Error::invalid_path(format!(
+                "the listing key of {path} in its sharded directory is {} bytes, over DynamoDB's {MAX_HASH_KEY_BYTES}-byte partition key limit",
+                self.listing_hash_len(parent)
+            )));
+        }
         Ok(())
     }
 
     /// Checks a path whose children are listed (the root allowed).
     pub(crate) fn check_listing_path(&self, path: &Path) -> Result<()> {
         self.check_components(path)?;
-        let hash = self.listing_hash(path.components()).len();
+        let hash = self.listing_hash_len(path.components());
         if hash > MAX_HASH_KEY_BYTES {
             return Err(Error::invalid_path(format!(
                 "listing key is {hash} bytes, over DynamoDB's {MAX_HASH_KEY_BYTES}-byte partition key limit"
@@ -326,8 +339,7 @@ impl Layout {
     /// children, so `Ok(false)` says that the listing is empty without asking DynamoDB.
     pub(crate) fn check_listable(&self, path: &Path) -> Result<bool> {
         self.check_components(path)?;
-        let hash = self.listing_hash(path.components()).len();
-        if hash <= MAX_HASH_KEY_BYTES {
+        if self.listing_fits(path.components()) {
             return Ok(true);
         }
         self.check_object_path(path)?;

@@ -47,6 +47,10 @@ pub struct TableSettings {
     /// ([`TreeBuilder::link_index`](crate::TreeBuilder::link_index)): every tree on the
     /// table writes its entries.
     pub link_index: Option<usize>,
+    /// The [sharded directories](crate::TreeBuilder::sharded) of the table: each template
+    /// (with `*` for every `{field}`) and the partitions its directories' listing rows are
+    /// spread over. Every tree on the table must agree.
+    pub sharded: BTreeMap<String, u32>,
 }
 
 /// One secondary index of a table's [`TableSettings`].
@@ -100,6 +104,7 @@ const INDEXES: &str = "indexes";
 const HAS_RANGE: &str = "range";
 const TEMPLATES: &str = "templates";
 const LINK_INDEX: &str = "link_index";
+const SHARDED: &str = "sharded";
 /// A counter that makes each rewrite conditional on the row as read.
 const REVISION: &str = "revision";
 
@@ -121,6 +126,7 @@ impl TableSettings {
             path_index: None,
             indexes: Vec::new(),
             link_index: None,
+            sharded: BTreeMap::new(),
         }
     }
 
@@ -229,11 +235,29 @@ impl TableSettings {
             }
             Some(_) => return Err(bad("indexes that are not a map")),
         }
+        let mut sharded = BTreeMap::new();
+        match item.get(SHARDED) {
+            None => {}
+            Some(Value::M(m)) => {
+                for (template, n) in m {
+                    let n = match n {
+                        Value::N(n) => n.parse::<u32>().ok().filter(|n| *n >= 2),
+                        _ => None,
+                    }
+                    .ok_or_else(|| {
+                        bad("a sharded directory whose count is not an integer of 2 or more")
+                    })?;
+                    sharded.insert(template.clone(), n);
+                }
+            }
+            Some(_) => return Err(bad("sharded directories that are not a map")),
+        }
         Ok(Self {
             reserved,
             path_index,
             indexes,
             link_index,
+            sharded,
         })
     }
 
@@ -248,6 +272,14 @@ impl TableSettings {
         }
         if let Some(d) = self.link_index {
             item.insert(LINK_INDEX, Value::N(d.to_string()));
+        }
+        if !self.sharded.is_empty() {
+            let m = self
+                .sharded
+                .iter()
+                .map(|(t, n)| (t.clone(), Value::N(n.to_string())))
+                .collect();
+            item.insert(SHARDED, Value::M(m));
         }
         if !self.indexes.is_empty() {
             let m: BTreeMap<String, Value> = self
@@ -308,11 +340,28 @@ impl TableSettings {
             }
         }
         indexes.sort_by(|a, b| a.name.cmp(&b.name));
+        let mut sharded = self.sharded.clone();
+        for (t, n) in &other.sharded {
+            match sharded.get(t) {
+                Some(m) if m != n => {
+                    return Err(Error::new(
+                        ErrorKind::TableMismatch,
+                        format!(
+                            "the table's sharded directory {t:?} has {m} shards, this tree's has {n}: build the tree with `sharded({t:?}, {m})`"
+                        ),
+                    ));
+                }
+                _ => {
+                    sharded.insert(t.clone(), *n);
+                }
+            }
+        }
         Ok(Self {
             reserved: self.reserved,
             path_index,
             indexes,
             link_index,
+            sharded,
         })
     }
 

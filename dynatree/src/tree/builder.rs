@@ -33,6 +33,8 @@ pub(crate) struct Config {
     pub(crate) path_index: Option<usize>,
     /// The depth of the link index (see [`TreeBuilder::link_index`]).
     pub(crate) link_index: Option<usize>,
+    /// The sharded directories as given (see [`TreeBuilder::sharded`]): template, shards.
+    pub(crate) sharded: Vec<(String, u32)>,
     pub(crate) time_to_live: bool,
     /// Target types of denormalized fields registered on the builder.
     pub(crate) denormalized: Vec<(&'static str, &'static [crate::denorm::Denormalized])>,
@@ -71,6 +73,7 @@ impl Default for Config {
             indexed: Vec::new(),
             path_index: None,
             link_index: None,
+            sharded: Vec::new(),
             time_to_live: false,
             denormalized: Vec::new(),
             propagation: Propagation::Inline,
@@ -557,6 +560,70 @@ impl<S: Storage + 'static> TreeBuilder<S> {
         self
     }
 
+    /// Spreads the listing rows of every directory matching `template` over `shards`
+    /// partitions (default: none), for directories so wide that new children would queue on
+    /// one partition. `template` is a `/`-separated path whose `{field}` components (or `*`)
+    /// match any name, e.g. `"Accounts/{account_id}/Links"`; `shards` is 2 to 256. Call it once
+    /// per template; no directory may match two.
+    ///
+    /// DynamoDB takes at most 1,000 write units a second in one partition, and every new
+    /// child of a directory writes a listing row into the directory's partition: about 490
+    /// new names a second under the service model, whatever the client does. The listing row
+    /// of a child of a sharded directory goes in the partition of its shard (chosen by a hash
+    /// of its name, [`part_of`](crate::transfer::part_of)), so `n` shards take about `n` times
+    /// as many new children a second. Writes cost what they cost without shards; a read of
+    /// the children (a list, a typed query, a walk of the subtree) sends one Query per shard
+    /// for each page and merges them by name, so the order, ranges, limits and cursors are
+    /// those of one directory. Gets, the path index and links are unchanged.
+    ///
+    /// The sharding is part of the table's schema, like the reserved character: every key a
+    /// tree computes depends on it, so every tree on the table is built with the same sharded
+    /// directories. [`Tree::create_table`] records them in the table's settings
+    /// ([`TableSettings::sharded`](crate::storage::TableSettings::sharded)), and a tree built
+    /// with others, or without them, is refused when it verifies the table
+    /// ([`ErrorKind::TableMismatch`](crate::ErrorKind::TableMismatch)), before its first
+    /// request. With [`verify_table(false)`](TreeBuilder::verify_table), agreeing with the
+    /// table is up to you (the command line builds its tree from the settings). The Go library lists a directory from one
+    /// partition, so it does not see the children of a sharded directory (it reads their
+    /// objects by path as before). [`Tree::check`](crate::Tree::check) reports a child listed
+    /// outside its shard (written by the Go library, or before the directory was sharded) as
+    /// [`Class::Misplaced`](crate::check::Class::Misplaced), and
+    /// [`Tree::repair`](crate::Tree::repair) moves its listing row into the shard.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::{ErrorKind, Tree};
+    /// # use dynatree_testing::FakeTable;
+    /// # use futures::TryStreamExt;
+    /// # #[derive(serde::Serialize)] struct V { v: u8 }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// let table = FakeTable::new();
+    /// let tree = Tree::builder(table.clone()).sharded("Accounts/{id}/Links", 4).build()?;
+    /// tree.create_table().await?;
+    /// for name in ["d", "b", "a", "c"] {
+    ///     tree.put(["Accounts", "1", "Links", name], &V { v: 1 }).await?;
+    /// }
+    /// table.reset_metrics();
+    /// let names: Vec<String> = tree.list(["Accounts", "1", "Links"]).try_collect().await?;
+    /// assert_eq!(names, ["a", "b", "c", "d"]); // in order, gathered from 4 partitions
+    /// assert_eq!(table.metrics().requests("Query"), 4);
+    ///
+    /// // Every tree on the table is built with the same sharded directories.
+    /// for other in [
+    ///     Tree::new(table.clone()),
+    ///     Tree::builder(table.clone()).sharded("Accounts/{id}/Links", 8).build()?,
+    /// ] {
+    ///     let err = other.list(["Accounts"]).try_collect::<Vec<_>>().await.unwrap_err();
+    ///     assert_eq!(err.kind(), ErrorKind::TableMismatch);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn sharded(mut self, template: &str, shards: u32) -> Self {
+        self.config.sharded.push((template.to_owned(), shards));
+        self
+    }
+
     /// Whether [`Tree::create_table`] enables DynamoDB's time to live on the expiry attribute
     /// that `#[dynatree(ttl)]` fields are copied to (default: no). See
     /// [`Expiry`](crate::Expiry) and the [`expiry` notes](crate::Expiry#time-to-live).
@@ -733,11 +800,15 @@ impl<S: Storage + 'static> TreeBuilder<S> {
     ///
     /// # Errors
     ///
-    /// [`ErrorKind::InvalidReserved`](crate::ErrorKind::InvalidReserved) if the reserved character cannot be used.
+    /// [`ErrorKind::InvalidReserved`](crate::ErrorKind::InvalidReserved) if the reserved
+    /// character cannot be used; [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument)
+    /// if a [sharded](TreeBuilder::sharded) directory's template or count is not valid, or two
+    /// templates can name the same directory.
     pub fn build(self) -> Result<Tree> {
+        let layout = layout(self.reserved, &self.config)?;
         Ok(Tree::from_parts(
             SharedStorage::new(self.storage),
-            Layout::new(self.reserved)?,
+            layout,
             self.config,
         ))
     }
@@ -760,10 +831,22 @@ impl<S: Storage + 'static> TreeBuilder<S> {
     ///
     /// As [`build`](TreeBuilder::build).
     pub fn build_static(self) -> Result<Tree<S>> {
-        Ok(Tree::from_parts(
-            self.storage,
-            Layout::new(self.reserved)?,
-            self.config,
-        ))
+        let layout = layout(self.reserved, &self.config)?;
+        Ok(Tree::from_parts(self.storage, layout, self.config))
     }
+}
+
+/// The layout of a tree built with `reserved` and `config`: its sharded directories are set
+/// if the builder named any (else learned from the table).
+fn layout(reserved: char, config: &Config) -> Result<Layout> {
+    let layout = Layout::new(reserved)?;
+    if !config.sharded.is_empty() {
+        let dirs = config
+            .sharded
+            .iter()
+            .map(|(t, n)| crate::layout::ShardedDir::new(t, *n, reserved))
+            .collect::<Result<Vec<_>>>()?;
+        layout.set_sharded(crate::layout::checked_sharded(dirs)?);
+    }
+    Ok(layout)
 }

@@ -314,7 +314,7 @@ impl<S: Storage + 'static> Ctx<S> {
     ) -> impl Stream<Item = Result<String>> + Send + use<S> {
         let query = self.listing_query(dir);
         let consistent = consistent || query.consistent;
-        query_pages(self.io(), query.consistent(consistent), None)
+        self.listing_pages(dir, query.consistent(consistent), None)
             .map_ok(|page| {
                 futures::stream::iter(
                     page.items
@@ -330,6 +330,31 @@ impl<S: Storage + 'static> Ctx<S> {
     pub(crate) fn listing_query_for(&self, prefix: &Path) -> Result<Query> {
         self.inner.layout.check_listing_path(prefix)?;
         Ok(self.listing_query(prefix))
+    }
+
+    /// The listing rows of `dir`'s children as `query` (a [`listing_query`](Self::listing_query)
+    /// of `dir`, perhaps with a range, direction, limit or consistency) reads them, page by
+    /// page, after the child named `after`: the pages of one partition, or those of a sharded
+    /// directory's partitions merged by name. Either way a page's `last_key` names the last
+    /// child given (under `query.hash`).
+    pub(crate) fn listing_pages(
+        &self,
+        dir: &Path,
+        query: Query,
+        after: Option<String>,
+    ) -> futures::stream::BoxStream<'static, Result<crate::storage::Page>> {
+        let hashes = self.inner.layout.listing_hashes(dir.components());
+        if hashes.len() == 1 {
+            let start = after.map(|a| Key::new(query.hash.clone(), a));
+            Box::pin(query_pages(self.io(), query, start))
+        } else {
+            Box::pin(crate::stream::merged_query_pages(
+                self.io(),
+                query,
+                hashes,
+                after,
+            ))
+        }
     }
 
     pub(crate) fn listing_query(&self, prefix: &Path) -> Query {

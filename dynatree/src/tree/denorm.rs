@@ -968,7 +968,7 @@ async fn next_level<S: Storage + 'static>(
     for prefix in walk.level.iter().filter(|p| p.len() < walk.deepest) {
         let mut query = cx.listing_query_for(prefix)?;
         query.consistent = true;
-        let pages = crate::stream::query_pages(cx.io(), query, None);
+        let pages = cx.listing_pages(prefix, query, None);
         futures::pin_mut!(pages);
         while let Some(page) = pages.try_next().await? {
             for row in &page.items {

@@ -75,7 +75,7 @@ async fn sweep_under<S: Storage + 'static>(cx: &Ctx<S>, root: Path) -> Result<us
     while !current.is_empty() {
         let mut next = Vec::new();
         for prefix in &current {
-            let pages = crate::stream::query_pages(cx.io(), cx.listing_query(prefix), None);
+            let pages = cx.listing_pages(prefix, cx.listing_query(prefix), None);
             futures::pin_mut!(pages);
             while let Some(page) = futures::TryStreamExt::try_next(&mut pages).await? {
                 for row in &page.items {

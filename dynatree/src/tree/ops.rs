@@ -895,14 +895,20 @@ async fn list_page<S: Storage + 'static>(
     if page_size.is_some() {
         query.limit = page_size;
     }
-    let page = tree.cx.io().query_page(&query, start.clone()).await?;
+    // The start is a child's listing key; a sharded directory resumes each shard after its
+    // name.
+    let after = start.map(|k| k.range);
+    let mut pages = tree.cx.listing_pages(&dir, query, after.clone());
+    let Some(page) = pages.try_next().await? else {
+        return Ok(Some(Listing::default()));
+    };
     let names = page
         .items
         .iter()
         .filter_map(|i| i.get_s(RANGE_KEY).map(str::to_owned))
         .collect();
     // A service that repeats the start key has nothing more.
-    let next = page.last_key.filter(|k| Some(k) != start.as_ref());
+    let next = page.last_key.filter(|k| Some(&k.range) != after.as_ref());
     Ok(Some(Listing { names, next }))
 }
 

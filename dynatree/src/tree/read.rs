@@ -14,7 +14,7 @@ use crate::item::Item;
 use crate::path::Path;
 use crate::storage::batch::get_all_projected;
 use crate::storage::{HASH_KEY, RANGE_KEY, Storage};
-use crate::stream::{query_pages, scan_pages};
+use crate::stream::scan_pages;
 
 use super::Entry;
 
@@ -297,7 +297,7 @@ pub(crate) fn entries_under<S: Storage + 'static, T: DeserializeOwned + Send + '
 ) -> BoxStream<'static, Result<Entry<T>>> {
     let query = cx.listing_query(&prefix);
     Box::pin(
-        query_pages(cx.io(), query, None)
+        cx.listing_pages(&prefix, query, None)
             .and_then(move |page| {
                 let (cx, prefix) = (cx.clone(), prefix.clone());
                 async move { entries_for(&cx, &prefix, page.items).await }

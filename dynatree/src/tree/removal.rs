@@ -452,11 +452,21 @@ pub(crate) async fn has_children_consistent<S: Storage + 'static>(
 }
 
 pub(crate) async fn has_children<S: Storage + 'static>(cx: &Ctx<S>, q: &Path) -> Result<bool> {
-    let query = Query::new(cx.inner.layout.listing_hash(q.components()))
-        .with_limit(1)
-        .consistent(true);
-    let page = cx.io().query_page(&query, None).await?;
-    Ok(!page.items.is_empty())
+    // One Query per partition of the listing (a sharded directory's shards at once).
+    let asks = cx
+        .inner
+        .layout
+        .listing_hashes(q.components())
+        .into_iter()
+        .map(|hash| async move {
+            let query = Query::new(hash).with_limit(1).consistent(true);
+            let page = cx.io().query_page(&query, None).await?;
+            Ok::<_, Error>(!page.items.is_empty())
+        });
+    Ok(futures::future::try_join_all(asks)
+        .await?
+        .into_iter()
+        .any(|has| has))
 }
 
 /// Counts one more attempt at `path`, or gives up ([`ErrorKind::Conflict`]) when the retry

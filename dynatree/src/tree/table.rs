@@ -140,6 +140,7 @@ fn settings<S: Storage + 'static>(cx: &Ctx<S>) -> TableSettings {
     let mut s = TableSettings::new(cx.inner.layout.reserved());
     s.path_index = cx.inner.config.path_index;
     s.link_index = cx.inner.config.link_index;
+    s.sharded = sharded_map(cx.inner.layout.sharded_dirs());
     s.indexes = cx
         .inner
         .config
@@ -222,6 +223,7 @@ fn check_table<S: Storage + 'static>(
         }
         _ => {}
     }
+    check_sharding(cx, settings)?;
     if let Some(ix) = cx.inner.config.indexes.iter().find(|ix| !has(ix.name())) {
         return mismatch(format!(
             "the table has no secondary index `{}`, which this tree's types declare: run `create_table` to add it",
@@ -229,4 +231,45 @@ fn check_table<S: Storage + 'static>(
         ));
     }
     Ok(())
+}
+
+/// The sharded directories `dirs` as the table's settings record them.
+fn sharded_map(dirs: &[crate::layout::ShardedDir]) -> std::collections::BTreeMap<String, u32> {
+    dirs.iter()
+        .map(|d| (d.template().to_owned(), d.shards()))
+        .collect()
+}
+
+/// Refuses a tree whose sharded directories differ from the table's. Unlike the link index,
+/// a tree cannot adopt the table's: every key it computes, from its first one, depends on
+/// them, so they are part of the tree's schema, set when it is built.
+fn check_sharding<S: Storage + 'static>(
+    cx: &Ctx<S>,
+    settings: Option<&TableSettings>,
+) -> Result<()> {
+    let layout = &cx.inner.layout;
+    let empty = std::collections::BTreeMap::new();
+    let theirs = settings.map_or(&empty, |s| &s.sharded);
+    let mine = sharded_map(layout.sharded_dirs());
+    if mine == *theirs {
+        return Ok(());
+    }
+    let show = |m: &std::collections::BTreeMap<String, u32>| {
+        if m.is_empty() {
+            "none".to_owned()
+        } else {
+            m.iter()
+                .map(|(t, n)| format!("{t:?} in {n} shards"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    };
+    Err(Error::new(
+        ErrorKind::TableMismatch,
+        format!(
+            "the table's sharded directories are {}, this tree's are {}: build the tree with the table's (or run `create_table` to record new ones; `check` then reports the children listed outside their shard)",
+            show(theirs),
+            show(&mine)
+        ),
+    ))
 }
