@@ -125,7 +125,9 @@ struct Shard {
 /// where some partition with more to read stops; its `last_key` is `(query.hash, the last
 /// sort key given)`, so a caller resumes with that sort key. A partition is queried again only
 /// when its items have all been given out, so the requests are those of the partitions' own
-/// paging plus at most one per partition.
+/// paging plus at most one per partition. `hashes` are the shards of a sharded directory, in
+/// order: an item of shard `k` whose name belongs in another shard (a row written outside the
+/// layout, which `check` reports) is skipped, as the listing of one shard never holds it.
 pub(crate) fn merged_query_pages<H>(
     storage: H,
     query: Query,
@@ -181,6 +183,7 @@ where
                             Ok::<_, crate::error::Error>((i, start, page))
                         }
                     });
+                let n = shards.len() as u32;
                 for (i, start, page) in futures::future::try_join_all(reads).await? {
                     let shard = &mut shards[i];
                     shard.next = match page.last_key {
@@ -189,7 +192,11 @@ where
                         Some(k) if !shard.query.accepts_start(&k) => None,
                         Some(k) => Some(Some(k)),
                     };
-                    shard.buffered.extend(page.items);
+                    shard.buffered.extend(
+                        page.items
+                            .into_iter()
+                            .filter(|item| crate::path::part_of(&name(item), n) == i as u32),
+                    );
                 }
                 // Every item up to the bound is known: the nearest point where a partition
                 // with more to read stopped.

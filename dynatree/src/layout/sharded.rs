@@ -65,7 +65,9 @@ impl ShardedDir {
                     "a component contains the reserved character {sc:?}"
                 ));
             }
-            if c.starts_with('{') || c.ends_with('}') {
+            if c == "*" {
+                parts.push(None);
+            } else if c.starts_with('{') || c.ends_with('}') {
                 if !(c.starts_with('{') && c.ends_with('}') && c.len() > 2) {
                     return bad(format!("{c:?} is neither a name nor a `{{field}}`"));
                 }

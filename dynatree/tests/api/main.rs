@@ -15,6 +15,7 @@ mod descendants_pages;
 mod dynamodb_errors;
 mod retry_budget;
 mod scope;
+mod sharded;
 mod table_checks;
 mod tracing_spans;
 mod transfer;
