@@ -42,5 +42,6 @@ mod readers;
 mod repair;
 mod reparent_takeovers;
 mod scopes;
+mod sharded;
 mod write_api;
 mod write_api_adversarial;
