@@ -359,6 +359,12 @@ pub enum Command {
         /// `repair`, to index them.
         #[arg(long, value_name = "DEPTH")]
         link_index: Option<std::num::NonZeroUsize>,
+        /// Spread the listing rows of the children of every directory matching TEMPLATE
+        /// (`Accounts/{id}/Links`: names and `{field}`s) over N partitions (recorded in the
+        /// table's settings; every dynatree process on the table then lists and writes them
+        /// so). The Go library does not list such children. Repeatable.
+        #[arg(long = "sharded", value_name = "TEMPLATE=N", value_parser = parse_sharded)]
+        sharded: Vec<(String, u32)>,
         /// Billing mode (default: on-demand; an existing table's must match).
         #[arg(long, value_enum)]
         billing: Option<BillingMode>,
@@ -443,6 +449,16 @@ pub enum Command {
 }
 
 /// `NAME` or `NAME:range` of `create-table --index`.
+fn parse_sharded(s: &str) -> Result<(String, u32), String> {
+    match s.rsplit_once('=') {
+        Some((template, n)) if !template.is_empty() => n
+            .parse()
+            .map(|n| (template.to_owned(), n))
+            .map_err(|_| format!("`{s}`: expected TEMPLATE=N, N a number of shards")),
+        _ => Err(format!("`{s}`: expected TEMPLATE=N")),
+    }
+}
+
 fn parse_index(s: &str) -> Result<(String, bool), String> {
     match s.split_once(':') {
         None if !s.is_empty() => Ok((s.to_owned(), false)),

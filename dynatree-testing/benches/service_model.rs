@@ -13,7 +13,8 @@
 //! latency, write and read units per operation, throttled requests.
 //!
 //! Then the wide directory: 64 and 256 writers adding new names to one directory for 10 s of
-//! service time: names a second (one partition's ceiling). Then subtree operations of 1,000
+//! service time: names a second (one partition's ceiling), and the same directory sharded 2,
+//! 4, 8 and 16 ways (`TreeBuilder::sharded`). Then subtree operations of 1,000
 //! and 10,000 nodes (a root with 10 children of 100, or of 1,000): `move_subtree`,
 //! `copy_subtree`, `delete_subtree`, in service time, with one request of a phase at a time,
 //! with 16 reads in flight (`TreeBuilder::subtree_reads_in_flight`) and with 16 reads and 16
@@ -138,6 +139,23 @@ impl Ctx {
         tree.create_table().await.expect("table");
         tree.verify().await.expect("verify");
         Ctx { way, table, tree }
+    }
+
+    /// dynatree with the directories `Accounts/{a}/Links` sharded `shards` ways.
+    async fn sharded(shards: u32) -> Ctx {
+        let table = ServiceTable::new(FakeTable::new(), model());
+        let tree = Tree::builder(table.clone())
+            .sharded("Accounts/{a}/Links", shards)
+            .retry_policy(patient())
+            .build()
+            .expect("tree");
+        tree.create_table().await.expect("table");
+        tree.verify().await.expect("verify");
+        Ctx {
+            way: Way::Dynatree,
+            table,
+            tree,
+        }
     }
 
     async fn put(&self, tree: &Tree, depth: usize, i: usize, v: u32) {
@@ -373,9 +391,13 @@ fn way_name(w: Way) -> &'static str {
     }
 }
 
-/// Names a second 64 or 256 writers add to one directory in `secs` of service time.
-async fn wide(way: Way, writers: usize, secs: u64) -> (f64, u64) {
-    let ctx = Ctx::new(way).await;
+/// Names a second 64 or 256 writers add to one directory in `secs` of service time, and the
+/// throttled requests; with `shards`, the directory sharded that many ways (dynatree only).
+async fn wide(way: Way, shards: Option<u32>, writers: usize, secs: u64) -> (f64, u64) {
+    let ctx = match shards {
+        None => Ctx::new(way).await,
+        Some(n) => Ctx::sharded(n).await,
+    };
     let tree = ctx.tree.clone();
     // The directory exists first (depth 4: `Accounts/0/Links`).
     ctx.put(&tree, 4, 0, 0).await;
@@ -573,8 +595,12 @@ fn main() {
     println!("|---|---|---|---|");
     for writers in [64, 256] {
         for w in WAYS {
-            let (rate, throttled) = block_on(wide(w, writers, 10));
+            let (rate, throttled) = block_on(wide(w, None, writers, 10));
             println!("| {writers} | {} | {rate:.0} | {throttled} |", way_name(w));
+        }
+        for shards in [2, 4, 8, 16] {
+            let (rate, throttled) = block_on(wide(Way::Dynatree, Some(shards), writers, 10));
+            println!("| {writers} | dynatree, {shards} shards | {rate:.0} | {throttled} |");
         }
     }
     println!(

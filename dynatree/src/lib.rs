@@ -102,6 +102,8 @@ pub mod consistency {
     #![doc = ""]
     #![doc = include_str!("tree/links.md")]
     #![doc = ""]
+    #![doc = include_str!("layout/sharded.md")]
+    #![doc = ""]
     #![doc = include_str!("tree/denorm.md")]
     #![doc = ""]
     #![doc = include_str!("check/check.md")]

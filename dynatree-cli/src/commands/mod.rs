@@ -534,6 +534,7 @@ async fn dispatch(ctx: &Ctx, command: Command) -> CliResult<Doc> {
             stream,
             indexes,
             link_index,
+            sharded,
             billing,
             read_capacity,
             write_capacity,
@@ -551,6 +552,7 @@ async fn dispatch(ctx: &Ctx, command: Command) -> CliResult<Doc> {
                 stream,
                 indexes: &indexes,
                 link_index: link_index.map(std::num::NonZeroUsize::get),
+                sharded: &sharded,
             };
             write::create_table(ctx, billing, &wants, dry.dry_run).await
         }
@@ -630,6 +632,30 @@ mod tests {
                 vec![]
             },
         }
+    }
+
+    #[test]
+    fn sharded_directories_are_learned_from_the_settings() {
+        let mut recorded = TableSettings::new('¦');
+        recorded.sharded.insert("Accounts/*/Links".to_owned(), 4);
+        let l = TableLayout::learn(
+            &global(&[]),
+            "T",
+            Some(&described(false)),
+            Some(&recorded),
+            TableNeed::Existing,
+        )
+        .unwrap();
+        assert_eq!(l.sharded, [("Accounts/*/Links".to_owned(), 4)]);
+        let none = TableLayout::learn(
+            &global(&[]),
+            "T",
+            Some(&described(false)),
+            Some(&TableSettings::new('¦')),
+            TableNeed::Existing,
+        )
+        .unwrap();
+        assert!(none.sharded.is_empty());
     }
 
     #[test]

@@ -229,10 +229,13 @@ pub async fn create_table(
         stream,
         indexes,
         link_index,
+        sharded,
     } = *wants;
     if let Some(existing) = &ctx.description {
         return update_table(ctx, existing, billing, wants, dry_run).await;
     }
+    // What the real run's tree would refuse, a dry run refuses too (nothing is sent).
+    sharded_layout(ctx, sharded)?;
     let billing = billing.unwrap_or(Billing::OnDemand);
     let mut features = vec![billing_text(billing)];
     if let Some(d) = ctx.layout.path_index {
@@ -240,6 +243,9 @@ pub async fn create_table(
     }
     if let Some(d) = link_index {
         features.push(format!("link index of depth {d}"));
+    }
+    for (t, n) in sharded {
+        features.push(format!("sharded directory {t} in {n} shards"));
     }
     if ttl {
         features.push("time to live".to_owned());
@@ -260,6 +266,7 @@ pub async fn create_table(
         "billing": features[0],
         "path_index": ctx.layout.path_index,
         "link_index": link_index,
+        "sharded": sharded.iter().map(|(t, n)| json!({ "template": t, "shards": n })).collect::<Vec<_>>(),
         "ttl": ttl,
         "stream": stream,
         "indexes": indexes.iter().map(|(n, r)| json!({ "name": n, "range": r })).collect::<Vec<_>>(),
@@ -286,6 +293,37 @@ pub struct TableWants<'a> {
     pub indexes: &'a [(String, bool)],
     /// `--link-index DEPTH`.
     pub link_index: Option<usize>,
+    /// `--sharded TEMPLATE=N`: (template, shards).
+    pub sharded: &'a [(String, u32)],
+}
+
+/// A sharded directory's template as the table's settings record it: `*` for each `{field}`.
+fn recorded_template(t: &str) -> String {
+    t.trim_matches('/')
+        .split('/')
+        .map(|c| {
+            if c.len() > 2 && c.starts_with('{') && c.ends_with('}') {
+                "*"
+            } else {
+                c
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// The table's layout with the sharded directories `wanted` added to those it records,
+/// checked as the tree will check them (templates, counts, overlaps) without sending anything.
+fn sharded_layout(ctx: &Ctx, wanted: &[(String, u32)]) -> CliResult<super::TableLayout> {
+    let mut layout = ctx.layout.clone();
+    for (t, n) in wanted {
+        let w = (recorded_template(t), *n);
+        if !layout.sharded.contains(&w) {
+            layout.sharded.push(w);
+        }
+    }
+    super::builder(&ctx.global, ctx.table.clone(), &layout).build()?;
+    Ok(layout)
 }
 
 /// The library's `create_table` with the command's options: creates the table, or adds the
@@ -297,10 +335,11 @@ pub async fn ensure_table(ctx: &Ctx, billing: Billing, wants: &TableWants<'_>) -
         stream,
         indexes,
         link_index,
+        sharded,
     } = *wants;
     let layout = super::TableLayout {
         link_index: link_index.or(ctx.layout.link_index),
-        ..ctx.layout.clone()
+        ..sharded_layout(ctx, sharded)?
     };
     let mut builder = super::builder(&ctx.global, ctx.table.clone(), &layout)
         .billing(billing)
@@ -334,6 +373,7 @@ async fn update_table(
         stream,
         indexes,
         link_index,
+        sharded,
     } = *wants;
     let have = billing_text(existing.billing);
     if let Some(want) = billing
@@ -378,6 +418,23 @@ async fn update_table(
             )),
         }
     }
+    for (t, n) in sharded {
+        let normal = recorded_template(t);
+        match ctx.layout.sharded.iter().find(|(r, _)| *r == normal) {
+            Some((_, r)) if r != n => {
+                return Err(CliError::msg(format!(
+                    "--sharded {t}={n}: table {} shards {normal} {r} ways; the count cannot change",
+                    ctx.table_name
+                )));
+            }
+            Some(_) => {}
+            None => changes.push(format!(
+                "sharded directory {t} in {n} shards (children listed before are outside their shards: run `check`, then `repair`)"
+            )),
+        }
+    }
+    // What the real run's tree would refuse, a dry run refuses too (nothing is sent).
+    sharded_layout(ctx, sharded)?;
     if ttl {
         changes.push("time to live".to_owned());
     }
@@ -391,6 +448,7 @@ async fn update_table(
         "billing": have,
         "added_indexes": added,
         "link_index": link_index,
+        "sharded": sharded.iter().map(|(t, n)| json!({ "template": t, "shards": n })).collect::<Vec<_>>(),
         "ttl": ttl,
         "stream": stream,
     });

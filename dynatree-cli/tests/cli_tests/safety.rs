@@ -703,3 +703,48 @@ fn a_link_index_is_recorded_by_create_table_and_kept_by_every_command() {
     u.run(&["repair"]).success();
     u.run(&["check"]).success();
 }
+
+#[test]
+fn sharded_directories_are_recorded_by_create_table_and_kept_by_every_command() {
+    let t = Env::new();
+    // A template or count the tree refuses is refused by the dry run too, before anything.
+    for bad in [
+        "Accounts//Links=4",
+        "Accounts/{id}/Links=1",
+        "Accounts/{id/Links=4",
+    ] {
+        let err = t.fails(1, &["create-table", "--sharded", bad, "--dry-run"]);
+        assert!(err.contains("sharded directory"), "{bad}: {err}");
+    }
+    let said = t.ok(&[
+        "create-table",
+        "--sharded",
+        "Accounts/{id}/Links=4",
+        "--dry-run",
+    ]);
+    assert!(
+        said.contains("would add or turn on: sharded directory Accounts/{id}/Links in 4 shards"),
+        "{said}"
+    );
+    t.run(&["create-table", "--sharded", "Accounts/{id}/Links=4"])
+        .success();
+    for name in ["d", "b", "a", "c"] {
+        t.run(&["put", &format!("/Accounts/1/Links/{name}"), r#"{"v": 1}"#])
+            .success();
+    }
+    // Every command's tree follows the table's settings: the children are listed from their
+    // shards, in order, and the table checks healthy.
+    assert_eq!(t.ok(&["ls", "/Accounts/1/Links"]), "a\nb\nc\nd\n");
+    t.run(&["check"]).success();
+    t.run(&["mv", "/Accounts/1/Links", "/Accounts/2/Links"])
+        .success();
+    assert_eq!(t.ok(&["ls", "/Accounts/2/Links"]), "a\nb\nc\nd\n");
+    t.run(&["check"]).success();
+    // The same sharding again changes nothing; another count is refused.
+    assert!(
+        t.ok(&["create-table", "--sharded", "Accounts/*/Links=4"])
+            .ends_with("nothing to change\n")
+    );
+    let err = t.fails(1, &["create-table", "--sharded", "Accounts/{id}/Links=8"]);
+    assert!(err.contains("the count cannot change"), "{err}");
+}

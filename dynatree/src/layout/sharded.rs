@@ -17,7 +17,9 @@
 //! `n` partitions and merges them by name.
 //!
 //! The Go library lists a directory by its one partition: it does not see the children of a
-//! sharded directory.
+//! sharded directory. Why the protocols need no change, and what readers see, is argued in
+//! `sharded.md` beside this file (the "Sharded directories" section of the `consistency`
+//! docs).
 
 use std::sync::{Arc, OnceLock};
 

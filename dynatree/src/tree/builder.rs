@@ -560,21 +560,27 @@ impl<S: Storage + 'static> TreeBuilder<S> {
         self
     }
 
-    /// Spreads the listing rows of every directory matching `template` over `shards`
-    /// partitions (default: none), for directories so wide that new children would queue on
-    /// one partition. `template` is a `/`-separated path whose `{field}` components (or `*`)
+    /// Spreads the listing rows of the children of every directory matching `template` over
+    /// `shards` partitions (default: none), for directories whose listing is read or written
+    /// more than one partition serves. `template` is a `/`-separated path whose `{field}` components (or `*`)
     /// match any name, e.g. `"Accounts/{account_id}/Links"`; `shards` is 2 to 256. Call it once
     /// per template; no directory may match two.
     ///
-    /// DynamoDB takes at most 1,000 write units a second in one partition, and every new
-    /// child of a directory writes a listing row into the directory's partition: about 490
-    /// new names a second under the service model, whatever the client does. The listing row
-    /// of a child of a sharded directory goes in the partition of its shard (chosen by a hash
-    /// of its name, [`part_of`](crate::transfer::part_of)), so `n` shards take about `n` times
-    /// as many new children a second. Writes cost what they cost without shards; a read of
-    /// the children (a list, a typed query, a walk of the subtree) sends one Query per shard
-    /// for each page and merges them by name, so the order, ranges, limits and cursors are
-    /// those of one directory. Gets, the path index and links are unchanged.
+    /// DynamoDB takes at most 1,000 write units and 3,000 read units a second in one
+    /// partition, and every child of a directory has its listing row in the directory's
+    /// partition. The listing row of a child of a sharded directory goes in the partition of
+    /// its shard instead (chosen by a hash of its name, [`part_of`](crate::transfer::part_of)),
+    /// so the writes of those rows and the reads of the listing spread over `n` partitions.
+    /// Writes cost what they cost without shards; a read of the children (a list, a typed
+    /// query, a walk of the subtree) sends one Query per shard for each page and merges them
+    /// by name, so the order, ranges, limits and cursors are those of one directory. Gets,
+    /// the path index and links are unchanged.
+    ///
+    /// The rate of new children does not grow with the shards: each new child's transaction
+    /// also checks the directory's own listing row, one item in its parent's partition (2
+    /// write units), so one directory takes about 490 new names a second under the service
+    /// model, sharded or not (`BENCHMARKS.md`, "Every operation under the model of the
+    /// service").
     ///
     /// The sharding is part of the table's schema, like the reserved character: every key a
     /// tree computes depends on it, so every tree on the table is built with the same sharded
