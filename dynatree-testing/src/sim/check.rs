@@ -138,6 +138,30 @@ pub fn check_rows(rows: &[Item], reserved: char) -> Vec<Violation> {
             out.push(Violation::Malformed(format!("Key={h:?} Child={c:?}")));
             continue;
         };
+        // A shard guard of a sharded directory (`SC p0 SC … SC SC g{k}`, `SC`): it exists
+        // only while the directory's listing row does.
+        if c == sc
+            && let Some((dir, k)) = rest.rsplit_once(reserved)
+            && k.strip_prefix('g')
+                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        {
+            let comps: Vec<String> = dir
+                .strip_suffix(reserved)
+                .unwrap_or(dir)
+                .split(reserved)
+                .map(str::to_owned)
+                .collect();
+            let listed = comps.split_last().is_some_and(|(last, parent)| {
+                listings.contains(&(listing_hash(parent, last), last.clone()))
+            });
+            if !listed {
+                out.push(Violation::Malformed(format!(
+                    "Key={h:?} Child={c:?}: a shard guard of /{} without its listing row",
+                    comps.join("/")
+                )));
+            }
+            continue;
+        }
         if c == sc {
             // An object row: its listing row is (parent listing hash, last component).
             let comps: Vec<String> = rest.split(reserved).map(str::to_owned).collect();
@@ -350,6 +374,11 @@ impl Model {
                 continue;
             };
             let path: Vec<String> = rest.split(reserved).map(str::to_owned).collect();
+            // No path has an empty component: a shard guard of a sharded directory, or other
+            // bookkeeping, is no object.
+            if path.iter().any(String::is_empty) {
+                continue;
+            }
             let stored = match r.get_s(&sc) {
                 Some(t) => Stored::Link(
                     t.strip_prefix(&sc)

@@ -1,9 +1,12 @@
 //! Sharded directories (see "Sharded directories" in the `consistency` docs): a child's
 //! listing row lives in its shard, and every protocol that addresses it (writes, guards,
 //! removals, moves, copies) addresses that one row, while a remover asks every shard whether
-//! the directory has children. Raced here: new children in different shards against the
-//! removal of their directory, node deletions that refuse or keep children, subtree
-//! deletions, moves and copies of the directory, with faults. Each schedule's outcome must be
+//! the directory has children. A new child whose process knows its shard's guard checks the
+//! guard instead of the directory's listing row, and every protocol that marks or locks that
+//! row drops the guards before it reads the children. Raced here: new children in different
+//! shards, and new children through a known guard, against the removal of their directory,
+//! node deletions that refuse or keep children, subtree deletions, moves and copies of the
+//! directory, with faults. Each schedule's outcome must be
 //! one of a serial order's, the raw rows must hold the layout's invariants (the simulator's
 //! checker reads the sharding from the table's settings row and wants each listing row in
 //! its shard), and a check of the final table must find nothing to repair.
@@ -156,4 +159,128 @@ fn reparent_into_a_sharded_directory_vs_new_child() {
             Act::ReparentTwice(p(&["s", "n"])),
         ],
     );
+}
+
+/// Two names in the same shard of `s` as `3`.
+fn same_shard_as_3() -> (String, String) {
+    let k = dynatree::transfer::part_of("3", 4);
+    let mut names = (5..200)
+        .map(|i| i.to_string())
+        .filter(|n| dynatree::transfer::part_of(n, 4) == k);
+    let first = names.next().expect("a name in the shard");
+    let second = names.next().expect("another name in the shard");
+    (first, second)
+}
+
+/// One process puts `s/3` (learning `L(s)`), a second name of its shard (creating the
+/// shard's guard beside a check of `L(s)`), then a third, which checks the guard instead of
+/// `L(s)`, while `other` runs. No serial model (the three puts are not one atomic
+/// operation): the invariants of the rows and the final check judge every schedule.
+fn through_a_known_guard(name: &str, setup: &[(&[&str], u32)], other: Act) {
+    let (second, third) = same_shard_as_3();
+    let sim = with_acts(
+        scenario_base(name, sharded_tree, paths(setup), Vec::new()),
+        &[other],
+        false,
+        Act::run,
+    )
+    .op("put s/3, then two names of its shard", move |t| {
+        let (second, third) = (second.clone(), third.clone());
+        async move {
+            t.put(["s", "3"], &V { v: 3 }).await?;
+            t.put(["s", second.as_str()], &V { v: 4 }).await?;
+            t.put(["s", third.as_str()], &V { v: 5 }).await?;
+            Ok(String::new())
+        }
+    });
+    with_faults(sim)
+        .schedules(400)
+        .check(nothing_to_repair)
+        .run();
+}
+
+/// The third put checks the guard while `delete_node(s, Refuse)` marks `L(s)`, drops the
+/// guards and counts the children: the put commits before the drop (and is counted), or its
+/// check fails and it meets the mark.
+#[test]
+fn new_child_through_a_known_guard_vs_delete_node_refusing_children() {
+    through_a_known_guard(
+        "sharded: put s/3, s/x (guard) vs delete_node s Refuse",
+        &[(&["s"], 1)],
+        Act::DeleteNode(p(&["s"]), OnChildren::Refuse),
+    );
+}
+
+/// The same against the prune of `L(s)` after its last other child is deleted.
+#[test]
+fn new_child_through_a_known_guard_vs_delete_of_the_last_child() {
+    through_a_known_guard(
+        "sharded: put s/3, s/x (guard) vs delete s/1",
+        &[(&["s", "1"], 1)],
+        Act::Delete(p(&["s", "1"])),
+    );
+}
+
+/// The same against a move of the directory: the move locks `L(s)`, drops the guards and
+/// lists the children; a child committed through the guard is moved.
+#[test]
+fn new_child_through_a_known_guard_vs_move_of_the_directory() {
+    through_a_known_guard(
+        "sharded: put s/3, s/x (guard) vs move s -> m",
+        &[(&["s", "1"], 1)],
+        Act::Move(p(&["s"]), p(&["m"]), LinkPolicy::Ignore),
+    );
+}
+
+/// The same against a subtree deletion of the directory.
+#[test]
+fn new_child_through_a_known_guard_vs_delete_subtree() {
+    through_a_known_guard(
+        "sharded: put s/3, s/x (guard) vs delete_subtree s",
+        &[(&["s", "1"], 1)],
+        Act::DeleteSubtree(p(&["s"])),
+    );
+}
+
+/// A shard's guard alive while the directory has no child: the children another program
+/// deleted raw (the Go library's delete, which prunes nothing). A process that knows the
+/// guard puts a new child while `delete_node(s, Refuse)` marks `L(s)` and counts the
+/// children: the count drops the guards first, so the put either commits before it (and is
+/// counted) or fails its check of the guard and meets the mark.
+#[test]
+fn new_child_through_a_guard_outliving_its_children_vs_delete_node() {
+    let (second, third) = same_shard_as_3();
+    let sim = with_acts(
+        scenario_base(
+            "sharded: put s/3, s/x, raw delete both, put s/y (guard) vs delete_node s Refuse",
+            sharded_tree,
+            paths(&[(&["s"], 1)]),
+            Vec::new(),
+        ),
+        &[Act::DeleteNode(p(&["s"]), OnChildren::Refuse)],
+        false,
+        Act::run,
+    )
+    .op("put s/3 and s/x, delete both raw, put s/y", move |t| {
+        let (second, third) = (second.clone(), third.clone());
+        async move {
+            use dynatree::storage::{Condition, Key, Storage};
+            t.put(["s", "3"], &V { v: 3 }).await?;
+            t.put(["s", second.as_str()], &V { v: 4 }).await?;
+            let shard = dynatree::transfer::part_of("3", 4);
+            for name in ["3", second.as_str()] {
+                let listing = Key::new(format!("¦s¦¦s{shard}"), name);
+                let object = Key::new(format!("¦s¦{name}"), "¦");
+                // The object first, as the Go library deletes.
+                t.storage().delete_item(&object, Condition::Always).await?;
+                t.storage().delete_item(&listing, Condition::Always).await?;
+            }
+            t.put(["s", third.as_str()], &V { v: 5 }).await?;
+            Ok(String::new())
+        }
+    });
+    with_faults(sim)
+        .schedules(400)
+        .check(nothing_to_repair)
+        .run();
 }

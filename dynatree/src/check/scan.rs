@@ -1298,6 +1298,10 @@ fn classify(layout: &crate::layout::Layout, key: &Key) -> std::result::Result<Ki
         // An entry of the link index: written with its link row.
         return Ok(Kind::Bookkeeping);
     }
+    if layout.is_shard_guard(key) {
+        // A sharded directory's shard guard: written beside a check of its listing row.
+        return Ok(Kind::Bookkeeping);
+    }
     if key.hash == layout.intents_hash() {
         return Ok(Kind::Intent);
     }

@@ -25,7 +25,8 @@ use std::sync::{Arc, OnceLock};
 
 use super::{Layout, MAX_HASH_KEY_BYTES};
 use crate::error::{Error, ErrorKind, Result};
-use crate::path::part_of;
+use crate::path::{Path, part_of};
+use crate::storage::Key;
 
 /// The most partitions one directory may be spread over.
 pub(crate) const MAX_SHARDS: u32 = 256;
@@ -178,6 +179,39 @@ impl Layout {
         s.push('s');
         s.push_str(&k.to_string());
         s
+    }
+
+    /// The guard of shard `k` of the sharded directory `dir`: the row
+    /// `(SC p0 SC … SC SC g{k}, SC)`, in a partition of its own. While it exists, `dir`'s
+    /// listing row exists and the children of shard `k` may be added by checking it instead
+    /// of that row (see `sharded.md`).
+    pub(crate) fn shard_guard_key(&self, dir: &[String], k: u32) -> Key {
+        let mut s = self.listing_hash(dir);
+        s.push(self.sc);
+        s.push('g');
+        s.push_str(&k.to_string());
+        Key::new(s, self.sc.to_string())
+    }
+
+    /// The guard a new child at `path` may check instead of its parent's listing row: the
+    /// guard of its shard, if its parent is a sharded directory.
+    pub(crate) fn guard_of_child(&self, path: &Path) -> Option<Key> {
+        let (last, parent) = path.components().split_last()?;
+        let n = self.shards_of(parent)?;
+        Some(self.shard_guard_key(parent, part_of(last, n)))
+    }
+
+    /// Whether `key` is a shard guard's (see [`shard_guard_key`](Self::shard_guard_key)).
+    pub(crate) fn is_shard_guard(&self, key: &Key) -> bool {
+        if key.range.chars().ne([self.sc]) {
+            return false;
+        }
+        let Some((dir, k)) = key.hash.rsplit_once(self.sc) else {
+            return false;
+        };
+        dir.ends_with(self.sc)
+            && k.strip_prefix('g')
+                .is_some_and(|k| !k.is_empty() && k.bytes().all(|b| b.is_ascii_digit()))
     }
 
     /// The `Key` of the listing row of the child `name` of `dir`.

@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::{Stream, TryStreamExt};
+use futures::{Stream, TryFutureExt, TryStreamExt};
 use serde::{Serialize, de::DeserializeOwned};
 
 use crate::error::{Error, ErrorKind, Result};
@@ -306,24 +306,59 @@ impl<S: Storage + 'static> Ctx<S> {
     }
 
     /// The names under `dir`, unchecked; strongly consistent if asked, else with the tree's
-    /// read consistency.
+    /// read consistency. Asked for consistent names, it is a protocol's step that decides on
+    /// `dir`'s children after marking or locking `dir`'s listing row: a sharded directory's
+    /// guards are dropped first (see [`drop_guards`](Self::drop_guards)).
     pub(crate) fn list_names(
         &self,
         dir: &Path,
         consistent: bool,
     ) -> impl Stream<Item = Result<String>> + Send + use<S> {
         let query = self.listing_query(dir);
+        let protocol = consistent;
         let consistent = consistent || query.consistent;
-        self.listing_pages(dir, query.consistent(consistent), None)
-            .map_ok(|page| {
-                futures::stream::iter(
-                    page.items
-                        .into_iter()
-                        .filter_map(|i| i.get_s(RANGE_KEY).map(str::to_owned))
-                        .map(Ok),
-                )
-            })
-            .try_flatten()
+        let (cx, dir) = (self.clone(), dir.clone());
+        async move {
+            if protocol {
+                cx.drop_guards(&dir).await?;
+            }
+            Ok::<_, Error>(cx.listing_pages(&dir, query.consistent(consistent), None))
+        }
+        .try_flatten_stream()
+        .map_ok(|page| {
+            futures::stream::iter(
+                page.items
+                    .into_iter()
+                    .filter_map(|i| i.get_s(RANGE_KEY).map(str::to_owned))
+                    .map(Ok),
+            )
+        })
+        .try_flatten()
+    }
+
+    /// Deletes the shard guards of `dir`, if it is a sharded directory, before a protocol that
+    /// marked or locked `dir`'s listing row reads its children: from then on a new child of
+    /// `dir` checks that row, which refuses it, so the read that follows sees every child
+    /// (see "Sharded directories" in the consistency docs).
+    pub(crate) async fn drop_guards(&self, dir: &Path) -> Result<()> {
+        let layout = &self.inner.layout;
+        let Some(n) = layout.shards_of(dir.components()) else {
+            return Ok(());
+        };
+        let keys: Vec<Key> = (0..n)
+            .map(|k| layout.shard_guard_key(dir.components(), k))
+            .collect();
+        for key in &keys {
+            self.inner.known.remove(key);
+        }
+        crate::storage::batch::write_all(
+            &self.io(),
+            keys.into_iter()
+                .map(crate::storage::WriteRequest::Delete)
+                .collect(),
+            &self.inner.config.retry,
+        )
+        .await
     }
 
     /// The checked listing query of `prefix`.

@@ -834,7 +834,7 @@ async fn run_reparent<S: Storage + 'static>(cx: &Ctx<S>, g: &Guard) -> Result<Ou
                     finish(cx, g).await?;
                     return Ok(Outcome::Done(MoveReport::default()));
                 }
-                if removal::has_children_consistent(cx, &path).await? {
+                if removal::has_children_held(cx, &path).await? {
                     // Only possible if a writer ignored the lock (the Go library).
                     let e = Error::new(
                         ErrorKind::HasChildren,

@@ -158,6 +158,47 @@ pub(crate) fn optimistic_actions(
     (actions, at..at + checks.len())
 }
 
+/// How a new name in a [sharded directory](crate::TreeBuilder::sharded) guards against the
+/// removal of its parent (see "Sharded directories" in the consistency docs).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum ShardGuard {
+    /// The guard of the child's shard is believed to exist: check it instead of the parent's
+    /// listing row, which is one item in a partition every new child would share.
+    Known(Key),
+    /// Check the parent's listing row, and create the guard beside it.
+    New(Key),
+}
+
+/// The actions of an [`Optimistic::UnderParent`] plan (the new listing row, the check of the
+/// parent's, the caller's checks at `checks`, the object) with `guard`: the parent's check
+/// replaced by the guard's, or the guard created after it. Returns the actions and where the
+/// caller's checks are now.
+pub(crate) fn with_shard_guard(
+    mut actions: Vec<TransactAction>,
+    checks: Range<usize>,
+    guard: &ShardGuard,
+) -> (Vec<TransactAction>, Range<usize>) {
+    match guard {
+        ShardGuard::Known(g) => {
+            actions[1] = TransactAction::ConditionCheck {
+                key: g.clone(),
+                condition: Condition::Exists,
+            };
+            (actions, checks)
+        }
+        ShardGuard::New(g) => {
+            actions.insert(
+                2,
+                TransactAction::Put {
+                    item: g.clone().into_item(),
+                    condition: Condition::Always,
+                },
+            );
+            (actions, checks.start + 1..checks.end + 1)
+        }
+    }
+}
+
 /// The listing keys a successful optimistic transaction of `plan` created or checked: what
 /// the cache learns.
 pub(crate) fn optimistic_learned(layout: &Layout, path: &Path, plan: Optimistic) -> Vec<Key> {

@@ -210,7 +210,7 @@ pub(crate) async fn finish_removal<S: Storage + 'static>(
     mark: &str,
     check_object: bool,
 ) -> Result<bool> {
-    let mut empty = !has_children(cx, q).await?;
+    let mut empty = !has_children_held(cx, q).await?;
     if empty && check_object {
         let now = crate::expiry::now_secs();
         empty = cx
@@ -343,7 +343,7 @@ pub(crate) async fn delete_leaf<S: Storage + 'static>(cx: &Ctx<S>, path: &Path) 
             Err(e) => return guard::abandon_removal(cx, &key, &mark, e).await,
         }
         let ours = cx.inner.layout.marked_by(&mark);
-        let has_children = match has_children(cx, path).await {
+        let has_children = match has_children_held(cx, path).await {
             Ok(yes) => yes,
             Err(e) => return guard::abandon_removal(cx, &key, &mark, e).await,
         };
@@ -443,14 +443,15 @@ async fn fence_unlisted<S: Storage + 'static>(
     }
 }
 
-/// Whether `q` has a child (one consistent Query of one item).
-pub(crate) async fn has_children_consistent<S: Storage + 'static>(
-    cx: &Ctx<S>,
-    q: &Path,
-) -> Result<bool> {
+/// Whether `q` has a child, asked by a protocol that has marked or locked `L(q)`: a sharded
+/// directory's guards are dropped first, so that no child can be added after the Queries
+/// without meeting the mark or lock (see "Sharded directories").
+pub(crate) async fn has_children_held<S: Storage + 'static>(cx: &Ctx<S>, q: &Path) -> Result<bool> {
+    cx.drop_guards(q).await?;
     has_children(cx, q).await
 }
 
+/// Whether `q` has a child, read only (a first look, or a check's confirmation).
 pub(crate) async fn has_children<S: Storage + 'static>(cx: &Ctx<S>, q: &Path) -> Result<bool> {
     // One Query per partition of the listing (a sharded directory's shards at once).
     let asks = cx

@@ -5,6 +5,7 @@ use crate::item::Item;
 use crate::layout;
 use crate::path::Path;
 use crate::retry::Backoff;
+use crate::storage::batch::TRANSACT_MAX;
 use crate::storage::{Condition, Storage, TransactAction};
 use crate::tree::plan::{self, FromState};
 use crate::tree::{Ctx, denorm, guard, removal};
@@ -277,17 +278,39 @@ async fn put_optimistic<S: Storage + 'static>(
     let layout = &cx.inner.layout;
     let known = |p: &Path| cx.inner.known.contains(&layout.listing_key(p));
     let planned = plan::optimistic(path, known, checks.len());
-    let (actions, at) = plan::optimistic_actions(layout, path, planned, row, condition, checks);
+    let (mut actions, mut at) =
+        plan::optimistic_actions(layout, path, planned, row, condition, checks);
+    // A new name in a sharded directory checks its shard's guard instead of the parent's
+    // listing row (see "Sharded directories").
+    let shard_guard = layout
+        .guard_of_child(path)
+        // Room for the guard's put and a link's index entry.
+        .filter(|_| planned == plan::Optimistic::UnderParent && actions.len() + 2 <= TRANSACT_MAX)
+        .map(|g| match cx.inner.known.contains(&g) {
+            true => plan::ShardGuard::Known(g),
+            false => plan::ShardGuard::New(g),
+        });
+    if let Some(g) = &shard_guard {
+        (actions, at) = plan::with_shard_guard(actions, at, g);
+    }
+    let guard_key = shard_guard.map(|g| match g {
+        plan::ShardGuard::Known(k) | plan::ShardGuard::New(k) => k,
+    });
     match guard::transact_checked(cx, actions, !condition.is_always(), at).await? {
         Attempt::Done => {
-            cx.inner
-                .known
-                .insert_all(plan::optimistic_learned(layout, path, planned));
+            cx.inner.known.insert_all(
+                plan::optimistic_learned(layout, path, planned)
+                    .into_iter()
+                    .chain(guard_key),
+            );
             Ok(Attempt::Done)
         }
         Attempt::Stale => Ok(Attempt::Stale),
         _ => {
-            for key in plan::optimistic_doubted(layout, path, planned) {
+            for key in plan::optimistic_doubted(layout, path, planned)
+                .into_iter()
+                .chain(guard_key)
+            {
                 cx.inner.known.remove(&key);
             }
             Ok(Attempt::Retry)

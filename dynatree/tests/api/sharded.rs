@@ -7,7 +7,7 @@ use dynatree::check::Class;
 use dynatree::ops::OnChildren;
 use dynatree::storage::{Key, Storage, TableSettings};
 use dynatree::{ErrorKind, Tree};
-use dynatree_testing::FakeTable;
+use dynatree_testing::{FakeTable, Fault, FaultRule};
 use futures::TryStreamExt;
 use serde::{Deserialize, Serialize};
 
@@ -200,8 +200,53 @@ async fn children_go_to_their_shard_and_a_list_reads_every_shard_once() {
     let top: Vec<String> = tree.list(["Accounts", "1"]).try_collect().await.unwrap();
     assert_eq!(top, ["Links"]);
     assert_eq!(table.metrics().requests("Query"), 1);
+    // The process created the guard of every shard beside a check of `L(Links)`, and now
+    // adds names by checking the guard of their shard: with every request on `L(Links)`
+    // failing, its new names go through; a process that knows no guard checks `L(Links)`.
+    let guards = || {
+        table
+            .rows()
+            .iter()
+            .filter(|r| {
+                r.get_s("Key")
+                    .is_some_and(|k| k.starts_with("¦Accounts¦1¦Links¦¦g"))
+            })
+            .count()
+    };
+    assert_eq!(guards(), 8);
+    table.inject_rule(
+        FaultRule::new(Fault::Fail)
+            .key(Key::new("¦Accounts¦1¦", "Links"))
+            .always(),
+    );
+    for i in 0..8 {
+        tree.put(["Accounts", "1", "Links", &format!("m{i}")], &V { v: 2 })
+            .await
+            .unwrap();
+    }
+    let cold = Tree::builder(table.clone())
+        .sharded("Accounts/{id}/Links", 8)
+        .build()
+        .unwrap();
+    let err = cold
+        .put(["Accounts", "1", "Links", "n"], &V { v: 3 })
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Backend);
+    table.clear_faults();
+    for i in 0..8 {
+        tree.delete(["Accounts", "1", "Links", &format!("m{i}")])
+            .await
+            .unwrap();
+    }
+    // A check reads the guards and writes nothing.
+    table.reset_metrics();
+    assert!(tree.check().run().await.unwrap().is_healthy());
+    assert_eq!(table.metrics().write_units(), 0.0);
+
     // A removal asks every shard whether the directory has children: it has, so a node
     // deletion that refuses children is refused, and a delete keeps the directory listed.
+    // Having marked the directory's row, it dropped the guards first.
     tree.put(["Accounts", "1", "Links"], &V { v: 0 })
         .await
         .unwrap();
@@ -210,6 +255,7 @@ async fn children_go_to_their_shard_and_a_list_reads_every_shard_once() {
         .await
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::HasChildren);
+    assert_eq!(guards(), 0, "dropped by the removal");
     tree.delete(["Accounts", "1", "Links"]).await.unwrap();
     let top: Vec<String> = tree.list(["Accounts", "1"]).try_collect().await.unwrap();
     assert_eq!(top, ["Links"], "the children stay reachable");
