@@ -2,22 +2,23 @@
 //! partitions, so that its new children are not capped by one partition's 1,000 write units a
 //! second (see [`TreeBuilder::sharded`](crate::TreeBuilder::sharded)).
 //!
-//! The listing row of the child `c` of a sharded directory `P` (`P` matches a sharded
-//! template, split `n` ways) is
+//! With a sharded directory `P` (`P` matches a sharded template, split `n` ways), the rows
+//! are
 //!
-//! | `Key` | `Child` |
-//! |---|---|
-//! | `SC p0 SC … SC p(m-1) SC SC s{k}`, `k = part_of(c, n)` | `c` |
+//! | row | `Key` | `Child` |
+//! |---|---|---|
+//! | listing row of the child `c` | `SC p0 SC … SC p(m-1) SC SC s{k}`, `k = part_of(c, n)` | `c` |
+//! | guard of shard `k` | `SC p0 SC … SC p(m-1) SC SC g{k}` | `SC` |
 //!
-//! instead of `SC p0 SC … SC p(m-1) SC`. No component is empty, so `SC SC` occurs in no path's
-//! key: the shard partitions are neither a path's object nor its listing key, and the suffix
-//! `s{k}` keeps them apart from the link index's `SC SC links` and the other bookkeeping
-//! partitions. Each child has one place, so every writer and guard that addresses a child's
-//! listing row ([`Layout::listing_key`]) is unchanged; a reader of the children queries the
-//! `n` partitions and merges them by name.
+//! where an unsharded directory lists `c` in `SC p0 SC … SC p(m-1) SC`. No component is empty,
+//! so `SC SC` occurs in no path's key: these partitions are neither a path's object nor its
+//! listing key, and the suffixes `s{k}` and `g{k}` keep them apart from the link index's
+//! `SC SC links` and the other bookkeeping partitions. Each child has one place, so every
+//! writer and guard that addresses a child's listing row ([`Layout::listing_key`]) addresses
+//! that one row; a reader of the children queries the `n` partitions and merges them by name.
 //!
 //! The Go library lists a directory by its one partition: it does not see the children of a
-//! sharded directory. Why the protocols need no change, and what readers see, is argued in
+//! sharded directory. The guards, and why the protocols stay correct with them, are argued in
 //! `sharded.md` beside this file (the "Sharded directories" section of the `consistency`
 //! docs).
 

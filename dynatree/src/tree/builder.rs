@@ -561,26 +561,27 @@ impl<S: Storage + 'static> TreeBuilder<S> {
     }
 
     /// Spreads the listing rows of the children of every directory matching `template` over
-    /// `shards` partitions (default: none), for directories whose listing is read or written
-    /// more than one partition serves. `template` is a `/`-separated path whose `{field}` components (or `*`)
+    /// `shards` partitions (default: none), for directories that get new children faster than
+    /// one partition takes them. `template` is a `/`-separated path whose `{field}` components (or `*`)
     /// match any name, e.g. `"Accounts/{account_id}/Links"`; `shards` is 2 to 256. Call it once
     /// per template; no directory may match two.
     ///
-    /// DynamoDB takes at most 1,000 write units and 3,000 read units a second in one
-    /// partition, and every child of a directory has its listing row in the directory's
-    /// partition. The listing row of a child of a sharded directory goes in the partition of
-    /// its shard instead (chosen by a hash of its name, [`part_of`](crate::transfer::part_of)),
-    /// so the writes of those rows and the reads of the listing spread over `n` partitions.
-    /// Writes cost what they cost without shards; a read of the children (a list, a typed
-    /// query, a walk of the subtree) sends one Query per shard for each page and merges them
-    /// by name, so the order, ranges, limits and cursors are those of one directory. Gets,
-    /// the path index and links are unchanged.
-    ///
-    /// The rate of new children does not grow with the shards: each new child's transaction
-    /// also checks the directory's own listing row, one item in its parent's partition (2
-    /// write units), so one directory takes about 490 new names a second under the service
-    /// model, sharded or not (`BENCHMARKS.md`, "Every operation under the model of the
-    /// service").
+    /// DynamoDB takes at most 1,000 write units a second in one partition, and every new child
+    /// of a directory bills 2 in the directory's partition (its listing row) and 2 in the
+    /// partition of the directory's parent (its transaction's check of the directory's own
+    /// listing row): about 490 new names a second in one directory under the service model,
+    /// whatever the client does. The listing row of a child of a sharded directory goes in the
+    /// partition of its shard (chosen by a hash of its name,
+    /// [`part_of`](crate::transfer::part_of)), and its transaction checks the shard's guard, a
+    /// row in a partition of its own, instead of the directory's listing row: each shard takes
+    /// about 500 new names a second (2 shards about 1,000, 16 about 8,000; `BENCHMARKS.md`,
+    /// "Every operation under the model of the service"). Writes cost what they cost without
+    /// shards (a process's first name in a shard also writes the guard); a removal or a move of
+    /// the directory deletes its `n` guards (one BatchWriteItem). A read of the children (a
+    /// list, a typed query, a walk of the subtree) sends one Query per shard for each page and
+    /// merges them by name, so the order, ranges, limits and cursors are those of one
+    /// directory. Gets, the path index and links are unchanged. See "Sharded directories" in
+    /// the [`consistency`](crate::consistency) docs.
     ///
     /// The sharding is part of the table's schema, like the reserved character: every key a
     /// tree computes depends on it, so every tree on the table is built with the same sharded
