@@ -43,5 +43,6 @@ mod repair;
 mod reparent_takeovers;
 mod scopes;
 mod sharded;
+mod sharded_write_paths;
 mod write_api;
 mod write_api_adversarial;

@@ -17,7 +17,7 @@
 //! | [`Class::Unreachable`] | an object row whose listing row is missing | re-creates the listing rows, conditional on the object still being there |
 //! | [`Class::BrokenClosure`] | a listing row whose parent's listing row is missing | re-creates the missing rows above it |
 //! | [`Class::EmptyListing`] | a listing row naming neither an object nor children | removed by the removal protocol (mark, check, delete on the mark) |
-//! | [`Class::Misplaced`] | a listing row of a child of a [sharded directory](crate::TreeBuilder::sharded) outside the child's shard (written by the Go library, or before the directory was sharded): lists do not see it | deleted, after the listing row in the shard is written (as for [`Class::Unreachable`]) |
+//! | [`Class::Misplaced`] | a listing row of a child of a [sharded directory](crate::TreeBuilder::sharded) outside the child's shard (written by the Go library, or before the directory was sharded): lists do not see it; or a shard guard of a directory whose listing row another program deleted | deleted (a listing row after the row in the shard is written, as for [`Class::Unreachable`]) |
 //! | [`Class::ExpiredMark`] | a removal mark whose lease ran out | taken off, conditional on exactly that mark |
 //! | [`Class::AbandonedIntent`] | a move, copy, deletion or propagation whose owner's lease ran out | finished or rolled back, as [`Tree::resume`] does |
 //! | [`Class::LockWithoutIntent`] | a move lock, or a lane row of a multi-row operation, whose operation is not recorded (its record deleted by another program) | released (a lane row deleted), conditional on the lock and on the operation still not being recorded |
@@ -171,10 +171,12 @@ pub enum Class {
     BrokenClosure,
     /// A listing row that names nothing: no object and no children.
     EmptyListing,
-    /// A listing row of a child of a [sharded directory](crate::TreeBuilder::sharded) that is
-    /// not in the child's shard (the Go library's, or one written before the directory was
-    /// sharded): no list sees it. The child's row in its shard is missing too, and reported
-    /// as [`Class::Unreachable`] or [`Class::BrokenClosure`].
+    /// A row of a [sharded directory](crate::TreeBuilder::sharded) that is not where the
+    /// layout puts it: a listing row of a child outside the child's shard (the Go library's,
+    /// or one written before the directory was sharded), which no list sees (the child's row
+    /// in its shard is missing too, and reported as [`Class::Unreachable`] or
+    /// [`Class::BrokenClosure`]); or a shard guard of a directory whose listing row another
+    /// program deleted, through which new children would be listed under no parent.
     Misplaced,
     /// A removal mark on a listing row whose lease ran out (its remover died).
     ExpiredMark,

@@ -197,6 +197,9 @@ impl CheckPart {
         link_entries.sort();
         let mut lanes: Vec<String> = rows.lanes.iter().cloned().collect();
         lanes.sort();
+        let mut guards: Vec<(String, u32)> =
+            rows.guards.iter().map(|(d, k)| (d.escaped(), *k)).collect();
+        guards.sort();
         let mut objects: Vec<WireObject> = rows
             .objects
             .into_iter()
@@ -256,6 +259,7 @@ impl CheckPart {
                 copies,
                 link_entries,
                 lanes,
+                guards,
             },
         }
     }
@@ -330,6 +334,12 @@ impl CheckPart {
         }
         if judges(None) {
             rows.lanes.extend(w.lanes);
+        }
+        for (d, k) in w.guards {
+            let d = path(&d)?;
+            if keeps(&d) {
+                rows.guards.insert((d, k));
+            }
         }
         for o in w.objects {
             let p = path(&o.path)?;
@@ -458,6 +468,7 @@ pub(super) fn merge<S: Storage + 'static>(
         into.denorm_rows.extend(rows.denorm_rows);
         into.link_entries.extend(rows.link_entries);
         into.lanes.extend(rows.lanes);
+        into.guards.extend(rows.guards);
         merged.read_units += state.read_units;
         merged.pages += state.pages;
         merged.scan_time = merged.scan_time.max(state.scan_time);
@@ -526,6 +537,9 @@ struct Wire {
     /// The range keys of intents' lane rows.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     lanes: Vec<String>,
+    /// The shard guards of sharded directories: (directory, shard).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    guards: Vec<(String, u32)>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

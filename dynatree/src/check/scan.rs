@@ -642,6 +642,8 @@ pub(super) struct Rows {
     denorm_templates: Vec<&'static str>,
     /// The link index's entries: (link, target).
     pub(super) link_entries: HashSet<(Path, Path)>,
+    /// The shard guards of sharded directories: (directory, shard).
+    pub(super) guards: HashSet<(Path, u32)>,
     /// The range keys of intents' lane rows.
     pub(super) lanes: HashSet<String>,
     /// Only the rows of this bucket were kept (see [`Check::bucket`]).
@@ -692,6 +694,7 @@ impl Rows {
             denorm_rows: HashMap::new(),
             denorm_templates,
             link_entries: HashSet::new(),
+            guards: HashSet::new(),
             lanes: HashSet::new(),
             bucket: None,
         }
@@ -800,6 +803,8 @@ impl Rows {
                 let layout = &tree.cx.inner.layout;
                 if let Some(entry) = layout.decode_link_entry(&key) {
                     self.link_entries.insert(entry);
+                } else if let Some(guard) = layout.guard_dir(&key) {
+                    self.guards.insert(guard);
                 } else if layout.is_intent_lane(&key) {
                     self.lanes.insert(key.range);
                 }
@@ -962,6 +967,22 @@ impl Rows {
                     "a listing row that names neither an object nor children".into(),
                 ));
             }
+        }
+        for (dir, k) in self
+            .guards
+            .iter()
+            .filter(|(d, _)| self.judged(Some(d)) && !self.listings.contains_key(d))
+        {
+            // The runtime deletes a directory's listing row only after its guards: another
+            // program deleted it (the Go library).
+            out.push(violation(
+                Class::Misplaced,
+                Some(dir.clone()),
+                layout.shard_guard_key(dir.components(), *k),
+                format!(
+                    "the guard of shard {k} of a directory whose listing row is missing: a new child through it would be listed under no parent"
+                ),
+            ));
         }
         for range in &self.lanes {
             // A lane row outlives its record only if another program deleted the record: the
@@ -1728,6 +1749,9 @@ async fn judge<S: Storage + 'static>(
         // merge is suspected dangling, whatever it is).
         let mut relabel = None;
         let keep = match (v.class, &v.path) {
+            (Class::Misplaced, Some(p)) if layout.is_shard_guard(&v.key) => {
+                row.is_some() && !rows.contains_key(&layout.listing_key(p))
+            }
             (Class::Unparsable | Class::Misplaced, _) => row.is_some(),
             (Class::Expired, _) => row.is_some_and(|r| layout.is_expired(r, now)),
             (Class::Unreachable, Some(p)) => {
@@ -1839,6 +1863,8 @@ fn confirm_keys<S: Storage + 'static>(cx: &Ctx<S>, v: &Violation) -> Vec<Key> {
             }
         }
         Class::EmptyListing => keys.push(layout.object_key(path)),
+        // A shard guard, judged with its directory's listing row.
+        Class::Misplaced if layout.is_shard_guard(&v.key) => keys.push(layout.listing_key(path)),
         Class::LockWithoutIntent => {
             if let Some(id) = &v.token {
                 keys.push(layout.intent_key(id));

@@ -202,6 +202,17 @@ impl Layout {
         Some(self.shard_guard_key(parent, part_of(last, n)))
     }
 
+    /// The directory and shard of the shard guard `key`; `None` for any other key.
+    pub(crate) fn guard_dir(&self, key: &Key) -> Option<(Path, u32)> {
+        if !self.is_shard_guard(key) {
+            return None;
+        }
+        let (dir, k) = key.hash.rsplit_once(self.sc)?;
+        let k = k.strip_prefix('g')?.parse().ok()?;
+        let dir = dir.strip_suffix(self.sc)?;
+        Some((self.decode_target(dir).ok()?, k))
+    }
+
     /// Whether `key` is a shard guard's (see [`shard_guard_key`](Self::shard_guard_key)).
     pub(crate) fn is_shard_guard(&self, key: &Key) -> bool {
         if key.range.chars().ne([self.sc]) {
