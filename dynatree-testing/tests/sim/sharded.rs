@@ -14,7 +14,7 @@
 use crate::acts::*;
 
 /// `s` in 4 shards, `d` in 3: `s/1`, `s/2`, `s/3` and `s/4` are in different shards of `s`.
-fn sharded_tree(s: SimStorage<FakeTable>) -> T {
+pub(super) fn sharded_tree(s: SimStorage<FakeTable>) -> T {
     Tree::builder(s)
         .sharded("s", 4)
         .sharded("d", 3)
@@ -22,7 +22,7 @@ fn sharded_tree(s: SimStorage<FakeTable>) -> T {
         .expect("a tree with sharded directories")
 }
 
-fn sharded_on(t: FakeTable) -> T {
+pub(super) fn sharded_on(t: FakeTable) -> T {
     Tree::builder(t)
         .sharded("s", 4)
         .sharded("d", 3)
@@ -31,7 +31,7 @@ fn sharded_on(t: FakeTable) -> T {
 }
 
 /// Nothing to repair in the final table (an empty listing row only when an operation failed).
-fn nothing_to_repair(end: &End<'_>) -> Result<(), String> {
+pub(super) fn nothing_to_repair(end: &End<'_>) -> Result<(), String> {
     let failed = end.outcomes.iter().any(|o| !o.is_ok());
     let found = final_violations(end.rows, sharded_on, failed)?;
     if found.is_empty() {
@@ -162,7 +162,7 @@ fn reparent_into_a_sharded_directory_vs_new_child() {
 }
 
 /// Two names in the same shard of `s` as `3`.
-fn same_shard_as_3() -> (String, String) {
+pub(super) fn same_shard_as_3() -> (String, String) {
     let k = dynatree::transfer::part_of("3", 4);
     let mut names = (5..200)
         .map(|i| i.to_string())

@@ -6,14 +6,7 @@
 //! act has one, and a check of the final table.
 
 use crate::acts::*;
-
-fn sharded_tree(s: SimStorage<FakeTable>) -> T {
-    Tree::builder(s)
-        .sharded("s", 4)
-        .sharded("d", 3)
-        .build()
-        .expect("a tree with sharded directories")
-}
+use crate::sharded::{nothing_to_repair, same_shard_as_3, sharded_on, sharded_tree};
 
 fn sharded_short_lease_tree(s: SimStorage<FakeTable>) -> T {
     Tree::builder(s)
@@ -22,33 +15,6 @@ fn sharded_short_lease_tree(s: SimStorage<FakeTable>) -> T {
         .removal_lease(Duration::from_millis(200))
         .build()
         .expect("a sharded tree with a short lease")
-}
-
-fn sharded_on(t: FakeTable) -> T {
-    Tree::builder(t)
-        .sharded("s", 4)
-        .sharded("d", 3)
-        .build()
-        .expect("a tree with sharded directories")
-}
-
-fn nothing_to_repair(end: &End<'_>) -> Result<(), String> {
-    let failed = end.outcomes.iter().any(|o| !o.is_ok());
-    let found = final_violations(end.rows, sharded_on, failed)?;
-    if found.is_empty() {
-        Ok(())
-    } else {
-        Err(format!("check() of the final table: {found:?}"))
-    }
-}
-
-/// Two more names in the shard of `3` in `s` (4 shards).
-fn same_shard_as_3() -> (String, String) {
-    let k = dynatree::transfer::part_of("3", 4);
-    let mut names = (5..200)
-        .map(|i| i.to_string())
-        .filter(|n| dynatree::transfer::part_of(n, 4) == k);
-    (names.next().expect("one"), names.next().expect("two"))
 }
 
 fn run_modelled(

@@ -1338,12 +1338,9 @@ fn classify(layout: &crate::layout::Layout, key: &Key) -> std::result::Result<Ki
     if key.range == sc_str {
         return parse(&key.hash).map(Kind::Object);
     }
-    if key.range == format!("{sc}sv") {
-        return parse(&key.hash).map(|_| Kind::Bookkeeping);
-    }
-    if let Some((dir, k)) = layout.split_shard_hash(&key.hash) {
-        // A listing row in a shard of a sharded directory.
-        let prefix = dir.strip_suffix(sc).unwrap_or(dir);
+    // The directory a listing row's partition names (its key without the trailing SC, or
+    // the shard suffix) and the path of the child the row lists.
+    let listed = |prefix: &str| -> std::result::Result<(Path, Path), String> {
         let dir = if prefix.is_empty() {
             Path::root()
         } else {
@@ -1357,6 +1354,15 @@ fn classify(layout: &crate::layout::Layout, key: &Key) -> std::result::Result<Ki
         let path = dir
             .child(key.range.clone())
             .map_err(|e| format!("a listing row that does not name a path ({e})"))?;
+        Ok((dir, path))
+    };
+
+    if key.range == format!("{sc}sv") {
+        return parse(&key.hash).map(|_| Kind::Bookkeeping);
+    }
+    if let Some((dir, k)) = layout.split_shard_hash(&key.hash) {
+        // A listing row in a shard of a sharded directory.
+        let (dir, path) = listed(dir.strip_suffix(sc).unwrap_or(dir))?;
         return Ok(match layout.shards_of(dir.components()) {
             Some(n) if crate::path::part_of(&key.range, n) == k => Kind::Listing(path),
             Some(n) => Kind::Misplaced(
@@ -1375,19 +1381,7 @@ fn classify(layout: &crate::layout::Layout, key: &Key) -> std::result::Result<Ki
     let Some(prefix) = key.hash.strip_suffix(sc) else {
         return Err("neither a listing row (its Key does not end in the reserved character) nor an object row (its Child is not the reserved character)".into());
     };
-    let parent = if prefix.is_empty() {
-        Path::root()
-    } else {
-        parse(prefix)?
-    };
-    if key.range.contains(sc) {
-        return Err(format!(
-            "a listing row whose name contains the reserved character {sc:?}"
-        ));
-    }
-    let path = parent
-        .child(key.range.clone())
-        .map_err(|e| format!("a listing row that does not name a path ({e})"))?;
+    let (parent, path) = listed(prefix)?;
     Ok(match layout.shards_of(parent.components()) {
         Some(n) => Kind::Misplaced(
             path,
