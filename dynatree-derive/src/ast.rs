@@ -77,7 +77,7 @@ impl<'a> Input<'a> {
                 supported = false;
                 cx.error_spanned_by(
                     e.enum_token,
-                    "`#[derive(Hierarchical)]` does not support enums\n\nhelp: derive it on a struct with named fields; an enum can be a field through `KeySegment`",
+                    "`#[derive(Hierarchical)]` does not support enums\n\nhelp: derive it on a struct with named fields; for an enum whose variants each hold a hierarchical type, derive `Entity`; an enum can be a field through `KeySegment`",
                 );
             }
             Data::Union(u) => {

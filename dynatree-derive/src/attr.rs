@@ -92,7 +92,7 @@ fn help_for(key: Symbol) -> &'static str {
 }
 
 /// `key = <value>`, with a help line when the `=` is missing.
-fn value_of<'a>(
+pub fn value_of<'a>(
     meta: &'a ParseNestedMeta<'a>,
     key: Symbol,
 ) -> syn::Result<&'a syn::parse::ParseBuffer<'a>> {
@@ -105,7 +105,7 @@ fn value_of<'a>(
     meta.value()
 }
 
-fn path_string(path: &syn::Path) -> String {
+pub fn path_string(path: &syn::Path) -> String {
     path.to_token_stream().to_string().replace(' ', "")
 }
 

@@ -62,3 +62,4 @@ impl Display for Symbol {
         formatter.write_str(self.0)
     }
 }
+pub const OTHER: Symbol = Symbol("other");

@@ -97,3 +97,93 @@ pub fn set_fenced_puts_default(on: bool) {
 pub(crate) fn fenced_puts_default() -> bool {
     FENCED_PUTS_DEFAULT.load(std::sync::atomic::Ordering::SeqCst)
 }
+
+/// What `#[derive(Entity)]` needs of a variant's type `T`, as constants and plain function
+/// pointers.
+#[derive(Debug)]
+pub struct EntityVariant<T> {
+    /// [`Hierarchical::TEMPLATE`](crate::Hierarchical::TEMPLATE).
+    pub template: &'static str,
+    /// [`Hierarchical::RESERVED`](crate::Hierarchical::RESERVED).
+    pub reserved: char,
+    /// Whether an absolute path is one of `T`'s.
+    pub matches: fn(&Path) -> bool,
+    /// An object as `T`, without bookkeeping.
+    pub decode: fn(crate::storage::Item) -> crate::Result<T>,
+}
+
+/// Generated code reaches a variant's type only through this one function, bounded on
+/// `Hierarchical` and spanned on the type: a type that is not hierarchical gives one error.
+pub const fn variant<T: crate::Hierarchical>() -> EntityVariant<T> {
+    EntityVariant {
+        template: T::TEMPLATE,
+        reserved: T::RESERVED,
+        matches: crate::entity::matches::<T>,
+        decode: crate::entity::decode_as::<T>,
+    }
+}
+
+/// The `#[dynatree(other)]` value of `object` at `path`, without the bookkeeping of `reserved`.
+pub fn entity_unknown(
+    path: &Path,
+    mut object: crate::storage::Item,
+    reserved: char,
+) -> crate::entity::Unknown {
+    crate::layout::strip_bookkeeping(&mut object, reserved);
+    crate::entity::Unknown::new(path.clone(), object)
+}
+
+/// Whether two path templates (checked by the derive) can name the same path: as long as
+/// each other, and every pair of components equal or one of them a placeholder. For the
+/// compile-time check of `#[derive(Entity)]`.
+pub const fn templates_overlap(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    let (mut i, mut j) = (0, 0);
+    loop {
+        let (a_end, b_end) = (component_end(a, i), component_end(b, j));
+        let a_any = a_end > i && a[i] == b'{';
+        let b_any = b_end > j && b[j] == b'{';
+        if !a_any && !b_any && !same_bytes(a, i, a_end, b, j, b_end) {
+            return false;
+        }
+        match (a_end == a.len(), b_end == b.len()) {
+            (true, true) => return true,
+            (false, false) => {
+                i = a_end + 1;
+                j = b_end + 1;
+            }
+            // Different lengths.
+            _ => return false,
+        }
+    }
+}
+
+/// The end of the component of `t` that starts at `from`: the next `/` or the end.
+const fn component_end(t: &[u8], from: usize) -> usize {
+    let mut k = from;
+    while k < t.len() && t[k] != b'/' {
+        k += 1;
+    }
+    k
+}
+
+/// Whether `a[i..a_end]` and `b[j..b_end]` hold the same bytes.
+const fn same_bytes(a: &[u8], i: usize, a_end: usize, b: &[u8], j: usize, b_end: usize) -> bool {
+    if a_end - i != b_end - j {
+        return false;
+    }
+    let mut k = 0;
+    while k < a_end - i {
+        if a[i + k] != b[j + k] {
+            return false;
+        }
+        k += 1;
+    }
+    true
+}
+
+/// Whether two reserved characters are the same, for the compile-time check that the variants
+/// of `#[derive(Entity)]` were checked against one reserved character.
+pub const fn same_reserved(a: char, b: char) -> bool {
+    a as u32 == b as u32
+}

@@ -54,6 +54,7 @@ pub mod changes;
 pub mod check;
 mod cursor;
 pub mod denorm;
+pub mod entity;
 pub mod error;
 mod expiry;
 mod fields;
@@ -112,6 +113,7 @@ pub mod consistency {
 }
 
 pub use crate::cursor::{Cursor, TypedPage};
+pub use crate::entity::Entity;
 pub use crate::error::{Error, ErrorKind, Result};
 pub use crate::expiry::Expiry;
 pub use crate::hierarchical::Hierarchical;
@@ -127,6 +129,44 @@ pub use crate::transaction::Transaction;
 pub use crate::tree::scope;
 pub use crate::tree::{Descendant, Descendants, Entry, Strategy, Tree, TreeBuilder};
 pub use crate::update::Patch;
+/// Derive macro for the [`trait@Entity`] trait: an enum of [hierarchical](trait@Hierarchical)
+/// types, each object decoded as the variant whose path template matches its path (see
+/// [`entity`]).
+///
+/// Each variant holds one hierarchical type (`Link(Link)`); at most one variant, marked
+/// `#[dynatree(other)]`, holds an [`entity::Unknown`]: what an object whose path matches no
+/// other variant becomes (without it, such objects are skipped). A compile error refuses two
+/// variants whose templates can name the same path (spanned on both), variants checked
+/// against different reserved characters, generics, and any other shape.
+/// `#[dynatree(crate = "path::to::dynatree")]` names this crate when it is re-exported.
+///
+/// # Examples
+///
+/// ```
+/// use dynatree::{Entity, Hierarchical, Path};
+/// use dynatree::entity::Unknown;
+/// use serde::{Deserialize, Serialize};
+///
+/// #[derive(Hierarchical, Serialize, Deserialize, Debug, PartialEq)]
+/// #[dynatree(path = "Accounts/{id}")]
+/// struct Account { id: String }
+///
+/// #[derive(Entity, Debug, PartialEq)]
+/// enum Item {
+///     Account(Account),
+///     #[dynatree(other)]
+///     Other(Unknown),
+/// }
+///
+/// let row = dynatree::storage::Item::from_serialize(&Account { id: "a".into() })?;
+/// let other = Item::decode(&Path::parse("/Somewhere/else")?, row.clone())?;
+/// assert!(matches!(other, Some(Item::Other(u)) if u.path().to_string() == "/Somewhere/else"));
+/// assert_eq!(Item::decode(&Path::parse("/Accounts/a")?, row)?, Some(Item::Account(Account { id: "a".into() })));
+/// # Ok::<(), dynatree::Error>(())
+/// ```
+#[cfg(feature = "derive")]
+#[cfg_attr(docsrs, doc(cfg(feature = "derive")))]
+pub use dynatree_derive::Entity;
 /// Derive macro for the [`trait@Hierarchical`] trait.
 ///
 /// On a struct with named fields. Generates the trait impl, a key struct `<Name>Key` (every

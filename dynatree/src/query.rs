@@ -95,9 +95,11 @@ let orders = tree.repo::<Order>();
 for day in ["01-30", "02-01", "02-02", "02-03", "03-01"] {
     orders.put(&Order { shop: "s".into(), day: day.into(), customer: "c".into() }).await?;
 }
-// The orders of shop "s", by the last key; those of customer "c", by the index's range key.
+// The orders of shop "s", by the last key; those of customer "c", by the index's range key;
+// the children of `/Shops/s/Orders` decoded as entities, by name.
 let shop = || orders.query(&OrderCollection { shop: "s".into() });
 let customer = || orders.index(Order::index_by_customer("c"));
+let children = || tree.entities::<Order>().query(["Shops", "s", "Orders"]);
 "#
     };
 }
@@ -163,6 +165,7 @@ macro_rules! shared_vocabulary {
         #[doc = query_doc_setup!()]
         /// assert_eq!(days(shop().descending().items()).await?, ["03-01", "02-03", "02-02", "02-01", "01-30"]);
         /// assert_eq!(days(customer().descending().items()).await?, ["03-01", "02-03", "02-02", "02-01", "01-30"]);
+        /// assert_eq!(days(children().descending().items()).await?, ["03-01", "02-03", "02-02", "02-01", "01-30"]);
         /// # Ok(()) }
         /// ```
         pub fn descending(mut self) -> Self {
@@ -178,6 +181,7 @@ macro_rules! shared_vocabulary {
         #[doc = query_doc_setup!()]
         /// assert_eq!(days(shop().limit(2).items()).await?, ["01-30", "02-01"]);
         /// assert_eq!(days(customer().descending().limit(2).items()).await?, ["03-01", "02-03"]);
+        /// assert_eq!(days(children().descending().limit(2).items()).await?, ["03-01", "02-03"]);
         /// # Ok(()) }
         /// ```
         pub fn limit(mut self, n: usize) -> Self {
@@ -194,6 +198,8 @@ macro_rules! shared_vocabulary {
         /// let pages: Vec<_> = shop().page_size(2).pages().try_collect().await?;
         /// assert_eq!(pages.iter().map(|p| p.items.len()).collect::<Vec<_>>(), [2, 2, 1]);
         /// let pages: Vec<_> = customer().page_size(2).pages().try_collect().await?;
+        /// assert_eq!(pages.iter().map(|p| p.items.len()).collect::<Vec<_>>(), [2, 2, 1]);
+        /// let pages: Vec<_> = children().page_size(2).pages().try_collect().await?;
         /// assert_eq!(pages.iter().map(|p| p.items.len()).collect::<Vec<_>>(), [2, 2, 1]);
         /// # Ok(()) }
         /// ```
@@ -217,6 +223,9 @@ macro_rules! shared_vocabulary {
         /// let first = customer().page_size(2).pages().try_next().await?.expect("a page");
         /// let rest = days(customer().start_after(first.cursor.expect("more follow")).items()).await?;
         /// assert_eq!(rest, ["02-02", "02-03", "03-01"]);
+        /// let first = children().page_size(2).pages().try_next().await?.expect("a page");
+        /// let rest = days(children().start_after(first.cursor.expect("more follow")).items()).await?;
+        /// assert_eq!(rest, ["02-02", "02-03", "03-01"]);
         /// # Ok(()) }
         /// ```
         pub fn start_after(mut self, cursor: Cursor) -> Self {
@@ -238,6 +247,7 @@ macro_rules! range_vocabulary {
         /// let day = "02-02".to_owned();
         /// assert_eq!(days(shop().eq(&day).items()).await?, ["02-02"]);
         /// assert_eq!(days(customer().eq(&day).items()).await?, ["02-02"]);
+        /// assert_eq!(days(children().eq(&day).items()).await?, ["02-02"]);
         /// # Ok(()) }
         /// ```
         pub fn eq(mut self, v: &$v) -> Self {
@@ -254,6 +264,7 @@ macro_rules! range_vocabulary {
         /// let day = "02-02".to_owned();
         /// assert_eq!(days(shop().lt(&day).items()).await?, ["01-30", "02-01"]);
         /// assert_eq!(days(customer().lt(&day).items()).await?, ["01-30", "02-01"]);
+        /// assert_eq!(days(children().lt(&day).items()).await?, ["01-30", "02-01"]);
         /// # Ok(()) }
         /// ```
         pub fn lt(mut self, v: &$v) -> Self {
@@ -270,6 +281,7 @@ macro_rules! range_vocabulary {
         /// let day = "02-02".to_owned();
         /// assert_eq!(days(shop().le(&day).items()).await?, ["01-30", "02-01", "02-02"]);
         /// assert_eq!(days(customer().le(&day).items()).await?, ["01-30", "02-01", "02-02"]);
+        /// assert_eq!(days(children().le(&day).items()).await?, ["01-30", "02-01", "02-02"]);
         /// # Ok(()) }
         /// ```
         pub fn le(mut self, v: &$v) -> Self {
@@ -286,6 +298,7 @@ macro_rules! range_vocabulary {
         /// let day = "02-02".to_owned();
         /// assert_eq!(days(shop().gt(&day).items()).await?, ["02-03", "03-01"]);
         /// assert_eq!(days(customer().gt(&day).items()).await?, ["02-03", "03-01"]);
+        /// assert_eq!(days(children().gt(&day).items()).await?, ["02-03", "03-01"]);
         /// # Ok(()) }
         /// ```
         pub fn gt(mut self, v: &$v) -> Self {
@@ -302,6 +315,7 @@ macro_rules! range_vocabulary {
         /// let day = "02-02".to_owned();
         /// assert_eq!(days(shop().ge(&day).items()).await?, ["02-02", "02-03", "03-01"]);
         /// assert_eq!(days(customer().ge(&day).items()).await?, ["02-02", "02-03", "03-01"]);
+        /// assert_eq!(days(children().ge(&day).items()).await?, ["02-02", "02-03", "03-01"]);
         /// # Ok(()) }
         /// ```
         pub fn ge(mut self, v: &$v) -> Self {
@@ -318,6 +332,7 @@ macro_rules! range_vocabulary {
         /// let (low, high) = ("02-01".to_owned(), "02-03".to_owned());
         /// assert_eq!(days(shop().between(&low, &high).items()).await?, ["02-01", "02-02", "02-03"]);
         /// assert_eq!(days(customer().between(&low, &high).items()).await?, ["02-01", "02-02", "02-03"]);
+        /// assert_eq!(days(children().between(&low, &high).items()).await?, ["02-01", "02-02", "02-03"]);
         /// # Ok(()) }
         /// ```
         pub fn between(mut self, low: &$v, high: &$v) -> Self {
@@ -337,6 +352,7 @@ macro_rules! range_vocabulary {
         /// let february = "02-".to_owned();
         /// assert_eq!(days(shop().begins_with(&february).items()).await?, ["02-01", "02-02", "02-03"]);
         /// assert_eq!(days(customer().begins_with(&february).items()).await?, ["02-01", "02-02", "02-03"]);
+        /// assert_eq!(days(children().begins_with(&february).items()).await?, ["02-01", "02-02", "02-03"]);
         /// # Ok(()) }
         /// ```
         pub fn begins_with(mut self, prefix: &$v) -> Self {
@@ -536,53 +552,16 @@ assert_eq!(titles, [Title { title: "A".into() }]);
     ) -> BoxStream<'static, Result<TypedPage<P>>> {
         let tree = self.tree.clone();
         let read = read::read_opts(&tree.cx, self.shape.consistent, projection.flatten());
-        let setup = (|| {
-            let range = self.shape.range()?;
-            if T::RESERVED != tree.reserved() {
-                return Err(Error::new(
-                    ErrorKind::InvalidReserved,
-                    "the type was checked against another reserved character than the tree's",
-                ));
-            }
-            let prefix = tree.enter(T::collection_path(&self.collection)?)?;
-            let mut query = tree.cx.listing_query_for(&prefix)?;
-            query.range = range;
-            query.forward = self.shape.forward;
-            if let Some(c) = self.shape.consistent {
-                query.consistent = c;
-            }
-            query.limit = self.shape.request_limit();
-            let fp = fingerprint(
-                "collection",
-                &[&query.hash],
-                query.range.as_ref(),
-                query.forward,
-            );
-            let start = match self.shape.start_after.take() {
-                None => None,
-                Some(c) => match c.parts_for(fp)? {
-                    [range] => {
-                        check_position(range, query.range.as_ref(), tree.reserved())?;
-                        let start = Key::new(query.hash.clone(), range.clone());
-                        // A cursor at the condition's far bound (the last page ended on it)
-                        // has nothing after it.
-                        if !query.accepts_start(&start) {
-                            return Ok(None);
-                        }
-                        Some(start)
-                    }
-                    _ => return Err(another_query()),
-                },
-            };
-            Ok(Some((prefix, query, start, fp)))
-        })();
-        let limit = self.shape.limit;
-        Box::pin(match setup {
-            Ok(Some((prefix, query, start, fp))) => {
-                typed_pages::<P, S>(tree, prefix, query, start, limit, fp, read).left_stream()
-            }
-            // Ok(None): the cursor is at the end; send nothing.
-            other => futures::stream::iter(other.err().map(Err)).right_stream(),
+        let prefix = if T::RESERVED != tree.reserved() {
+            Err(Error::new(
+                ErrorKind::InvalidReserved,
+                "the type was checked against another reserved character than the tree's",
+            ))
+        } else {
+            T::collection_path(&self.collection)
+        };
+        children_pages(tree, prefix, &mut self.shape, read, |cx, _, item| {
+            cx.to_value(item).map(Some)
         })
     }
 
@@ -634,7 +613,66 @@ fn flatten<T: Send + 'static>(
     )
 }
 
-fn typed_pages<T: DeserializeOwned + Send + 'static, S: Storage + 'static>(
+/// How the object row of a child becomes a value: from the tree's context, the child's
+/// absolute path and its row (`None`: the child is skipped).
+pub(crate) type Decode<S, T> = fn(&crate::tree::Ctx<S>, &Path, Item) -> Result<Option<T>>;
+
+/// The children of the collection at `prefix` (relative to `tree`'s scope), page by page as
+/// `shape` says, each page one Query (per shard) and one BatchGetItem of its objects, decoded
+/// by `decode`; the cursors of a collection query.
+pub(crate) fn children_pages<T: Send + 'static, S: Storage + 'static>(
+    tree: Tree<S>,
+    prefix: Result<Path>,
+    shape: &mut Shape,
+    read: crate::tree::ReadOpts,
+    decode: Decode<S, T>,
+) -> BoxStream<'static, Result<TypedPage<T>>> {
+    let setup = (|| {
+        let range = shape.range()?;
+        let prefix = tree.enter(prefix?)?;
+        let mut query = tree.cx.listing_query_for(&prefix)?;
+        query.range = range;
+        query.forward = shape.forward;
+        if let Some(c) = shape.consistent {
+            query.consistent = c;
+        }
+        query.limit = shape.request_limit();
+        let fp = fingerprint(
+            "collection",
+            &[&query.hash],
+            query.range.as_ref(),
+            query.forward,
+        );
+        let start = match shape.start_after.take() {
+            None => None,
+            Some(c) => match c.parts_for(fp)? {
+                [range] => {
+                    check_position(range, query.range.as_ref(), tree.reserved())?;
+                    let start = Key::new(query.hash.clone(), range.clone());
+                    // A cursor at the condition's far bound (the last page ended on it)
+                    // has nothing after it.
+                    if !query.accepts_start(&start) {
+                        return Ok(None);
+                    }
+                    Some(start)
+                }
+                _ => return Err(another_query()),
+            },
+        };
+        Ok(Some((prefix, query, start, fp)))
+    })();
+    let limit = shape.limit;
+    Box::pin(match setup {
+        Ok(Some((prefix, query, start, fp))) => {
+            typed_pages(tree, prefix, query, start, limit, fp, read, decode).left_stream()
+        }
+        // Ok(None): the cursor is at the end; send nothing.
+        other => futures::stream::iter(other.err().map(Err)).right_stream(),
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn typed_pages<T: Send + 'static, S: Storage + 'static>(
     tree: Tree<S>,
     prefix: Path,
     query: Query,
@@ -642,6 +680,7 @@ fn typed_pages<T: DeserializeOwned + Send + 'static, S: Storage + 'static>(
     limit: Option<usize>,
     fp: u64,
     read: crate::tree::ReadOpts,
+    decode: Decode<S, T>,
 ) -> impl Stream<Item = Result<TypedPage<T>>> + Send + 'static {
     let pages = tree
         .cx
@@ -663,10 +702,14 @@ fn typed_pages<T: DeserializeOwned + Send + 'static, S: Storage + 'static>(
                     .last_key
                     .as_ref()
                     .map(|k| Cursor::new(fp, vec![k.range.clone()]));
-                let entries =
-                    crate::tree::read::entries_with::<_, T>(&tree.cx, &prefix, page.items, &read)
-                        .await?;
-                let mut items: Vec<T> = entries.into_iter().filter_map(|e| e.value).collect();
+                let children =
+                    read::objects_of_children(&tree.cx, &prefix, page.items, &read).await?;
+                let mut items = Vec::with_capacity(children.len());
+                for (path, row) in children {
+                    if let Some(value) = row.map(|r| decode(&tree.cx, &path, r)).transpose()? {
+                        items.extend(value);
+                    }
+                }
                 items.truncate(left);
                 let left = left - items.len();
                 let cursor = if left == 0 { None } else { last };
@@ -1027,5 +1070,186 @@ fn condition_values(range: &RangeCondition) -> Vec<&str> {
         | RangeCondition::Ge(v)
         | RangeCondition::BeginsWith(v) => vec![v],
         RangeCondition::Between(a, b) => vec![a, b],
+    }
+}
+
+/// A query of the children of one parent, each decoded as the [`Entity`](crate::Entity) `E`
+/// (one [`Hierarchical`] type, or an enum of them), built by
+/// [`Entities::query`](crate::entity::Entities::query). Range methods apply to the
+/// children's names (the last component of their paths, as written); the request plan is
+/// that of [`TypedQuery`]: per page, one Query of the parent's listing (one per shard of a
+/// sharded directory) and one BatchGetItem of the objects.
+///
+/// # Examples
+///
+/// ```
+/// use dynatree::{Entity, Hierarchical, Tree};
+/// use dynatree_testing::FakeTable;
+/// use futures::TryStreamExt;
+/// use serde::{Deserialize, Serialize};
+///
+/// #[derive(Hierarchical, Serialize, Deserialize, Debug, PartialEq)]
+/// #[dynatree(path = "Accounts/{account}/Links/{short}")]
+/// struct Link { account: String, short: String }
+///
+/// #[derive(Hierarchical, Serialize, Deserialize, Debug, PartialEq)]
+/// #[dynatree(path = "Accounts/{account}/Profiles/{name}")]
+/// struct Profile { account: String, name: String }
+///
+/// #[derive(Entity, Debug, PartialEq)]
+/// enum AccountItem { Link(Link), Profile(Profile) }
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+/// let tree = Tree::new(FakeTable::new());
+/// tree.create_table().await?;
+/// for short in ["a", "b", "c"] {
+///     tree.repo::<Link>().put(&Link { account: "1".into(), short: short.into() }).await?;
+/// }
+/// let items = tree.entities::<AccountItem>();
+/// let after_a: Vec<AccountItem> = items.query(["Accounts", "1", "Links"]).gt("a").items().try_collect().await?;
+/// assert_eq!(after_a.len(), 2);
+/// # Ok(()) }
+/// ```
+#[must_use = "a query does nothing until `items()` or `pages()` is polled"]
+pub struct EntityQuery<E, S = SharedStorage> {
+    pub(crate) tree: Tree<S>,
+    pub(crate) parent: Result<Path>,
+    pub(crate) shape: Shape,
+    pub(crate) _type: PhantomData<fn() -> E>,
+}
+
+impl<E, S: fmt::Debug> fmt::Debug for EntityQuery<E, S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EntityQuery")
+            .field("type", &std::any::type_name::<E>())
+            .field("parent", &self.parent)
+            .field("shape", &self.shape)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A child's name as a range condition compares it: as written.
+fn name_of(name: &(impl AsRef<str> + ?Sized)) -> String {
+    name.as_ref().to_owned()
+}
+
+impl<E: crate::Entity, S: Storage + 'static> EntityQuery<E, S> {
+    range_vocabulary!((impl AsRef<str> + ?Sized), name_of, "Name");
+    shared_vocabulary!();
+
+    /// Strongly consistent reads (default: the tree's setting).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::{Hierarchical, Tree};
+    /// # use dynatree_testing::FakeTable;
+    /// # use futures::TryStreamExt;
+    /// # use serde::{Deserialize, Serialize};
+    /// #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+    /// #[dynatree(path = "Sensors/{sensor}/Readings/{at}")]
+    /// struct Reading { sensor: String, at: u64 }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// // A fake whose eventually consistent reads lag one write behind.
+    /// let tree = Tree::new(FakeTable::eventually_consistent(1));
+    /// # tree.create_table().await?;
+    /// tree.repo::<Reading>().put(&Reading { sensor: "s1".into(), at: 1 }).await?;
+    /// let readings = || tree.entities::<Reading>().query(["Sensors", "s1", "Readings"]);
+    /// let stale: Vec<Reading> = readings().consistent(false).items().try_collect().await?;
+    /// assert!(stale.is_empty()); // not replicated yet
+    /// let fresh: Vec<Reading> = readings().consistent(true).items().try_collect().await?;
+    /// assert_eq!(fresh.len(), 1);
+    /// # Ok(()) }
+    /// ```
+    pub fn consistent(mut self, yes: bool) -> Self {
+        self.shape.consistent = Some(yes);
+        self
+    }
+
+    /// The children decoded as `E`, page by page, each page with the cursor after it. A
+    /// child is skipped when it has no object, or when its path matches no template of `E`
+    /// and `E` has no `#[dynatree(other)]` variant; so a page may hold fewer values than its
+    /// size, and may be empty while more follow.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::{Hierarchical, Tree};
+    /// # use dynatree_testing::FakeTable;
+    /// # use futures::TryStreamExt;
+    /// # use serde::{Deserialize, Serialize};
+    /// #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+    /// #[dynatree(path = "Sensors/{sensor}/Readings/{at}")]
+    /// struct Reading { sensor: String, at: u64 }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let tree = Tree::new(FakeTable::new());
+    /// # tree.create_table().await?;
+    /// for at in 1..=5 {
+    ///     tree.repo::<Reading>().put(&Reading { sensor: "s1".into(), at }).await?;
+    /// }
+    /// let query = tree.entities::<Reading>().query(["Sensors", "s1", "Readings"]);
+    /// let pages: Vec<_> = query.page_size(2).pages().try_collect().await?;
+    /// assert_eq!(pages.iter().map(|p| p.items.len()).collect::<Vec<_>>(), [2, 2, 1]);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// The stream yields one error and ends, with nothing sent, on an invalid parent
+    /// ([`ErrorKind::InvalidPath`]), two range conditions or one DynamoDB would refuse
+    /// ([`ErrorKind::InvalidArgument`]), a cursor this query cannot have returned (see
+    /// [`Cursor`]), an entity checked against another reserved character
+    /// ([`ErrorKind::InvalidReserved`]); later, on backend errors, link loops, and objects
+    /// whose path matches a template of `E` but whose attributes do not fit its type
+    /// ([`ErrorKind::Serialization`]).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe.
+    pub fn pages(mut self) -> BoxStream<'static, Result<TypedPage<E>>> {
+        let tree = self.tree.clone();
+        let read = read::read_opts(&tree.cx, self.shape.consistent, None);
+        let parent = crate::entity::check_reserved::<E, S>(&tree).and(self.parent);
+        children_pages(tree, parent, &mut self.shape, read, |_, path, row| {
+            E::decode(path, row)
+        })
+    }
+
+    /// The children decoded as `E`, lazily; see [`pages`](EntityQuery::pages).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::{Hierarchical, Tree};
+    /// # use dynatree_testing::FakeTable;
+    /// # use futures::TryStreamExt;
+    /// # use serde::{Deserialize, Serialize};
+    /// #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+    /// #[dynatree(path = "Sensors/{sensor}/Readings/{at}")]
+    /// struct Reading { sensor: String, at: u64 }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let tree = Tree::new(FakeTable::new());
+    /// # tree.create_table().await?;
+    /// for at in [10, 2, 7] {
+    ///     tree.repo::<Reading>().put(&Reading { sensor: "s1".into(), at }).await?;
+    /// }
+    /// let query = tree.entities::<Reading>().query(["Sensors", "s1", "Readings"]);
+    /// let all: Vec<Reading> = query.items().try_collect().await?;
+    /// assert_eq!(all.len(), 3);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`pages`](EntityQuery::pages).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe.
+    pub fn items(self) -> BoxStream<'static, Result<E>> {
+        flatten(self.pages())
     }
 }

@@ -583,6 +583,65 @@ impl<S: Storage + 'static> Descendants<S> {
         )
     }
 
+    /// The descendant objects decoded as the [`Entity`](crate::Entity) `E`, lazily, in the
+    /// order of [`pages`](Descendants::pages): each as the variant its path matches (see
+    /// [`entity`](crate::entity)); an object whose path matches no template of `E` is skipped
+    /// when `E` has no `#[dynatree(other)]` variant. The requests are those of `pages`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::{Entity, Hierarchical, Tree};
+    /// use dynatree_testing::FakeTable;
+    /// use futures::TryStreamExt;
+    /// use serde::{Deserialize, Serialize};
+    ///
+    /// #[derive(Hierarchical, Serialize, Deserialize, Debug, PartialEq)]
+    /// #[dynatree(path = "Folders/{folder}")]
+    /// struct Folder { folder: String }
+    ///
+    /// #[derive(Hierarchical, Serialize, Deserialize, Debug, PartialEq)]
+    /// #[dynatree(path = "Folders/{folder}/{file}")]
+    /// struct File { folder: String, file: String }
+    ///
+    /// #[derive(Entity, Debug, PartialEq)]
+    /// enum Node { Folder(Folder), File(File) }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// let tree = Tree::new(FakeTable::new());
+    /// tree.create_table().await?;
+    /// tree.repo::<Folder>().put(&Folder { folder: "f".into() }).await?;
+    /// tree.repo::<File>().put(&File { folder: "f".into(), file: "a".into() }).await?;
+    /// let nodes: Vec<Node> = tree.descendants(["Folders"]).max_depth(1).entities().try_collect().await?;
+    /// assert_eq!(nodes, [Node::Folder(Folder { folder: "f".into() })]);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`pages`](Descendants::pages); also [`ErrorKind::InvalidReserved`] (with nothing
+    /// sent) for an entity checked against another reserved character, and
+    /// [`ErrorKind::Serialization`] for an object whose path matches a template of `E` but
+    /// whose attributes do not fit its type.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe.
+    pub fn entities<E: crate::Entity>(self) -> BoxStream<'static, Result<E>> {
+        if let Err(e) = crate::entity::check_reserved::<E, S>(&self.tree) {
+            return Box::pin(futures::stream::once(async move { Err(e) }));
+        }
+        let tree = self.tree.clone();
+        Box::pin(
+            self.items()
+                .and_then(move |d| {
+                    let decoded = tree.enter(d.path).and_then(|path| E::decode(&path, d.item));
+                    futures::future::ready(decoded)
+                })
+                .try_filter_map(futures::future::ok),
+        )
+    }
+
     /// The checked prefix, and whether to use the path index.
     fn plan(self) -> Result<(Path, bool)> {
         let prefix = self.prefix?;

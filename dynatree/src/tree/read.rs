@@ -141,25 +141,35 @@ pub(crate) async fn entries_with<S: Storage + 'static, T: DeserializeOwned>(
     rows: Vec<Item>,
     read: &ReadOpts,
 ) -> Result<Vec<Entry<T>>> {
-    let names: Vec<String> = rows
-        .iter()
-        .filter_map(|i| i.get_s(RANGE_KEY).map(str::to_owned))
-        .collect();
-    let paths = names
-        .iter()
-        .map(|n| prefix.child(n.clone()))
-        .collect::<Result<Vec<Path>>>()?;
-    let resolved = resolve_many_with(cx, &paths, read).await?;
-    names
+    objects_of_children(cx, prefix, rows, read)
+        .await?
         .into_iter()
-        .zip(resolved)
-        .map(|(name, item)| {
+        .map(|(path, item)| {
+            let name = path.components().last().cloned().unwrap_or_default();
             Ok(Entry {
                 name,
                 value: item.map(|i| cx.to_value(i)).transpose()?,
             })
         })
         .collect()
+}
+
+/// The children of `prefix` named by the listing rows `rows`, each with its object row
+/// (through links; `None`: no object), in the order of `rows`: one BatchGetItem per 100
+/// names, and one more per round of links to follow.
+pub(crate) async fn objects_of_children<S: Storage + 'static>(
+    cx: &Ctx<S>,
+    prefix: &Path,
+    rows: Vec<Item>,
+    read: &ReadOpts,
+) -> Result<Vec<(Path, Option<Item>)>> {
+    let paths = rows
+        .iter()
+        .filter_map(|i| i.get_s(RANGE_KEY))
+        .map(|n| prefix.child(n.to_owned()))
+        .collect::<Result<Vec<Path>>>()?;
+    let resolved = resolve_many_with(cx, &paths, read).await?;
+    Ok(paths.into_iter().zip(resolved).collect())
 }
 
 /// [`Tree::get`](crate::Tree::get) at the absolute `path`: checked as an object's path,

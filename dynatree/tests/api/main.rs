@@ -13,6 +13,7 @@ mod denormalized;
 mod denormalized_events;
 mod descendants_pages;
 mod dynamodb_errors;
+mod entities;
 mod retry_budget;
 mod scope;
 mod sharded;

@@ -1,0 +1,17 @@
+use dynatree::{Entity, Hierarchical};
+use serde::{Deserialize, Serialize};
+
+#[derive(Hierarchical, Serialize, Deserialize)]
+#[dynatree(path = "Accounts/{account}/Links/{short}")]
+struct Link {
+    account: String,
+    short: String,
+}
+
+#[derive(Entity)]
+enum AccountItem<T> {
+    Link(Link),
+    Other(T),
+}
+
+fn main() {}

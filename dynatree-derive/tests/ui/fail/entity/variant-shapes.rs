@@ -1,0 +1,19 @@
+use dynatree::{Entity, Hierarchical};
+use serde::{Deserialize, Serialize};
+
+#[derive(Hierarchical, Serialize, Deserialize)]
+#[dynatree(path = "Accounts/{account}/Links/{short}")]
+struct Link {
+    account: String,
+    short: String,
+}
+
+#[derive(Entity)]
+enum AccountItem {
+    Link(Link),
+    Empty,
+    Two(Link, Link),
+    Named { link: Link },
+}
+
+fn main() {}
