@@ -78,6 +78,7 @@ mod transaction;
 pub mod transfer;
 mod tree;
 pub mod update;
+pub mod watch;
 
 #[doc(hidden)]
 pub mod __private;

@@ -1,8 +1,9 @@
 //! The polling stream consumer (`dynatree::changes::StreamConsumer`, feature `streams`) against
 //! DynamoDB Local's own stream: records arrive as changes with the right kinds and images, a
 //! consumer restarted under the same name resumes after its checkpoints, a change that fails is
-//! retried from that change, and a renamed forum reaches its threads and posts through the
-//! stream. One test, one server; if DynamoDB Local cannot start, the test fails saying what is
+//! retried from that change, a renamed forum reaches its threads and posts through the
+//! stream, and a follower gets typed changes (a move as one change per object, a
+//! transaction's identity) with the same checkpoints and retries. One test, one server; if DynamoDB Local cannot start, the test fails saying what is
 //! missing: it is never skipped.
 
 use dynatree::changes::{ChangeKind, StreamConsumer, from_stream_record, latest_stream_arn};
@@ -151,6 +152,7 @@ fn run() {
     rt.block_on(async {
         records_arrive_as_changes_and_restarts_resume(&local).await;
         forum_renames_propagate_and_failures_are_retried(&local).await;
+        a_follower_gets_typed_changes(&local).await;
     });
 }
 
@@ -399,4 +401,112 @@ async fn forum_renames_propagate_and_failures_are_retried(local: &DynamoDbLocal)
     let report = restarted.poll_once().await.expect("poll");
     assert_eq!(report.applied(), 0);
     assert!(report.failures().is_empty());
+}
+
+#[derive(dynatree::Entity, Debug, Clone, PartialEq)]
+enum ForumItem {
+    Forum(Forum),
+    Thread(Thread),
+}
+
+/// One line per change a follower is handed.
+fn line(change: &dynatree::watch::Change<ForumItem>) -> String {
+    use dynatree::watch::Change;
+    let tx = change.info().transaction.as_deref().unwrap_or("-");
+    match change {
+        Change::Created { path, .. } => format!("created {path} tx {tx}"),
+        Change::Updated { path, .. } => format!("updated {path} tx {tx}"),
+        Change::Deleted { path, .. } => format!("deleted {path}"),
+        Change::Moved { from, to, .. } => format!("moved {from} to {to}"),
+        _ => unreachable!("a change this test does not know"),
+    }
+}
+
+async fn a_follower_gets_typed_changes(local: &DynamoDbLocal) {
+    let table = local.fresh_table();
+    let tree = Tree::builder(table.clone())
+        .propagation(Propagation::Stream)
+        .build()
+        .expect("valid settings");
+    tree.create_table().await.expect("create the table");
+    let arn = latest_stream_arn(&table).await.expect("a stream");
+    let streams = streams_client(&local.endpoint());
+    let forum = |id: &str| Forum {
+        forum: id.into(),
+        name: id.to_uppercase(),
+    };
+    tree.repo::<Forum>().put(&forum("a")).await.expect("put");
+    let thread = Thread {
+        forum: "a".into(),
+        thread: "t".into(),
+        title: "Hello".into(),
+        forum_name: None,
+    };
+    tree.repo::<Thread>().put(&thread).await.expect("put");
+    tree.move_subtree(["Forums", "a"], ["Forums", "b"])
+        .await
+        .expect("move");
+    let mut tx = tree.transaction();
+    tx.put(&forum("c")).idempotency_token("tx-1");
+    tx.commit().await.expect("commit");
+
+    let mut follower =
+        StreamConsumer::new(tree.clone(), streams.clone(), &arn, "follower").expect("a consumer");
+    let mut seen: Vec<String> = Vec::new();
+    let report = follower
+        .poll_changes(&mut |change| {
+            seen.push(line(&change));
+            async { Ok(()) }
+        })
+        .await
+        .expect("poll");
+    assert!(report.failures().is_empty(), "{:?}", report.failures());
+    assert_eq!(
+        seen,
+        [
+            "created /Forums/a tx -",
+            "created /Forums/a/Threads/t tx -",
+            "moved /Forums/a to /Forums/b",
+            "moved /Forums/a/Threads/t to /Forums/b/Threads/t",
+            "created /Forums/c tx tx-1",
+        ]
+    );
+
+    // A handler that fails stops the shard at that change; the next poll hands it again.
+    tree.repo::<Forum>().put(&forum("d")).await.expect("put");
+    tree.repo::<Forum>().put(&forum("e")).await.expect("put");
+    let mut handed: Vec<String> = Vec::new();
+    let report = follower
+        .poll_changes(&mut |change| {
+            let l = line(&change);
+            let fail = l.contains("/Forums/e");
+            handed.push(l);
+            async move {
+                if fail {
+                    Err(dynatree::Error::new(
+                        ErrorKind::Backend,
+                        "the index is down",
+                    ))
+                } else {
+                    Ok(())
+                }
+            }
+        })
+        .await
+        .expect("poll");
+    assert_eq!(report.failures().len(), 1);
+    assert_eq!(handed, ["created /Forums/d tx -", "created /Forums/e tx -"]);
+    // Restarted under its name: it resumes at the failed change.
+    let mut restarted =
+        StreamConsumer::new(tree.clone(), streams.clone(), &arn, "follower").expect("a consumer");
+    let mut again: Vec<String> = Vec::new();
+    let report = restarted
+        .poll_changes(&mut |change| {
+            again.push(line(&change));
+            async { Ok(()) }
+        })
+        .await
+        .expect("poll");
+    assert!(report.failures().is_empty(), "{:?}", report.failures());
+    assert_eq!(again, ["created /Forums/e tx -"]);
 }

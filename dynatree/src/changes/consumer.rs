@@ -16,7 +16,7 @@ use aws_sdk_dynamodbstreams::operation::RequestId;
 use aws_sdk_dynamodbstreams::types::{AttributeValue, OperationType, Record, ShardIteratorType};
 use tracing::Instrument;
 
-use super::{Change, ChangeKind};
+use super::{Change, ChangeKind, Follow, Process, Propagate};
 use crate::error::{Error, ErrorKind, Result};
 use crate::item::convert::from_streams;
 use crate::item::{Item, Value};
@@ -486,8 +486,82 @@ impl<S: Storage + 'static> StreamConsumer<S> {
                 records = tracing::field::Empty,
             );
             async {
-                let report = self.poll().await?;
+                let report = self.poll(&mut Propagate(self.tree.clone())).await?;
                 tracing::Span::current().record("applied", report.applied);
+                tracing::Span::current().record("records", report.records);
+                Ok(report)
+            }
+            .instrument(span)
+            .await
+        })
+        .await
+    }
+
+    /// Reads every record available now, as [`poll_once`](Self::poll_once) does, but instead
+    /// of applying the records to the tree hands each change of the [`Entity`](crate::Entity)
+    /// `T` they say to `handler`, in order (records that say none, such as listing rows and
+    /// bookkeeping, are skipped; see [`watch::decode`](crate::watch::decode)). Checkpoints are
+    /// kept under the consumer's name as for `poll_once`: give a follower its own name.
+    ///
+    /// A record that does not decode, or whose change `handler` fails, stops its shard for
+    /// this poll: everything before it is checkpointed, the failure is in the
+    /// [`PollReport`], and the next poll hands that change again. Delivery is at least once:
+    /// after a restart, the changes after the last checkpoint come again.
+    /// [`PollReport::applied`] counts the records processed.
+    ///
+    /// # Errors
+    ///
+    /// As [`poll_once`](Self::poll_once).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`poll_once`](Self::poll_once): a cancelled poll hands the batch that was in flight
+    /// again on the next poll.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use dynatree::changes::StreamConsumer;
+    /// use dynatree::watch::Change;
+    ///
+    /// #[derive(dynatree::Hierarchical, serde::Serialize, serde::Deserialize, Debug)]
+    /// #[dynatree(path = "Docs/{id}")]
+    /// struct Doc { id: String, title: String }
+    ///
+    /// # async fn f(consumer: &mut StreamConsumer) -> dynatree::Result<()> {
+    /// let mut titles = std::collections::BTreeMap::new();
+    /// let report = consumer
+    ///     .poll_changes(&mut |change: Change<Doc>| {
+    ///         match &change {
+    ///             Change::Deleted { old, .. } => { titles.remove(&old.id); }
+    ///             _ => if let Some(doc) = change.value() { titles.insert(doc.id.clone(), doc.title.clone()); },
+    ///         }
+    ///         async { Ok(()) }
+    ///     })
+    ///     .await?;
+    /// println!("{} records", report.records());
+    /// # Ok(()) }
+    /// ```
+    pub async fn poll_changes<T, F, Fut>(&mut self, handler: &mut F) -> Result<PollReport>
+    where
+        T: crate::Entity,
+        F: FnMut(crate::watch::Change<T>) -> Fut + Send,
+        Fut: Future<Output = Result<()>> + Send,
+    {
+        crate::retry::call(self.tree.cx.inner.config.retry, async {
+            let span = tracing::debug_span!(
+                "dynatree.stream.poll_changes",
+                consumer = %self.name,
+                handled = tracing::field::Empty,
+                records = tracing::field::Empty,
+            );
+            async {
+                let mut follow = Follow {
+                    handler: &mut *handler,
+                    _type: std::marker::PhantomData,
+                };
+                let report = self.poll(&mut follow).await?;
+                tracing::Span::current().record("handled", report.applied);
                 tracing::Span::current().record("records", report.records);
                 Ok(report)
             }
@@ -551,7 +625,7 @@ impl<S: Storage + 'static> StreamConsumer<S> {
         }
     }
 
-    async fn poll(&mut self) -> Result<PollReport> {
+    async fn poll(&mut self, processor: &mut impl Process) -> Result<PollReport> {
         if !self.loaded {
             self.load_checkpoints().await?;
             self.loaded = true;
@@ -570,7 +644,7 @@ impl<S: Storage + 'static> StreamConsumer<S> {
                 }
                 visited.insert(shard.id.clone());
                 report.shards += 1;
-                self.read_shard(shard, &mut report).await?;
+                self.read_shard(shard, &mut report, processor).await?;
                 if self.shards.get(&shard.id).is_some_and(|s| s.done) {
                     progress = true;
                 }
@@ -595,7 +669,12 @@ impl<S: Storage + 'static> StreamConsumer<S> {
     }
 
     /// Reads one shard to what is available now.
-    async fn read_shard(&mut self, shard: &ShardInfo, report: &mut PollReport) -> Result<()> {
+    async fn read_shard(
+        &mut self,
+        shard: &ShardInfo,
+        report: &mut PollReport,
+        processor: &mut impl Process,
+    ) -> Result<()> {
         let state = self
             .shards
             .entry(shard.id.clone())
@@ -646,7 +725,10 @@ impl<S: Storage + 'static> StreamConsumer<S> {
                 }
                 return Ok(());
             }
-            if let Some(failure) = self.apply(&shard.id, &records, next, report).await? {
+            if let Some(failure) = self
+                .apply(&shard.id, &records, next, report, processor)
+                .await?
+            {
                 report.failures.push(failure);
                 return Ok(());
             }
@@ -670,6 +752,7 @@ impl<S: Storage + 'static> StreamConsumer<S> {
         records: &[Record],
         next: Option<String>,
         report: &mut PollReport,
+        processor: &mut impl Process,
     ) -> Result<Option<ShardFailure>> {
         let own = self.tree.cx.layout().checkpoint_key(&self.name, "").hash;
         // (record index, change) of the records that are changes of the tree's rows.
@@ -690,7 +773,7 @@ impl<S: Storage + 'static> StreamConsumer<S> {
                 }
             }
         }
-        let applied = self.tree.apply_changes(&changes).await;
+        let applied = processor.process(&changes).await;
         report.applied += applied.applied();
         if let Some(f) = applied.failure {
             failed = Some((indexes[f.index], f.sequence_number, f.error));

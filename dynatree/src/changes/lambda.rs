@@ -159,7 +159,7 @@
 pub use aws_lambda_events::event::dynamodb::{Event, EventRecord};
 pub use aws_lambda_events::event::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
 
-use super::{Applied, Change, ChangeKind};
+use super::{Applied, Change, ChangeKind, Follow, Process, Propagate};
 use crate::error::{Error, ErrorKind, Result};
 use crate::item::Item;
 use crate::item::convert::from_serde_dynamo;
@@ -219,8 +219,87 @@ pub async fn handle<S: Storage + 'static>(tree: &Tree<S>, event: &Event) -> Dyna
         records = event.records.len(),
         applied = tracing::field::Empty,
     );
+    respond_to(event, &mut Propagate(tree.clone()), span).await
+}
+
+/// Hands the changes of the [`Entity`](crate::Entity) `T` that the records of a DynamoDB
+/// Streams event say to `handler`, in order, and reports the first record that failed (it
+/// does not decode, or `handler` failed its change) as the one batch item failure, so that
+/// Lambda retries the batch from there: a follower of the table (a search index, a cache, a
+/// notification) in a Lambda function. Records that say no change of `T` (listing rows,
+/// bookkeeping, other types) are skipped; see [`watch::decode`](crate::watch::decode).
+/// Delivery is at least once: a retried batch hands its changes again.
+///
+/// # Examples
+///
+/// ```
+/// use dynatree::changes::lambda::{Event, handle_changes};
+/// use dynatree::watch::Change;
+///
+/// #[derive(dynatree::Hierarchical, serde::Serialize, serde::Deserialize, Debug)]
+/// #[dynatree(path = "Forums/{forum}")]
+/// struct Forum { forum: String, name: String }
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// let event: Event = serde_json::from_value(serde_json::json!({
+///     "Records": [{
+///         "eventID": "1",
+///         "eventName": "INSERT",
+///         "eventSource": "aws:dynamodb",
+///         "awsRegion": "us-east-1",
+///         "dynamodb": {
+///             "Keys": { "Key": { "S": "¦Forums¦f" }, "Child": { "S": "¦" } },
+///             "NewImage": {
+///                 "Key": { "S": "¦Forums¦f" }, "Child": { "S": "¦" },
+///                 "forum": { "S": "f" }, "name": { "S": "Rust" }
+///             },
+///             "SequenceNumber": "111",
+///             "SizeBytes": 42,
+///             "StreamViewType": "NEW_AND_OLD_IMAGES"
+///         }
+///     }]
+/// })).expect("an event");
+/// let mut names = Vec::new();
+/// let response = handle_changes(&event, &mut |change: Change<Forum>| {
+///     names.extend(change.value().map(|f| f.name.clone()));
+///     async { Ok(()) }
+/// })
+/// .await;
+/// assert!(response.batch_item_failures.is_empty());
+/// assert_eq!(names, ["Rust"]);
+/// # }
+/// ```
+///
+/// # Cancel safety
+///
+/// Cancelling leaves some changes handled and the rest not; Lambda delivers the batch again.
+pub async fn handle_changes<T, F, Fut>(event: &Event, handler: &mut F) -> DynamoDbEventResponse
+where
+    T: crate::Entity,
+    F: FnMut(crate::watch::Change<T>) -> Fut + Send,
+    Fut: std::future::Future<Output = Result<()>> + Send,
+{
+    let span = tracing::info_span!(
+        "dynatree.lambda.changes",
+        records = event.records.len(),
+        applied = tracing::field::Empty,
+    );
+    let mut follow = Follow {
+        handler,
+        _type: std::marker::PhantomData,
+    };
+    respond_to(event, &mut follow, span).await
+}
+
+/// Processes the records of `event` with `processor` inside `span`, and answers with the first
+/// failed record.
+async fn respond_to(
+    event: &Event,
+    processor: &mut impl Process,
+    span: tracing::Span,
+) -> DynamoDbEventResponse {
     let (changes, bad) = changes_of(&event.records);
-    let applied = tracing::Instrument::instrument(tree.apply_changes(&changes), span.clone()).await;
+    let applied = tracing::Instrument::instrument(processor.process(&changes), span.clone()).await;
     span.record("applied", applied.applied());
     let failed = first_failure(applied, bad);
     if let Some((sequence, error)) = &failed {

@@ -9,6 +9,11 @@
 //! The processor turns each change into the same idempotent, version-guarded writes that
 //! inline propagation makes (see [`Denormalized`](crate::denorm::Denormalized)): applying a change
 //! twice, or an old change after a newer one, never moves a copy backwards.
+//!
+//! A [`Change`] is raw: a row's key and images, listing rows and bookkeeping included. What it
+//! means for the objects of a type is [`watch::decode`](crate::watch::decode)'s typed
+//! [`watch::Change`](crate::watch::Change), which a follower of the table gets from
+//! [`StreamConsumer::poll_changes`] or [`lambda::handle_changes`].
 
 use crate::error::Error;
 use crate::item::Item;
@@ -208,6 +213,67 @@ impl Change {
     /// ```
     pub fn sequence_number(&self) -> &str {
         &self.sequence_number
+    }
+}
+
+#[cfg(any(feature = "streams", feature = "lambda"))]
+/// What a stream processor does with a batch of records, in order, stopping at the first
+/// that fails: the tree's propagation ([`Propagate`]), or a user's handler of typed changes
+/// ([`Follow`]). The polling consumer and the Lambda handler run either.
+pub(crate) trait Process {
+    /// Processes `changes` in order; see [`Applied`].
+    fn process(&mut self, changes: &[Change]) -> impl std::future::Future<Output = Applied> + Send;
+}
+
+#[cfg(any(feature = "streams", feature = "lambda"))]
+/// The tree's own processing: [`Tree::apply_changes`](crate::Tree::apply_changes).
+pub(crate) struct Propagate<S>(pub(crate) crate::Tree<S>);
+
+#[cfg(any(feature = "streams", feature = "lambda"))]
+impl<S: crate::storage::Storage + 'static> Process for Propagate<S> {
+    async fn process(&mut self, changes: &[Change]) -> Applied {
+        self.0.apply_changes(changes).await
+    }
+}
+
+#[cfg(any(feature = "streams", feature = "lambda"))]
+/// A user's handler of typed changes: each record decoded as a change of `T`
+/// ([`watch::decode`](crate::watch::decode)) and, if it is one, handed to the handler; a record
+/// that does not decode, or whose change the handler fails, stops the batch there.
+pub(crate) struct Follow<'h, T, F> {
+    pub(crate) handler: &'h mut F,
+    pub(crate) _type: std::marker::PhantomData<fn() -> T>,
+}
+
+#[cfg(any(feature = "streams", feature = "lambda"))]
+impl<T, F, Fut> Process for Follow<'_, T, F>
+where
+    T: crate::Entity,
+    F: FnMut(crate::watch::Change<T>) -> Fut + Send,
+    Fut: std::future::Future<Output = crate::Result<()>> + Send,
+{
+    async fn process(&mut self, changes: &[Change]) -> Applied {
+        for (index, record) in changes.iter().enumerate() {
+            let handled = match crate::watch::decode::<T>(record) {
+                Ok(Some(change)) => (self.handler)(change).await,
+                Ok(None) => Ok(()),
+                Err(e) => Err(e),
+            };
+            if let Err(error) = handled {
+                return Applied {
+                    applied: index,
+                    failure: Some(FailedChange {
+                        index,
+                        sequence_number: record.sequence_number().to_owned(),
+                        error,
+                    }),
+                };
+            }
+        }
+        Applied {
+            applied: changes.len(),
+            failure: None,
+        }
     }
 }
 

@@ -265,6 +265,27 @@ impl Layout {
         format!("{}held", self.sc)
     }
 
+    /// The bookkeeping attribute of an object row written by a move (or re-parenting) at its
+    /// destination, from its copy until the operation releases it: `SC movedfrom`, the
+    /// source's path (encoded as a link target). With [`copied_from_attr`](Self::copied_from_attr)
+    /// it lets a reader of the table's stream tell a moved object from a created one, and the
+    /// deletion of a move's source (held, without either) from a removal.
+    pub(crate) fn moved_from_attr(&self) -> String {
+        format!("{}movedfrom", self.sc)
+    }
+
+    /// The bookkeeping attribute naming the user transaction that last wrote an object row
+    /// (`SC tx`, its idempotency token or a random id): what tells a reader of the table's
+    /// stream which records one transaction wrote.
+    pub(crate) fn tx_attr(&self) -> String {
+        format!("{}tx", self.sc)
+    }
+
+    /// As [`moved_from_attr`](Self::moved_from_attr), for a copy: `SC copiedfrom`.
+    pub(crate) fn copied_from_attr(&self) -> String {
+        format!("{}copiedfrom", self.sc)
+    }
+
     /// The partition of intent records: `SC SC intents`, which no path's key can equal (a
     /// path's keys never have two SC in a row).
     pub(crate) fn intents_hash(&self) -> String {

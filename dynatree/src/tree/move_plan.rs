@@ -303,7 +303,8 @@ pub(crate) fn hold(
 }
 
 /// The transaction that takes the operation `id`'s holds off the objects at `paths`, from
-/// their rows as read (`rows`, by hash key): a held object loses the hold; a held fence
+/// their rows as read (`rows`, by hash key): a held object loses the hold (and the source a
+/// copy names, `SC movedfrom` or `SC copiedfrom`); a held fence
 /// (written where no object was) is deleted; a row held by no one or by another is left.
 pub(crate) fn release(
     layout: &Layout,
@@ -326,7 +327,11 @@ pub(crate) fn release(
             } else {
                 TransactAction::Update {
                     key,
-                    actions: vec![UpdateAction::Remove(held.clone())],
+                    actions: vec![
+                        UpdateAction::Remove(held.clone()),
+                        UpdateAction::Remove(layout.moved_from_attr()),
+                        UpdateAction::Remove(layout.copied_from_attr()),
+                    ],
                     condition: ours,
                 }
             })
@@ -538,7 +543,7 @@ mod tests {
     }
 
     #[test]
-    fn a_release_takes_off_only_the_operations_holds_and_deletes_its_fences() {
+    fn a_release_takes_off_only_the_operations_holds_and_origins_and_deletes_its_fences() {
         let l = layout();
         let held = l.held_attr();
         let ps = paths(&["r/a", "r/b", "r/c"]);
@@ -557,7 +562,11 @@ mod tests {
             [
                 TransactAction::Update {
                     key: l.object_key(&ps[0]),
-                    actions: vec![UpdateAction::Remove(held)],
+                    actions: vec![
+                        UpdateAction::Remove(held),
+                        UpdateAction::Remove(l.moved_from_attr()),
+                        UpdateAction::Remove(l.copied_from_attr()),
+                    ],
                     condition: l.held_by(&lock()),
                 },
                 TransactAction::Delete {

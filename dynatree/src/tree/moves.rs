@@ -1321,6 +1321,16 @@ fn copied_row<S: Storage + 'static>(
     dest: &Path,
 ) -> Result<Item> {
     let mut row = moved_row(cx, src, dest, &intent.id)?;
+    // Where the copy came from, until the operation releases it (for readers of the stream).
+    let origin = if intent.op == Operation::Copy {
+        cx.inner.layout.copied_from_attr()
+    } else {
+        cx.inner.layout.moved_from_attr()
+    };
+    let rest = dest.components().get(intent.to.len()..).unwrap_or_default();
+    let from = Path::new(intent.from.components().iter().chain(rest).cloned())?;
+    row.insert(origin, Value::S(cx.inner.layout.encode_target(&from)));
+    crate::layout::check_item_size(&row)?;
     if intent.op == Operation::Copy
         && intent.links == LinkPolicy::Rewrite
         && let Some(target) = link_into(cx, src, &intent.from)
@@ -1375,13 +1385,16 @@ async fn links_within<S: Storage + 'static>(cx: &Ctx<S>, g: &Guard) -> Result<Ve
 /// until it unlocks the destination: an overwrite sent as one PutItem must not land there
 /// while the operation may still write it again).
 fn moved_row<S: Storage + 'static>(cx: &Ctx<S>, src: &Item, dest: &Path, id: &str) -> Result<Item> {
-    let held = cx.inner.layout.held_attr();
+    let layout = &cx.inner.layout;
+    let held = layout.held_attr();
+    let origins = [layout.moved_from_attr(), layout.copied_from_attr()];
     let mut row: Item = src
         .iter()
         .filter(|(n, _)| {
-            !cx.inner.layout.is_path_index_attr(n)
-                && !cx.inner.layout.is_target_version_attr(n)
+            !layout.is_path_index_attr(n)
+                && !layout.is_target_version_attr(n)
                 && *n != held
+                && !origins.iter().any(|o| o == n)
         })
         .map(|(n, v)| (n.to_owned(), v.clone()))
         .collect();

@@ -6,7 +6,7 @@ use crate::tree::{Ctx, guard, many, removal};
 use std::collections::HashSet;
 
 use crate::error::{CancellationReason, Error, ErrorKind, Result};
-use crate::item::Item;
+use crate::item::{Item, Value};
 use crate::path::Path;
 use crate::retry::Backoff;
 use crate::storage::{
@@ -129,6 +129,29 @@ pub(crate) async fn commit_ops<S: Storage + 'static>(
             } else {
                 op
             }
+        })
+        .collect();
+    // Every object written carries the transaction's identity, for readers of the stream.
+    let tx = token
+        .clone()
+        .unwrap_or_else(|| format!("{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..)));
+    let tx_attr = tree.inner.layout.tx_attr();
+    let ops: Vec<Op> = ops
+        .into_iter()
+        .map(|mut op| {
+            match &mut op {
+                Op::Put { row, .. } => {
+                    row.insert(tx_attr.clone(), Value::S(tx.clone()));
+                }
+                Op::Update { actions, .. } => {
+                    actions.push(crate::storage::UpdateAction::Set(
+                        tx_attr.clone(),
+                        Value::S(tx.clone()),
+                    ));
+                }
+                Op::Delete { .. } | Op::Check { .. } | Op::Tombstone { .. } => {}
+            }
+            op
         })
         .collect();
     let (actions, owners) = plan_transaction(tree, &ops);

@@ -20,4 +20,5 @@ mod sharded;
 mod table_checks;
 mod tracing_spans;
 mod transfer;
+mod typed_changes;
 mod write_api;

@@ -1,0 +1,376 @@
+//! Typed changes: what a table's stream records mean for the objects of an
+//! [`Entity`] (one hierarchical type, or an enum of them).
+//!
+//! A record of DynamoDB Streams ([`changes::Change`](crate::changes::Change), view type
+//! `NEW_AND_OLD_IMAGES`) is one change of one row. [`decode`] turns it into a [`Change<T>`]:
+//! created, updated, deleted or moved, with the object's path, the record's sequence number,
+//! and whether dynatree's propagation wrote it. Or into nothing: listing rows, intents, lanes,
+//! tombstones, checkpoints, settings, guards, link-index entries, fences, links, and changes of
+//! bookkeeping attributes alone (a move's holds and their release) are never changes; nor is an
+//! object whose path matches no template of `T` (unless `T` has an `other` variant).
+//!
+//! # What one record says
+//!
+//! The decoding reads one record and nothing else (no request, no state), so a Lambda handler
+//! and a watcher decode alike:
+//!
+//! | record | change |
+//! |---|---|
+//! | an object row inserted | `Created` |
+//! | inserted by a move or re-parenting at its destination (`SC movedfrom` names its source) | `Moved` |
+//! | inserted by a copy (`SC copiedfrom`) | `Created` |
+//! | an object row's attributes changed | `Updated` (`propagated` when only denormalized copies and their versions changed) |
+//! | only bookkeeping attributes changed | nothing |
+//! | an object row removed (or replaced by a fence or a link) | `Deleted` |
+//! | a move's source removed (it carries the move's hold, `SC held`) | nothing: its `Moved` came with the destination's insert |
+//! | a destination row a refused move rolls back (`SC movedfrom`) | `Moved` back to its source |
+//! | a destination row a refused copy rolls back (`SC copiedfrom`) | `Deleted` |
+//!
+//! # Transactions
+//!
+//! Every object a [`Transaction`](crate::Transaction) puts or patches carries the
+//! transaction's identity (`SC tx`: its idempotency token, or an id of its own), and its change
+//! says so ([`Info::transaction`]). Nothing is grouped: DynamoDB Streams delivers the records
+//! of one transaction in the shards of their items, "at different times", interleaved with
+//! others, and with no record that says the transaction is complete, so a group could never
+//! be known to be closed. A consumer that needs a transaction's writes together collects the
+//! changes carrying its identity; the ones it will see are the transaction's puts and patches
+//! (a deletion's record has no new image to carry it), each within the stream's delay of the
+//! commit (typically under a second, 24 hours at most while the stream keeps them).
+//!
+//! A moved object whose destination path matches no template of `T` (and `T` has no `other`
+//! variant) is `Deleted` at its source; one whose source matched none is `Created` at its
+//! destination. The `Moved` of an object comes with the record of its destination's insert,
+//! so it may be decoded before or after the records of its source (DynamoDB Streams orders
+//! the records of one item, not of two).
+//!
+//! # Examples
+//!
+//! ```
+//! use dynatree::{Hierarchical, Tree};
+//! use dynatree::storage::Storage;
+//! use dynatree::watch::{self, Change};
+//! use dynatree_testing::FakeTable;
+//! use serde::{Deserialize, Serialize};
+//!
+//! #[derive(Hierarchical, Serialize, Deserialize, Debug, Clone, PartialEq)]
+//! #[dynatree(path = "Docs/{id}")]
+//! struct Doc { id: String, title: String }
+//!
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+//! let table = FakeTable::new();
+//! let tree = Tree::new(table.clone());
+//! tree.create_table().await?;
+//! table.enable_stream().await?;
+//! let docs = tree.repo::<Doc>();
+//! docs.put(&Doc { id: "a".into(), title: "Draft".into() }).await?;
+//! docs.put(&Doc { id: "a".into(), title: "Final".into() }).await?;
+//! docs.delete(&DocKey { id: "a".into() }).await?;
+//!
+//! let mut changes = Vec::new();
+//! for record in table.stream_records() {
+//!     changes.extend(watch::decode::<Doc>(&record)?); // listing rows decode to nothing
+//! }
+//! assert!(matches!(&changes[0], Change::Created { value, .. } if value.title == "Draft"));
+//! assert!(matches!(&changes[1], Change::Updated { old, new, .. } if old.title == "Draft" && new.title == "Final"));
+//! assert!(matches!(&changes[2], Change::Deleted { path, .. } if path.to_string() == "/Docs/a"));
+//! assert_eq!(changes.len(), 3);
+//! # Ok(()) }
+//! ```
+
+use crate::entity::Entity;
+use crate::error::Result;
+use crate::item::Item;
+use crate::layout::Layout;
+use crate::path::Path;
+
+/// What happened to one object, decoded from one stream record by [`decode`].
+///
+/// # Examples
+///
+/// ```
+/// use dynatree::watch::Change;
+///
+/// fn describe<T: std::fmt::Debug>(change: &Change<T>) -> String {
+///     match change {
+///         Change::Created { path, .. } => format!("created {path}"),
+///         Change::Updated { path, info, .. } if info.propagated => format!("refreshed {path}"),
+///         Change::Updated { path, .. } => format!("updated {path}"),
+///         Change::Deleted { path, .. } => format!("deleted {path}"),
+///         Change::Moved { from, to, .. } => format!("moved {from} to {to}"),
+///         _ => "something new".into(),
+///     }
+/// }
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Change<T> {
+    /// An object was created at `path`.
+    Created {
+        /// Its path.
+        path: Path,
+        /// Its value.
+        value: T,
+        /// The record's details.
+        info: Info,
+    },
+    /// The object at `path` changed.
+    Updated {
+        /// Its path.
+        path: Path,
+        /// Its value before.
+        old: T,
+        /// Its value after.
+        new: T,
+        /// The record's details (`propagated`: only denormalized copies changed).
+        info: Info,
+    },
+    /// The object at `path` was deleted (or replaced by a link).
+    Deleted {
+        /// Its path.
+        path: Path,
+        /// Its value before.
+        old: T,
+        /// The record's details.
+        info: Info,
+    },
+    /// The object at `from` was moved to `to` by a move of its subtree.
+    Moved {
+        /// Its path before.
+        from: Path,
+        /// Its path after.
+        to: Path,
+        /// Its value (at `to`).
+        value: T,
+        /// The record's details.
+        info: Info,
+    },
+}
+
+/// The details of the record a [`Change`] was decoded from.
+///
+/// # Examples
+///
+/// ```
+/// use dynatree::watch::Change;
+///
+/// fn position<T>(change: &Change<T>) -> &str {
+///     &change.info().sequence_number
+/// }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Info {
+    /// The record's sequence number in its shard.
+    pub sequence_number: String,
+    /// Whether dynatree's propagation wrote it: only denormalized copies (and their versions)
+    /// changed, refreshed from an ancestor.
+    pub propagated: bool,
+    /// The identity of the [transaction](crate::Transaction) that wrote it: its idempotency
+    /// token, or an id of its own. `None` for a write outside a transaction, and for a
+    /// deletion (a removal's record holds only the row before it).
+    pub transaction: Option<String>,
+}
+
+impl<T> Change<T> {
+    /// The object's path now: where it was created, updated or moved to, or where it was
+    /// deleted.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::watch::Change;
+    /// fn path<T>(c: &Change<T>) -> String { c.path().to_string() }
+    /// ```
+    pub fn path(&self) -> &Path {
+        match self {
+            Self::Created { path, .. }
+            | Self::Updated { path, .. }
+            | Self::Deleted { path, .. } => path,
+            Self::Moved { to, .. } => to,
+        }
+    }
+
+    /// The record's details.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::watch::Change;
+    /// fn propagated<T>(c: &Change<T>) -> bool { c.info().propagated }
+    /// ```
+    pub fn info(&self) -> &Info {
+        match self {
+            Self::Created { info, .. }
+            | Self::Updated { info, .. }
+            | Self::Deleted { info, .. }
+            | Self::Moved { info, .. } => info,
+        }
+    }
+
+    /// The object's value after the change; `None` for a deletion.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::watch::Change;
+    /// fn exists<T>(c: &Change<T>) -> bool { c.value().is_some() }
+    /// ```
+    pub fn value(&self) -> Option<&T> {
+        match self {
+            Self::Created { value, .. } | Self::Moved { value, .. } => Some(value),
+            Self::Updated { new, .. } => Some(new),
+            Self::Deleted { .. } => None,
+        }
+    }
+}
+
+/// The change of an object of `T` that `record` says, or `None` when it says none: a row that
+/// is no object (listing rows, bookkeeping), a change of bookkeeping attributes alone, a move's
+/// source leaving, or an object whose path matches no template of `T`. See the
+/// [module](crate::watch) for each case. Keys are read with `T`'s reserved character.
+///
+/// # Errors
+///
+/// [`ErrorKind::Serialization`](crate::ErrorKind::Serialization) if an image whose path
+/// matches a template of `T` does not fit its type.
+///
+/// # Examples
+///
+/// ```
+/// use dynatree::changes::{Change as Record, ChangeKind};
+/// use dynatree::storage::Key;
+/// use dynatree::watch;
+///
+/// #[derive(dynatree::Hierarchical, serde::Serialize, serde::Deserialize, Debug)]
+/// #[dynatree(path = "Docs/{id}")]
+/// struct Doc { id: String }
+///
+/// // A listing row's record: no change of an object.
+/// let listing = Record::new(ChangeKind::Insert, Key::new("\u{a6}Docs\u{a6}", "a"), None, None, "1");
+/// assert!(watch::decode::<Doc>(&listing)?.is_none());
+/// # Ok::<(), dynatree::Error>(())
+/// ```
+pub fn decode<T: Entity>(record: &crate::changes::Change) -> Result<Option<Change<T>>> {
+    let layout = Layout::new(T::RESERVED)?;
+    let Some(path) = layout.path_of_object_key(record.key()) else {
+        return Ok(None);
+    };
+    let present = |image: Option<&Item>| -> Option<Item> {
+        image
+            .filter(|i| !layout.is_fence(i) && i.get(layout.link_attr()).is_none())
+            .cloned()
+    };
+    let (old, new) = (present(record.old_image()), present(record.new_image()));
+    // The transaction that wrote the new image: its `SC tx`, if the write set it anew.
+    let tx_attr = layout.tx_attr();
+    let transaction = record
+        .new_image()
+        .and_then(|n| n.get_s(&tx_attr))
+        .filter(|&t| record.old_image().and_then(|o| o.get_s(&tx_attr)) != Some(t))
+        .map(str::to_owned);
+    let info = |propagated| Info {
+        sequence_number: record.sequence_number().to_owned(),
+        propagated,
+        transaction: transaction.clone(),
+    };
+    let origin = |image: &Item, attr: String| -> Result<Option<Path>> {
+        image
+            .get_s(&attr)
+            .map(|s| layout.decode_target(s))
+            .transpose()
+    };
+    Ok(match (old, new) {
+        (None, None) => None,
+        (None, Some(new)) => match origin(&new, layout.moved_from_attr())? {
+            Some(from) => moved(from, path, new, info(false))?,
+            None => T::decode(&path, new)?.map(|value| Change::Created {
+                path,
+                value,
+                info: info(false),
+            }),
+        },
+        (Some(old), None) => {
+            if let Some(source) = origin(&old, layout.moved_from_attr())? {
+                // A refused move rolls its destination back: the object is at its source.
+                moved(path, source, old, info(false))?
+            } else if old.contains(&layout.held_attr()) && !old.contains(&layout.copied_from_attr())
+            {
+                // A move's source: its `Moved` came with the destination's insert.
+                None
+            } else {
+                T::decode(&path, old)?.map(|old| Change::Deleted {
+                    path,
+                    old,
+                    info: info(false),
+                })
+            }
+        }
+        (Some(old), Some(new)) => {
+            let (a, b) = (visible(&old, &layout), visible(&new, &layout));
+            if a == b {
+                return Ok(None);
+            }
+            let propagated = only_copies(&a, &b, &old, &new, &layout);
+            match (T::decode(&path, old)?, T::decode(&path, new)?) {
+                (Some(old), Some(new)) => Some(Change::Updated {
+                    path,
+                    old,
+                    new,
+                    info: info(propagated),
+                }),
+                _ => None,
+            }
+        }
+    })
+}
+
+/// The change of a type `T` for the object `image` moved from `from` to `to`: `Moved` if
+/// both paths are `T`'s; `Deleted` at `from` if only it is, `Created` at `to` if only it is.
+fn moved<T: Entity>(from: Path, to: Path, image: Item, info: Info) -> Result<Option<Change<T>>> {
+    let at_from = T::decode(&from, image.clone())?;
+    let at_to = T::decode(&to, image)?;
+    Ok(match (at_from, at_to) {
+        (Some(_), Some(value)) => Some(Change::Moved {
+            from,
+            to,
+            value,
+            info,
+        }),
+        (Some(old), None) => Some(Change::Deleted {
+            path: from,
+            old,
+            info,
+        }),
+        (None, Some(value)) => Some(Change::Created {
+            path: to,
+            value,
+            info,
+        }),
+        (None, None) => None,
+    })
+}
+
+/// The attributes a reader sees: without keys and bookkeeping.
+fn visible(image: &Item, layout: &Layout) -> Item {
+    let mut item = image.clone();
+    crate::layout::strip_bookkeeping(&mut item, layout.reserved());
+    item
+}
+
+/// Whether the visible change from `a` to `b` is only in denormalized copies refreshed by
+/// propagation: every attribute that changed is a copy (its version attribute `SC dv.<name>`
+/// is in the new image), and some copy's version changed.
+fn only_copies(a: &Item, b: &Item, old: &Item, new: &Item, layout: &Layout) -> bool {
+    let changed = a
+        .names()
+        .chain(b.names())
+        .filter(|n| a.get(n) != b.get(n))
+        .collect::<Vec<_>>();
+    let copy = |n: &str| new.contains(&layout.target_version_attr(n));
+    let version_moved = changed.iter().any(|n| {
+        let v = layout.target_version_attr(n);
+        old.get(&v) != new.get(&v)
+    });
+    !changed.is_empty() && changed.iter().all(|n| copy(n)) && version_moved
+}
