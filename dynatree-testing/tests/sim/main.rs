@@ -44,5 +44,6 @@ mod reparent_takeovers;
 mod scopes;
 mod sharded;
 mod sharded_write_paths;
+mod typed_changes;
 mod write_api;
 mod write_api_adversarial;
