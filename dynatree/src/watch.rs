@@ -307,11 +307,11 @@ pub fn decode<T: Entity>(record: &crate::changes::Change) -> Result<Option<Chang
             }
         }
         (Some(old), Some(new)) => {
-            let (a, b) = (visible(&old, &layout), visible(&new, &layout));
-            if a == b {
+            let changed = changed_attributes(&old, &new, &layout);
+            if changed.is_empty() {
                 return Ok(None);
             }
-            let propagated = only_copies(&a, &b, &old, &new, &layout);
+            let propagated = only_copies(&changed, &old, &new, &layout);
             match (T::decode(&path, old)?, T::decode(&path, new)?) {
                 (Some(old), Some(new)) => Some(Change::Updated {
                     path,
@@ -351,26 +351,30 @@ fn moved<T: Entity>(from: Path, to: Path, image: Item, info: Info) -> Result<Opt
     })
 }
 
-/// The attributes a reader sees: without keys and bookkeeping.
-fn visible(image: &Item, layout: &Layout) -> Item {
-    let mut item = image.clone();
-    crate::layout::strip_bookkeeping(&mut item, layout.reserved());
-    item
+/// The names of the attributes a reader sees (not keys, not bookkeeping) that differ between
+/// `old` and `new`.
+fn changed_attributes<'a>(old: &'a Item, new: &'a Item, layout: &Layout) -> Vec<&'a str> {
+    let sc = layout.reserved();
+    let visible = |n: &&str| {
+        !n.starts_with(sc) && *n != crate::storage::HASH_KEY && *n != crate::storage::RANGE_KEY
+    };
+    let mut changed: Vec<&str> = old
+        .names()
+        .filter(visible)
+        .filter(|n| old.get(n) != new.get(n))
+        .collect();
+    changed.extend(new.names().filter(visible).filter(|n| !old.contains(n)));
+    changed
 }
 
-/// Whether the visible change from `a` to `b` is only in denormalized copies refreshed by
-/// propagation: every attribute that changed is a copy (its version attribute `SC dv.<name>`
-/// is in the new image), and some copy's version changed.
-fn only_copies(a: &Item, b: &Item, old: &Item, new: &Item, layout: &Layout) -> bool {
-    let changed = a
-        .names()
-        .chain(b.names())
-        .filter(|n| a.get(n) != b.get(n))
-        .collect::<Vec<_>>();
+/// Whether the visible change from `old` to `new` (the attributes `changed`) is only in
+/// denormalized copies refreshed by propagation: every attribute that changed is a copy (its
+/// version attribute `SC dv.<name>` is in the new image), and some copy's version changed.
+fn only_copies(changed: &[&str], old: &Item, new: &Item, layout: &Layout) -> bool {
     let copy = |n: &str| new.contains(&layout.target_version_attr(n));
     let version_moved = changed.iter().any(|n| {
         let v = layout.target_version_attr(n);
         old.get(&v) != new.get(&v)
     });
-    !changed.is_empty() && changed.iter().all(|n| copy(n)) && version_moved
+    changed.iter().all(|n| copy(n)) && version_moved
 }
