@@ -9,7 +9,7 @@
 //! A row whose path matches no variant is never an error: it becomes the enum's
 //! `#[dynatree(other)]` variant (an [`Unknown`], holding the path and the object), or, without
 //! one, it is skipped. A row whose path matches a variant but whose attributes do not fit that
-//! type is an error ([`ErrorKind::Serialization`]), as it is for a read of that type alone.
+//! type is an error ([`ErrorKind::Serialization`](crate::ErrorKind::Serialization)), as it is for a read of that type alone.
 //!
 //! Two variants whose templates can name the same path, or that were checked against
 //! different reserved characters, do not compile.
@@ -67,7 +67,7 @@ use futures::stream::BoxStream;
 use serde::de::DeserializeOwned;
 use tracing::Instrument;
 
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::Result;
 use crate::hierarchical::Hierarchical;
 use crate::item::Item;
 use crate::path::{IntoPath, Path};
@@ -126,7 +126,7 @@ pub trait Entity: Sized + Send + 'static {
     ///
     /// # Errors
     ///
-    /// [`ErrorKind::Serialization`] if `path` matches a template but the attributes do not
+    /// [`ErrorKind::Serialization`](crate::ErrorKind::Serialization) if `path` matches a template but the attributes do not
     /// fit its type.
     ///
     /// # Examples
@@ -244,7 +244,7 @@ impl Unknown {
     ///
     /// # Errors
     ///
-    /// [`ErrorKind::Serialization`] if it does not fit `T`.
+    /// [`ErrorKind::Serialization`](crate::ErrorKind::Serialization) if it does not fit `T`.
     ///
     /// # Examples
     ///
@@ -350,18 +350,6 @@ impl<S: Storage + 'static> Tree<S> {
     }
 }
 
-/// `InvalidReserved` if `E` was checked against another reserved character than `tree`'s.
-pub(crate) fn check_reserved<E: Entity, S: Storage + 'static>(tree: &Tree<S>) -> Result<()> {
-    if E::RESERVED == tree.reserved() {
-        Ok(())
-    } else {
-        Err(Error::new(
-            ErrorKind::InvalidReserved,
-            "the entity was checked against another reserved character than the tree's",
-        ))
-    }
-}
-
 impl<E: Entity, S: Storage + 'static> Entities<E, S> {
     /// The object at `path`, following links, decoded as the variant `path` matches (the path
     /// asked for, not a link's target: a link is read as what its own path names, as
@@ -391,9 +379,9 @@ impl<E: Entity, S: Storage + 'static> Entities<E, S> {
     ///
     /// # Errors
     ///
-    /// [`ErrorKind::InvalidPath`]; [`ErrorKind::InvalidReserved`] for an entity checked
-    /// against another reserved character; [`ErrorKind::LinkLoop`];
-    /// [`ErrorKind::Serialization`] if the attributes do not fit the type `path` matches.
+    /// [`ErrorKind::InvalidPath`](crate::ErrorKind::InvalidPath); [`ErrorKind::InvalidReserved`](crate::ErrorKind::InvalidReserved) for an entity checked
+    /// against another reserved character; [`ErrorKind::LinkLoop`](crate::ErrorKind::LinkLoop);
+    /// [`ErrorKind::Serialization`](crate::ErrorKind::Serialization) if the attributes do not fit the type `path` matches.
     ///
     /// # Cancel safety
     ///
@@ -402,7 +390,7 @@ impl<E: Entity, S: Storage + 'static> Entities<E, S> {
         let tree = &self.tree;
         tree.cx
             .call(async {
-                check_reserved::<E, S>(tree)?;
+                tree.check_entity_reserved(E::RESERVED)?;
                 let path = tree.enter(path)?;
                 let span = tracing::debug_span!("dynatree.entities.get", path = %path);
                 async {

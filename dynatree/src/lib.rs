@@ -68,6 +68,7 @@ pub mod ops;
 mod path;
 mod query;
 mod read;
+mod record;
 mod repo;
 mod retry;
 mod segment;

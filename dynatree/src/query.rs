@@ -1211,7 +1211,7 @@ impl<E: crate::Entity, S: Storage + 'static> EntityQuery<E, S> {
     pub fn pages(mut self) -> BoxStream<'static, Result<TypedPage<E>>> {
         let tree = self.tree.clone();
         let read = read::read_opts(&tree.cx, self.shape.consistent, None);
-        let parent = crate::entity::check_reserved::<E, S>(&tree).and(self.parent);
+        let parent = tree.check_entity_reserved(E::RESERVED).and(self.parent);
         children_pages(tree, parent, &mut self.shape, read, |_, path, row| {
             E::decode(path, row)
         })

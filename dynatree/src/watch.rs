@@ -251,7 +251,7 @@ impl<T> Change<T> {
 /// assert!(watch::decode::<Doc>(&listing)?.is_none());
 /// # Ok::<(), dynatree::Error>(())
 /// ```
-pub fn decode<T: Entity>(record: &crate::changes::Change) -> Result<Option<Change<T>>> {
+pub fn decode<T: Entity>(record: &crate::record::Change) -> Result<Option<Change<T>>> {
     let layout = Layout::new(T::RESERVED)?;
     let Some(path) = layout.path_of_object_key(record.key()) else {
         return Ok(None);

@@ -293,6 +293,19 @@ impl<S> Tree<S> {
 }
 
 impl<S: Storage + 'static> Tree<S> {
+    /// `InvalidReserved` if an entity checked against `reserved` is read through this tree,
+    /// whose reserved character is another.
+    pub(crate) fn check_entity_reserved(&self, reserved: char) -> Result<()> {
+        if reserved == self.reserved() {
+            Ok(())
+        } else {
+            Err(crate::Error::new(
+                crate::ErrorKind::InvalidReserved,
+                "the entity was checked against another reserved character than the tree's",
+            ))
+        }
+    }
+
     /// Runs `op` as one call (every retry inside draws from one budget, see `Ctx::call`) on
     /// `path` made absolute, inside the span `span` names for it: the shape of every public
     /// operation on one path.

@@ -628,7 +628,7 @@ impl<S: Storage + 'static> Descendants<S> {
     ///
     /// Cancel safe.
     pub fn entities<E: crate::Entity>(self) -> BoxStream<'static, Result<E>> {
-        if let Err(e) = crate::entity::check_reserved::<E, S>(&self.tree) {
+        if let Err(e) = self.tree.check_entity_reserved(E::RESERVED) {
             return Box::pin(futures::stream::once(async move { Err(e) }));
         }
         let tree = self.tree.clone();
