@@ -279,7 +279,30 @@ impl Unknown {
 
 /// Reads that decode each object as the [`Entity`] `E`, built by [`Tree::entities`]: `get` by
 /// path, a parent's children (`list`, `query`), and descendants. See the
-/// [module](crate::entity) for an example.
+/// [module](crate::entity) for an enum of several types.
+///
+/// # Examples
+///
+/// ```
+/// use dynatree::entity::Entities;
+/// use dynatree::{Hierarchical, Tree};
+/// use dynatree_testing::FakeTable;
+/// use serde::{Deserialize, Serialize};
+///
+/// #[derive(Hierarchical, Serialize, Deserialize, Debug, PartialEq)]
+/// #[dynatree(path = "Users/{id}")]
+/// struct User { id: String }
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+/// let tree = Tree::new(FakeTable::new());
+/// tree.create_table().await?;
+/// // A handle is cheap to clone and owns what it needs.
+/// let users: Entities<User> = tree.entities();
+/// let again = users.clone();
+/// tree.repo::<User>().put(&User { id: "u1".into() }).await?;
+/// assert_eq!(again.get(["Users", "u1"]).await?, Some(User { id: "u1".into() }));
+/// # Ok(()) }
+/// ```
 pub struct Entities<E, S = SharedStorage> {
     tree: Tree<S>,
     _type: PhantomData<fn() -> E>,

@@ -13,7 +13,8 @@
 //! A [`Change`] is raw: a row's key and images, listing rows and bookkeeping included. What it
 //! means for the objects of a type is [`watch::decode`](crate::watch::decode)'s typed
 //! [`watch::Change`](crate::watch::Change), which a follower of the table gets from
-//! [`StreamConsumer::poll_changes`] or [`lambda::handle_changes`].
+//! `StreamConsumer::poll_changes` (feature `streams`) or `lambda::handle_changes` (feature
+//! `lambda`).
 
 use crate::error::Error;
 pub use crate::record::{Change, ChangeKind};
