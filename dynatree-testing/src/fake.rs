@@ -846,7 +846,6 @@ impl FakeTable {
             .unwrap_or_default()
     }
 
-    /// Runs `f` on the stream's log (empty without a table), not as a request.
     /// Runs `f` (requests to this table) and returns what they consumed, by partition: the
     /// service model's metering. Requests of other callers in the meantime are counted too.
     pub(crate) async fn metered<F: std::future::Future>(&self, f: F) -> (F::Output, Vec<Consumed>) {
@@ -856,11 +855,20 @@ impl FakeTable {
         (out, consumed)
     }
 
+    /// Runs `f` on the stream's log (empty without a table), not as a request.
     pub(crate) fn with_stream_log<R>(&self, f: impl FnOnce(&StreamLog) -> R) -> R {
         let inner = self.lock();
         match inner.table.as_ref() {
             Some(t) => f(&t.stream_log),
             None => f(&StreamLog::default()),
+        }
+    }
+
+    /// Runs `f` on the stream's log of the table (nothing without one), not as a request.
+    pub(crate) fn with_stream_log_mut(&self, f: impl FnOnce(&mut StreamLog)) {
+        let mut inner = self.lock();
+        if let Some(t) = inner.table.as_mut() {
+            f(&mut t.stream_log);
         }
     }
 
@@ -1584,6 +1592,12 @@ impl Storage for FakeTable {
                 self.enable_stream().await?;
                 Response::Done
             }
+            Request::StreamShards => Response::Shards(self.describe_stream().await?),
+            Request::StreamRecords {
+                shard,
+                position,
+                limit,
+            } => Response::Records(self.get_records(&shard, &position, limit).await?),
         })
     }
 }
@@ -2090,8 +2104,42 @@ impl FakeTable {
         tokio::task::yield_now().await;
         let mut inner = self.lock();
         let fault = self.begin(&mut inner, Op::UpdateTable, &[])?;
-        inner.table()?.stream = true;
+        let t = inner.table()?;
+        if !t.stream {
+            // A new stream starts with one shard.
+            t.stream_log.split(1);
+        }
+        t.stream = true;
         Self::finish(fault.as_ref(), "UpdateTable", ())
+    }
+
+    async fn describe_stream(&self) -> Result<Vec<dynatree::storage::StreamShard>> {
+        tokio::task::yield_now().await;
+        let mut inner = self.lock();
+        let fault = self.begin(&mut inner, Op::DescribeStream, &[])?;
+        let t = inner.table()?;
+        if !t.stream {
+            return Err(no_stream());
+        }
+        let shards = t.stream_log.shards();
+        Self::finish(fault.as_ref(), "DescribeStream", shards)
+    }
+
+    async fn get_records(
+        &self,
+        shard: &str,
+        position: &dynatree::storage::StreamPosition,
+        limit: u32,
+    ) -> Result<dynatree::storage::StreamPage> {
+        tokio::task::yield_now().await;
+        let mut inner = self.lock();
+        let fault = self.begin(&mut inner, Op::GetRecords, &[])?;
+        let t = inner.table()?;
+        if !t.stream {
+            return Err(no_stream());
+        }
+        let page = t.stream_log.page(shard, position, limit)?;
+        Self::finish(fault.as_ref(), "GetRecords", page)
     }
 
     async fn ttl_attribute(&self) -> Result<Option<String>> {
@@ -2101,6 +2149,11 @@ impl FakeTable {
         let ttl = inner.table()?.ttl.clone();
         Self::finish(fault.as_ref(), "DescribeTimeToLive", ttl)
     }
+}
+
+/// A read of the stream of a table without one.
+fn no_stream() -> Error {
+    Error::new(ErrorKind::NotFound, "table has no stream")
 }
 
 /// Takes items until `limit` items were evaluated or `page_bytes` were read (the item that

@@ -52,20 +52,37 @@
 use std::collections::{HashSet, VecDeque};
 
 use dynatree::changes::{Change, ChangeKind};
-use dynatree::storage::Item;
-use dynatree::storage::Key;
+use dynatree::storage::{Item, Key, StreamPage, StreamPosition, StreamShard};
+use dynatree::{Error, ErrorKind, Result};
 
 use crate::fake::FakeTable;
 
 /// The digits of a sequence number (DynamoDB's are 21 digits long too).
 const SEQUENCE_DIGITS: usize = 21;
 
-/// The table's stream log: every change since the stream was enabled, oldest first.
+/// The table's stream log: every change since the stream was enabled, oldest first, and its
+/// shards.
 #[derive(Debug, Default)]
 pub(crate) struct StreamLog {
     records: Vec<Change>,
-    /// The sequence number of the latest record (0: none yet).
+    /// The sequence number of the latest record (0: none yet). Record `i` of `records` has
+    /// sequence number `i + 1`.
     last: u64,
+    /// Every shard, oldest first; the open ones last (see [`FakeTable::split_stream`]).
+    shards: Vec<FakeShard>,
+    /// The records up to this sequence number have left the stream
+    /// ([`FakeTable::trim_stream`]).
+    trimmed: u64,
+}
+
+/// One shard of the fake stream: the sequence numbers of its records.
+#[derive(Debug)]
+struct FakeShard {
+    id: String,
+    parent: Option<String>,
+    closed: bool,
+    /// The sequence numbers of its records, in order.
+    records: Vec<u64>,
 }
 
 impl StreamLog {
@@ -80,14 +97,125 @@ impl StreamLog {
         };
         self.last += 1;
         let sequence = format!("{:0width$}", self.last, width = SEQUENCE_DIGITS);
-        self.records
-            .push(Change::new(kind, key, old, new, sequence));
+        if self.shards.is_empty() {
+            self.split(1);
+        }
+        // The item's shard: one of the open ones, by its partition key.
+        let open: Vec<usize> = (0..self.shards.len())
+            .filter(|&i| !self.shards[i].closed)
+            .collect();
+        let slot = open[(fnv(&key.hash) % open.len() as u64) as usize];
+        self.shards[slot].records.push(self.last);
+        self.records.push(
+            Change::new(kind, key, old, new, sequence).with_created_at(std::time::SystemTime::now()),
+        );
+    }
+
+    /// Closes every open shard and opens `n` (at least 1) new ones; new shard `i` is the
+    /// child of old shard `i` modulo their number.
+    pub(crate) fn split(&mut self, n: usize) {
+        let old: Vec<String> = self
+            .shards
+            .iter()
+            .filter(|s| !s.closed)
+            .map(|s| s.id.clone())
+            .collect();
+        for s in &mut self.shards {
+            s.closed = true;
+        }
+        let base = self.shards.len();
+        for i in 0..n.max(1) {
+            let parent = (!old.is_empty()).then(|| old[i % old.len()].clone());
+            self.shards.push(FakeShard {
+                id: format!("shardId-{:06}", base + i),
+                parent,
+                closed: false,
+                records: Vec::new(),
+            });
+        }
+    }
+
+    /// Every record written so far leaves the stream, and so do the closed shards (24 hours
+    /// pass).
+    pub(crate) fn trim(&mut self) {
+        self.trimmed = self.last;
+        self.shards.retain(|s| !s.closed);
+    }
+
+    /// The shards, as DescribeStream lists them (parents first).
+    pub(crate) fn shards(&self) -> Vec<StreamShard> {
+        self.shards
+            .iter()
+            .map(|s| StreamShard::new(s.id.clone(), s.parent.clone(), s.closed))
+            .collect()
+    }
+
+    /// One page of `shard`'s records from `position` (GetRecords).
+    pub(crate) fn page(
+        &self,
+        shard: &str,
+        position: &StreamPosition,
+        limit: u32,
+    ) -> Result<StreamPage> {
+        let Some(s) = self.shards.iter().find(|s| s.id == shard) else {
+            return Err(Error::new(
+                ErrorKind::TableNotFound,
+                format!("Requested resource not found: Shard does not exist: {shard}"),
+            )
+            .with_service_code("ResourceNotFoundException"));
+        };
+        let expired = || {
+            Error::new(ErrorKind::CursorExpired, "")
+                .with_service_code("TrimmedDataAccessException")
+        };
+        let after = match position {
+            StreamPosition::TrimHorizon => self.trimmed,
+            StreamPosition::Latest => self.last,
+            StreamPosition::After(seq) | StreamPosition::Next(seq) => {
+                let seq: u64 = seq.parse().map_err(|_| {
+                    Error::new(ErrorKind::Validation, format!("invalid sequence number {seq:?}"))
+                        .with_service_code("ValidationException")
+                })?;
+                if seq < self.trimmed {
+                    return Err(expired());
+                }
+                seq
+            }
+        };
+        let from = s.records.partition_point(|&q| q <= after);
+        let limit = usize::try_from(limit.clamp(1, 1000)).unwrap_or(1000);
+        let taken = s.records.get(from..).unwrap_or_default();
+        let taken = &taken[..taken.len().min(limit)];
+        let records: Vec<Change> = taken
+            .iter()
+            .filter_map(|&q| self.records.get(usize::try_from(q - 1).ok()?).cloned())
+            .collect();
+        let read_to = taken.last().copied().unwrap_or(after);
+        let at_end = from + taken.len() >= s.records.len();
+        let next = if s.closed && at_end {
+            None
+        } else if taken.is_empty() && *position == StreamPosition::TrimHorizon {
+            Some(StreamPosition::TrimHorizon)
+        } else {
+            Some(StreamPosition::Next(format!(
+                "{read_to:0width$}",
+                width = SEQUENCE_DIGITS
+            )))
+        };
+        Ok(StreamPage { records, next })
     }
 
     /// Every record, oldest first.
     pub(crate) fn records(&self) -> &[Change] {
         &self.records
     }
+}
+
+/// The 64-bit FNV-1a hash of `s`: a stable choice of shard.
+fn fnv(s: &str) -> u64 {
+    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 /// Whether two items are equal as DynamoDB compares them (numbers by value, sets in any
@@ -178,6 +306,68 @@ impl FakeTable {
     /// ```
     pub fn stream_records(&self) -> Vec<Change> {
         self.with_stream_log(|log| log.records().to_vec())
+    }
+
+    /// Closes every open shard of the table's stream and opens `shards` new ones (at least
+    /// one), children of the closed ones, as DynamoDB Streams does every few hours and when
+    /// partitions split. Each item's later records go to one of the new shards, chosen by its
+    /// partition key: with several shards, the records of a transaction (and of a move) land
+    /// in different shards and a reader sees them interleaved with others, as on the service.
+    /// The stream starts with one shard. Not a request.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::Tree;
+    /// use dynatree::storage::Storage;
+    /// use dynatree_testing::FakeTable;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// let table = FakeTable::new();
+    /// Tree::new(table.clone()).create_table().await?;
+    /// table.enable_stream().await?;
+    /// table.split_stream(3);
+    /// let shards = table.stream_shards().await?;
+    /// assert_eq!(shards.iter().filter(|s| !s.is_closed()).count(), 3);
+    /// assert!(shards.iter().filter(|s| !s.is_closed()).all(|s| s.parent().is_some()));
+    /// # Ok(()) }
+    /// ```
+    pub fn split_stream(&self, shards: usize) {
+        self.with_stream_log_mut(|log| log.split(shards));
+    }
+
+    /// Every record of the table's stream so far leaves it, and so do its closed shards, as
+    /// after 24 hours: a position before now is then refused
+    /// ([`ErrorKind::CursorExpired`](dynatree::ErrorKind::CursorExpired)), what a watch that
+    /// was stopped for a day meets. [`stream_records`](Self::stream_records) and
+    /// [`stream_reader`](Self::stream_reader) still see everything. Not a request.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree::{ErrorKind, Tree};
+    /// use dynatree::storage::{Condition, Key, Storage, StreamPosition};
+    /// use dynatree_testing::FakeTable;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// let table = FakeTable::new();
+    /// Tree::new(table.clone()).create_table().await?;
+    /// table.enable_stream().await?;
+    /// table.put_item(Key::new("h", "a").into_item(), Condition::Always).await?;
+    /// table.put_item(Key::new("h", "b").into_item(), Condition::Always).await?;
+    /// let shard = table.stream_shards().await?.remove(0);
+    /// let first = table.stream_records(shard.id(), StreamPosition::TrimHorizon, 1).await?;
+    /// let seen = first.records[0].sequence_number().to_owned();
+    ///
+    /// table.trim_stream();
+    /// let err = table.stream_records(shard.id(), StreamPosition::After(seen), 10).await.unwrap_err();
+    /// assert_eq!(err.kind(), ErrorKind::CursorExpired);
+    /// let now = table.stream_records(shard.id(), StreamPosition::TrimHorizon, 10).await?;
+    /// assert!(now.records.is_empty());
+    /// # Ok(()) }
+    /// ```
+    pub fn trim_stream(&self) {
+        self.with_stream_log_mut(StreamLog::trim);
     }
 }
 

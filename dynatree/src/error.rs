@@ -156,6 +156,11 @@ pub enum ErrorKind {
     /// kept being carried away by other moves). It stays recorded:
     /// [`Tree::resume`](crate::Tree::resume), or the same call again, finishes it.
     Unfinished,
+    /// Data: the table's stream no longer holds the position a read asked for: a watch's
+    /// cursor (or a shard in it) older than the stream's 24-hour retention, or a shard
+    /// iterator past its fifteen minutes. See [`watch`](crate::watch) for how to
+    /// resynchronise.
+    CursorExpired,
     /// Service: DynamoDB throttled the request for throughput (`ThrottlingException`,
     /// `ProvisionedThroughputExceededException`, the account's `RequestLimitExceeded`), every
     /// try that the tree's [`RetryPolicy`](crate::RetryPolicy) allowed.
@@ -194,6 +199,7 @@ impl ErrorKind {
             ErrorKind::NotALink => "not a link",
             ErrorKind::LinkLoop => "link loop",
             ErrorKind::OutOfScope => "outside the scope",
+            ErrorKind::CursorExpired => "stream position expired",
             ErrorKind::ConditionFailed => "condition failed",
             ErrorKind::AlreadyExists => "already exists",
             ErrorKind::Locked => "subtree held by another operation",
@@ -247,7 +253,8 @@ impl ErrorKind {
             | ErrorKind::TransactionCanceled
             | ErrorKind::Conflict
             | ErrorKind::TakenOver
-            | ErrorKind::Unfinished => Party::Data,
+            | ErrorKind::Unfinished
+            | ErrorKind::CursorExpired => Party::Data,
             ErrorKind::Throttled
             | ErrorKind::LimitExceeded
             | ErrorKind::Unprocessed

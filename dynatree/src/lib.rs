@@ -68,7 +68,6 @@ pub mod ops;
 mod path;
 mod query;
 mod read;
-mod record;
 mod repo;
 mod retry;
 mod segment;

@@ -10,18 +10,16 @@ use std::future::Future;
 use std::time::Duration;
 
 use aws_sdk_dynamodbstreams::Client;
-use aws_sdk_dynamodbstreams::config::http::HttpResponse;
-use aws_sdk_dynamodbstreams::error::{ProvideErrorMetadata, SdkError};
-use aws_sdk_dynamodbstreams::operation::RequestId;
-use aws_sdk_dynamodbstreams::types::{AttributeValue, OperationType, Record, ShardIteratorType};
+use aws_sdk_dynamodbstreams::error::ProvideErrorMetadata;
+use aws_sdk_dynamodbstreams::types::{Record, ShardIteratorType};
 use tracing::Instrument;
 
-use super::{Change, ChangeKind, Follow, Process, Propagate};
+use super::{Change, Follow, Process, Propagate};
 use crate::error::{Error, ErrorKind, Result};
-use crate::item::convert::from_streams;
-use crate::item::{Item, Value};
+use crate::item::Value;
 use crate::layout::no_later_checkpoint;
-use crate::storage::{Key, Query, RangeCondition, SharedStorage, Storage};
+use crate::storage::dynamodb_stream::stream_span;
+use crate::storage::{Query, RangeCondition, SharedStorage, Storage};
 use crate::tree::Tree;
 
 /// The longest consumer name, in UTF-8 bytes (its checkpoint rows' range keys hold it with a
@@ -33,20 +31,6 @@ const SEQUENCE_DIGITS: usize = 40;
 const MAX_BATCH: u32 = 1000;
 /// How many times one shard's expired iterator is renewed within one poll.
 const MAX_RENEWALS: u32 = 3;
-
-/// One span per DynamoDB Streams request, named `DynamoDBStreams.<Operation>`.
-macro_rules! op_span {
-    ($op:literal, $arn:expr) => {
-        tracing::debug_span!(
-            concat!("DynamoDBStreams.", $op),
-            span.kind = "client",
-            db.system = "dynamodb",
-            db.operation = $op,
-            aws.dynamodb.stream_arn = %$arn,
-            records = tracing::field::Empty,
-        )
-    };
-}
 
 /// A polling consumer of a tree table's DynamoDB stream (view type `NEW_AND_OLD_IMAGES`): it
 /// walks the stream's shards, turns their records into [`Change`]s, applies them with
@@ -913,7 +897,7 @@ impl<S: Storage + 'static> StreamConsumer<S> {
                 .stream_arn(&self.stream_arn)
                 .set_exclusive_start_shard_id(start.take())
                 .send()
-                .instrument(op_span!("DescribeStream", self.stream_arn))
+                .instrument(stream_span!("DescribeStream", self.stream_arn))
                 .await
                 .map_err(sdk_error)?;
             let Some(desc) = out.stream_description() else {
@@ -954,7 +938,7 @@ impl<S: Storage + 'static> StreamConsumer<S> {
             .shard_iterator_type(kind)
             .set_sequence_number(seq)
             .send()
-            .instrument(op_span!("GetShardIterator", self.stream_arn))
+            .instrument(stream_span!("GetShardIterator", self.stream_arn))
             .await;
         match sent {
             Ok(out) => Ok(out.shard_iterator().map(str::to_owned)),
@@ -977,7 +961,7 @@ impl<S: Storage + 'static> StreamConsumer<S> {
 
     /// One page of records and the next iterator (`None` at the end of a closed shard).
     async fn get_records(&self, iterator: String) -> Result<(Vec<Record>, Option<String>)> {
-        let span = op_span!("GetRecords", self.stream_arn);
+        let span = stream_span!("GetRecords", self.stream_arn);
         let out = self
             .client
             .get_records()
@@ -1046,76 +1030,8 @@ pub async fn latest_stream_arn(table: &crate::DynamoDbTable) -> Result<String> {
         })
 }
 
-// ---- conversions ----
-
-fn sequence_of(record: &Record) -> Option<&str> {
-    record
-        .dynamodb()
-        .and_then(|r| r.sequence_number())
-        .filter(|s| !s.is_empty())
-}
-
-/// The change a record of `aws-sdk-dynamodbstreams`' GetRecords reports (what
-/// [`StreamConsumer`] gives to [`Tree::apply_changes`]): its event name as the
-/// [`ChangeKind`], its keys, images and sequence number.
-///
-/// # Errors
-///
-/// [`Serialization`](ErrorKind::Serialization) if the record is not a change of a row of a
-/// tree table: an unknown event name, no sequence number, keys other than the strings `Key`
-/// and `Child`, or an attribute value of a type this SDK version does not know.
-///
-/// # Examples
-///
-/// ```
-/// use aws_sdk_dynamodbstreams::types::{AttributeValue, OperationType, Record, StreamRecord};
-/// use dynatree::changes::{ChangeKind, from_stream_record};
-///
-/// let record = Record::builder()
-///     .event_name(OperationType::Insert)
-///     .dynamodb(StreamRecord::builder()
-///         .keys("Key", AttributeValue::S("¦Forums¦f".into()))
-///         .keys("Child", AttributeValue::S("¦".into()))
-///         .new_image("Key", AttributeValue::S("¦Forums¦f".into()))
-///         .new_image("Child", AttributeValue::S("¦".into()))
-///         .new_image("name", AttributeValue::S("Rust".into()))
-///         .sequence_number("100000000000000000001")
-///         .build())
-///     .build();
-/// let change = from_stream_record(&record)?;
-/// assert_eq!(change.kind(), ChangeKind::Insert);
-/// assert_eq!(change.new_image().and_then(|i| i.get_s("name")), Some("Rust"));
-/// # Ok::<(), dynatree::Error>(())
-/// ```
-pub fn from_stream_record(record: &Record) -> Result<Change> {
-    let invalid = |what: &str| Error::new(ErrorKind::Serialization, what.to_owned());
-    let kind = match record.event_name() {
-        Some(OperationType::Insert) => ChangeKind::Insert,
-        Some(OperationType::Modify) => ChangeKind::Modify,
-        Some(OperationType::Remove) => ChangeKind::Remove,
-        _ => return Err(invalid("stream record with an unknown event name")),
-    };
-    let body = record
-        .dynamodb()
-        .ok_or_else(|| invalid("stream record without its change"))?;
-    let sequence =
-        sequence_of(record).ok_or_else(|| invalid("stream record without a sequence number"))?;
-    let keys = body
-        .keys()
-        .ok_or_else(|| invalid("stream record without keys"))
-        .and_then(|m| image(m.clone()))?;
-    let key = Key::from_item(&keys)
-        .ok_or_else(|| invalid("stream record without string keys Key and Child"))?;
-    let old = body.old_image().cloned().map(image).transpose()?;
-    let new = body.new_image().cloned().map(image).transpose()?;
-    Ok(Change::new(kind, key, old, new, sequence))
-}
-
-fn image(map: HashMap<String, AttributeValue>) -> Result<Item> {
-    map.into_iter()
-        .map(|(k, v)| Ok((k, from_streams(v)?)))
-        .collect()
-}
+pub use crate::storage::dynamodb_stream::from_stream_record;
+use crate::storage::dynamodb_stream::sdk_error;
 
 /// A sequence number as a fixed-width decimal string, so that string order is numeric order;
 /// `None` if it is not a number of at most 40 digits.
@@ -1127,52 +1043,17 @@ fn ordinal(sequence: &str) -> Option<String> {
     (digits.len() <= SEQUENCE_DIGITS).then(|| format!("{digits:0>SEQUENCE_DIGITS$}"))
 }
 
-// ---- errors ----
-
-/// The kind of a DynamoDB Streams (or DynamoDB) error code.
-fn kind_of(code: Option<&str>) -> ErrorKind {
-    match code {
-        // DynamoDB Streams' LimitExceededException is its request-rate limit.
-        Some(
-            "LimitExceededException"
-            | "ThrottlingException"
-            | "ProvisionedThroughputExceededException"
-            | "RequestLimitExceeded",
-        ) => ErrorKind::Throttled,
-        Some("ValidationException") => ErrorKind::Validation,
-        Some("ResourceNotFoundException") => ErrorKind::TableNotFound,
-        _ => ErrorKind::Backend,
-    }
-}
-
-/// An SDK error as a dynatree error, with the service's code and request id; the SDK's error is
-/// its source. (The two SDK crates share their runtime, so this serves both.)
-fn sdk_error<E>(err: SdkError<E, HttpResponse>) -> Error
-where
-    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
-{
-    let kind = kind_of(err.code());
-    let detail = match (kind, err.message()) {
-        (ErrorKind::Validation | ErrorKind::TableNotFound, Some(m)) => m.to_owned(),
-        _ => String::new(),
-    };
-    let mut e = Error::new(kind, detail);
-    if let Some(code) = err.code() {
-        e = e.with_service_code(code);
-    }
-    let id = RequestId::request_id(&err).or_else(|| match &err {
-        SdkError::ServiceError(s) => s.err().meta().request_id(),
-        _ => None,
-    });
-    if let Some(id) = id {
-        e = e.with_request_id(id);
-    }
-    e.with_source(err)
+fn sequence_of(record: &Record) -> Option<&str> {
+    record
+        .dynamodb()
+        .and_then(|r| r.sequence_number())
+        .filter(|s| !s.is_empty())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use aws_sdk_dynamodbstreams::types::{AttributeValue, OperationType};
     use aws_sdk_dynamodbstreams::primitives::Blob;
     use aws_sdk_dynamodbstreams::types::StreamRecord;
 
@@ -1279,26 +1160,5 @@ mod tests {
             from_stream_record(&no_keys).unwrap_err().kind(),
             ErrorKind::Serialization
         );
-    }
-
-    #[test]
-    fn error_codes_map_to_kinds() {
-        assert_eq!(
-            kind_of(Some("LimitExceededException")),
-            ErrorKind::Throttled
-        );
-        assert_eq!(
-            kind_of(Some("ResourceNotFoundException")),
-            ErrorKind::TableNotFound
-        );
-        assert_eq!(
-            kind_of(Some("TrimmedDataAccessException")),
-            ErrorKind::Backend
-        );
-        assert_eq!(
-            kind_of(Some("ExpiredIteratorException")),
-            ErrorKind::Backend
-        );
-        assert_eq!(kind_of(None), ErrorKind::Backend);
     }
 }

@@ -17,7 +17,7 @@
 //! `lambda`).
 
 use crate::error::Error;
-pub use crate::record::{Change, ChangeKind};
+pub use crate::storage::record::{Change, ChangeKind};
 
 pub(crate) mod apply;
 #[cfg(feature = "streams")]

@@ -72,6 +72,9 @@ use crate::storage::{
 pub struct DynamoDbTable {
     client: Client,
     table: String,
+    /// The client of the table's stream ([`DynamoDbTable::with_streams`]).
+    #[cfg(feature = "streams")]
+    streams: Option<super::dynamodb_stream::StreamClient>,
 }
 
 impl DynamoDbTable {
@@ -101,7 +104,32 @@ impl DynamoDbTable {
         Self {
             client: without_retries(&client),
             table: table_name.into(),
+            #[cfg(feature = "streams")]
+            streams: None,
         }
+    }
+
+    /// The same table, reading its stream through `client` (feature `streams`): what
+    /// [`Tree::watch`](crate::Tree::watch) and [`Storage::stream_shards`] need. Without it,
+    /// reads of the stream are refused ([`ErrorKind::InvalidArgument`]).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use dynatree::DynamoDbTable;
+    ///
+    /// # async fn run() {
+    /// let config = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+    /// let table = DynamoDbTable::new(aws_sdk_dynamodb::Client::new(&config), "my-tree")
+    ///     .with_streams(aws_sdk_dynamodbstreams::Client::new(&config));
+    /// # }
+    /// ```
+    #[cfg(feature = "streams")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "streams")))]
+    #[must_use]
+    pub fn with_streams(mut self, client: aws_sdk_dynamodbstreams::Client) -> Self {
+        self.streams = Some(super::dynamodb_stream::StreamClient::new(client));
+        self
     }
 
     /// The table's name.
@@ -639,8 +667,73 @@ impl Storage for DynamoDbTable {
                 self.enable_stream().await?;
                 Response::Done
             }
+            Request::StreamShards => Response::Shards(self.stream_shards_page().await?),
+            Request::StreamRecords {
+                shard,
+                position,
+                limit,
+            } => Response::Records(self.stream_page(&shard, position, limit).await?),
         })
     }
+}
+
+/// The stream's reads, through the client of [`DynamoDbTable::with_streams`].
+impl DynamoDbTable {
+    #[cfg(feature = "streams")]
+    async fn stream_client(&self) -> Result<(&super::dynamodb_stream::StreamClient, String)> {
+        let client = self.streams.as_ref().ok_or_else(no_stream_client)?;
+        let describe = async {
+            let out = self
+                .client
+                .describe_table()
+                .table_name(&self.table)
+                .send()
+                .instrument(op_span!(self.table, "DescribeTable"))
+                .await
+                .map_err(map_err)?;
+            Ok(out
+                .table()
+                .and_then(|t| t.latest_stream_arn())
+                .map(str::to_owned))
+        };
+        let arn = client.arn(describe).await?;
+        Ok((client, arn))
+    }
+
+    async fn stream_shards_page(&self) -> Result<Vec<super::StreamShard>> {
+        #[cfg(feature = "streams")]
+        {
+            let (client, arn) = self.stream_client().await?;
+            client.shards(&arn).await
+        }
+        #[cfg(not(feature = "streams"))]
+        Err(no_stream_client())
+    }
+
+    async fn stream_page(
+        &self,
+        shard: &str,
+        position: super::StreamPosition,
+        limit: u32,
+    ) -> Result<super::StreamPage> {
+        #[cfg(feature = "streams")]
+        {
+            let (client, arn) = self.stream_client().await?;
+            client.records(&arn, shard, position, limit).await
+        }
+        #[cfg(not(feature = "streams"))]
+        {
+            let _ = (shard, position, limit);
+            Err(no_stream_client())
+        }
+    }
+}
+
+fn no_stream_client() -> Error {
+    Error::new(
+        ErrorKind::InvalidArgument,
+        "reading the table's stream needs a DynamoDB Streams client (feature `streams`, DynamoDbTable::with_streams)",
+    )
 }
 
 /// Each request, as [`Storage::send`] dispatches it.

@@ -18,10 +18,14 @@
 pub(crate) mod batch;
 #[cfg(feature = "dynamodb")]
 pub(crate) mod dynamodb;
+#[cfg(feature = "streams")]
+pub(crate) mod dynamodb_stream;
 mod expr;
 mod number;
+pub(crate) mod record;
 mod request;
 mod settings;
+mod stream;
 
 use std::any::Any;
 use std::cmp::Ordering;
@@ -34,6 +38,8 @@ use crate::error::{Error, ErrorKind, Result};
 pub use batch::{BATCH_GET_MAX, BATCH_WRITE_MAX, TRANSACT_MAX, get_all, write_all};
 pub use request::{Op, Request, Response, Unprocessed};
 pub use settings::{IndexSettings, TableSettings};
+pub use stream::{StreamPage, StreamPosition, StreamShard};
+pub(crate) use stream::sequence_after;
 
 pub use crate::item::{Item, MAX_ATTRIBUTE_NAME_BYTES, MAX_ITEM_BYTES, Value};
 
@@ -2271,6 +2277,70 @@ pub trait Storage: Send + Sync {
         let request = Request::EnableStream;
         let op = request.op();
         async move { self.send(request).await?.into_done(op) }
+    }
+
+    /// DescribeStream: the shards of the table's stream, parents before their children.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::NotFound`] when the table's stream is not enabled.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::Tree;
+    /// # use dynatree::storage::Storage; use dynatree_testing::FakeTable;
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let table = FakeTable::new(); Tree::new(table.clone()).create_table().await?;
+    /// table.enable_stream().await?;
+    /// let shards = table.stream_shards().await?;
+    /// assert!(shards.iter().any(|s| !s.is_closed()));
+    /// # Ok(()) }
+    /// ```
+    fn stream_shards(&self) -> impl Future<Output = Result<Vec<StreamShard>>> + Send {
+        let request = Request::StreamShards;
+        let op = request.op();
+        async move { self.send(request).await?.into_shards(op) }
+    }
+
+    /// GetRecords: at most `limit` records of `shard` from `position`, and where to read on.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::CursorExpired`] when the stream no longer holds `position` (trimmed after
+    /// 24 hours, or a continuation too old); [`ErrorKind::NotFound`] for a shard the stream
+    /// does not have.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::Tree;
+    /// # use dynatree::storage::{Condition, Key, Storage, StreamPosition}; use dynatree_testing::FakeTable;
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let table = FakeTable::new(); Tree::new(table.clone()).create_table().await?;
+    /// table.enable_stream().await?;
+    /// table.put_item(Key::new("h", "r").into_item(), Condition::Always).await?;
+    /// let mut read = 0;
+    /// for shard in table.stream_shards().await? {
+    ///     let page = table.stream_records(shard.id(), StreamPosition::TrimHorizon, 100).await?;
+    ///     read += page.records.len();
+    /// }
+    /// assert_eq!(read, 1);
+    /// # Ok(()) }
+    /// ```
+    fn stream_records(
+        &self,
+        shard: &str,
+        position: StreamPosition,
+        limit: u32,
+    ) -> impl Future<Output = Result<StreamPage>> + Send {
+        let request = Request::StreamRecords {
+            shard: shard.to_owned(),
+            position,
+            limit,
+        };
+        let op = request.op();
+        async move { self.send(request).await?.into_records(op) }
     }
 }
 

@@ -57,6 +57,10 @@ pub enum Op {
     UpdateTimeToLive,
     /// DescribeTimeToLive.
     DescribeTimeToLive,
+    /// DescribeStream (DynamoDB Streams).
+    DescribeStream,
+    /// GetRecords (DynamoDB Streams; with the GetShardIterator it needs).
+    GetRecords,
 }
 
 impl Op {
@@ -84,6 +88,8 @@ impl Op {
             Op::UpdateItem => "UpdateItem",
             Op::UpdateTimeToLive => "UpdateTimeToLive",
             Op::DescribeTimeToLive => "DescribeTimeToLive",
+            Op::DescribeStream => "DescribeStream",
+            Op::GetRecords => "GetRecords",
         }
     }
 }
@@ -233,6 +239,19 @@ pub enum Request {
     TtlAttribute,
     /// UpdateTable turning the stream on (new and old images).
     EnableStream,
+    /// DescribeStream of the table's latest stream: every shard (every page); answered with
+    /// [`ErrorKind::NotFound`](crate::ErrorKind::NotFound) when the table has no stream.
+    StreamShards,
+    /// One page of one shard's records (GetShardIterator when `position` is not a
+    /// continuation, then GetRecords).
+    StreamRecords {
+        /// The shard's id.
+        shard: String,
+        /// Where to read from.
+        position: super::StreamPosition,
+        /// At most this many records (1 to 1,000).
+        limit: u32,
+    },
 }
 
 impl Request {
@@ -262,6 +281,8 @@ impl Request {
             Request::DescribeTable => Op::DescribeTable,
             Request::EnableTtl { .. } => Op::UpdateTimeToLive,
             Request::TtlAttribute => Op::DescribeTimeToLive,
+            Request::StreamShards => Op::DescribeStream,
+            Request::StreamRecords { .. } => Op::GetRecords,
         }
     }
 
@@ -285,7 +306,9 @@ impl Request {
             | Request::BatchGet { .. }
             | Request::TransactGet { .. }
             | Request::DescribeTable
-            | Request::TtlAttribute => true,
+            | Request::TtlAttribute
+            | Request::StreamShards
+            | Request::StreamRecords { .. } => true,
             Request::PutItem { .. }
             | Request::DeleteItem { .. }
             | Request::UpdateItem { .. }
@@ -335,7 +358,9 @@ impl Request {
             | Request::DescribeTable
             | Request::EnableTtl { .. }
             | Request::TtlAttribute
-            | Request::EnableStream => Vec::new(),
+            | Request::EnableStream
+            | Request::StreamShards
+            | Request::StreamRecords { .. } => Vec::new(),
         }
     }
 
@@ -520,6 +545,10 @@ pub enum Response {
     Table(Option<TableDescription>),
     /// DescribeTimeToLive.
     TtlAttribute(Option<String>),
+    /// DescribeStream: the stream's shards.
+    Shards(Vec<super::StreamShard>),
+    /// GetRecords: one page of a shard's records.
+    Records(super::StreamPage),
 }
 
 impl Response {
@@ -536,6 +565,8 @@ impl Response {
             Response::Created(_) => "a created table",
             Response::Table(_) => "a table description",
             Response::TtlAttribute(_) => "an expiry attribute",
+            Response::Shards(_) => "stream shards",
+            Response::Records(_) => "stream records",
         }
     }
 }
@@ -578,6 +609,8 @@ unpack! {
     into_created: Response::Created(c) => c => bool;
     into_table: Response::Table(t) => t => Option<TableDescription>;
     into_ttl_attribute: Response::TtlAttribute(a) => a => Option<String>;
+    into_shards: Response::Shards(s) => s => Vec<super::StreamShard>;
+    into_records: Response::Records(p) => p => super::StreamPage;
 }
 
 #[cfg(test)]

@@ -128,6 +128,8 @@ impl<S: Storage + 'static> Storage for Io<S> {
                 | Request::EnableTtl { .. }
                 | Request::TtlAttribute
                 | Request::EnableStream
+                | Request::StreamShards
+                | Request::StreamRecords { .. }
         );
         if on_items {
             self.0.ensure_verified().await?;

@@ -21,4 +21,5 @@ mod table_checks;
 mod tracing_spans;
 mod transfer;
 mod typed_changes;
+mod watch;
 mod write_api;

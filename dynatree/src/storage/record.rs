@@ -1,6 +1,8 @@
 //! One change of one row, as DynamoDB Streams reports it: re-exported by
 //! [`changes`](crate::changes), and read by [`watch`](crate::watch)'s typed decoding.
 
+use std::time::SystemTime;
+
 use crate::item::Item;
 use crate::storage::Key;
 
@@ -84,6 +86,7 @@ pub struct Change {
     old_image: Option<Item>,
     new_image: Option<Item>,
     sequence_number: String,
+    created_at: Option<SystemTime>,
 }
 
 impl Change {
@@ -111,7 +114,42 @@ impl Change {
             old_image,
             new_image,
             sequence_number: sequence_number.into(),
+            created_at: None,
         }
+    }
+
+    /// The same change, recorded at about `at` (the stream's `ApproximateCreationDateTime`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::changes::{Change, ChangeKind};
+    /// # use dynatree::storage::Key;
+    /// use std::time::{Duration, SystemTime};
+    ///
+    /// let at = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+    /// let c = Change::new(ChangeKind::Insert, Key::new("h", "r"), None, None, "1").with_created_at(at);
+    /// assert_eq!(c.created_at(), Some(at));
+    /// ```
+    #[must_use]
+    pub fn with_created_at(mut self, at: SystemTime) -> Self {
+        self.created_at = Some(at);
+        self
+    }
+
+    /// When the stream recorded the change, about (DynamoDB Streams rounds it down to the
+    /// second); `None` when the source did not say.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::changes::{Change, ChangeKind};
+    /// # use dynatree::storage::Key;
+    /// let c = Change::new(ChangeKind::Insert, Key::new("h", "r"), None, None, "1");
+    /// assert_eq!(c.created_at(), None);
+    /// ```
+    pub fn created_at(&self) -> Option<SystemTime> {
+        self.created_at
     }
 
     /// What happened.

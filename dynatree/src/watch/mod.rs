@@ -78,6 +78,10 @@
 //! # Ok(()) }
 //! ```
 
+mod follow;
+
+pub use follow::{Cursor, Watch};
+
 use crate::entity::Entity;
 use crate::error::Result;
 use crate::item::Item;
@@ -251,104 +255,176 @@ impl<T> Change<T> {
 /// assert!(watch::decode::<Doc>(&listing)?.is_none());
 /// # Ok::<(), dynatree::Error>(())
 /// ```
-pub fn decode<T: Entity>(record: &crate::record::Change) -> Result<Option<Change<T>>> {
-    let layout = Layout::new(T::RESERVED)?;
-    let Some(path) = layout.path_of_object_key(record.key()) else {
-        return Ok(None);
-    };
-    let present = |image: Option<&Item>| -> Option<Item> {
-        image
-            .filter(|i| !layout.is_fence(i) && i.get(layout.link_attr()).is_none())
-            .cloned()
-    };
-    let (old, new) = (present(record.old_image()), present(record.new_image()));
-    // The transaction that wrote the new image: its `SC tx`, if the write set it anew.
-    let tx_attr = layout.tx_attr();
-    let transaction = record
-        .new_image()
-        .and_then(|n| n.get_s(&tx_attr))
-        .filter(|&t| record.old_image().and_then(|o| o.get_s(&tx_attr)) != Some(t))
-        .map(str::to_owned);
-    let info = |propagated| Info {
-        sequence_number: record.sequence_number().to_owned(),
-        propagated,
-        transaction: transaction.clone(),
-    };
-    let origin = |image: &Item, attr: String| -> Result<Option<Path>> {
-        image
-            .get_s(&attr)
-            .map(|s| layout.decode_target(s))
-            .transpose()
-    };
-    Ok(match (old, new) {
-        (None, None) => None,
-        (None, Some(new)) => match origin(&new, layout.moved_from_attr())? {
-            Some(from) => moved(from, path, new, info(false))?,
-            None => T::decode(&path, new)?.map(|value| Change::Created {
-                path,
-                value,
-                info: info(false),
-            }),
-        },
-        (Some(old), None) => {
-            if let Some(source) = origin(&old, layout.moved_from_attr())? {
-                // A refused move rolls its destination back: the object is at its source.
-                moved(path, source, old, info(false))?
-            } else if old.contains(&layout.held_attr()) && !old.contains(&layout.copied_from_attr())
-            {
-                // A move's source: its `Moved` came with the destination's insert.
-                None
-            } else {
-                T::decode(&path, old)?.map(|old| Change::Deleted {
-                    path,
-                    old,
-                    info: info(false),
-                })
-            }
-        }
-        (Some(old), Some(new)) => {
-            let changed = changed_attributes(&old, &new, &layout);
-            if changed.is_empty() {
-                return Ok(None);
-            }
-            let propagated = only_copies(&changed, &old, &new, &layout);
-            match (T::decode(&path, old)?, T::decode(&path, new)?) {
-                (Some(old), Some(new)) => Some(Change::Updated {
-                    path,
-                    old,
-                    new,
-                    info: info(propagated),
-                }),
-                _ => None,
-            }
-        }
-    })
+pub fn decode<T: Entity>(record: &crate::storage::record::Change) -> Result<Option<Change<T>>> {
+    Decoder::new(T::RESERVED, View::whole())?.decode(record)
 }
 
-/// The change of a type `T` for the object `image` moved from `from` to `to`: `Moved` if
-/// both paths are `T`'s; `Deleted` at `from` if only it is, `Created` at `to` if only it is.
-fn moved<T: Entity>(from: Path, to: Path, image: Item, info: Info) -> Result<Option<Change<T>>> {
-    let at_from = T::decode(&from, image.clone())?;
-    let at_to = T::decode(&to, image)?;
-    Ok(match (at_from, at_to) {
-        (Some(_), Some(value)) => Some(Change::Moved {
-            from,
-            to,
-            value,
-            info,
-        }),
-        (Some(old), None) => Some(Change::Deleted {
-            path: from,
-            old,
-            info,
-        }),
-        (None, Some(value)) => Some(Change::Created {
-            path: to,
-            value,
-            info,
-        }),
-        (None, None) => None,
-    })
+/// Which objects a decoder reports, and the paths it reports them at: those under `prefix`
+/// (absolute), relative to `root` (a scope's root; the table's root for a whole tree).
+#[derive(Debug, Clone)]
+pub(crate) struct View {
+    root: Path,
+    prefix: Path,
+}
+
+impl View {
+    /// Every object, at its absolute path.
+    pub(crate) fn whole() -> Self {
+        Self {
+            root: Path::root(),
+            prefix: Path::root(),
+        }
+    }
+
+    /// The objects under `prefix` (absolute, under `root`), relative to `root`.
+    pub(crate) fn new(root: Path, prefix: Path) -> Self {
+        Self { root, prefix }
+    }
+
+    /// The path an object at the absolute `path` is reported at, if it is in view.
+    fn see(&self, path: &Path) -> Option<Path> {
+        if !path.starts_with(&self.prefix) {
+            return None;
+        }
+        let rest = path.components().get(self.root.len()..)?;
+        Path::new(rest.iter().cloned()).ok()
+    }
+}
+
+/// The typed decoding of records, with the layout's attribute names built once.
+#[derive(Debug, Clone)]
+pub(crate) struct Decoder {
+    layout: Layout,
+    view: View,
+    tx_attr: String,
+    moved_from_attr: String,
+    copied_from_attr: String,
+    held_attr: String,
+}
+
+impl Decoder {
+    pub(crate) fn new(reserved: char, view: View) -> Result<Self> {
+        let layout = Layout::new(reserved)?;
+        Ok(Self {
+            tx_attr: layout.tx_attr(),
+            moved_from_attr: layout.moved_from_attr(),
+            copied_from_attr: layout.copied_from_attr(),
+            held_attr: layout.held_attr(),
+            layout,
+            view,
+        })
+    }
+
+    /// The change of an object of `T` in view that `record` says (see [`decode`]).
+    pub(crate) fn decode<T: Entity>(
+        &self,
+        record: &crate::storage::record::Change,
+    ) -> Result<Option<Change<T>>> {
+        let layout = &self.layout;
+        let Some(path) = layout.path_of_object_key(record.key()) else {
+            return Ok(None);
+        };
+        let present = |image: Option<&Item>| -> Option<Item> {
+            image
+                .filter(|i| !layout.is_fence(i) && i.get(layout.link_attr()).is_none())
+                .cloned()
+        };
+        let (old, new) = (present(record.old_image()), present(record.new_image()));
+        // The transaction that wrote the new image: its `SC tx`, if the write set it anew.
+        let tx_attr = &self.tx_attr;
+        let transaction = record
+            .new_image()
+            .and_then(|n| n.get_s(tx_attr))
+            .filter(|&t| record.old_image().and_then(|o| o.get_s(tx_attr)) != Some(t))
+            .map(str::to_owned);
+        let info = |propagated| Info {
+            sequence_number: record.sequence_number().to_owned(),
+            propagated,
+            transaction: transaction.clone(),
+        };
+        let origin = |image: &Item, attr: &str| -> Result<Option<Path>> {
+            image
+                .get_s(attr)
+                .map(|s| layout.decode_target(s))
+                .transpose()
+        };
+        Ok(match (old, new) {
+            (None, None) => None,
+            (None, Some(new)) => match origin(&new, &self.moved_from_attr)? {
+                Some(from) => self.moved(&from, &path, new, info(false))?,
+                None => self.at(&path, new)?.map(|(path, value)| Change::Created {
+                    path,
+                    value,
+                    info: info(false),
+                }),
+            },
+            (Some(old), None) => {
+                if let Some(source) = origin(&old, &self.moved_from_attr)? {
+                    // A refused move rolls its destination back: the object is at its source.
+                    self.moved(&path, &source, old, info(false))?
+                } else if old.contains(&self.held_attr) && !old.contains(&self.copied_from_attr) {
+                    // A move's source: its `Moved` came with the destination's insert.
+                    None
+                } else {
+                    self.at(&path, old)?.map(|(path, old)| Change::Deleted {
+                        path,
+                        old,
+                        info: info(false),
+                    })
+                }
+            }
+            (Some(old), Some(new)) => {
+                let changed = changed_attributes(&old, &new, layout);
+                if changed.is_empty() {
+                    return Ok(None);
+                }
+                let propagated = only_copies(&changed, &old, &new, layout);
+                match (self.at(&path, old)?, self.at(&path, new)?) {
+                    (Some((path, old)), Some((_, new))) => Some(Change::Updated {
+                        path,
+                        old,
+                        new,
+                        info: info(propagated),
+                    }),
+                    _ => None,
+                }
+            }
+        })
+    }
+
+    /// The object `image` at the absolute `path` as a `T`, with the path it is reported at;
+    /// `None` when the path is out of view or matches no template of `T`.
+    fn at<T: Entity>(&self, path: &Path, image: Item) -> Result<Option<(Path, T)>> {
+        let Some(seen) = self.view.see(path) else {
+            return Ok(None);
+        };
+        Ok(T::decode(&seen, image)?.map(|value| (seen, value)))
+    }
+
+    /// The change for the object `image` moved from `from` to `to` (absolute): `Moved` if
+    /// both paths are in view and `T`'s; `Deleted` at `from` if only it is, `Created` at `to`
+    /// if only it is.
+    fn moved<T: Entity>(
+        &self,
+        from: &Path,
+        to: &Path,
+        image: Item,
+        info: Info,
+    ) -> Result<Option<Change<T>>> {
+        let at_from = self.at::<T>(from, image.clone())?;
+        let at_to = self.at::<T>(to, image)?;
+        Ok(match (at_from, at_to) {
+            (Some((from, _)), Some((to, value))) => Some(Change::Moved {
+                from,
+                to,
+                value,
+                info,
+            }),
+            (Some((path, old)), None) => Some(Change::Deleted { path, old, info }),
+            (None, Some((path, value))) => Some(Change::Created { path, value, info }),
+            (None, None) => None,
+        })
+    }
 }
 
 /// The names of the attributes a reader sees (not keys, not bookkeeping) that differ between
