@@ -849,6 +849,8 @@ pub struct Sim<B> {
     backend: Box<dyn Fn() -> B>,
     tree: TreeFactory<B>,
     setup: Vec<SetupFn>,
+    /// Steps after the recovery ([`Sim::finish`]).
+    finish: Vec<SetupFn>,
     ops: Vec<OpSpec>,
     checks: Vec<CheckFn>,
     schedules: usize,
@@ -1021,6 +1023,7 @@ impl<B: Storage + 'static> Sim<B> {
             backend: Box::new(backend),
             tree: Box::new(Tree::new),
             setup: Vec::new(),
+            finish: Vec::new(),
             ops: Vec::new(),
             checks: Vec::new(),
             schedules: env_num("DYNATREE_SIM_SCHEDULES").map_or(500, |n| n as usize),
@@ -1094,6 +1097,39 @@ impl<B: Storage + 'static> Sim<B> {
         T: fmt::Debug,
     {
         self.setup.push(Box::new(move |t| {
+            let fut = f(t);
+            async move { fut.await.map(|v| format!("{v:?}")) }.boxed_local()
+        }));
+        self
+    }
+
+    /// A step run after the operations and the recovery, before the checks, on a fresh tree
+    /// with no faults and no gating (as [`setup`](Self::setup) runs before them): what a
+    /// check needs done asynchronously, such as a follower catching up with the table's
+    /// stream. A step that fails fails the schedule.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dynatree_testing::FakeTable;
+    /// use dynatree_testing::sim::Sim;
+    /// # #[derive(serde::Serialize, serde::Deserialize, Debug, Clone)] struct V { v: u8 }
+    /// Sim::new("read after the race", FakeTable::new)
+    ///     .schedules(5)
+    ///     .op("put a", |tree| async move { tree.put(["a"], &V { v: 1 }).await })
+    ///     .finish(|tree| async move {
+    ///         let v = tree.get::<V>(["a"]).await?;
+    ///         assert!(v.is_some());
+    ///         Ok(())
+    ///     })
+    ///     .run();
+    /// ```
+    pub fn finish<F, T>(mut self, f: impl Fn(Tree) -> F + 'static) -> Self
+    where
+        F: Future<Output = Result<T>> + 'static,
+        T: fmt::Debug,
+    {
+        self.finish.push(Box::new(move |t| {
             let fut = f(t);
             async move { fut.await.map(|v| format!("{v:?}")) }.boxed_local()
         }));
@@ -2000,6 +2036,17 @@ impl<B: Storage + 'static> Sim<B> {
                 "recovery resume() panicked: {}",
                 panic_message(&*p)
             )),
+        }
+        for (i, step) in self.finish.iter().enumerate() {
+            let t = (self.tree)(free.clone());
+            match AssertUnwindSafe(step(t)).catch_unwind().await {
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => errors.push(format!("finish step {i} failed: {:?}: {e}", e.kind())),
+                Err(p) => errors.push(format!(
+                    "finish step {i} panicked: {}",
+                    panic_message(&*p)
+                )),
+            }
         }
         let mut rows = Box::pin(scan_all(&*backend)).await?;
         // A removal mark is a lease: a process that died after marking cannot take its mark

@@ -110,6 +110,8 @@ pub mod consistency {
     #![doc = ""]
     #![doc = include_str!("check/check.md")]
     #![doc = ""]
+    #![doc = include_str!("watch/watch.md")]
+    #![doc = ""]
     #![doc = include_str!("tree/readers.md")]
 }
 

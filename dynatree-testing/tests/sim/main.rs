@@ -45,5 +45,6 @@ mod scopes;
 mod sharded;
 mod sharded_write_paths;
 mod typed_changes;
+mod watchers;
 mod write_api;
 mod write_api_adversarial;

@@ -1054,6 +1054,8 @@ fn sequence_of(record: &Record) -> Option<&str> {
 mod tests {
     use super::*;
     use aws_sdk_dynamodbstreams::types::{AttributeValue, OperationType};
+    use crate::changes::ChangeKind;
+    use crate::storage::Key;
     use aws_sdk_dynamodbstreams::primitives::Blob;
     use aws_sdk_dynamodbstreams::types::StreamRecord;
 

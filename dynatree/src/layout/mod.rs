@@ -274,6 +274,14 @@ impl Layout {
         format!("{}movedfrom", self.sc)
     }
 
+    /// The bookkeeping attribute a move (or re-parenting) sets on each source object with its
+    /// hold: `SC movedto`, the object's destination path (encoded as a link target). With
+    /// [`moved_from_attr`](Self::moved_from_attr) on the copy, a reader of the table's stream
+    /// pairs a move's two records, each in its own item's order.
+    pub(crate) fn moved_to_attr(&self) -> String {
+        format!("{}movedto", self.sc)
+    }
+
     /// The bookkeeping attribute naming the user transaction that last wrote an object row
     /// (`SC tx`, its idempotency token or a random id): what tells a reader of the table's
     /// stream which records one transaction wrote.

@@ -273,12 +273,16 @@ pub(crate) fn after_delete(
 /// (`fence` the expiry of a fence written now, `now` the time), a node without an object
 /// gets a held fence, conditional on no live object. Returns the actions and the indexes
 /// of the fences (a failed fence is an object written meanwhile: the level is held again).
+///
+/// `moved_to`, for a move, gives each object's destination: it is set with the hold
+/// (`SC movedto`), for readers of the stream.
 pub(crate) fn hold(
     layout: &Layout,
     id: &str,
     level: &[Path],
     has_object: impl Fn(&Key) -> bool,
     fence: Option<(u64, u64)>,
+    moved_to: Option<&(dyn Fn(&Path) -> Option<Path> + Sync)>,
 ) -> (Vec<TransactAction>, Vec<usize>) {
     let held = layout.held_attr();
     let mut actions = Vec::with_capacity(level.len());
@@ -286,9 +290,16 @@ pub(crate) fn hold(
     for p in level {
         let key = layout.object_key(p);
         if has_object(&key) {
+            let mut set = vec![UpdateAction::Set(held.clone(), Value::S(id.to_owned()))];
+            if let Some(to) = moved_to.and_then(|f| f(p)) {
+                set.push(UpdateAction::Set(
+                    layout.moved_to_attr(),
+                    Value::S(layout.encode_target(&to)),
+                ));
+            }
             actions.push(TransactAction::Update {
                 key,
-                actions: vec![UpdateAction::Set(held.clone(), Value::S(id.to_owned()))],
+                actions: set,
                 condition: Condition::Exists,
             });
         } else if let Some((expiry, now)) = fence {
@@ -331,6 +342,7 @@ pub(crate) fn release(
                         UpdateAction::Remove(held.clone()),
                         UpdateAction::Remove(layout.moved_from_attr()),
                         UpdateAction::Remove(layout.copied_from_attr()),
+                        UpdateAction::Remove(layout.moved_to_attr()),
                     ],
                     condition: ours,
                 }
@@ -522,7 +534,7 @@ mod tests {
         let level = paths(&["r/a", "r/b"]);
         let with_object = l.object_key(&path("r/a"));
         let has = |k: &Key| *k == with_object;
-        let (actions, fences) = hold(&l, "op-1", &level, has, None);
+        let (actions, fences) = hold(&l, "op-1", &level, has, None, None);
         assert_eq!((actions.len(), fences.len()), (1, 0));
         assert_eq!(
             actions[0],
@@ -532,7 +544,7 @@ mod tests {
                 condition: Condition::Exists,
             }
         );
-        let (actions, fences) = hold(&l, "op-1", &level, has, Some((99, 10)));
+        let (actions, fences) = hold(&l, "op-1", &level, has, Some((99, 10)), None);
         assert_eq!(fences, [1]);
         let TransactAction::Put { item, condition } = &actions[1] else {
             panic!("a fence: {:?}", actions[1]);
@@ -566,6 +578,7 @@ mod tests {
                         UpdateAction::Remove(held),
                         UpdateAction::Remove(l.moved_from_attr()),
                         UpdateAction::Remove(l.copied_from_attr()),
+                        UpdateAction::Remove(l.moved_to_attr()),
                     ],
                     condition: l.held_by(&lock()),
                 },

@@ -1481,7 +1481,13 @@ async fn hold_objects<S: Storage + 'static>(
     levels: &[Vec<Path>],
 ) -> Result<()> {
     let fenced = cx.inner.config.fenced_puts;
-    let op = g.snapshot().op;
+    let intent = g.snapshot();
+    let op = intent.op;
+    // A move names each source's destination with its hold (`SC movedto`), for readers of
+    // the stream; the destination is checked already (the lock phase's limits).
+    let moved_to = |p: &Path| dest_of(&intent, p).ok();
+    let moved_to: Option<&(dyn Fn(&Path) -> Option<Path> + Sync)> =
+        (op == Operation::Move).then_some(&moved_to);
     let total: usize = levels.iter().map(Vec::len).sum();
     let mut done = 0;
     // In slices, each reported (still the lock phase, its total known now), together on the
@@ -1504,12 +1510,29 @@ async fn hold_objects<S: Storage + 'static>(
                     // (only a writer that ignores locks can do that) is not held: nothing to copy
                     // there either.
                     let fence = fenced.then(|| (guard::fence_expiry(), crate::expiry::now_secs()));
+                    // The hold and the destination's name count in the source row's size.
+                    if let Some(to) = moved_to {
+                        for (p, row) in level.iter().filter_map(|p| {
+                            objects.get(&cx.inner.layout.object_key(p).hash).map(|r| (p, r))
+                        }) {
+                            let mut held = row.clone();
+                            held.insert(cx.inner.layout.held_attr(), Value::S(g.id()));
+                            if let Some(dest) = to(p) {
+                                held.insert(
+                                    cx.inner.layout.moved_to_attr(),
+                                    Value::S(cx.inner.layout.encode_target(&dest)),
+                                );
+                            }
+                            crate::layout::check_item_size(&held)?;
+                        }
+                    }
                     let (actions, fences) = move_plan::hold(
                         &cx.inner.layout,
                         &g.id(),
                         level,
                         |k| objects.contains_key(&k.hash),
                         fence,
+                        moved_to,
                     );
                     let failed = self::fenced(cx, g, actions, true).await?;
                     if !failed.iter().any(|i| fences.contains(i)) {

@@ -1,27 +1,26 @@
 //! [`Watch`]: the typed changes of a subtree, read from the table's stream shard by shard,
-//! with a [`Cursor`] to resume from. The protocol (positions, order, redeliveries, expiry)
-//! is in `watch.md` beside this file.
+//! with a [`Cursor`] to resume from.
+//!
+#![doc = include_str!("watch.md")]
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt;
 use std::future::Future;
 use std::marker::PhantomData;
 use std::pin::Pin;
-use std::str::FromStr;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use futures::Stream;
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use tracing::Instrument;
 
-use super::{Change, Decoder, View};
+use super::cursor::{Cursor, Mark};
+use super::order::{At, Handed, Order, moved};
+use super::{Change, Decoder, Record, View};
 use crate::entity::Entity;
 use crate::error::{Error, ErrorKind, Result};
 use crate::path::IntoPath;
-use crate::storage::{
-    SharedStorage, Storage, StreamPage, StreamPosition, StreamShard, sequence_after,
-};
+use crate::storage::{SharedStorage, Storage, StreamPage, StreamPosition, StreamShard};
 use crate::tree::Tree;
 
 /// GetRecords returns at most 1,000 records.
@@ -39,119 +38,6 @@ const RETENTION: Duration = Duration::from_secs(24 * 60 * 60);
 /// How many times one poll lists the shards again after shards ended.
 const ROUNDS: usize = 4;
 
-/// Where a [`Watch`] is in the table's stream, as a string to store: hand it to
-/// [`Watch::start_after`] to resume after the last change handed before it was taken.
-///
-/// A cursor is a position in the table's stream (each shard's last sequence number read, and
-/// when the watch started), not in one watch: any watch of the same table can resume from it.
-/// It is good while the stream still holds its positions: 24 hours after the changes it
-/// names, a resumed watch fails with [`ErrorKind::CursorExpired`] (see
-/// [Resynchronising](crate::watch#resynchronising)). Parsing a string that is not a cursor
-/// fails with [`ErrorKind::InvalidArgument`].
-///
-/// # Examples
-///
-/// ```
-/// use dynatree::watch::Cursor;
-///
-/// let text = "w1;1800000000;shardId-000001=000000000000000000042;shardId-000000=!";
-/// let cursor: Cursor = text.parse()?;
-/// assert_eq!(cursor.to_string().parse::<Cursor>()?, cursor);
-/// assert!("nonsense".parse::<Cursor>().is_err());
-/// # Ok::<(), dynatree::Error>(())
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Cursor {
-    /// When the watch took its position (seconds since the epoch).
-    started: u64,
-    marks: BTreeMap<String, Mark>,
-}
-
-/// How far one shard was read.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Mark {
-    /// Through the record with this sequence number.
-    After(String),
-    /// From the watch's start, with no record seen yet.
-    Start,
-    /// To its end (closed, or closed before the watch started).
-    Done,
-}
-
-impl fmt::Display for Cursor {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "w1;{}", self.started)?;
-        for (shard, mark) in &self.marks {
-            let mark = match mark {
-                Mark::After(s) => s.as_str(),
-                Mark::Start => "*",
-                Mark::Done => "!",
-            };
-            write!(f, ";{shard}={mark}")?;
-        }
-        Ok(())
-    }
-}
-
-impl FromStr for Cursor {
-    type Err = Error;
-
-    fn from_str(s: &str) -> Result<Self> {
-        let invalid = || Error::new(ErrorKind::InvalidArgument, "not a watch cursor");
-        let mut parts = s.split(';');
-        if parts.next() != Some("w1") {
-            return Err(invalid());
-        }
-        let started = parts
-            .next()
-            .and_then(|t| t.parse().ok())
-            .ok_or_else(invalid)?;
-        let mut marks = BTreeMap::new();
-        for part in parts {
-            let (shard, mark) = part.split_once('=').ok_or_else(invalid)?;
-            let valid_id = !shard.is_empty()
-                && shard.len() <= 65
-                && shard
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.');
-            let mark = match mark {
-                "*" => Mark::Start,
-                "!" => Mark::Done,
-                seq if !seq.is_empty()
-                    && seq.len() <= 40
-                    && seq.bytes().all(|b| b.is_ascii_digit()) =>
-                {
-                    Mark::After(seq.to_owned())
-                }
-                _ => return Err(invalid()),
-            };
-            if !valid_id || marks.insert(shard.to_owned(), mark).is_some() {
-                return Err(invalid());
-            }
-        }
-        Ok(Self { started, marks })
-    }
-}
-
-impl Serialize for Cursor {
-    fn serialize<Z: Serializer>(&self, serializer: Z) -> std::result::Result<Z::Ok, Z::Error> {
-        serializer.collect_str(self)
-    }
-}
-
-impl<'de> Deserialize<'de> for Cursor {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
-        let s = String::deserialize(deserializer)?;
-        s.parse().map_err(serde::de::Error::custom)
-    }
-}
-
-/// A change handed by a poll, with the cursor right after its record.
-struct Handed<T> {
-    change: Result<Change<T>>,
-    cursor: Cursor,
-}
-
 /// What one poll read: the changes in order, the cursor after everything it read, and the
 /// error that stopped it, if any.
 struct Polled<T> {
@@ -160,11 +46,14 @@ struct Polled<T> {
     error: Option<Error>,
 }
 
-/// The reading side of a watch: the shards' positions, owned by one poll at a time.
-struct Follower<S> {
+/// The reading side of a watch: the shards' positions and the changes held back, owned by
+/// one poll at a time.
+struct Follower<T, S> {
     tree: Tree<S>,
     decoder: Decoder,
+    /// How far each shard was read (the cursor handed out is [`Order::cursor`] of it).
     cursor: Cursor,
+    order: Order<T>,
     /// Continuations of the shards being read (what the backend said to read on from).
     next: HashMap<String, StreamPosition>,
     /// The position was taken (a fresh watch takes it on its first poll), or given.
@@ -241,8 +130,8 @@ struct Follower<S> {
 /// # Ok(()) }
 /// ```
 pub struct Watch<T, S = SharedStorage> {
-    follower: Option<Follower<S>>,
-    poll: Option<Pin<Box<dyn Future<Output = (Follower<S>, Polled<T>)> + Send>>>,
+    follower: Option<Follower<T, S>>,
+    poll: Option<Pin<Box<dyn Future<Output = (Follower<T, S>, Polled<T>)> + Send>>>,
     sleep: Option<Pin<Box<tokio::time::Sleep>>>,
     ready: VecDeque<Handed<T>>,
     /// The cursor once `ready` is handed.
@@ -320,6 +209,7 @@ impl<S: Storage + 'static> Tree<S> {
                     tree: self.clone(),
                     decoder,
                     cursor: Cursor::default(),
+                    order: Order::new(&Cursor::default()),
                     next: HashMap::new(),
                     positioned: false,
                     relist: true,
@@ -369,6 +259,7 @@ impl<T: Entity + Send + 'static, S: Storage + 'static> Watch<T, S> {
         if let Some(f) = self.follower.as_mut()
             && !f.positioned
         {
+            f.order = Order::new(&cursor);
             f.cursor = cursor.clone();
             f.positioned = true;
             self.cursor = cursor.clone();
@@ -418,6 +309,112 @@ impl<T: Entity + Send + 'static, S: Storage + 'static> Watch<T, S> {
         &self.cursor
     }
 
+    /// Reads the stream to what it holds now and returns the changes not handed yet, in
+    /// order (empty when there is none), without waiting: for a caller that polls on its own
+    /// schedule (a job, a test) rather than consuming the watch as a [`Stream`]. The
+    /// [`cursor`](Self::cursor) is then right after the last change returned.
+    ///
+    /// # Errors
+    ///
+    /// As an item of the stream (see [`Watch`]). The changes read before the error are
+    /// returned first, by this call, and the error by the next one.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: a read cancelled midway goes on at the next call (or poll), and nothing
+    /// it read is lost.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::{Hierarchical, Tree};
+    /// # use dynatree::storage::Storage;
+    /// # use dynatree_testing::FakeTable;
+    /// # #[derive(Hierarchical, serde::Serialize, serde::Deserialize)]
+    /// # #[dynatree(path = "Docs/{id}")]
+    /// # struct Doc { id: String }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// let table = FakeTable::new();
+    /// let tree = Tree::new(table.clone());
+    /// tree.create_table().await?;
+    /// table.enable_stream().await?;
+    /// let mut watch = tree.watch::<Doc>(["Docs"]);
+    /// assert!(watch.catch_up().await?.is_empty()); // takes the position: nothing yet
+    /// tree.repo::<Doc>().put(&Doc { id: "a".into() }).await?;
+    /// assert_eq!(watch.catch_up().await?.len(), 1);
+    /// assert!(watch.catch_up().await?.is_empty());
+    /// # Ok(()) }
+    /// ```
+    pub async fn catch_up(&mut self) -> Result<Vec<Change<T>>> {
+        if let Some(e) = self.refused.take() {
+            self.ended = true;
+            return Err(e);
+        }
+        if self.ready.front().is_some_and(|h| h.change.is_err()) {
+            return self.take_ready();
+        }
+        if self.poll.is_none() {
+            let Some(follower) = self.follower.take() else {
+                return Ok(Vec::new());
+            };
+            self.poll = Some(Box::pin(follower.poll_once()));
+        }
+        if let Some(poll) = self.poll.as_mut() {
+            let (follower, polled) = poll.await;
+            self.poll = None;
+            self.follower = Some(follower);
+            self.absorb(polled);
+        }
+        self.take_ready()
+    }
+
+    /// The ready changes up to the first error (or the error, if it is first).
+    fn take_ready(&mut self) -> Result<Vec<Change<T>>> {
+        let mut out = Vec::new();
+        while let Some(front) = self.ready.front() {
+            if front.change.is_err() && !out.is_empty() {
+                break;
+            }
+            let Some(handed) = self.ready.pop_front() else {
+                break;
+            };
+            self.cursor = if self.ready.is_empty() {
+                self.end.clone()
+            } else {
+                handed.cursor
+            };
+            out.push(handed.change?);
+        }
+        if self.ready.is_empty() {
+            self.cursor = self.end.clone();
+        }
+        Ok(out)
+    }
+
+    /// Takes what a poll read into the ready changes (the error last); whether the watch
+    /// should wait before it reads again (nothing new, or an error).
+    fn absorb(&mut self, polled: Polled<T>) -> bool {
+        let Polled { handed, end, error } = polled;
+        let nothing = handed.is_empty();
+        self.ready.extend(handed);
+        self.end = end;
+        if nothing && self.ready.is_empty() {
+            self.cursor = self.end.clone();
+        }
+        match error {
+            Some(e) => {
+                // The changes read before the error go first; the error after them.
+                let cursor = self.end.clone();
+                self.ready.push_back(Handed {
+                    change: Err(e),
+                    cursor,
+                });
+                true
+            }
+            None => nothing,
+        }
+    }
+
     /// Takes the watch's position in the stream now, if it has none yet (a fresh watch takes
     /// it on its first poll; one made with [`start_after`](Self::start_after) has it): every
     /// change acknowledged after this returns is handed. What a resynchronisation starts
@@ -463,9 +460,9 @@ impl<T: Entity + Send + 'static, S: Storage + 'static> Watch<T, S> {
             Ok(Vec::new())
         } else {
             let cx = follower.tree.cx.clone();
-            cx.call(follower.take_position::<T>()).await
+            cx.call(follower.take_position()).await
         };
-        let end = follower.cursor.clone();
+        let end = follower.order.cursor(&follower.cursor);
         self.follower = Some(follower);
         let handed = result?;
         if self.ready.is_empty() && handed.is_empty() {
@@ -511,7 +508,7 @@ impl<T: Entity + Send + 'static, S: Storage + 'static> Stream for Watch<T, S> {
                 let Some(follower) = this.follower.take() else {
                     return Poll::Ready(None);
                 };
-                this.poll = Some(Box::pin(follower.poll_once::<T>()));
+                this.poll = Some(Box::pin(follower.poll_once()));
             }
             let Some(poll) = this.poll.as_mut() else {
                 continue;
@@ -522,47 +519,30 @@ impl<T: Entity + Send + 'static, S: Storage + 'static> Stream for Watch<T, S> {
             };
             this.poll = None;
             this.follower = Some(follower);
-            let Polled { handed, end, error } = polled;
-            let nothing = handed.is_empty();
-            this.ready.extend(handed);
-            this.end = end;
-            if nothing {
-                this.cursor = this.end.clone();
-            }
-            if let Some(e) = error {
-                // The changes read before the error go first; the error after them.
-                let cursor = this.end.clone();
-                this.ready.push_back(Handed {
-                    change: Err(e),
-                    cursor,
-                });
-                this.sleep = Some(Box::pin(tokio::time::sleep(this.idle)));
-                continue;
-            }
-            if nothing {
+            if this.absorb(polled) {
                 this.sleep = Some(Box::pin(tokio::time::sleep(this.idle)));
             }
         }
     }
 }
 
-impl<S: Storage + 'static> Follower<S> {
+impl<T: Entity, S: Storage + 'static> Follower<T, S> {
     /// One poll: the position if there is none yet, then every shard that may be read, to
     /// what the stream holds now.
-    async fn poll_once<T: Entity>(mut self) -> (Self, Polled<T>) {
+    async fn poll_once(mut self) -> (Self, Polled<T>) {
         let cx = self.tree.cx.clone();
         let span = tracing::debug_span!("dynatree.watch", shards = tracing::field::Empty);
         let mut handed = Vec::new();
         let result = cx
             .call(async {
                 if !self.positioned {
-                    handed.extend(self.take_position::<T>().await?);
+                    handed.extend(self.take_position().await?);
                 }
                 self.read_all(&mut handed).await
             })
             .instrument(span)
             .await;
-        let end = self.cursor.clone();
+        let end = self.order.cursor(&self.cursor);
         (
             self,
             Polled {
@@ -576,7 +556,7 @@ impl<S: Storage + 'static> Follower<S> {
     /// Takes the position of a fresh watch: every closed shard is done, every open one is
     /// read from its newest record on (`LATEST`, one request per open shard, so that the
     /// backend fixes the position now).
-    async fn take_position<T: Entity>(&mut self) -> Result<Vec<Handed<T>>> {
+    async fn take_position(&mut self) -> Result<Vec<Handed<T>>> {
         let io = self.tree.cx.io();
         let shards = io.stream_shards().await?;
         let started = SystemTime::now()
@@ -584,7 +564,7 @@ impl<S: Storage + 'static> Follower<S> {
             .map_or(0, |d| d.as_secs());
         let mut cursor = Cursor {
             started,
-            marks: BTreeMap::new(),
+            ..Cursor::default()
         };
         let mut pages = Vec::new();
         for shard in &shards {
@@ -598,6 +578,7 @@ impl<S: Storage + 'static> Follower<S> {
                 pages.push((shard.id().to_owned(), page));
             }
         }
+        self.order = Order::new(&cursor);
         self.cursor = cursor;
         self.shards = shards;
         self.listed_at = Some(Instant::now());
@@ -613,7 +594,7 @@ impl<S: Storage + 'static> Follower<S> {
 
     /// Reads every shard that may be read now, parents before children, to what the stream
     /// holds; lists the shards again first when one ended (or a while passed).
-    async fn read_all<T: Entity>(&mut self, handed: &mut Vec<Handed<T>>) -> Result<()> {
+    async fn read_all(&mut self, handed: &mut Vec<Handed<T>>) -> Result<()> {
         // Rounds: when a shard ends, the shards are listed again and its children read in
         // the next round (a bounded number per poll).
         for _ in 0..ROUNDS {
@@ -681,7 +662,7 @@ impl<S: Storage + 'static> Follower<S> {
     }
 
     /// Reads one shard to what it holds now.
-    async fn read_shard<T: Entity>(
+    async fn read_shard(
         &mut self,
         shard: &str,
         handed: &mut Vec<Handed<T>>,
@@ -732,13 +713,14 @@ impl<S: Storage + 'static> Follower<S> {
                 (StreamPosition::TrimHorizon, started.checked_sub(START_MARGIN))
             }
             // A shard born after the position was taken: all of it.
-            Some(Mark::Done) | None => (StreamPosition::TrimHorizon, None),
+            Some(Mark::Fresh | Mark::Done) | None => (StreamPosition::TrimHorizon, None),
         })
     }
 
     /// Decodes a page of `shard`, moves the shard's mark past each record, and hands the
-    /// changes: records at or before the mark (redeliveries) and before `since` are passed.
-    fn take_page<T: Entity>(
+    /// changes that may go: records at or before the mark (redeliveries), records the cursor
+    /// resumed from says were handed, and records before `since` are passed.
+    fn take_page(
         &mut self,
         shard: &str,
         page: StreamPage,
@@ -747,29 +729,38 @@ impl<S: Storage + 'static> Follower<S> {
     ) {
         for record in &page.records {
             let seq = record.sequence_number();
-            if let Some(Mark::After(done)) = self.cursor.marks.get(shard)
-                && !sequence_after(seq, done)
-            {
+            let before = self.cursor.marks.get(shard).cloned();
+            if before.as_ref().is_some_and(|m| !m.before(seq)) {
                 continue;
             }
             self.cursor
                 .marks
                 .insert(shard.to_owned(), Mark::After(seq.to_owned()));
+            if self.cursor.skips(shard, seq) {
+                continue;
+            }
             if let (Some(since), Some(at)) = (since, record.created_at())
                 && at < since
             {
                 continue;
             }
-            let change = match self.decoder.decode::<T>(record) {
-                Ok(Some(change)) => Ok(change),
-                Ok(None) => continue,
-                Err(e) => Err(e),
+            let at = At {
+                shard: shard.to_owned(),
+                seq: seq.to_owned(),
+                before,
             };
-            handed.push(Handed {
-                change,
-                cursor: self.cursor.clone(),
-            });
+            match self.decoder.classify::<T>(record) {
+                Err(e) => self.order.plain(at, Err(e)),
+                Ok(Record::Plain(None)) => {}
+                Ok(Record::Plain(Some(change))) => self.order.plain(at, Ok(change)),
+                Ok(record) => {
+                    if let Err(e) = self.pair(at.clone(), record) {
+                        self.order.plain(at, Err(e));
+                    }
+                }
+            }
         }
+        self.order.drain(&self.cursor, handed);
         match page.next {
             Some(next) => {
                 self.next.insert(shard.to_owned(), next);
@@ -781,5 +772,68 @@ impl<S: Storage + 'static> Follower<S> {
                 self.relist = true;
             }
         }
+    }
+
+    /// One of a move's records, paired with the other: a `Moved` goes when both are read,
+    /// after everything before it at both paths. A move into the watched objects from outside
+    /// them is a creation, one out of them a deletion, each at its own record.
+    fn pair(&mut self, at: At, record: Record<T>) -> Result<()> {
+        let d = &self.decoder;
+        match record {
+            Record::Arrival {
+                from,
+                to,
+                hold,
+                image,
+                info,
+            } => {
+                let source = d.at::<T>(&from, image.clone())?;
+                match (source, d.at::<T>(&to, image)?) {
+                    (Some((from_seen, _)), Some((to_seen, value))) => {
+                        let change = moved(from_seen, to_seen, value, info);
+                        self.order.arrival(at, (from, to, hold), change);
+                    }
+                    (None, Some((path, value))) => {
+                        self.order.plain(at, Ok(Change::Created { path, value, info }));
+                    }
+                    // Out of them: the source's removal says it.
+                    (_, None) => {}
+                }
+            }
+            Record::Departure {
+                from,
+                to,
+                hold,
+                image,
+                info,
+            } => match (d.at::<T>(&from, image.clone())?, d.at::<T>(&to, image)?) {
+                (Some((from_seen, _)), Some(_)) => {
+                    self.order.departure(at, (from, to, hold), from_seen);
+                }
+                (Some((path, old)), None) => {
+                    self.order.plain(at, Ok(Change::Deleted { path, old, info }));
+                }
+                (None, _) => {}
+            },
+            Record::Rollback {
+                from,
+                to,
+                hold,
+                image,
+                info,
+            } => match (d.at::<T>(&from, image.clone())?, d.at::<T>(&to, image)?) {
+                (Some(_), Some(_)) => self.order.rollback(&(from, to, hold)),
+                (None, Some((path, old))) => {
+                    self.order.plain(at, Ok(Change::Deleted { path, old, info }));
+                }
+                (_, None) => {}
+            },
+            Record::Plain(change) => {
+                if let Some(change) = change {
+                    self.order.plain(at, Ok(change));
+                }
+            }
+        }
+        Ok(())
     }
 }

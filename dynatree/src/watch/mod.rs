@@ -38,6 +38,32 @@
 //! (a deletion's record has no new image to carry it), each within the stream's delay of the
 //! commit (typically under a second, 24 hours at most while the stream keeps them).
 //!
+//! # Watching a subtree
+//!
+//! [`Tree::watch`](crate::Tree::watch) follows the objects under one path as they change: a
+//! [`Watch`] is a `Stream` of [`Change<T>`] read from the table's stream (on
+//! [`DynamoDbTable`](crate::DynamoDbTable), through
+//! `DynamoDbTable::with_streams`, feature `streams`; on the fake table, from its own sharded
+//! stream). It hands each change once, the changes of each path in order, shards read parents
+//! first, and [`Watch::cursor`] is where to resume ([`Watch::start_after`]). The protocol and
+//! its argument are in the [consistency docs](crate::consistency#watching-a-subtree)
+//! (invariant 14).
+//!
+//! # Resynchronising
+//!
+//! The stream keeps records 24 hours. A watch resumed from an older cursor fails with
+//! [`ErrorKind::CursorExpired`](crate::ErrorKind::CursorExpired): the changes in between are
+//! lost to it. Rebuild the follower's state, in this order:
+//!
+//! 1. make a new watch and call [`Watch::start`]: it takes its position in the stream now;
+//! 2. read the subtree (for example with [`Tree::descendants`](crate::Tree::descendants), or
+//!    through [`Entities`](crate::entity::Entities));
+//! 3. consume the watch.
+//!
+//! A write acknowledged after step 1 is in the watch, whether or not step 2 saw it, so nothing
+//! is missed; one that step 2 saw is handed again, with its whole value, which a follower that
+//! keeps values absorbs.
+//!
 //! A moved object whose destination path matches no template of `T` (and `T` has no `other`
 //! variant) is `Deleted` at its source; one whose source matched none is `Created` at its
 //! destination. The `Moved` of an object comes with the record of its destination's insert,
@@ -78,9 +104,12 @@
 //! # Ok(()) }
 //! ```
 
+mod cursor;
 mod follow;
+mod order;
 
-pub use follow::{Cursor, Watch};
+pub use cursor::Cursor;
+pub use follow::Watch;
 
 use crate::entity::Entity;
 use crate::error::Result;
@@ -291,6 +320,39 @@ impl View {
     }
 }
 
+/// What one record says to a reader that can pair records ([`Decoder::classify`]): a change
+/// of one object, or one of the two records of a moved object (each in its own item's order),
+/// or the rollback of a refused move's copy. Paths are absolute.
+#[derive(Debug)]
+pub(crate) enum Record<T> {
+    /// A change of one object, complete in itself (or nothing).
+    Plain(Option<Change<T>>),
+    /// A move's copy written at `to` (`SC movedfrom` names `from`).
+    Arrival {
+        from: Path,
+        to: Path,
+        hold: String,
+        image: Item,
+        info: Info,
+    },
+    /// A move's source removed (`SC movedto` names `to`).
+    Departure {
+        from: Path,
+        to: Path,
+        hold: String,
+        image: Item,
+        info: Info,
+    },
+    /// A refused move's copy at `to` rolled back.
+    Rollback {
+        from: Path,
+        to: Path,
+        hold: String,
+        image: Item,
+        info: Info,
+    },
+}
+
 /// The typed decoding of records, with the layout's attribute names built once.
 #[derive(Debug, Clone)]
 pub(crate) struct Decoder {
@@ -298,6 +360,7 @@ pub(crate) struct Decoder {
     view: View,
     tx_attr: String,
     moved_from_attr: String,
+    moved_to_attr: String,
     copied_from_attr: String,
     held_attr: String,
 }
@@ -308,6 +371,7 @@ impl Decoder {
         Ok(Self {
             tx_attr: layout.tx_attr(),
             moved_from_attr: layout.moved_from_attr(),
+            moved_to_attr: layout.moved_to_attr(),
             copied_from_attr: layout.copied_from_attr(),
             held_attr: layout.held_attr(),
             layout,
@@ -315,14 +379,41 @@ impl Decoder {
         })
     }
 
-    /// The change of an object of `T` in view that `record` says (see [`decode`]).
+    /// The change of an object of `T` in view that `record` says (see [`decode`]): a move
+    /// is `Moved` at its copy's insert, and its source's removal says nothing.
     pub(crate) fn decode<T: Entity>(
         &self,
         record: &crate::storage::record::Change,
     ) -> Result<Option<Change<T>>> {
+        Ok(match self.classify(record)? {
+            Record::Plain(change) => change,
+            Record::Arrival {
+                from,
+                to,
+                image,
+                info,
+                ..
+            } => self.moved(&from, &to, image, info)?,
+            // A refused move rolls its destination back: the object is at its source.
+            Record::Rollback {
+                from,
+                to,
+                image,
+                info,
+                ..
+            } => self.moved(&to, &from, image, info)?,
+            Record::Departure { .. } => None,
+        })
+    }
+
+    /// What `record` says, with a move's records told apart (see [`Record`]).
+    pub(crate) fn classify<T: Entity>(
+        &self,
+        record: &crate::storage::record::Change,
+    ) -> Result<Record<T>> {
         let layout = &self.layout;
         let Some(path) = layout.path_of_object_key(record.key()) else {
-            return Ok(None);
+            return Ok(Record::Plain(None));
         };
         let present = |image: Option<&Item>| -> Option<Item> {
             image
@@ -342,44 +433,68 @@ impl Decoder {
             propagated,
             transaction: transaction.clone(),
         };
-        let origin = |image: &Item, attr: &str| -> Result<Option<Path>> {
+        let named = |image: &Item, attr: &str| -> Result<Option<Path>> {
             image
                 .get_s(attr)
                 .map(|s| layout.decode_target(s))
                 .transpose()
         };
+        let hold = |image: &Item| image.get_s(&self.held_attr).unwrap_or_default().to_owned();
         Ok(match (old, new) {
-            (None, None) => None,
-            (None, Some(new)) => match origin(&new, &self.moved_from_attr)? {
-                Some(from) => self.moved(&from, &path, new, info(false))?,
-                None => self.at(&path, new)?.map(|(path, value)| Change::Created {
-                    path,
-                    value,
+            (None, None) => Record::Plain(None),
+            (None, Some(new)) => match named(&new, &self.moved_from_attr)? {
+                Some(from) => Record::Arrival {
+                    from,
+                    to: path,
+                    hold: hold(&new),
+                    image: new,
                     info: info(false),
-                }),
+                },
+                None => Record::Plain(self.at(&path, new)?.map(|(path, value)| {
+                    Change::Created {
+                        path,
+                        value,
+                        info: info(false),
+                    }
+                })),
             },
             (Some(old), None) => {
-                if let Some(source) = origin(&old, &self.moved_from_attr)? {
-                    // A refused move rolls its destination back: the object is at its source.
-                    self.moved(&path, &source, old, info(false))?
-                } else if old.contains(&self.held_attr) && !old.contains(&self.copied_from_attr) {
-                    // A move's source: its `Moved` came with the destination's insert.
-                    None
+                if let Some(from) = named(&old, &self.moved_from_attr)? {
+                    Record::Rollback {
+                        from,
+                        to: path,
+                        hold: hold(&old),
+                        image: old,
+                        info: info(false),
+                    }
+                } else if let Some(to) = named(&old, &self.moved_to_attr)? {
+                    Record::Departure {
+                        from: path,
+                        to,
+                        hold: hold(&old),
+                        image: old,
+                        info: info(false),
+                    }
+                } else if old.contains(&self.held_attr) && !old.contains(&self.copied_from_attr)
+                {
+                    // A move's source held without its destination's name (written by an
+                    // earlier version): its `Moved` came with the destination's insert.
+                    Record::Plain(None)
                 } else {
-                    self.at(&path, old)?.map(|(path, old)| Change::Deleted {
+                    Record::Plain(self.at(&path, old)?.map(|(path, old)| Change::Deleted {
                         path,
                         old,
                         info: info(false),
-                    })
+                    }))
                 }
             }
             (Some(old), Some(new)) => {
                 let changed = changed_attributes(&old, &new, layout);
                 if changed.is_empty() {
-                    return Ok(None);
+                    return Ok(Record::Plain(None));
                 }
                 let propagated = only_copies(&changed, &old, &new, layout);
-                match (self.at(&path, old)?, self.at(&path, new)?) {
+                Record::Plain(match (self.at(&path, old)?, self.at(&path, new)?) {
                     (Some((path, old)), Some((_, new))) => Some(Change::Updated {
                         path,
                         old,
@@ -387,14 +502,14 @@ impl Decoder {
                         info: info(propagated),
                     }),
                     _ => None,
-                }
+                })
             }
         })
     }
 
     /// The object `image` at the absolute `path` as a `T`, with the path it is reported at;
     /// `None` when the path is out of view or matches no template of `T`.
-    fn at<T: Entity>(&self, path: &Path, image: Item) -> Result<Option<(Path, T)>> {
+    pub(crate) fn at<T: Entity>(&self, path: &Path, image: Item) -> Result<Option<(Path, T)>> {
         let Some(seen) = self.view.see(path) else {
             return Ok(None);
         };
@@ -404,7 +519,7 @@ impl Decoder {
     /// The change for the object `image` moved from `from` to `to` (absolute): `Moved` if
     /// both paths are in view and `T`'s; `Deleted` at `from` if only it is, `Created` at `to`
     /// if only it is.
-    fn moved<T: Entity>(
+    pub(crate) fn moved<T: Entity>(
         &self,
         from: &Path,
         to: &Path,
