@@ -622,6 +622,9 @@ impl<T: Entity, S: Storage + 'static> Follower<T, S> {
                 break;
             }
         }
+        // Every shard that may be read was read to what the stream holds.
+        self.order.caught_up(tokio::time::Instant::now());
+        self.order.drain(&self.cursor, handed);
         Ok(())
     }
 
@@ -807,8 +810,9 @@ impl<T: Entity, S: Storage + 'static> Follower<T, S> {
                 image,
                 info,
             } => match (d.at::<T>(&from, image.clone())?, d.at::<T>(&to, image)?) {
-                (Some((from_seen, _)), Some(_)) => {
-                    self.order.departure(at, (from, to, hold), from_seen);
+                (Some((from_seen, _)), Some((to_seen, value))) => {
+                    let change = moved(from_seen, to_seen, value, info);
+                    self.order.departure(at, (from, to, hold), change);
                 }
                 (Some((path, old)), None) => {
                     self.order.plain(at, Ok(Change::Deleted { path, old, info }));

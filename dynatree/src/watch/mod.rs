@@ -22,7 +22,7 @@
 //! | an object row's attributes changed | `Updated` (`propagated` when only denormalized copies and their versions changed) |
 //! | only bookkeeping attributes changed | nothing |
 //! | an object row removed (or replaced by a fence or a link) | `Deleted` |
-//! | a move's source removed (it carries the move's hold, `SC held`) | nothing: its `Moved` came with the destination's insert |
+//! | a move's source removed (it carries the move's hold, `SC held`, and its destination, `SC movedto`) | nothing: its `Moved` came with the destination's insert (a [`Watch`] pairs the two records instead, and hands the `Moved` when both are read) |
 //! | a destination row a refused move rolls back (`SC movedfrom`) | `Moved` back to its source |
 //! | a destination row a refused copy rolls back (`SC copiedfrom`) | `Deleted` |
 //!
@@ -66,9 +66,11 @@
 //!
 //! A moved object whose destination path matches no template of `T` (and `T` has no `other`
 //! variant) is `Deleted` at its source; one whose source matched none is `Created` at its
-//! destination. The `Moved` of an object comes with the record of its destination's insert,
-//! so it may be decoded before or after the records of its source (DynamoDB Streams orders
-//! the records of one item, not of two).
+//! destination. The `Moved` [`decode`] gives comes with the record of its destination's
+//! insert, so it may be decoded before or after the records of its source (DynamoDB Streams
+//! orders the records of one item, not of two). A [`Watch`] orders them: it hands the `Moved`
+//! once it has read both the copy and the source's removal, after every earlier change of
+//! either path.
 //!
 //! # Examples
 //!

@@ -19,6 +19,9 @@ pub(super) struct At {
     pub(super) before: Option<Mark>,
 }
 
+/// How long a source's removal waits for its copy once the watch has read the whole stream.
+pub(super) const ORPHAN_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// A move's two records are one pair: (source, destination, the operation's hold).
 pub(super) type PairKey = (Path, Path, String);
 
@@ -31,8 +34,13 @@ pub(super) struct Handed<T> {
 struct Event<T> {
     /// `None` while a move waits for its other record.
     change: Option<Result<Change<T>>>,
-    /// The `Moved` a copy's insert said, kept until its source's removal comes.
+    /// The `Moved` a move's first record said, kept until the other comes.
     moved: Option<Change<T>>,
+    /// A source's removal read first: when the watch first found itself caught up with the
+    /// stream while it waited for the copy.
+    orphan_since: Option<tokio::time::Instant>,
+    /// The pair it waits for, if it is a move's first record.
+    key: Option<PairKey>,
     /// The path queues the event is in.
     paths: Vec<Path>,
     records: Vec<At>,
@@ -44,6 +52,9 @@ pub(super) struct Order<T> {
     events: BTreeMap<u64, Event<T>>,
     queues: HashMap<Path, VecDeque<u64>>,
     pairs: HashMap<PairKey, u64>,
+    /// Moves handed at their source's removal alone (their copy was before the watch's
+    /// position): a copy read late is dropped.
+    resolved: Vec<PairKey>,
     /// Per shard: the records of events not handed, by sequence number, with the mark before
     /// each.
     unhanded: HashMap<String, Vec<At>>,
@@ -59,6 +70,7 @@ impl<T> Order<T> {
             events: BTreeMap::new(),
             queues: HashMap::new(),
             pairs: HashMap::new(),
+            resolved: Vec::new(),
             unhanded: HashMap::new(),
             handed: resumed
                 .skips
@@ -93,6 +105,8 @@ impl<T> Order<T> {
         self.add(Event {
             change: Some(change),
             moved: None,
+            orphan_since: None,
+            key: None,
             paths,
             records: vec![at],
         });
@@ -100,6 +114,11 @@ impl<T> Order<T> {
 
     /// A move's copy inserted at `moved`'s destination.
     pub(super) fn arrival(&mut self, at: At, key: PairKey, moved: Change<T>) {
+        if let Some(i) = self.resolved.iter().position(|k| *k == key) {
+            // Its move was handed at the source's removal already.
+            self.resolved.swap_remove(i);
+            return;
+        }
         let to = moved.path().clone();
         match self.pairs.remove(&key) {
             Some(id) => self.complete(id, at, to, moved),
@@ -107,6 +126,8 @@ impl<T> Order<T> {
                 let id = self.add(Event {
                     change: None,
                     moved: Some(moved),
+                    orphan_since: None,
+                    key: Some(key.clone()),
                     paths: vec![to],
                     records: vec![at],
                 });
@@ -115,8 +136,12 @@ impl<T> Order<T> {
         }
     }
 
-    /// A move's source removed at `from`.
-    pub(super) fn departure(&mut self, at: At, key: PairKey, from: Path) {
+    /// A move's source removed at `moved`'s source (`moved` as the removal says it).
+    pub(super) fn departure(&mut self, at: At, key: PairKey, moved: Change<T>) {
+        let Change::Moved { from, .. } = &moved else {
+            return;
+        };
+        let from = from.clone();
         match self.pairs.remove(&key) {
             Some(id) => {
                 if let Some(event) = self.events.get_mut(&id) {
@@ -127,11 +152,42 @@ impl<T> Order<T> {
             None => {
                 let id = self.add(Event {
                     change: None,
-                    moved: None,
+                    moved: Some(moved),
+                    orphan_since: None,
+                    key: Some(key.clone()),
                     paths: vec![from],
                     records: vec![at],
                 });
                 self.pairs.insert(key, id);
+            }
+        }
+    }
+
+    /// The watch has read every shard to what the stream holds (`now`): a source's removal
+    /// still without its copy after [`ORPHAN_GRACE`] of that is a move whose copy was
+    /// written before the watch's position; its `Moved` goes at the removal alone.
+    pub(super) fn caught_up(&mut self, now: tokio::time::Instant) {
+        let mut orphans = Vec::new();
+        for (id, e) in &mut self.events {
+            let departed = e.change.is_none() && e.moved.is_some() && e.paths.len() == 1;
+            let Some(Change::Moved { from, .. }) = &e.moved else {
+                continue;
+            };
+            if !departed || e.paths.first() != Some(from) {
+                continue;
+            }
+            let since = *e.orphan_since.get_or_insert(now);
+            if now.duration_since(since) >= ORPHAN_GRACE {
+                orphans.push(*id);
+            }
+        }
+        for id in orphans {
+            if let Some(e) = self.events.get_mut(&id) {
+                e.change = e.moved.take().map(Ok);
+                if let Some(key) = e.key.take() {
+                    self.pairs.remove(&key);
+                    self.resolved.push(key);
+                }
             }
         }
     }
@@ -337,7 +393,7 @@ mod tests {
         // Shard 1: an update of the source, then its removal.
         order.plain(at("s1", "5", None), Ok(created("/a", 9, "5")));
         assert_eq!(handed(&mut order, &read), ["/a 9"]);
-        order.departure(at("s1", "11", Some("5")), key, path("/a"));
+        order.departure(at("s1", "11", Some("5")), key, moved(path("/a"), path("/b"), 1, info("11")));
         assert_eq!(handed(&mut order, &read), ["moved /a /b", "/b 2"]);
         assert!(order.is_empty());
     }
@@ -351,6 +407,24 @@ mod tests {
         order.rollback(&key);
         order.plain(at("s2", "12", Some("10")), Ok(created("/b", 2, "12")));
         assert_eq!(handed(&mut order, &read), ["/b 2"]);
+        assert!(order.is_empty());
+    }
+
+    #[test]
+    fn a_removal_whose_copy_came_before_the_watch_goes_alone_once_caught_up() {
+        let read = Cursor::default();
+        let mut order = Order::new(&read);
+        let key = (path("/a"), path("/b"), "op".to_owned());
+        order.departure(at("s1", "11", None), key.clone(), moved(path("/a"), path("/b"), 1, info("11")));
+        order.plain(at("s1", "12", Some("11")), Ok(created("/a", 2, "12")));
+        let t0 = tokio::time::Instant::now();
+        order.caught_up(t0);
+        assert!(handed(&mut order, &read).is_empty(), "it waits for its copy a while");
+        order.caught_up(t0 + ORPHAN_GRACE);
+        assert_eq!(handed(&mut order, &read), ["moved /a /b", "/a 2"]);
+        // The copy read late says nothing more.
+        order.arrival(at("s2", "10", None), key, moved(path("/a"), path("/b"), 1, info("10")));
+        assert!(handed(&mut order, &read).is_empty());
         assert!(order.is_empty());
     }
 }
