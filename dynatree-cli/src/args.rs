@@ -431,6 +431,25 @@ pub enum Command {
         #[arg(long, value_name = "I/N", value_parser = parse_share)]
         part: Option<(u32, u32)>,
     },
+    /// Print the changes of the objects under a path as they happen, from the table's stream
+    /// (`create-table --stream`): created, updated, deleted, moved. With `-o jsonl`, one JSON
+    /// value per change, each with the cursor to resume after it (`--after`). Runs until
+    /// Ctrl-C (or `--until-idle`), then prints the cursor to resume from on stderr.
+    Watch {
+        /// The subtree (default: the whole tree).
+        #[arg(default_value = "/")]
+        path: String,
+        /// Resume right after this cursor (printed by an earlier `watch`) instead of starting
+        /// now.
+        #[arg(long, value_name = "CURSOR")]
+        after: Option<String>,
+        /// Stop once every change the stream holds now was printed.
+        #[arg(long)]
+        until_idle: bool,
+        /// How long to wait between reads of the stream when nothing is new, in milliseconds.
+        #[arg(long, value_name = "MS", default_value_t = 500)]
+        idle_ms: u64,
+    },
     /// Read JSONL written by `export` back into the table.
     Import {
         /// Read from this file instead of stdin.

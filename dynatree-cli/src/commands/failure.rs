@@ -22,7 +22,8 @@ pub fn paths_of(command: &Command, reserved: char) -> Vec<Path> {
         | Command::Readlink { path }
         | Command::Find { path, .. }
         | Command::Du { path }
-        | Command::Export { path, .. } => vec![path],
+        | Command::Export { path, .. }
+        | Command::Watch { path, .. } => vec![path],
         Command::Mv { from, to, .. } | Command::Cp { from, to, .. } => vec![from, to],
         Command::Ln { target, path, .. } => vec![target, path],
         _ => Vec::new(),

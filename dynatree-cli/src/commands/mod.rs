@@ -7,6 +7,7 @@ mod paths;
 mod read;
 mod subtree;
 mod transfer;
+mod watch;
 mod write;
 
 use std::future::Future;
@@ -192,7 +193,8 @@ impl Ctx {
         let config = crate::aws::load(&global).await?;
         let region = config.region().map(ToString::to_string).unwrap_or_default();
         let client = aws_sdk_dynamodb::Client::new(&config);
-        let table = DynamoDbTable::new(client, table_name.clone());
+        let table = DynamoDbTable::new(client, table_name.clone())
+            .with_streams(aws_sdk_dynamodbstreams::Client::new(&config));
         let on_table = |e: dynatree::Error| CliError::from(e).on_table(&table_name);
         // The command line's own reads go through the retry a tree's reads do (a throttled or
         // transiently failed DescribeTable is resent).
@@ -469,6 +471,7 @@ pub async fn run(cli: Cli, table_name: String) -> CliResult<()> {
             | Command::Du { .. }
             | Command::Pending
             | Command::Export { .. }
+            | Command::Watch { .. }
     );
     if writes {
         // Writing commands, and `check` (it would not see the index's gaps).
@@ -568,6 +571,14 @@ async fn dispatch(ctx: &Ctx, command: Command) -> CliResult<Doc> {
         } => check::repair(ctx, scan, &merge, part, bucket_depth, dry.dry_run).await,
         Command::Export { path, file, part } => {
             transfer::export(ctx, &path, file.as_deref(), part).await
+        }
+        Command::Watch {
+            path,
+            after,
+            until_idle,
+            idle_ms,
+        } => {
+            watch::watch(ctx, &path, after.as_deref(), until_idle, idle_ms).await
         }
         Command::Import {
             file,

@@ -782,3 +782,64 @@ fn export_split_across_processes() {
     t.run(&["export", "--part", "3/3"]).code(2);
     t.run(&["export", "--part", "1"]).code(2);
 }
+
+#[test]
+fn watch_prints_changes_and_resumes_from_a_cursor() {
+    let t = Env::with(&["--stream"]);
+    // From now: nothing yet; the cursor to resume from is on stderr.
+    let first = t
+        .run(&["watch", "/Accounts", "--until-idle", "-o", "jsonl"])
+        .success();
+    let out = first.get_output();
+    assert!(out.stdout.is_empty());
+    let stderr = String::from_utf8(out.stderr.clone()).unwrap();
+    let cursor = stderr
+        .split("--after ")
+        .nth(1)
+        .expect("a cursor to resume from")
+        .trim()
+        .trim_matches('\'')
+        .to_owned();
+
+    t.run(&["put", "/Accounts/a", r#"{"n": 1}"#]).success();
+    t.run(&["put", "/Accounts/a", r#"{"n": 2}"#]).success();
+    t.run(&["put", "/Other/x", r#"{"n": 3}"#]).success(); // not under the path
+    t.run(&["mv", "/Accounts/a", "/Accounts/b"]).success();
+
+    let lines = t.jsonl(&["watch", "/Accounts", "--after", &cursor, "--until-idle"]);
+    let what: Vec<(String, String)> = lines
+        .iter()
+        .map(|l| {
+            (
+                l["change"].as_str().unwrap().to_owned(),
+                l["path"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        what,
+        [
+            ("created".to_owned(), "/Accounts/a".to_owned()),
+            ("updated".to_owned(), "/Accounts/a".to_owned()),
+            ("moved".to_owned(), "/Accounts/b".to_owned()),
+        ]
+    );
+    assert_eq!(lines[1]["old"], json!({"n": 1}));
+    assert_eq!(lines[1]["value"], json!({"n": 2}));
+    assert_eq!(lines[2]["from"], "/Accounts/a");
+
+    // Each line's cursor resumes right after it.
+    let after_first = lines[0]["cursor"].as_str().unwrap();
+    let rest = t.jsonl(&["watch", "/Accounts", "--after", after_first, "--until-idle"]);
+    assert_eq!(rest.len(), 2);
+    assert_eq!(rest[0]["change"], "updated");
+
+    // The human form: one line per change.
+    let human = t.ok(&["watch", "/Accounts", "--after", &cursor, "--until-idle"]);
+    assert_eq!(
+        human,
+        "created  /Accounts/a\nupdated  /Accounts/a\nmoved    /Accounts/a -> /Accounts/b\n"
+    );
+    // A cursor that is not one is refused.
+    t.fails(1, &["watch", "/Accounts", "--after", "nonsense", "--until-idle"]);
+}

@@ -350,12 +350,73 @@ impl<T: Entity + Send + 'static, S: Storage + 'static> Watch<T, S> {
             self.ended = true;
             return Err(e);
         }
-        if self.ready.front().is_some_and(|h| h.change.is_err()) {
-            return self.take_ready();
+        if self.ready.is_empty() {
+            self.read_once().await;
         }
+        self.take_ready()
+    }
+
+    /// The next change if the stream holds one now (reading it once if no change is waiting),
+    /// or `None` when the watch is caught up: [`catch_up`](Self::catch_up) one change at a
+    /// time, with the [`cursor`](Self::cursor) right after each.
+    ///
+    /// # Errors
+    ///
+    /// As an item of the stream (see [`Watch`]).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`catch_up`](Self::catch_up).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use dynatree::{Hierarchical, Tree};
+    /// # use dynatree::storage::Storage;
+    /// # use dynatree_testing::FakeTable;
+    /// # #[derive(Hierarchical, serde::Serialize, serde::Deserialize)]
+    /// # #[dynatree(path = "Docs/{id}")]
+    /// # struct Doc { id: String }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> dynatree::Result<()> {
+    /// # let table = FakeTable::new();
+    /// # let tree = Tree::new(table.clone());
+    /// # tree.create_table().await?;
+    /// # table.enable_stream().await?;
+    /// let mut watch = tree.watch::<Doc>(["Docs"]);
+    /// watch.start().await?;
+    /// tree.repo::<Doc>().put(&Doc { id: "a".into() }).await?;
+    /// tree.repo::<Doc>().put(&Doc { id: "b".into() }).await?;
+    /// let mut saved = Vec::new();
+    /// while let Some(change) = watch.next_ready().await? {
+    ///     saved.push((change.path().to_string(), watch.cursor().to_string()));
+    /// }
+    /// assert_eq!(saved.len(), 2);
+    /// # Ok(()) }
+    /// ```
+    pub async fn next_ready(&mut self) -> Result<Option<Change<T>>> {
+        if let Some(e) = self.refused.take() {
+            self.ended = true;
+            return Err(e);
+        }
+        if self.ready.is_empty() {
+            self.read_once().await;
+        }
+        let Some(handed) = self.ready.pop_front() else {
+            return Ok(None);
+        };
+        self.cursor = if self.ready.is_empty() {
+            self.end.clone()
+        } else {
+            handed.cursor
+        };
+        handed.change.map(Some)
+    }
+
+    /// One read of the stream (or the end of one in flight), into the ready changes.
+    async fn read_once(&mut self) {
         if self.poll.is_none() {
             let Some(follower) = self.follower.take() else {
-                return Ok(Vec::new());
+                return;
             };
             self.poll = Some(Box::pin(follower.poll_once()));
         }
@@ -365,7 +426,6 @@ impl<T: Entity + Send + 'static, S: Storage + 'static> Watch<T, S> {
             self.follower = Some(follower);
             self.absorb(polled);
         }
-        self.take_ready()
     }
 
     /// The ready changes up to the first error (or the error, if it is first).
