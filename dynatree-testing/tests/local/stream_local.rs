@@ -3,7 +3,8 @@
 //! consumer restarted under the same name resumes after its checkpoints, a change that fails is
 //! retried from that change, a renamed forum reaches its threads and posts through the
 //! stream, and a follower gets typed changes (a move as one change per object, a
-//! transaction's identity) with the same checkpoints and retries. One test, one server; if DynamoDB Local cannot start, the test fails saying what is
+//! transaction's identity) with the same checkpoints and retries, and `Tree::watch` follows a
+//! subtree through the storage interface's stream reads and resumes from its cursor. One test, one server; if DynamoDB Local cannot start, the test fails saying what is
 //! missing: it is never skipped.
 
 use dynatree::changes::{ChangeKind, StreamConsumer, from_stream_record, latest_stream_arn};
@@ -153,6 +154,7 @@ fn run() {
         records_arrive_as_changes_and_restarts_resume(&local).await;
         forum_renames_propagate_and_failures_are_retried(&local).await;
         a_follower_gets_typed_changes(&local).await;
+        a_watch_follows_a_subtree_and_resumes(&local).await;
     });
 }
 
@@ -509,4 +511,70 @@ async fn a_follower_gets_typed_changes(local: &DynamoDbLocal) {
         .expect("poll");
     assert!(report.failures().is_empty(), "{:?}", report.failures());
     assert_eq!(again, ["created /Forums/e tx -"]);
+}
+
+async fn a_watch_follows_a_subtree_and_resumes(local: &DynamoDbLocal) {
+    let table = local
+        .fresh_table()
+        .with_streams(streams_client(&local.endpoint()));
+    let tree = Tree::new(table.clone());
+    tree.create_table().await.expect("create the table");
+    table.enable_stream().await.expect("a stream");
+    let mut watch = tree.watch::<ForumItem>(["Forums"]);
+    watch.start().await.expect("a position");
+    let forum = |id: &str| Forum {
+        forum: id.into(),
+        name: id.to_uppercase(),
+    };
+    tree.repo::<Forum>().put(&forum("a")).await.expect("put");
+    let thread = Thread {
+        forum: "a".into(),
+        thread: "t".into(),
+        title: "Hello".into(),
+        forum_name: None,
+    };
+    tree.repo::<Thread>().put(&thread).await.expect("put");
+    tree.put(["Elsewhere", "x"], &V { v: 1 }).await.expect("put");
+    tree.move_subtree(["Forums", "a"], ["Forums", "b"])
+        .await
+        .expect("move");
+    let mut tx = tree.transaction();
+    tx.put(&forum("c")).idempotency_token("tx-2");
+    tx.commit().await.expect("commit");
+
+    let expected = [
+        "created /Forums/a tx -",
+        "created /Forums/a/Threads/t tx -",
+        "moved /Forums/a to /Forums/b",
+        "moved /Forums/a/Threads/t to /Forums/b/Threads/t",
+        "created /Forums/c tx tx-2",
+    ];
+    let mut seen = Vec::new();
+    let mut cursors = Vec::new();
+    // DynamoDB Local's stream is near real time: read until the five changes are in.
+    for _ in 0..50 {
+        while let Some(change) = watch.next_ready().await.expect("a read") {
+            seen.push(line(&change));
+            cursors.push(watch.cursor().to_string());
+        }
+        if seen.len() >= expected.len() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(seen, expected);
+
+    // A new watch resumed after the second change hands the rest, once each.
+    let mut resumed = tree
+        .watch::<ForumItem>(["Forums"])
+        .start_after(cursors[1].parse().expect("a cursor"));
+    let rest: Vec<String> = resumed
+        .catch_up()
+        .await
+        .expect("a read")
+        .iter()
+        .map(line)
+        .collect();
+    assert_eq!(rest, &expected[2..]);
+    assert!(resumed.catch_up().await.expect("a read").is_empty());
 }

@@ -46,5 +46,6 @@ mod sharded;
 mod sharded_write_paths;
 mod typed_changes;
 mod watchers;
+mod watchers_adversarial;
 mod write_api;
 mod write_api_adversarial;
