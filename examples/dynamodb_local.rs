@@ -20,6 +20,7 @@ fn main() -> std::process::ExitCode {
     println!("DynamoDB Local is running at {endpoint} (Ctrl-C stops it). In another shell:");
     println!();
     println!("  export AWS_ENDPOINT_URL_DYNAMODB={endpoint} AWS_REGION=us-east-1");
+    println!("  export AWS_ENDPOINT_URL_DYNAMODB_STREAMS={endpoint}");
     println!("  export AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local DYNATREE_TABLE=links");
     println!("  dynatree create-table && dynatree ls");
     // The server stops with this process: when it is dropped, or (on Ctrl-C, which ends the

@@ -193,8 +193,8 @@ impl Ctx {
         let config = crate::aws::load(&global).await?;
         let region = config.region().map(ToString::to_string).unwrap_or_default();
         let client = aws_sdk_dynamodb::Client::new(&config);
-        let table = DynamoDbTable::new(client, table_name.clone())
-            .with_streams(aws_sdk_dynamodbstreams::Client::new(&config));
+        let table =
+            DynamoDbTable::new(client, table_name.clone()).with_streams(streams_client(&config));
         let on_table = |e: dynatree::Error| CliError::from(e).on_table(&table_name);
         // The command line's own reads go through the retry a tree's reads do (a throttled or
         // transiently failed DescribeTable is resent).
@@ -328,6 +328,21 @@ impl Ctx {
     pub fn path(&self, text: &str) -> CliResult<Path> {
         parse_path(text, self.global.reserved)
     }
+}
+
+/// The DynamoDB Streams client of `config`. A DynamoDB endpoint set for DynamoDB alone
+/// (`AWS_ENDPOINT_URL_DYNAMODB`, DynamoDB Local) serves its stream too, unless
+/// `AWS_ENDPOINT_URL_DYNAMODB_STREAMS` says otherwise.
+fn streams_client(config: &aws_types::SdkConfig) -> aws_sdk_dynamodbstreams::Client {
+    let mut builder = aws_sdk_dynamodbstreams::config::Builder::from(config);
+    let own = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    if config.endpoint_url().is_none()
+        && own("AWS_ENDPOINT_URL_DYNAMODB_STREAMS").is_none()
+        && let Some(url) = own("AWS_ENDPOINT_URL_DYNAMODB")
+    {
+        builder = builder.endpoint_url(url);
+    }
+    aws_sdk_dynamodbstreams::Client::from_conf(builder.build())
 }
 
 /// The tree's builder: the reserved character of the flags, the path index of `path_index`;

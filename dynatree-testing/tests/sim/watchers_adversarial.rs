@@ -974,3 +974,38 @@ fn a_resumed_watch_that_missed_trimmed_records_of_an_unknown_shard_reports_curso
     .check(|end| follower_agrees(end, &[], &[]))
     .run();
 }
+
+/// A Go delete (lock-ignoring) of a move's destination while the move runs: the removal of a
+/// row carrying `SC movedfrom` reads as a refused move's rollback. Later changes at the
+/// source's path must still be handed.
+#[test]
+fn a_lock_ignoring_deletion_of_a_moves_copy_does_not_hold_back_the_source() {
+    let mut plan = Plan::new("move a->b vs Go delete b", &[], &[(&["a"], 1)]);
+    plan.splits = Vec::new();
+    plan.max_faults = 0;
+    plan.late = paths(&[(&["a"], 9), (&["b"], 8)]);
+    run(
+        plan,
+        vec![
+            vec![mv(&["a"], &["b"])],
+            vec![act(Act::GoDelete(p(&["b"])))],
+        ],
+    );
+}
+
+/// A move whose process crashes, recovered by `resume`, while a Go put overwrites its source
+/// (a resumed copy whose source is no longer wholly held is refused and rolled back).
+#[test]
+fn a_crashed_move_rolled_back_after_a_lock_ignoring_overwrite_of_its_source() {
+    let mut plan = Plan::new("move a->b (crashes) vs Go put a", &[], &[(&["a"], 1)]);
+    plan.splits = Vec::new();
+    plan.faults = vec![SimFault::Crash, SimFault::CrashAfterApply];
+    plan.late = paths(&[(&["a"], 9), (&["c"], 8)]);
+    run(
+        plan,
+        vec![
+            vec![mv(&["a"], &["b"])],
+            vec![act(Act::GoPut(p(&["a"]), 7))],
+        ],
+    );
+}
