@@ -226,6 +226,9 @@ struct Plan {
     prefix: Vec<String>,
     /// Objects written (absolute paths) before the writers run.
     setup: Vec<(P, u32)>,
+    /// Objects written in setup with an expiry long past (`expires`, the table's time to live
+    /// attribute), which `Step::Expire` deletes as DynamoDB's time to live does.
+    expiring: Vec<(P, u32)>,
     /// Open shards once the stream is enabled.
     shards: usize,
     /// The splits an extra operation makes, each after a read (anywhere among the writes).
@@ -254,6 +257,7 @@ impl Plan {
             scope: Vec::new(),
             prefix: p(prefix),
             setup: paths(setup),
+            expiring: Vec::new(),
             shards: 2,
             splits: vec![3, 1],
             racing_start: false,
@@ -323,6 +327,16 @@ enum Step {
     /// A transaction putting documents `{dir}/{name}` = v.
     Tx(Vec<(&'static str, &'static str, u32)>),
     Split(usize),
+    /// A read (a point of the schedule), then DynamoDB's time to live deletes every row whose
+    /// `expires` is past (not a request of the tree's).
+    Expire,
+}
+
+/// An object with a time to live attribute.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+struct Expiring {
+    v: u32,
+    expires: u64,
 }
 
 impl Step {
@@ -337,6 +351,7 @@ impl Step {
                     .join(", ")
             ),
             Step::Split(n) => format!("split the stream into {n}"),
+            Step::Expire => "time to live deletes the expired rows".to_owned(),
         }
     }
 
@@ -353,6 +368,10 @@ impl Step {
             Step::Split(n) => {
                 table().split_stream(n);
                 Ok(String::new())
+            }
+            Step::Expire => {
+                let _ = t.get::<V>(["ttl-tick"]).await;
+                Ok(format!("{} rows", table().expire_ttl(1000)))
             }
         }
     }
@@ -379,6 +398,7 @@ fn run(plan: Plan, writers: Vec<Writer>) {
         scope,
         prefix,
         setup,
+        expiring,
         shards,
         splits,
         racing_start,
@@ -397,8 +417,10 @@ fn run(plan: Plan, writers: Vec<Writer>) {
         .tree(tree)
         .setup(move |t| {
             let (setup, scope, prefix) = (setup.clone(), s1.clone(), p1.clone());
+            let expiring = expiring.clone();
             async move {
                 t.storage().enable_stream().await?;
+                t.storage().enable_ttl("expires").await?;
                 table().split_stream(shards);
                 if !racing_start {
                     let mut watch = make_watch(&t, &scope, &prefix)?;
@@ -407,6 +429,9 @@ fn run(plan: Plan, writers: Vec<Writer>) {
                 }
                 for (p, v) in setup {
                     t.put(p, &V { v }).await?;
+                }
+                for (p, v) in expiring {
+                    t.put(p, &Expiring { v, expires: 1 }).await?;
                 }
                 Ok(())
             }
@@ -1006,6 +1031,25 @@ fn a_crashed_move_rolled_back_after_a_lock_ignoring_overwrite_of_its_source() {
         vec![
             vec![mv(&["a"], &["b"])],
             vec![act(Act::GoPut(p(&["a"]), 7))],
+        ],
+    );
+}
+
+/// DynamoDB's time to live deletes an expired object while it moves (its held source, or its
+/// copy before the move releases it): whatever it deleted, the watcher must end with the
+/// table's objects and hand the later changes at both paths.
+#[test]
+fn time_to_live_deleting_a_moving_object() {
+    let mut plan = Plan::new("move a->b vs time to live (a expired)", &[], &[]);
+    plan.expiring = paths(&[(&["a"], 1)]);
+    plan.splits = Vec::new();
+    plan.max_faults = 0;
+    plan.late = paths(&[(&["a"], 9), (&["b"], 8)]);
+    run(
+        plan,
+        vec![
+            vec![mv(&["a"], &["b"])],
+            vec![Step::Expire, Step::Expire, Step::Expire],
         ],
     );
 }
