@@ -80,7 +80,9 @@ impl SearchIndex {
                 self.add(path, &new.target);
             }
             Change::Deleted { path, old, .. } => self.remove(path, &old.target),
-            Change::Moved { from, to, value, .. } => {
+            Change::Moved {
+                from, to, value, ..
+            } => {
                 self.remove(from, &value.target);
                 self.add(to, &value.target);
             }
@@ -175,8 +177,12 @@ fn describe(change: &Change<Link>) -> String {
 async fn run(tree: Tree) -> Result<(), Box<dyn std::error::Error>> {
     let links = tree.repo::<Link>();
     // Links written before the follower exists.
-    links.put(&link("acme", "docs", "https://docs.rs/dynatree")).await?;
-    links.put(&link("acme", "go", "https://github.com/crewjam/dynamotree")).await?;
+    links
+        .put(&link("acme", "docs", "https://docs.rs/dynatree"))
+        .await?;
+    links
+        .put(&link("acme", "go", "https://github.com/crewjam/dynamotree"))
+        .await?;
 
     // 1. The watch takes its position, 2. the follower reads the subtree, 3. it follows.
     let mut watch = tree.watch::<Link>(["Accounts"]);
@@ -184,25 +190,49 @@ async fn run(tree: Tree) -> Result<(), Box<dyn std::error::Error>> {
     let mut index = SearchIndex::read(&tree).await?;
     println!("read the links; following the stream");
 
-    links.put(&link("acme", "rust", "https://www.rust-lang.org")).await?;
-    links.put(&link("globex", "crates", "https://crates.io/crates/dynatree")).await?;
-    links.put(&link("acme", "docs", "https://docs.rs/dynatree/latest")).await?;
+    links
+        .put(&link("acme", "rust", "https://www.rust-lang.org"))
+        .await?;
+    links
+        .put(&link(
+            "globex",
+            "crates",
+            "https://crates.io/crates/dynatree",
+        ))
+        .await?;
+    links
+        .put(&link("acme", "docs", "https://docs.rs/dynatree/latest"))
+        .await?;
     follow(&mut watch, &mut index, 3).await?;
-    println!("search acme 'dynatree': {:?}", index.search("acme", "dynatree"));
+    println!(
+        "search acme 'dynatree': {:?}",
+        index.search("acme", "dynatree")
+    );
 
     // Stop, keep the cursor (a string), write meanwhile, resume from it.
     let cursor = watch.cursor().to_string();
     drop(watch);
-    tree.move_subtree(["Accounts", "acme", "Links", "go"], ["Accounts", "globex", "Links", "go"])
+    tree.move_subtree(
+        ["Accounts", "acme", "Links", "go"],
+        ["Accounts", "globex", "Links", "go"],
+    )
+    .await?;
+    links
+        .delete(&LinkKey {
+            account: "acme".into(),
+            short: "rust".into(),
+        })
         .await?;
-    links.delete(&LinkKey { account: "acme".into(), short: "rust".into() }).await?;
     let mut watch = tree
         .watch::<Link>(["Accounts"])
         .start_after(cursor.parse::<Cursor>()?);
     println!("resumed from the stored cursor");
     follow(&mut watch, &mut index, 2).await?;
 
-    println!("search globex 'dynamotree': {:?}", index.search("globex", "dynamotree"));
+    println!(
+        "search globex 'dynamotree': {:?}",
+        index.search("globex", "dynamotree")
+    );
     println!("search acme 'rust': {:?}", index.search("acme", "rust"));
 
     // The follower agrees with a fresh read of the table.

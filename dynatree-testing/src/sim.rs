@@ -2042,10 +2042,7 @@ impl<B: Storage + 'static> Sim<B> {
             match AssertUnwindSafe(step(t)).catch_unwind().await {
                 Ok(Ok(_)) => {}
                 Ok(Err(e)) => errors.push(format!("finish step {i} failed: {:?}: {e}", e.kind())),
-                Err(p) => errors.push(format!(
-                    "finish step {i} panicked: {}",
-                    panic_message(&*p)
-                )),
+                Err(p) => errors.push(format!("finish step {i} panicked: {}", panic_message(&*p))),
             }
         }
         let mut rows = Box::pin(scan_all(&*backend)).await?;

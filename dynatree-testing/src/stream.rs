@@ -107,7 +107,8 @@ impl StreamLog {
         let slot = open[(fnv(&key.hash) % open.len() as u64) as usize];
         self.shards[slot].records.push(self.last);
         self.records.push(
-            Change::new(kind, key, old, new, sequence).with_created_at(std::time::SystemTime::now()),
+            Change::new(kind, key, old, new, sequence)
+                .with_created_at(std::time::SystemTime::now()),
         );
     }
 
@@ -165,16 +166,18 @@ impl StreamLog {
             .with_service_code("ResourceNotFoundException"));
         };
         let expired = || {
-            Error::new(ErrorKind::CursorExpired, "")
-                .with_service_code("TrimmedDataAccessException")
+            Error::new(ErrorKind::CursorExpired, "").with_service_code("TrimmedDataAccessException")
         };
         let after = match position {
             StreamPosition::TrimHorizon => self.trimmed,
             StreamPosition::Latest => self.last,
             StreamPosition::After(seq) | StreamPosition::Next(seq) => {
                 let seq: u64 = seq.parse().map_err(|_| {
-                    Error::new(ErrorKind::Validation, format!("invalid sequence number {seq:?}"))
-                        .with_service_code("ValidationException")
+                    Error::new(
+                        ErrorKind::Validation,
+                        format!("invalid sequence number {seq:?}"),
+                    )
+                    .with_service_code("ValidationException")
                 })?;
                 if seq < self.trimmed {
                     return Err(expired());

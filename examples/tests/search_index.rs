@@ -20,8 +20,14 @@ fn run(envs: &[(&str, String)]) -> String {
 }
 
 fn check(stdout: &str) {
-    assert!(stdout.contains("moved /Accounts/acme/Links/go to /Accounts/globex/Links/go"), "{stdout}");
-    assert!(stdout.contains("search globex 'dynamotree': [\"/Accounts/globex/Links/go\"]"), "{stdout}");
+    assert!(
+        stdout.contains("moved /Accounts/acme/Links/go to /Accounts/globex/Links/go"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("search globex 'dynamotree': [\"/Accounts/globex/Links/go\"]"),
+        "{stdout}"
+    );
     assert!(stdout.contains("the index matches the table"), "{stdout}");
 }
 

@@ -592,9 +592,7 @@ async fn dispatch(ctx: &Ctx, command: Command) -> CliResult<Doc> {
             after,
             until_idle,
             idle_ms,
-        } => {
-            watch::watch(ctx, &path, after.as_deref(), until_idle, idle_ms).await
-        }
+        } => watch::watch(ctx, &path, after.as_deref(), until_idle, idle_ms).await,
         Command::Import {
             file,
             resume,

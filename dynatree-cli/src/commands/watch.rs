@@ -39,7 +39,9 @@ fn value(v: &AnyObject) -> Value {
 fn record(change: &Change<AnyObject>, cursor: &Cursor) -> Value {
     let info = change.info();
     let mut v = match change {
-        Change::Created { path, value: new, .. } => {
+        Change::Created {
+            path, value: new, ..
+        } => {
             json!({ "change": "created", "path": path.escaped(), "value": value(new) })
         }
         Change::Updated { path, old, new, .. } => json!({
@@ -48,7 +50,9 @@ fn record(change: &Change<AnyObject>, cursor: &Cursor) -> Value {
         Change::Deleted { path, old, .. } => {
             json!({ "change": "deleted", "path": path.escaped(), "old": value(old) })
         }
-        Change::Moved { from, to, value: v, .. } => json!({
+        Change::Moved {
+            from, to, value: v, ..
+        } => json!({
             "change": "moved", "from": from.escaped(), "path": to.escaped(), "value": value(v),
         }),
         _ => json!({ "change": "unknown", "path": change.path().escaped() }),
@@ -158,10 +162,7 @@ pub async fn watch(
                 Ok(())
             },
             || {
-                let cursor = cursor_now
-                    .lock()
-                    .map(|c| c.clone())
-                    .unwrap_or_default();
+                let cursor = cursor_now.lock().map(|c| c.clone()).unwrap_or_default();
                 format!("interrupted; {}", resume(&cursor))
             },
         )

@@ -841,5 +841,8 @@ fn watch_prints_changes_and_resumes_from_a_cursor() {
         "created  /Accounts/a\nupdated  /Accounts/a\nmoved    /Accounts/a -> /Accounts/b\n"
     );
     // A cursor that is not one is refused.
-    t.fails(1, &["watch", "/Accounts", "--after", "nonsense", "--until-idle"]);
+    t.fails(
+        1,
+        &["watch", "/Accounts", "--after", "nonsense", "--until-idle"],
+    );
 }

@@ -534,7 +534,9 @@ async fn a_watch_follows_a_subtree_and_resumes(local: &DynamoDbLocal) {
         forum_name: None,
     };
     tree.repo::<Thread>().put(&thread).await.expect("put");
-    tree.put(["Elsewhere", "x"], &V { v: 1 }).await.expect("put");
+    tree.put(["Elsewhere", "x"], &V { v: 1 })
+        .await
+        .expect("put");
     tree.move_subtree(["Forums", "a"], ["Forums", "b"])
         .await
         .expect("move");

@@ -90,28 +90,40 @@ fn object(v: &Any) -> Result<Item, String> {
 fn apply_one(objects: &mut BTreeMap<Vec<String>, Item>, change: Change<Any>) -> Result<(), String> {
     match change {
         Change::Created { path, value, .. } => {
-            if objects.insert(path.components().to_vec(), object(&value)?).is_some() {
+            if objects
+                .insert(path.components().to_vec(), object(&value)?)
+                .is_some()
+            {
                 return Err(format!("created {path}, which the follower holds"));
             }
         }
         Change::Updated { path, old, new, .. } => {
             let held = objects.get(path.components());
             if held != Some(&object(&old)?) {
-                return Err(format!("updated {path} from {old:?}, the follower holds {held:?}"));
+                return Err(format!(
+                    "updated {path} from {old:?}, the follower holds {held:?}"
+                ));
             }
             objects.insert(path.components().to_vec(), object(&new)?);
         }
         Change::Deleted { path, old, .. } => {
             let held = objects.remove(path.components());
             if held != Some(object(&old)?) {
-                return Err(format!("deleted {path} holding {old:?}, the follower held {held:?}"));
+                return Err(format!(
+                    "deleted {path} holding {old:?}, the follower held {held:?}"
+                ));
             }
         }
-        Change::Moved { from, to, value, .. } => {
+        Change::Moved {
+            from, to, value, ..
+        } => {
             if objects.remove(from.components()).is_none() {
                 return Err(format!("moved {from}, which the follower does not hold"));
             }
-            if objects.insert(to.components().to_vec(), object(&value)?).is_some() {
+            if objects
+                .insert(to.components().to_vec(), object(&value)?)
+                .is_some()
+            {
                 return Err(format!("moved onto {to}, which the follower holds"));
             }
         }
@@ -160,7 +172,9 @@ fn follower_agrees(end: &End<'_>, prefix: &[String]) -> Result<(), String> {
     if objects == stored {
         Ok(())
     } else {
-        Err(format!("the watcher holds {objects:?}, the table {stored:?}"))
+        Err(format!(
+            "the watcher holds {objects:?}, the table {stored:?}"
+        ))
     }
 }
 
@@ -234,7 +248,12 @@ fn moves_across_the_border_vs_puts() {
     run(
         "watchers: watch a; move a/b to c, move d to a/d, put a/x, put a/b/e",
         &["a"],
-        &[(&["a"], 1), (&["a", "b"], 2), (&["a", "b", "e"], 3), (&["d"], 4)],
+        &[
+            (&["a"], 1),
+            (&["a", "b"], 2),
+            (&["a", "b", "e"], 3),
+            (&["d"], 4),
+        ],
         &[
             Act::Move(p(&["a", "b"]), p(&["c"]), LinkPolicy::Report),
             Act::Move(p(&["d"]), p(&["a", "d"]), LinkPolicy::Report),

@@ -1053,11 +1053,11 @@ fn sequence_of(record: &Record) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use aws_sdk_dynamodbstreams::types::{AttributeValue, OperationType};
     use crate::changes::ChangeKind;
     use crate::storage::Key;
     use aws_sdk_dynamodbstreams::primitives::Blob;
     use aws_sdk_dynamodbstreams::types::StreamRecord;
+    use aws_sdk_dynamodbstreams::types::{AttributeValue, OperationType};
 
     fn s(v: &str) -> AttributeValue {
         AttributeValue::S(v.to_owned())

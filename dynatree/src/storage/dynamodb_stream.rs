@@ -288,9 +288,7 @@ fn kind_of(code: Option<&str>) -> ErrorKind {
         ) => ErrorKind::Throttled,
         Some("ValidationException") => ErrorKind::Validation,
         Some("ResourceNotFoundException") => ErrorKind::TableNotFound,
-        Some("TrimmedDataAccessException" | "ExpiredIteratorException") => {
-            ErrorKind::CursorExpired
-        }
+        Some("TrimmedDataAccessException" | "ExpiredIteratorException") => ErrorKind::CursorExpired,
         _ => ErrorKind::Backend,
     }
 }

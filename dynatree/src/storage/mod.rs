@@ -38,8 +38,8 @@ use crate::error::{Error, ErrorKind, Result};
 pub use batch::{BATCH_GET_MAX, BATCH_WRITE_MAX, TRANSACT_MAX, get_all, write_all};
 pub use request::{Op, Request, Response, Unprocessed};
 pub use settings::{IndexSettings, TableSettings};
-pub use stream::{StreamPage, StreamPosition, StreamShard};
 pub(crate) use stream::sequence_after;
+pub use stream::{StreamPage, StreamPosition, StreamShard};
 
 pub use crate::item::{Item, MAX_ATTRIBUTE_NAME_BYTES, MAX_ITEM_BYTES, Value};
 

@@ -1387,7 +1387,11 @@ async fn links_within<S: Storage + 'static>(cx: &Ctx<S>, g: &Guard) -> Result<Ve
 fn moved_row<S: Storage + 'static>(cx: &Ctx<S>, src: &Item, dest: &Path, id: &str) -> Result<Item> {
     let layout = &cx.inner.layout;
     let held = layout.held_attr();
-    let origins = [layout.moved_from_attr(), layout.copied_from_attr()];
+    let origins = [
+        layout.moved_from_attr(),
+        layout.copied_from_attr(),
+        layout.moved_to_attr(),
+    ];
     let mut row: Item = src
         .iter()
         .filter(|(n, _)| {
@@ -1513,7 +1517,9 @@ async fn hold_objects<S: Storage + 'static>(
                     // The hold and the destination's name count in the source row's size.
                     if let Some(to) = moved_to {
                         for (p, row) in level.iter().filter_map(|p| {
-                            objects.get(&cx.inner.layout.object_key(p).hash).map(|r| (p, r))
+                            objects
+                                .get(&cx.inner.layout.object_key(p).hash)
+                                .map(|r| (p, r))
                         }) {
                             let mut held = row.clone();
                             held.insert(cx.inner.layout.held_attr(), Value::S(g.id()));

@@ -163,16 +163,22 @@ mod tests {
 
     #[test]
     fn cursors_round_trip_and_refuse_what_they_cannot_be() {
-        for text in [
-            "w1;0",
-            "w1;5;a=*;b=+;c=!;d=7~9~12",
-            "w1;5;b=+~3",
-        ] {
+        for text in ["w1;0", "w1;5;a=*;b=+;c=!;d=7~9~12", "w1;5;b=+~3"] {
             assert_eq!(text.parse::<Cursor>().unwrap().to_string(), text);
         }
         for bad in [
-            "", "w2;1", "w1;x", "w1;1;a", "w1;1;a=", "w1;1;a=x", "w1;1;a=1;a=2", "w1;1;=1",
-            "w1;1;a b=1", "w1;1;a=5~4", "w1;1;a=!~9", "w1;1;a=1~x",
+            "",
+            "w2;1",
+            "w1;x",
+            "w1;1;a",
+            "w1;1;a=",
+            "w1;1;a=x",
+            "w1;1;a=1;a=2",
+            "w1;1;=1",
+            "w1;1;a b=1",
+            "w1;1;a=5~4",
+            "w1;1;a=!~9",
+            "w1;1;a=1~x",
         ] {
             assert!(bad.parse::<Cursor>().is_err(), "{bad:?}");
         }

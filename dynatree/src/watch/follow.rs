@@ -703,6 +703,22 @@ impl<T: Entity, S: Storage + 'static> Follower<T, S> {
                 format!("shard {gone} left the stream before the watch read it to its end"),
             ));
         }
+        // A shard the cursor does not know, whose parent the cursor does not know either and
+        // the stream no longer has: the parent was born and trimmed while the watch was
+        // stopped, and its changes are lost to it.
+        if let Some(orphan) = self.shards.iter().find(|s| {
+            !self.cursor.marks.contains_key(s.id())
+                && s.parent()
+                    .is_some_and(|p| !listed.contains(p) && !self.cursor.marks.contains_key(p))
+        }) {
+            return Err(Error::new(
+                ErrorKind::CursorExpired,
+                format!(
+                    "the parent of shard {} left the stream before the watch read it",
+                    orphan.id()
+                ),
+            ));
+        }
         // Shards read to their end that left the stream are forgotten.
         self.cursor
             .marks
@@ -725,12 +741,12 @@ impl<T: Entity, S: Storage + 'static> Follower<T, S> {
     }
 
     /// Reads one shard to what it holds now.
-    async fn read_shard(
-        &mut self,
-        shard: &str,
-        handed: &mut Vec<Handed<T>>,
-    ) -> Result<()> {
+    async fn read_shard(&mut self, shard: &str, handed: &mut Vec<Handed<T>>) -> Result<()> {
         let io = self.tree.cx.io();
+        // Known from its first read on, so that a cursor notices if it leaves the stream.
+        if !self.cursor.marks.contains_key(shard) {
+            self.cursor.marks.insert(shard.to_owned(), Mark::Fresh);
+        }
         loop {
             let (position, since) = self.position(shard)?;
             let page = match io.stream_records(shard, position.clone(), self.page).await {
@@ -770,10 +786,15 @@ impl<T: Entity, S: Storage + 'static> Follower<T, S> {
                 if started.elapsed().is_ok_and(|age| age >= RETENTION) {
                     return Err(Error::new(
                         ErrorKind::CursorExpired,
-                        format!("the watch started more than 24 hours ago and read nothing of shard {shard}"),
+                        format!(
+                            "the watch started more than 24 hours ago and read nothing of shard {shard}"
+                        ),
                     ));
                 }
-                (StreamPosition::TrimHorizon, started.checked_sub(START_MARGIN))
+                (
+                    StreamPosition::TrimHorizon,
+                    started.checked_sub(START_MARGIN),
+                )
             }
             // A shard born after the position was taken: all of it.
             Some(Mark::Fresh | Mark::Done) | None => (StreamPosition::TrimHorizon, None),
@@ -857,7 +878,8 @@ impl<T: Entity, S: Storage + 'static> Follower<T, S> {
                         self.order.arrival(at, (from, to, hold), change);
                     }
                     (None, Some((path, value))) => {
-                        self.order.plain(at, Ok(Change::Created { path, value, info }));
+                        self.order
+                            .plain(at, Ok(Change::Created { path, value, info }));
                     }
                     // Out of them: the source's removal says it.
                     (_, None) => {}
@@ -870,12 +892,18 @@ impl<T: Entity, S: Storage + 'static> Follower<T, S> {
                 image,
                 info,
             } => match (d.at::<T>(&from, image.clone())?, d.at::<T>(&to, image)?) {
-                (Some((from_seen, _)), Some((to_seen, value))) => {
+                (Some((from_seen, old)), Some((to_seen, value))) => {
+                    let alone = Change::Deleted {
+                        path: from_seen.clone(),
+                        old,
+                        info: info.clone(),
+                    };
                     let change = moved(from_seen, to_seen, value, info);
-                    self.order.departure(at, (from, to, hold), change);
+                    self.order.departure(at, (from, to, hold), change, alone);
                 }
                 (Some((path, old)), None) => {
-                    self.order.plain(at, Ok(Change::Deleted { path, old, info }));
+                    self.order
+                        .plain(at, Ok(Change::Deleted { path, old, info }));
                 }
                 (None, _) => {}
             },
@@ -886,12 +914,21 @@ impl<T: Entity, S: Storage + 'static> Follower<T, S> {
                 image,
                 info,
             } => match (d.at::<T>(&from, image.clone())?, d.at::<T>(&to, image)?) {
-                (Some(_), Some(_)) => self.order.rollback(&(from, to, hold)),
+                (Some(_), Some((path, old))) => {
+                    let deleted = Change::Deleted { path, old, info };
+                    let key = (from, to, hold);
+                    if let Some(deleted) = self.order.copy_removed(at.clone(), &key, deleted) {
+                        self.order.plain(at, Ok(deleted));
+                    }
+                }
                 (None, Some((path, old))) => {
-                    self.order.plain(at, Ok(Change::Deleted { path, old, info }));
+                    self.order
+                        .plain(at, Ok(Change::Deleted { path, old, info }));
                 }
                 (_, None) => {}
             },
+            Record::Released { from, to, hold } => self.order.released(&(from, to, hold)),
+            Record::Kept { from, to, hold } => self.order.kept((from, to, hold)),
             Record::Plain(change) => {
                 if let Some(change) = change {
                     self.order.plain(at, Ok(change));

@@ -345,7 +345,14 @@ pub(crate) enum Record<T> {
         image: Item,
         info: Info,
     },
-    /// A refused move's copy at `to` rolled back.
+    /// A move's copy at `to` released (the move is over): its hold and `SC movedfrom` taken
+    /// off.
+    Released { from: Path, to: Path, hold: String },
+    /// A move's source at `from` released without being removed (`SC movedto` taken off):
+    /// the move was refused and rolled back.
+    Kept { from: Path, to: Path, hold: String },
+    /// A refused move's copy at `to` rolled back (or removed by a writer outside the
+    /// protocol while the move held it).
     Rollback {
         from: Path,
         to: Path,
@@ -404,7 +411,7 @@ impl Decoder {
                 info,
                 ..
             } => self.moved(&to, &from, image, info)?,
-            Record::Departure { .. } => None,
+            Record::Departure { .. } | Record::Released { .. } | Record::Kept { .. } => None,
         })
     }
 
@@ -452,12 +459,10 @@ impl Decoder {
                     image: new,
                     info: info(false),
                 },
-                None => Record::Plain(self.at(&path, new)?.map(|(path, value)| {
-                    Change::Created {
-                        path,
-                        value,
-                        info: info(false),
-                    }
+                None => Record::Plain(self.at(&path, new)?.map(|(path, value)| Change::Created {
+                    path,
+                    value,
+                    info: info(false),
                 })),
             },
             (Some(old), None) => {
@@ -477,8 +482,7 @@ impl Decoder {
                         image: old,
                         info: info(false),
                     }
-                } else if old.contains(&self.held_attr) && !old.contains(&self.copied_from_attr)
-                {
+                } else if old.contains(&self.held_attr) && !old.contains(&self.copied_from_attr) {
                     // A move's source held without its destination's name (written by an
                     // earlier version): its `Moved` came with the destination's insert.
                     Record::Plain(None)
@@ -491,6 +495,29 @@ impl Decoder {
                 }
             }
             (Some(old), Some(new)) => {
+                if let (Some(from), None) = (
+                    named(&old, &self.moved_from_attr)?,
+                    new.get(&self.moved_from_attr),
+                ) && !old.contains(&self.copied_from_attr)
+                    && changed_attributes(&old, &new, layout).is_empty()
+                {
+                    return Ok(Record::Released {
+                        from,
+                        to: path,
+                        hold: hold(&old),
+                    });
+                }
+                if let (Some(to), None) = (
+                    named(&old, &self.moved_to_attr)?,
+                    new.get(&self.moved_to_attr),
+                ) && changed_attributes(&old, &new, layout).is_empty()
+                {
+                    return Ok(Record::Kept {
+                        from: path,
+                        to,
+                        hold: hold(&old),
+                    });
+                }
                 let changed = changed_attributes(&old, &new, layout);
                 if changed.is_empty() {
                     return Ok(Record::Plain(None));

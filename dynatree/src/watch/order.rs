@@ -22,6 +22,9 @@ pub(super) struct At {
 /// How long a source's removal waits for its copy once the watch has read the whole stream.
 pub(super) const ORPHAN_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// How many refused moves' keys are remembered for their copies read later.
+const MAX_REMEMBERED: usize = 10_000;
+
 /// A move's two records are one pair: (source, destination, the operation's hold).
 pub(super) type PairKey = (Path, Path, String);
 
@@ -36,11 +39,19 @@ struct Event<T> {
     change: Option<Result<Change<T>>>,
     /// The `Moved` a move's first record said, kept until the other comes.
     moved: Option<Change<T>>,
+    /// What a source's removal says if its copy never comes: a deletion at the source.
+    alone: Option<Change<T>>,
     /// A source's removal read first: when the watch first found itself caught up with the
     /// stream while it waited for the copy.
     orphan_since: Option<tokio::time::Instant>,
     /// The pair it waits for, if it is a move's first record.
     key: Option<PairKey>,
+    /// A copy's insert whose move released it: the move is over, and if its source's removal
+    /// has not come, the move kept its source.
+    released: bool,
+    /// A copy's insert whose copy was removed since (the event of that removal's deletion):
+    /// a rollback if the move turns out refused, a deletion after the move if not.
+    copy_removed: Option<u64>,
     /// The path queues the event is in.
     paths: Vec<Path>,
     records: Vec<At>,
@@ -55,6 +66,9 @@ pub(super) struct Order<T> {
     /// Moves handed at their source's removal alone (their copy was before the watch's
     /// position): a copy read late is dropped.
     resolved: Vec<PairKey>,
+    /// Moves refused whose source's release was read before their copy: the copy is a
+    /// creation (its rollback, later in its shard, a deletion).
+    kept: Vec<PairKey>,
     /// Per shard: the records of events not handed, by sequence number, with the mark before
     /// each.
     unhanded: HashMap<String, Vec<At>>,
@@ -71,6 +85,7 @@ impl<T> Order<T> {
             queues: HashMap::new(),
             pairs: HashMap::new(),
             resolved: Vec::new(),
+            kept: Vec::new(),
             unhanded: HashMap::new(),
             handed: resumed
                 .skips
@@ -105,8 +120,11 @@ impl<T> Order<T> {
         self.add(Event {
             change: Some(change),
             moved: None,
+            alone: None,
             orphan_since: None,
             key: None,
+            released: false,
+            copy_removed: None,
             paths,
             records: vec![at],
         });
@@ -114,9 +132,30 @@ impl<T> Order<T> {
 
     /// A move's copy inserted at `moved`'s destination.
     pub(super) fn arrival(&mut self, at: At, key: PairKey, moved: Change<T>) {
-        if let Some(i) = self.resolved.iter().position(|k| *k == key) {
-            // Its move was handed at the source's removal already.
+        let resolved = self.resolved.iter().position(|k| *k == key);
+        if let Some(i) = resolved {
+            // Its source's removal was handed alone, as a deletion: the copy is a creation.
             self.resolved.swap_remove(i);
+        }
+        let kept = self.kept.iter().position(|k| *k == key);
+        if let Some(i) = kept {
+            self.kept.swap_remove(i);
+        }
+        if resolved.is_some() || kept.is_some() {
+            // Or its move was refused: the source stayed, the copy is there until rolled back.
+            if let Change::Moved {
+                to, value, info, ..
+            } = moved
+            {
+                self.plain(
+                    at,
+                    Ok(Change::Created {
+                        path: to,
+                        value,
+                        info,
+                    }),
+                );
+            }
             return;
         }
         let to = moved.path().clone();
@@ -126,8 +165,11 @@ impl<T> Order<T> {
                 let id = self.add(Event {
                     change: None,
                     moved: Some(moved),
+                    alone: None,
                     orphan_since: None,
                     key: Some(key.clone()),
+                    released: false,
+                    copy_removed: None,
                     paths: vec![to],
                     records: vec![at],
                 });
@@ -136,12 +178,19 @@ impl<T> Order<T> {
         }
     }
 
-    /// A move's source removed at `moved`'s source (`moved` as the removal says it).
-    pub(super) fn departure(&mut self, at: At, key: PairKey, moved: Change<T>) {
+    /// A move's source removed at `moved`'s source (`moved` as the removal says it; `alone`,
+    /// the deletion at the source it is if no copy comes).
+    pub(super) fn departure(&mut self, at: At, key: PairKey, moved: Change<T>, alone: Change<T>) {
         let Change::Moved { from, .. } = &moved else {
             return;
         };
         let from = from.clone();
+        if let Some(i) = self.resolved.iter().position(|k| *k == key) {
+            // Its copy was handed alone, as a creation: the removal is a deletion.
+            self.resolved.swap_remove(i);
+            self.plain(at, Ok(alone));
+            return;
+        }
         match self.pairs.remove(&key) {
             Some(id) => {
                 if let Some(event) = self.events.get_mut(&id) {
@@ -153,8 +202,11 @@ impl<T> Order<T> {
                 let id = self.add(Event {
                     change: None,
                     moved: Some(moved),
+                    alone: Some(alone),
                     orphan_since: None,
                     key: Some(key.clone()),
+                    released: false,
+                    copy_removed: None,
                     paths: vec![from],
                     records: vec![at],
                 });
@@ -163,27 +215,43 @@ impl<T> Order<T> {
         }
     }
 
-    /// The watch has read every shard to what the stream holds (`now`): a source's removal
-    /// still without its copy after [`ORPHAN_GRACE`] of that is a move whose copy was
-    /// written before the watch's position; its `Moved` goes at the removal alone.
+    /// The watch has read every shard to what the stream holds (`now`). A move's record still
+    /// without its pair after [`ORPHAN_GRACE`] of that never gets it:
+    ///
+    /// - a source's removal whose copy never comes (written before the watch's position, or
+    ///   none: time to live deleted the held source): a deletion at the source;
+    /// - a copy whose move was released without removing its source (a write outside the
+    ///   protocol kept the source): the copy is a `Created` at its destination.
+    ///
+    /// A copy whose move is not released yet waits (a move that stopped is finished later).
     pub(super) fn caught_up(&mut self, now: tokio::time::Instant) {
         let mut orphans = Vec::new();
         for (id, e) in &mut self.events {
-            let departed = e.change.is_none() && e.moved.is_some() && e.paths.len() == 1;
             let Some(Change::Moved { from, .. }) = &e.moved else {
                 continue;
             };
-            if !departed || e.paths.first() != Some(from) {
+            let departed = e.paths.first() == Some(from);
+            if e.change.is_some() || e.paths.len() != 1 || !(departed || e.released) {
                 continue;
             }
             let since = *e.orphan_since.get_or_insert(now);
             if now.duration_since(since) >= ORPHAN_GRACE {
-                orphans.push(*id);
+                orphans.push((*id, departed));
             }
         }
-        for id in orphans {
+        for (id, departed) in orphans {
             if let Some(e) = self.events.get_mut(&id) {
-                e.change = e.moved.take().map(Ok);
+                e.change = match e.moved.take() {
+                    Some(_) if departed => e.alone.take().map(Ok),
+                    Some(Change::Moved {
+                        to, value, info, ..
+                    }) => Some(Ok(Change::Created {
+                        path: to,
+                        value,
+                        info,
+                    })),
+                    _ => None,
+                };
                 if let Some(key) = e.key.take() {
                     self.pairs.remove(&key);
                     self.resolved.push(key);
@@ -213,11 +281,95 @@ impl<T> Order<T> {
         }
     }
 
-    /// A refused move's copy rolled back: the move, if it waits for its source, never
-    /// happened.
-    pub(super) fn rollback(&mut self, key: &PairKey) {
-        if let Some(id) = self.pairs.remove(key) {
-            self.finish(id);
+    /// A move's copy removed while it still names its source (`deleted`, at `at`): if the
+    /// move waits for its source, the removal's deletion waits behind it and is dropped with it
+    /// if the move turns out refused (a rollback), handed after its `Moved` if not (a removal
+    /// outside the protocol: time to live, the Go library). The deletion back when no move
+    /// waits: the caller hands it.
+    pub(super) fn copy_removed(
+        &mut self,
+        at: At,
+        key: &PairKey,
+        deleted: Change<T>,
+    ) -> Option<Change<T>> {
+        let Some(&id) = self.pairs.get(key) else {
+            return Some(deleted);
+        };
+        let arrived = self.events.get(&id).is_some_and(
+            |e| matches!(&e.moved, Some(Change::Moved { to, .. }) if e.paths.first() == Some(to)),
+        );
+        if !arrived {
+            return Some(deleted);
+        }
+        let removal = self.add(Event {
+            change: Some(Ok(deleted)),
+            moved: None,
+            alone: None,
+            orphan_since: None,
+            key: None,
+            released: false,
+            copy_removed: None,
+            paths: Vec::new(),
+            records: vec![at],
+        });
+        // In the destination's queue, behind the move.
+        if let Some(Change::Moved { to, .. }) = self.events.get(&id).and_then(|e| e.moved.as_ref())
+        {
+            let to = to.clone();
+            self.queues
+                .entry(to.clone())
+                .or_default()
+                .push_back(removal);
+            if let Some(e) = self.events.get_mut(&removal) {
+                e.paths.push(to);
+            }
+        }
+        if let Some(e) = self.events.get_mut(&id) {
+            e.copy_removed = Some(removal);
+        }
+        None
+    }
+
+    /// A move's source released without its removal: the move was refused. A move that waits
+    /// for its source never happened if its copy was removed (both are dropped); if not, its
+    /// copy is a creation (its rollback follows in the copy's shard).
+    pub(super) fn kept(&mut self, key: PairKey) {
+        let Some(id) = self.pairs.remove(&key) else {
+            self.kept.push(key);
+            if self.kept.len() > MAX_REMEMBERED {
+                self.kept.remove(0);
+            }
+            return;
+        };
+        let removal = self.events.get(&id).and_then(|e| e.copy_removed);
+        match removal {
+            Some(removal) => {
+                self.finish(id);
+                self.finish(removal);
+            }
+            None => {
+                if let Some(e) = self.events.get_mut(&id) {
+                    e.change = match e.moved.take() {
+                        Some(Change::Moved {
+                            to, value, info, ..
+                        }) => Some(Ok(Change::Created {
+                            path: to,
+                            value,
+                            info,
+                        })),
+                        _ => None,
+                    };
+                    e.key = None;
+                }
+            }
+        }
+    }
+
+    /// A move's copy released: if it still waits for its source's removal, the move may have
+    /// kept its source (see [`caught_up`](Self::caught_up)).
+    pub(super) fn released(&mut self, key: &PairKey) {
+        if let Some(e) = self.pairs.get(key).and_then(|id| self.events.get_mut(id)) {
+            e.released = true;
         }
     }
 
@@ -382,18 +534,35 @@ mod tests {
         let mut order = Order::new(&read);
         let key = (path("/a"), path("/b"), "op".to_owned());
         // Shard 2 is read first: the copy, then an overwrite of the destination.
-        order.arrival(at("s2", "10", None), key.clone(), moved(path("/a"), path("/b"), 1, info("10")));
+        order.arrival(
+            at("s2", "10", None),
+            key.clone(),
+            moved(path("/a"), path("/b"), 1, info("10")),
+        );
         order.plain(at("s2", "12", Some("10")), Ok(created("/b", 2, "12")));
         order.plain(at("s2", "13", Some("12")), Ok(created("/c", 3, "13")));
         assert_eq!(handed(&mut order, &read), ["/c 3"]);
         // The cursor stays before the copy, and skips what was handed after it.
         let c = order.cursor(&read);
         assert_eq!(c.marks.get("s2"), Some(&Mark::Fresh));
-        assert_eq!(c.skips.get("s2").map(Vec::as_slice), Some(["13".to_owned()].as_slice()));
+        assert_eq!(
+            c.skips.get("s2").map(Vec::as_slice),
+            Some(["13".to_owned()].as_slice())
+        );
         // Shard 1: an update of the source, then its removal.
         order.plain(at("s1", "5", None), Ok(created("/a", 9, "5")));
         assert_eq!(handed(&mut order, &read), ["/a 9"]);
-        order.departure(at("s1", "11", Some("5")), key, moved(path("/a"), path("/b"), 1, info("11")));
+        let alone = Change::Deleted {
+            path: path("/a"),
+            old: 1,
+            info: info("11"),
+        };
+        order.departure(
+            at("s1", "11", Some("5")),
+            key,
+            moved(path("/a"), path("/b"), 1, info("11")),
+            alone,
+        );
         assert_eq!(handed(&mut order, &read), ["moved /a /b", "/b 2"]);
         assert!(order.is_empty());
     }
@@ -403,28 +572,67 @@ mod tests {
         let read = Cursor::default();
         let mut order = Order::new(&read);
         let key = (path("/a"), path("/b"), "op".to_owned());
-        order.arrival(at("s2", "10", None), key.clone(), moved(path("/a"), path("/b"), 1, info("10")));
-        order.rollback(&key);
-        order.plain(at("s2", "12", Some("10")), Ok(created("/b", 2, "12")));
+        order.arrival(
+            at("s2", "10", None),
+            key.clone(),
+            moved(path("/a"), path("/b"), 1, info("10")),
+        );
+        let deleted = Change::Deleted {
+            path: path("/b"),
+            old: 1,
+            info: info("11"),
+        };
+        assert!(
+            order
+                .copy_removed(at("s2", "11", Some("10")), &key, deleted)
+                .is_none()
+        );
+        order.plain(at("s2", "12", Some("11")), Ok(created("/b", 2, "12")));
+        assert!(
+            handed(&mut order, &read).is_empty(),
+            "all wait for the source"
+        );
+        order.kept(key);
         assert_eq!(handed(&mut order, &read), ["/b 2"]);
         assert!(order.is_empty());
     }
 
     #[test]
-    fn a_removal_whose_copy_came_before_the_watch_goes_alone_once_caught_up() {
+    fn a_removal_without_its_copy_is_a_deletion_once_caught_up() {
         let read = Cursor::default();
         let mut order = Order::new(&read);
         let key = (path("/a"), path("/b"), "op".to_owned());
-        order.departure(at("s1", "11", None), key.clone(), moved(path("/a"), path("/b"), 1, info("11")));
+        let alone = Change::Deleted {
+            path: path("/a"),
+            old: 1,
+            info: info("11"),
+        };
+        order.departure(
+            at("s1", "11", None),
+            key.clone(),
+            moved(path("/a"), path("/b"), 1, info("11")),
+            alone,
+        );
         order.plain(at("s1", "12", Some("11")), Ok(created("/a", 2, "12")));
         let t0 = tokio::time::Instant::now();
         order.caught_up(t0);
-        assert!(handed(&mut order, &read).is_empty(), "it waits for its copy a while");
+        assert!(
+            handed(&mut order, &read).is_empty(),
+            "it waits for its copy a while"
+        );
         order.caught_up(t0 + ORPHAN_GRACE);
-        assert_eq!(handed(&mut order, &read), ["moved /a /b", "/a 2"]);
-        // The copy read late says nothing more.
-        order.arrival(at("s2", "10", None), key, moved(path("/a"), path("/b"), 1, info("10")));
-        assert!(handed(&mut order, &read).is_empty());
+        assert_eq!(
+            handed(&mut order, &read),
+            ["/a 0", "/a 2"],
+            "a deletion, then the creation"
+        );
+        // The copy read late is a creation.
+        order.arrival(
+            at("s2", "10", None),
+            key,
+            moved(path("/a"), path("/b"), 1, info("10")),
+        );
+        assert_eq!(handed(&mut order, &read), ["/b 1"]);
         assert!(order.is_empty());
     }
 }

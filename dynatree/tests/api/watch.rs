@@ -52,8 +52,7 @@ fn line(change: &Change<Link>) -> String {
 /// The changes a watch hands until it has nothing more to hand now.
 async fn drain(watch: &mut Watch<Link>) -> Vec<String> {
     let mut out = Vec::new();
-    while let Ok(Some(change)) =
-        tokio::time::timeout(Duration::from_millis(50), watch.next()).await
+    while let Ok(Some(change)) = tokio::time::timeout(Duration::from_millis(50), watch.next()).await
     {
         out.push(line(&change.unwrap()));
     }
@@ -75,17 +74,28 @@ async fn a_watch_hands_the_changes_under_its_path_from_its_start() {
     links.put(&link("acme", "a", "1")).await.unwrap();
     links.put(&link("acme", "a", "2")).await.unwrap();
     links.put(&link("globex", "g", "1")).await.unwrap();
-    tree.move_subtree(["Accounts", "acme", "Links", "a"], ["Accounts", "acme", "Links", "b"])
-        .await
-        .unwrap();
+    tree.move_subtree(
+        ["Accounts", "acme", "Links", "a"],
+        ["Accounts", "acme", "Links", "b"],
+    )
+    .await
+    .unwrap();
     // Out of the subtree, and in again.
-    tree.move_subtree(["Accounts", "acme", "Links", "b"], ["Accounts", "globex", "Links", "b"])
+    tree.move_subtree(
+        ["Accounts", "acme", "Links", "b"],
+        ["Accounts", "globex", "Links", "b"],
+    )
+    .await
+    .unwrap();
+    tree.move_subtree(
+        ["Accounts", "globex", "Links", "g"],
+        ["Accounts", "acme", "Links", "g"],
+    )
+    .await
+    .unwrap();
+    tree.delete(["Accounts", "acme", "Links", "old"])
         .await
         .unwrap();
-    tree.move_subtree(["Accounts", "globex", "Links", "g"], ["Accounts", "acme", "Links", "g"])
-        .await
-        .unwrap();
-    tree.delete(["Accounts", "acme", "Links", "old"]).await.unwrap();
 
     assert_eq!(
         drain(&mut watch).await,
@@ -107,7 +117,10 @@ async fn a_stored_cursor_resumes_right_after_the_last_change_handed() {
     let mut watch = fast(tree.watch::<Link>(["Accounts"]));
     watch.start().await.unwrap();
     for i in 0..5 {
-        links.put(&link("acme", &format!("l{i}"), "1")).await.unwrap();
+        links
+            .put(&link("acme", &format!("l{i}"), "1"))
+            .await
+            .unwrap();
     }
     let mut first = Vec::new();
     for _ in 0..2 {
@@ -186,7 +199,10 @@ async fn a_transaction_split_across_shards_carries_its_identity_on_each_change()
         let change = watch.try_next().await.unwrap().unwrap();
         ids.push(change.info().transaction.clone());
     }
-    assert!(ids.iter().all(|t| t.as_deref() == Some("order-1")), "{ids:?}");
+    assert!(
+        ids.iter().all(|t| t.as_deref() == Some("order-1")),
+        "{ids:?}"
+    );
 }
 
 #[tokio::test]
@@ -247,9 +263,20 @@ async fn a_scope_watches_with_paths_relative_to_its_root() {
     let other = tree.scope(["Tenants", "t2"]).unwrap();
     let mut watch = fast(tenant.watch::<Link>(["Accounts"]));
     watch.start().await.unwrap();
-    tenant.repo::<Link>().put(&link("acme", "a", "1")).await.unwrap();
-    other.repo::<Link>().put(&link("acme", "b", "1")).await.unwrap();
-    assert_eq!(drain(&mut watch).await, ["created /Accounts/acme/Links/a 1"]);
+    tenant
+        .repo::<Link>()
+        .put(&link("acme", "a", "1"))
+        .await
+        .unwrap();
+    other
+        .repo::<Link>()
+        .put(&link("acme", "b", "1"))
+        .await
+        .unwrap();
+    assert_eq!(
+        drain(&mut watch).await,
+        ["created /Accounts/acme/Links/a 1"]
+    );
 }
 
 #[tokio::test]
@@ -287,13 +314,20 @@ async fn an_idle_poll_sends_one_get_records_per_open_shard() {
     assert!(drain(&mut watch).await.is_empty());
     let polls = table.metrics().requests("GetRecords");
     assert!(polls >= 3 && polls % 3 == 0, "{polls} GetRecords");
-    assert_eq!(table.metrics().requests("DescribeStream"), 0, "no shard ended");
+    assert_eq!(
+        table.metrics().requests("DescribeStream"),
+        0,
+        "no shard ended"
+    );
 
     // 100 changes in one shard generation: one page per shard.
     table.reset_metrics();
     let links = tree.repo::<Link>();
     for i in 0..100 {
-        links.put(&link("acme", &format!("l{i}"), "1")).await.unwrap();
+        links
+            .put(&link("acme", &format!("l{i}"), "1"))
+            .await
+            .unwrap();
     }
     let puts = table.metrics().total_requests();
     table.reset_metrics();
