@@ -268,6 +268,9 @@ pub(crate) fn after_delete(
     kept
 }
 
+/// A move's destination of each source path (`None`: not moved there).
+pub(crate) type Destinations<'a> = dyn Fn(&Path) -> Option<Path> + Sync + 'a;
+
 /// The transaction that holds the objects of `level` for the operation `id`: each object
 /// present (`has_object`) gets the hold, conditional on still existing; with fenced puts
 /// (`fence` the expiry of a fence written now, `now` the time), a node without an object
@@ -282,7 +285,7 @@ pub(crate) fn hold(
     level: &[Path],
     has_object: impl Fn(&Key) -> bool,
     fence: Option<(u64, u64)>,
-    moved_to: Option<&(dyn Fn(&Path) -> Option<Path> + Sync)>,
+    moved_to: Option<&Destinations<'_>>,
 ) -> (Vec<TransactAction>, Vec<usize>) {
     let held = layout.held_attr();
     let mut actions = Vec::with_capacity(level.len());

@@ -1490,7 +1490,7 @@ async fn hold_objects<S: Storage + 'static>(
     // A move names each source's destination with its hold (`SC movedto`), for readers of
     // the stream; the destination is checked already (the lock phase's limits).
     let moved_to = |p: &Path| dest_of(&intent, p).ok();
-    let moved_to: Option<&(dyn Fn(&Path) -> Option<Path> + Sync)> =
+    let moved_to: Option<&move_plan::Destinations<'_>> =
         (op == Operation::Move).then_some(&moved_to);
     let total: usize = levels.iter().map(Vec::len).sum();
     let mut done = 0;

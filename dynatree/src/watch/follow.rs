@@ -65,6 +65,9 @@ struct Follower<T, S> {
     page: u32,
 }
 
+/// A poll in flight: it owns the follower and gives it back with what it read.
+type PollFuture<T, S> = Pin<Box<dyn Future<Output = (Follower<T, S>, Polled<T>)> + Send>>;
+
 /// The typed changes of the objects under one path, from the table's stream, as a
 /// [`Stream`] that does not end: [`Tree::watch`] makes one.
 ///
@@ -131,7 +134,7 @@ struct Follower<T, S> {
 /// ```
 pub struct Watch<T, S = SharedStorage> {
     follower: Option<Follower<T, S>>,
-    poll: Option<Pin<Box<dyn Future<Output = (Follower<T, S>, Polled<T>)> + Send>>>,
+    poll: Option<PollFuture<T, S>>,
     sleep: Option<Pin<Box<tokio::time::Sleep>>>,
     ready: VecDeque<Handed<T>>,
     /// The cursor once `ready` is handed.
