@@ -15,12 +15,18 @@
 //! lost). The finish step writes "late" objects long after every writer ended, then catches
 //! up: a watch must hand them (a path held back forever fails here).
 //!
+//! Refused moves in every order of their records, watches positioned in each phase of a
+//! refused move, moves back and forth under a crashing watcher, and time to live expiring a
+//! subtree being moved are here too.
+//!
 //! Scenarios that met defects, now mended: a watch positioned in the middle of a move (the
 //! source's removal without its copy), a move that kept its source after a lock-ignoring
 //! write (the copy without its removal), a move's copy removed outside the protocol (time to
 //! live, a Go delete) after its `Moved` was handed, and a resumed cursor that did not know a
-//! shard read while empty (its loss by trimming went unnoticed). The finish steps wait out
-//! the watch's documented 10 s for a move's missing record before they call it caught up.
+//! shard read while empty (its loss by trimming went unnoticed), a refused move whose source's
+//! hold a Go put erased (its copy and rollback waited for a release that never came). The
+//! finish steps wait out the watch's documented 10 s for a move's missing record before they
+//! call it caught up.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -1058,13 +1064,15 @@ fn a_lock_ignoring_deletion_of_a_moves_copy_does_not_hold_back_the_source() {
 }
 
 /// A move whose process crashes, recovered by `resume`, while a Go put overwrites its source
-/// (a resumed copy whose source is no longer wholly held is refused and rolled back).
+/// (a resumed copy whose source is no longer wholly held is refused and rolled back; the Go
+/// put erased the source's hold and `SC movedto`, so no `Kept` record comes). Later puts at
+/// the source, the destination and elsewhere must be handed.
 #[test]
 fn a_crashed_move_rolled_back_after_a_lock_ignoring_overwrite_of_its_source() {
     let mut plan = Plan::new("move a->b (crashes) vs Go put a", &[], &[(&["a"], 1)]);
     plan.splits = Vec::new();
     plan.faults = vec![SimFault::Crash, SimFault::CrashAfterApply];
-    plan.late = paths(&[(&["a"], 9), (&["c"], 8)]);
+    plan.late = paths(&[(&["a"], 9), (&["b"], 8), (&["c"], 8)]);
     run(
         plan,
         vec![
@@ -1084,6 +1092,198 @@ fn time_to_live_deleting_a_moving_object() {
     plan.splits = Vec::new();
     plan.max_faults = 0;
     plan.late = paths(&[(&["a"], 9), (&["b"], 8)]);
+    run(
+        plan,
+        vec![
+            vec![mv(&["a"], &["b"])],
+            vec![Step::Expire, Step::Expire, Step::Expire],
+        ],
+    );
+}
+
+/// Names for a move whose copy's insert is read before its source's records: the destination
+/// in the first of two open shards (read first), the source in the second.
+fn dest_then_source() -> (String, String) {
+    let d = names_in(0, 2, 1, &[]).remove(0);
+    let s = names_in(1, 2, 1, &[d.clone()]).remove(0);
+    (s, d)
+}
+
+// ---------------------------------------------------------------------------------------
+// Refused moves.
+// ---------------------------------------------------------------------------------------
+
+/// A live move of `a` (with a child) to `b`, refused at its second level by a Go put of
+/// `b/x` (its listing row is not the move's): the copy of `a` at `b` is rolled back and the
+/// sources released. The destination is read first; the watcher stops after every read and
+/// resumes from its cursor, so a cursor may fall after the source's release and before the
+/// copy's insert.
+#[test]
+fn a_refused_move_whose_release_is_read_before_its_copy_survives_a_restart() {
+    let (s, d) = dest_then_source();
+    let (s, d) = (s.as_str(), d.as_str());
+    let mut plan = Plan::new(
+        &format!("move {s}->{d} vs Go put {d}/x; watcher resumed 4x; late put {s}, {d}"),
+        &[],
+        &[(&[s], 1), (&[s, "x"], 2)],
+    );
+    plan.splits = Vec::new();
+    plan.reads = 1;
+    plan.restarts = 4;
+    plan.max_faults = 0;
+    plan.late = paths(&[(&[s], 9), (&[d], 8)]);
+    plan.schedules = 200;
+    run(
+        plan,
+        vec![vec![mv(&[s], &[d])], vec![act(Act::GoPut(p(&[d, "x"]), 5))]],
+    );
+}
+
+/// The same refusal, its rollback and release read in any order relative to later puts at
+/// both paths, the stream splitting, with a fault anywhere.
+#[test]
+fn a_refused_moves_rollback_and_release_in_every_order_vs_later_writes_at_both_paths() {
+    let mut plan = Plan::new(
+        "move a->b vs Go put b/x vs put a, put b",
+        &[],
+        &[(&["a"], 1), (&["a", "x"], 2)],
+    );
+    plan.splits = vec![2, 1];
+    plan.late = paths(&[(&["a"], 9), (&["b"], 8)]);
+    plan.schedules = 200;
+    run(
+        plan,
+        vec![
+            vec![mv(&["a"], &["b"])],
+            vec![act(Act::GoPut(p(&["b", "x"]), 5))],
+            vec![put(&["a"], 6), put(&["b"], 7)],
+        ],
+    );
+}
+
+/// The watch takes its position while a refused move runs (before its copy, between its copy
+/// and its rollback, between the rollback and the release, after), then is resumed from its
+/// cursor.
+#[test]
+fn a_watch_positioned_in_each_phase_of_a_refused_move() {
+    let (s, d) = dest_then_source();
+    let (s, d) = (s.as_str(), d.as_str());
+    let mut plan = Plan::new(
+        &format!("start racing move {s}->{d} vs Go put {d}/x; resumed; late put {s}, {d}"),
+        &[],
+        &[(&[s], 1), (&[s, "x"], 2)],
+    );
+    plan.splits = Vec::new();
+    plan.racing_start = true;
+    plan.reads = 1;
+    plan.restarts = 2;
+    plan.max_faults = 0;
+    plan.late = paths(&[(&[s], 9), (&[d], 8)]);
+    plan.schedules = 200;
+    run(
+        plan,
+        vec![vec![mv(&[s], &[d])], vec![act(Act::GoPut(p(&[d, "x"]), 5))]],
+    );
+}
+
+/// The watch takes its position while a move runs, and is resumed from its cursor several
+/// times: a shard it read nothing of is read again from a minute before its start (the
+/// move's copy, before the position), after the source's removal was resolved alone.
+#[test]
+fn a_watch_positioned_mid_move_and_resumed_rereads_the_copy_before_its_position() {
+    let (s, d) = dest_then_source();
+    let (s, d) = (s.as_str(), d.as_str());
+    let mut plan = Plan::new(
+        &format!("start racing move {s}->{d}; resumed 3x; late put {s}, {d}"),
+        &[],
+        &[(&[s], 1)],
+    );
+    plan.splits = Vec::new();
+    plan.racing_start = true;
+    plan.reads = 1;
+    plan.restarts = 3;
+    plan.max_faults = 0;
+    plan.late = paths(&[(&[s], 9), (&[d], 8)]);
+    plan.schedules = 150;
+    run(plan, vec![vec![mv(&[s], &[d])]]);
+}
+
+// ---------------------------------------------------------------------------------------
+// Moves of one path in a row, and a watcher that crashes.
+// ---------------------------------------------------------------------------------------
+
+/// The same move twice (same source and destination, two hold ids) and back and forth, while
+/// the watcher crashes or fails at any request and resumes from its cursor.
+#[test]
+fn moves_back_and_forth_of_one_path_vs_a_crashing_watcher() {
+    let mut plan = Plan::new(
+        "move a->b, b->a, a->b vs put a; watcher resumed 3x, crashes",
+        &[],
+        &[(&["a"], 1)],
+    );
+    plan.splits = vec![2];
+    plan.reads = 1;
+    plan.restarts = 3;
+    plan.faults = vec![
+        SimFault::Crash,
+        SimFault::Request(dynatree_testing::Fault::Fail),
+        SimFault::Request(dynatree_testing::Fault::FailAfterApply),
+    ];
+    plan.max_faults = 2;
+    plan.late = paths(&[(&["a"], 9), (&["b"], 8)]);
+    plan.schedules = 200;
+    run(
+        plan,
+        vec![
+            vec![mv(&["a"], &["b"]), mv(&["b"], &["a"]), mv(&["a"], &["b"])],
+            vec![put(&["a"], 5)],
+        ],
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// Records outside the protocol.
+// ---------------------------------------------------------------------------------------
+
+/// A Go delete of a move's copy (a removal still naming its source) while the watcher stops
+/// after each read: a cursor may fall between the copy's removal and its source's removal.
+#[test]
+fn a_copy_removed_outside_the_protocol_then_a_restart_before_the_source_removal() {
+    let (s, d) = dest_then_source();
+    let (s, d) = (s.as_str(), d.as_str());
+    let mut plan = Plan::new(
+        &format!("move {s}->{d} vs Go delete {d}; resumed 4x; late put {s}, {d}"),
+        &[],
+        &[(&[s], 1)],
+    );
+    plan.splits = Vec::new();
+    plan.reads = 1;
+    plan.restarts = 4;
+    plan.max_faults = 0;
+    plan.late = paths(&[(&[s], 9), (&[d], 8)]);
+    plan.schedules = 200;
+    run(
+        plan,
+        vec![vec![mv(&[s], &[d])], vec![act(Act::GoDelete(p(&[d])))]],
+    );
+}
+
+/// Time to live expires objects of a subtree while it moves (held sources, copies before
+/// their release), the watcher resumed after every read.
+#[test]
+fn time_to_live_expiring_a_subtree_being_moved_vs_a_resumed_watcher() {
+    let mut plan = Plan::new(
+        "move a->b vs time to live (a, a/x expired); resumed 3x",
+        &[],
+        &[],
+    );
+    plan.expiring = paths(&[(&["a"], 1), (&["a", "x"], 2)]);
+    plan.splits = Vec::new();
+    plan.reads = 1;
+    plan.restarts = 3;
+    plan.max_faults = 0;
+    plan.late = paths(&[(&["a"], 9), (&["b"], 8), (&["b", "x"], 7)]);
+    plan.schedules = 200;
     run(
         plan,
         vec![

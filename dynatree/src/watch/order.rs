@@ -223,6 +223,9 @@ impl<T> Order<T> {
     /// - a copy whose move was released without removing its source (a write outside the
     ///   protocol kept the source): the copy is a `Created` at its destination.
     ///
+    /// - a copy rolled back whose source never said it was kept (a write outside the protocol
+    ///   erased the source's hold): the move never happened, and both records say nothing.
+    ///
     /// A copy whose move is not released yet waits (a move that stopped is finished later).
     pub(super) fn caught_up(&mut self, now: tokio::time::Instant) {
         let mut orphans = Vec::new();
@@ -231,7 +234,8 @@ impl<T> Order<T> {
                 continue;
             };
             let departed = e.paths.first() == Some(from);
-            if e.change.is_some() || e.paths.len() != 1 || !(departed || e.released) {
+            let settled = departed || e.released || e.copy_removed.is_some();
+            if e.change.is_some() || e.paths.len() != 1 || !settled {
                 continue;
             }
             let since = *e.orphan_since.get_or_insert(now);
@@ -240,6 +244,21 @@ impl<T> Order<T> {
             }
         }
         for (id, departed) in orphans {
+            // A copy rolled back whose source never said it was kept (a write outside the
+            // protocol erased the source's hold): the move never happened; both go.
+            let removal = self
+                .events
+                .get(&id)
+                .filter(|_| !departed)
+                .and_then(|e| e.copy_removed);
+            if let Some(removal) = removal {
+                if let Some(key) = self.events.get_mut(&id).and_then(|e| e.key.take()) {
+                    self.pairs.remove(&key);
+                }
+                self.finish(id);
+                self.finish(removal);
+                continue;
+            }
             if let Some(e) = self.events.get_mut(&id) {
                 e.change = match e.moved.take() {
                     Some(_) if departed => e.alone.take().map(Ok),

@@ -243,7 +243,11 @@ async fn a_cursor_the_stream_no_longer_holds_is_a_typed_error_and_resync_misses_
     links.put(&link("acme", "a", "2")).await.unwrap();
     for change in drain(&mut fresh).await {
         let mut words = change.split(' ');
-        let (_, path, url) = (words.next(), words.next().unwrap(), words.next_back().unwrap());
+        let (_, path, url) = (
+            words.next(),
+            words.next().unwrap(),
+            words.next_back().unwrap(),
+        );
         state.insert(path.to_owned(), url.to_owned());
     }
     let table_now: std::collections::BTreeMap<String, String> = tree
