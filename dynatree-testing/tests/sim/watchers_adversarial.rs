@@ -1105,7 +1105,7 @@ fn time_to_live_deleting_a_moving_object() {
 /// in the first of two open shards (read first), the source in the second.
 fn dest_then_source() -> (String, String) {
     let d = names_in(0, 2, 1, &[]).remove(0);
-    let s = names_in(1, 2, 1, &[d.clone()]).remove(0);
+    let s = names_in(1, 2, 1, std::slice::from_ref(&d)).remove(0);
     (s, d)
 }
 
