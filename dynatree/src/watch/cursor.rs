@@ -35,6 +35,8 @@ use crate::storage::sequence_after;
 pub struct Cursor {
     /// When the watch took its position (seconds since the epoch).
     pub(super) started: u64,
+    /// When the cursor was taken (seconds since the epoch; 0: not said).
+    pub(super) taken: u64,
     pub(super) marks: BTreeMap<String, Mark>,
     /// Per shard, records after its mark that were handed already (a change held back for
     /// another shard's record kept the mark before it).
@@ -77,6 +79,9 @@ impl Cursor {
 impl fmt::Display for Cursor {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "w1;{}", self.started)?;
+        if self.taken != 0 {
+            write!(f, "@{}", self.taken)?;
+        }
         for (shard, mark) in &self.marks {
             let mark = match mark {
                 Mark::After(s) => s.as_str(),
@@ -106,12 +111,19 @@ impl FromStr for Cursor {
         if parts.next() != Some("w1") {
             return Err(invalid());
         }
-        let started = parts
-            .next()
-            .and_then(|t| t.parse().ok())
-            .ok_or_else(invalid)?;
+        let first = parts.next().ok_or_else(invalid)?;
+        let (started, taken) = match first.split_once('@') {
+            Some((started, taken)) => (started, Some(taken)),
+            None => (first, None),
+        };
+        let started = started.parse().map_err(|_| invalid())?;
+        let taken = match taken {
+            Some(t) => t.parse().map_err(|_| invalid())?,
+            None => 0,
+        };
         let mut cursor = Cursor {
             started,
+            taken,
             ..Cursor::default()
         };
         for part in parts {

@@ -601,7 +601,11 @@ impl<T: Entity, S: Storage + 'static> Follower<T, S> {
                 if !self.positioned {
                     handed.extend(self.take_position().await?);
                 }
-                self.read_all(&mut handed).await
+                self.read_all(&mut handed).await?;
+                // Read from the stream now: the age of the cursor it resumed from no longer
+                // says anything about where it reads.
+                self.cursor.taken = 0;
+                Ok(())
             })
             .instrument(span)
             .await;
@@ -799,8 +803,20 @@ impl<T: Entity, S: Storage + 'static> Follower<T, S> {
                     started.checked_sub(START_MARGIN),
                 )
             }
-            // A shard born after the position was taken: all of it.
-            Some(Mark::Fresh | Mark::Done) | None => (StreamPosition::TrimHorizon, None),
+            // A shard born after the position was taken: all of it, if the stream still has
+            // all of it (a cursor taken more than the retention ago may have lost its start).
+            Some(Mark::Fresh | Mark::Done) | None => {
+                let taken = UNIX_EPOCH + Duration::from_secs(self.cursor.taken);
+                if self.cursor.taken != 0 && taken.elapsed().is_ok_and(|age| age >= RETENTION) {
+                    return Err(Error::new(
+                        ErrorKind::CursorExpired,
+                        format!(
+                            "the cursor is more than 24 hours old and shard {shard} is read from its start"
+                        ),
+                    ));
+                }
+                (StreamPosition::TrimHorizon, None)
+            }
         })
     }
 

@@ -4,6 +4,7 @@
 //! after each change handed, which never passes a record whose change is held back.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::cursor::{Cursor, Mark};
 use super::{Change, Info};
@@ -449,6 +450,9 @@ impl<T> Order<T> {
     pub(super) fn cursor(&self, read: &Cursor) -> Cursor {
         let mut cursor = read.clone();
         cursor.skips.clear();
+        cursor.taken = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
         for (shard, un) in &self.unhanded {
             if let Some(first) = un.first() {
                 cursor
