@@ -359,13 +359,13 @@ impl FakeTable {
     /// table.put_item(Key::new("h", "a").into_item(), Condition::Always).await?;
     /// table.put_item(Key::new("h", "b").into_item(), Condition::Always).await?;
     /// let shard = table.stream_shards().await?.remove(0);
-    /// let first = table.stream_records(shard.id(), StreamPosition::TrimHorizon, 1).await?;
+    /// let first = table.stream_page(shard.id(), StreamPosition::TrimHorizon, 1).await?;
     /// let seen = first.records[0].sequence_number().to_owned();
     ///
     /// table.trim_stream();
-    /// let err = table.stream_records(shard.id(), StreamPosition::After(seen), 10).await.unwrap_err();
+    /// let err = table.stream_page(shard.id(), StreamPosition::After(seen), 10).await.unwrap_err();
     /// assert_eq!(err.kind(), ErrorKind::CursorExpired);
-    /// let now = table.stream_records(shard.id(), StreamPosition::TrimHorizon, 10).await?;
+    /// let now = table.stream_page(shard.id(), StreamPosition::TrimHorizon, 10).await?;
     /// assert!(now.records.is_empty());
     /// # Ok(()) }
     /// ```

@@ -2322,13 +2322,13 @@ pub trait Storage: Send + Sync {
     /// table.put_item(Key::new("h", "r").into_item(), Condition::Always).await?;
     /// let mut read = 0;
     /// for shard in table.stream_shards().await? {
-    ///     let page = table.stream_records(shard.id(), StreamPosition::TrimHorizon, 100).await?;
+    ///     let page = table.stream_page(shard.id(), StreamPosition::TrimHorizon, 100).await?;
     ///     read += page.records.len();
     /// }
     /// assert_eq!(read, 1);
     /// # Ok(()) }
     /// ```
-    fn stream_records(
+    fn stream_page(
         &self,
         shard: &str,
         position: StreamPosition,

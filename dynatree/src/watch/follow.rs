@@ -640,7 +640,7 @@ impl<T: Entity, S: Storage + 'static> Follower<T, S> {
             } else {
                 cursor.marks.insert(shard.id().to_owned(), Mark::Start);
                 let page = io
-                    .stream_records(shard.id(), StreamPosition::Latest, self.page)
+                    .stream_page(shard.id(), StreamPosition::Latest, self.page)
                     .await?;
                 pages.push((shard.id().to_owned(), page));
             }
@@ -756,7 +756,7 @@ impl<T: Entity, S: Storage + 'static> Follower<T, S> {
         }
         loop {
             let (position, since) = self.position(shard)?;
-            let page = match io.stream_records(shard, position.clone(), self.page).await {
+            let page = match io.stream_page(shard, position.clone(), self.page).await {
                 Ok(page) => page,
                 // A continuation too old: read again from the shard's mark.
                 Err(e)
@@ -765,7 +765,7 @@ impl<T: Entity, S: Storage + 'static> Follower<T, S> {
                 {
                     self.next.remove(shard);
                     let (position, _) = self.position(shard)?;
-                    io.stream_records(shard, position, self.page).await?
+                    io.stream_page(shard, position, self.page).await?
                 }
                 Err(e) => return Err(e),
             };
