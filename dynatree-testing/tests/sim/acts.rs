@@ -702,3 +702,19 @@ pub fn absorbed(n: usize) -> impl Fn(&End<'_>) -> Result<(), String> {
         Ok(())
     }
 }
+
+/// Never stored: an entity needs one hierarchical variant; every object is `Any::Object`
+/// (what a follower of the whole table decodes the stream into).
+#[derive(Hierarchical, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[dynatree(path = "Never/{id}")]
+pub struct Never {
+    pub id: String,
+}
+
+/// Any object of the table, decoded from the stream by the followers of the scenarios.
+#[derive(dynatree::Entity, Debug, Clone, PartialEq)]
+pub enum Any {
+    Never(Never),
+    #[dynatree(other)]
+    Object(dynatree::entity::Unknown),
+}

@@ -9,7 +9,6 @@
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 
-use dynatree::entity::Unknown;
 use dynatree::watch::{self, Change};
 
 use crate::acts::*;
@@ -25,20 +24,6 @@ fn recorded_table() -> FakeTable {
     let table = FakeTable::new();
     TABLE.with(|t| *t.borrow_mut() = Some(table.clone()));
     table
-}
-
-/// Never stored: an entity needs one hierarchical variant; every object here is `Other`.
-#[derive(Hierarchical, Serialize, Deserialize, Clone, Debug, PartialEq)]
-#[dynatree(path = "Never/{id}")]
-struct Never {
-    id: String,
-}
-
-#[derive(dynatree::Entity, Debug, Clone, PartialEq)]
-enum Any {
-    Never(Never),
-    #[dynatree(other)]
-    Object(Unknown),
 }
 
 /// The objects a follower holds after applying every decoded change of the stream in order.

@@ -14,24 +14,9 @@
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 
-use dynatree::entity::Unknown;
 use dynatree::watch::{Change, Cursor, Watch};
 
 use crate::acts::*;
-
-/// Never stored: an entity needs one hierarchical variant; every object here is `Other`.
-#[derive(Hierarchical, Serialize, Deserialize, Clone, Debug, PartialEq)]
-#[dynatree(path = "Never/{id}")]
-struct Never {
-    id: String,
-}
-
-#[derive(dynatree::Entity, Debug, Clone, PartialEq)]
-enum Any {
-    Never(Never),
-    #[dynatree(other)]
-    Object(Unknown),
-}
 
 /// What one schedule's watcher knows, kept between its steps (the simulator runs a schedule's
 /// backend, operations and checks on the test's thread).

@@ -31,27 +31,12 @@
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 
-use dynatree::entity::Unknown;
 use dynatree::watch::{Change, Cursor, Watch};
 
 use crate::acts::*;
 
 /// Longer than the watch's wait for a move's missing record once it is caught up (10 s).
 const MOVE_RECORD_WAIT: Duration = Duration::from_secs(11);
-
-/// Never stored: an entity needs one hierarchical variant; every object here is `Other`.
-#[derive(Hierarchical, Serialize, Deserialize, Clone, Debug, PartialEq)]
-#[dynatree(path = "Never/{id}")]
-struct Never {
-    id: String,
-}
-
-#[derive(dynatree::Entity, Debug, Clone, PartialEq)]
-enum Any {
-    Never(Never),
-    #[dynatree(other)]
-    Object(Unknown),
-}
 
 /// What one schedule's watcher knows, kept between its steps.
 #[derive(Default)]
